@@ -1,0 +1,196 @@
+#include "commands.h"
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include <boost/program_options.hpp>
+
+#include "htm/error.h"
+#include "registry.h"
+#include "results_store.h"
+#include "runner.h"
+
+namespace po = boost::program_options;
+
+namespace htm {
+namespace {
+
+constexpr const char* kDefaultDb = "results/htm.sqlite";
+
+struct Command {
+  const char* name;
+  int (*fn)(const Args&);
+  const char* summary;
+};
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> list = {
+      {"run", cmd_run, "run every variant x seed of an experiment file"},
+      {"config", cmd_config, "print the resolved config of an experiment's variants"},
+      {"plugins", cmd_plugins, "list the plugins found on the search path"},
+      {"runs", cmd_runs, "list recorded runs"},
+      {"query", cmd_query, "run SQL on the results database and print a table"},
+      {"bench", cmd_bench, "time a training step and the pair sampler at the paper's size"},
+  };
+  return list;
+}
+
+void usage() {
+  std::printf("usage: htm <command> [options]   (htm <command> --help for its options)\n\n");
+  for (const auto& c : commands()) std::printf("  %-8s %s\n", c.name, c.summary);
+  std::printf("\nplugins are searched in HTM_PLUGIN_PATH (':'-separated), then the build's and the\n"
+              "installed plugin folders\n");
+}
+
+// Parses `args` against `options` (+ positionals); returns false after printing help.
+bool parse(const std::string& command, const Args& args, po::options_description& options,
+           const po::positional_options_description& positional, po::variables_map& vm,
+           const char* synopsis) {
+  options.add_options()("help,h", "show this help");
+  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+  if (vm.count("help")) {
+    std::cout << "usage: htm " << command << " " << synopsis << "\n\n" << options;
+    return false;
+  }
+  po::notify(vm);
+  return true;
+}
+
+}  // namespace
+
+int cmd_run(const Args& args) {
+  po::options_description opts("options");
+  RunRequest req;
+  opts.add_options()
+      ("file", po::value(&req.file)->required(), "experiment file (TOML)")
+      ("variant,v", po::value(&req.variants)->composing(), "variant to run (repeatable; default: all)")
+      ("seed,s", po::value(&req.seeds)->composing(), "seed to run (repeatable; default: the file's seeds)")
+      ("set", po::value(&req.overrides)->composing(), "override a setting, e.g. --set train.epochs=2")
+      ("jobs,j", po::value(&req.jobs)->default_value(1), "runs executed at once, each in its own process")
+      ("force", po::bool_switch(&req.force), "run again even if a finished run with this config exists");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  if (!parse("run", args, opts, pos, vm, "FILE [options]")) return 0;
+  if (req.jobs < 1) throw Error("--jobs must be at least 1");
+  Registry registry;
+  return run_experiment(req, registry);
+}
+
+int cmd_config(const Args& args) {
+  po::options_description opts("options");
+  std::string file;
+  std::vector<std::string> variants, overrides;
+  opts.add_options()
+      ("file", po::value(&file)->required(), "experiment file (TOML)")
+      ("variant,v", po::value(&variants)->composing(), "variant (repeatable; default: all)")
+      ("set", po::value(&overrides)->composing(), "override a setting");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  if (!parse("config", args, opts, pos, vm, "FILE [options]")) return 0;
+  Registry registry;
+  ExperimentFile ex = ExperimentFile::load(file, overrides);
+  for (const auto& v : variants.empty() ? ex.variants() : variants) {
+    ResolvedConfig config = ex.resolve(v, registry);
+    std::printf("# variant %s (config hash %s)\n%s\n", v.c_str(), config.hash.c_str(), config.toml.c_str());
+  }
+  return 0;
+}
+
+int cmd_plugins(const Args& args) {
+  po::options_description opts("options");
+  opts.add_options()("verbose", "also list each plugin's parameters");
+  po::variables_map vm;
+  if (!parse("plugins", args, opts, {}, vm, "[--verbose]")) return 0;
+  Registry registry;
+  QueryResult table;
+  table.columns = {"kind", "name", "version", "abi", "description"};
+  for (const auto& e : registry.entries())
+    table.rows.push_back({kind_name(e.manifest.kind), e.manifest.name, e.manifest.version,
+                          std::to_string(e.manifest.abi), e.manifest.description});
+  std::printf("%s", format_table(table).c_str());
+  if (vm.count("verbose")) {
+    for (const auto& e : registry.entries()) {
+      std::printf("\n%s %s  (%s)\n", kind_name(e.manifest.kind), e.manifest.name.c_str(), e.path.c_str());
+      for (const auto& p : e.manifest.params)
+        std::printf("  %-16s %-12s = %-24s %s\n", p.name.c_str(), type_name(p.type),
+                    to_toml(p.default_value).c_str(), p.description.c_str());
+    }
+  }
+  for (const auto& r : registry.rejected()) std::fprintf(stderr, "warning: %s\n", r.c_str());
+  std::string path;
+  for (const auto& p : registry.search_path()) path += (path.empty() ? "" : ":") + p;
+  std::printf("\nsearch path: %s\n", path.c_str());
+  return 0;
+}
+
+int cmd_runs(const Args& args) {
+  po::options_description opts("options");
+  std::string db, experiment;
+  int limit = 50;
+  opts.add_options()
+      ("db", po::value(&db)->default_value(kDefaultDb), "results database")
+      ("experiment,e", po::value(&experiment), "only this experiment")
+      ("limit,n", po::value(&limit)->default_value(50), "most recent runs to show");
+  po::variables_map vm;
+  if (!parse("runs", args, opts, {}, vm, "[options]")) return 0;
+  ResultsStore store(db);
+  std::string where;
+  if (!experiment.empty()) {
+    std::string quoted;
+    for (char c : experiment) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+    where = " WHERE experiment = '" + quoted + "'";
+  }
+  auto result = store.query(
+      "SELECT s.id, s.experiment, s.variant, s.seed, s.status, s.started_at, s.duration_s, "
+      "(SELECT printf('%.5f', value) FROM latest_metrics m WHERE m.run_id = s.id AND m.split = 'test' "
+      "AND m.name = 'mse') AS test_mse, s.error FROM run_summary s" + where +
+      " ORDER BY s.id DESC LIMIT " + std::to_string(limit));
+  std::printf("%s", format_table(result).c_str());
+  return 0;
+}
+
+int cmd_query(const Args& args) {
+  po::options_description opts("options");
+  std::string db, sql;
+  opts.add_options()
+      ("sql", po::value(&sql)->required(), "SQL statement")
+      ("db", po::value(&db)->default_value(kDefaultDb), "results database");
+  po::positional_options_description pos;
+  pos.add("sql", 1);
+  po::variables_map vm;
+  if (!parse("query", args, opts, pos, vm, "\"SQL\" [--db PATH]")) return 0;
+  ResultsStore store(db);
+  std::printf("%s", format_table(store.query(sql)).c_str());
+  return 0;
+}
+
+int dispatch(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string name = argv[1];
+  for (const auto& c : commands()) {
+    if (name != c.name) continue;
+    try {
+      return c.fn(Args(argv + 2, argv + argc));
+    } catch (const po::error& e) {
+      std::fprintf(stderr, "error: htm %s: %s (see htm %s --help)\n", c.name, e.what(), c.name);
+      return 2;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "error: unknown command '%s'\n\n", name.c_str());
+  usage();
+  return 2;
+}
+
+}  // namespace htm

@@ -1,0 +1,21 @@
+// Adapter plugins: the only domain-specific parts — lifting data to tokens and back.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include "htm/plugin.h"
+
+namespace htm {
+
+class Adapter : public Plugin, public torch::nn::Module {
+ public:
+  ~Adapter() override;
+  /// Number of tokens T that lift() makes from one sample of BuildContext::sample_shape.
+  virtual int64_t num_tokens() const = 0;
+  /// B×sample_shape → B×T×C.
+  virtual torch::Tensor lift(const torch::Tensor& input) = 0;
+  /// B×T×C decoder tokens → B×sample_shape, in the range the dataset uses.
+  virtual torch::Tensor unlift(const torch::Tensor& tokens) = 0;
+};
+
+}  // namespace htm

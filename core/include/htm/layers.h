@@ -1,0 +1,45 @@
+// Building blocks the host model is made of, exported for plugin authors to reuse.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+namespace htm {
+
+/// Multi-head attention of queries over keys/values; self-attention when both are the same.
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(int64_t dim, int64_t heads, double dropout);
+  /// keys/values from kv_tokens (B×Tk×C). If `weights` is given, it receives the B×Tq×Tk
+  /// attention averaged over heads; if `keys` is given it receives the B×Tk×C key projection.
+  torch::Tensor forward(const torch::Tensor& q_tokens, const torch::Tensor& kv_tokens,
+                        torch::Tensor* weights = nullptr, torch::Tensor* keys = nullptr);
+  /// Projects B×Tk×C tokens to keys and values (each B×Tk×C).
+  std::pair<torch::Tensor, torch::Tensor> key_values(const torch::Tensor& kv_tokens);
+  /// Attention given precomputed keys/values.
+  torch::Tensor attend(const torch::Tensor& q_tokens, const torch::Tensor& keys,
+                       const torch::Tensor& values, torch::Tensor* weights = nullptr);
+
+ private:
+  int64_t heads_;
+  torch::nn::Linear q_{nullptr}, kv_{nullptr}, out_{nullptr};
+  torch::nn::Dropout drop_{nullptr};
+};
+TORCH_MODULE(Attention);
+
+/// Pre-norm token MLP with residual: x + Dropout(W2 GELU(W1 LN(x))).
+class ResidualMlpImpl : public torch::nn::Module {
+ public:
+  ResidualMlpImpl(int64_t dim, int64_t ratio, double dropout);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::nn::LayerNorm norm_{nullptr};
+  torch::nn::Linear fc1_{nullptr}, fc2_{nullptr};
+  torch::nn::Dropout drop_{nullptr};
+};
+TORCH_MODULE(ResidualMlp);
+
+}  // namespace htm

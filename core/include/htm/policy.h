@@ -1,0 +1,75 @@
+// Policy plugins decide which pairs merge in the encoder and which tokens unmerge in the decoder.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include "htm/plugin.h"
+
+namespace htm {
+
+/// What a policy sees when the merging block asks for r pairs. Shapes: B batch, T tokens, C width.
+struct MergeContext {
+  torch::Tensor tokens;      ///< B×T×C, output of the encoder's transformer block (in the graph)
+  int64_t r = 0;             ///< pairs to merge, 0 < r ≤ T/2
+  int64_t depth = 1;         ///< 1-based encoder layer
+  torch::Tensor attention;   ///< B×T×T transformer-block attention, heads averaged (if needs_attention())
+  torch::Tensor cross_keys;  ///< B×T×C keys of the merging block's cross-attention (if needs_cross_keys())
+  at::Generator generator;   ///< seeded; every random draw must use it
+  bool training = true;
+};
+
+/// r disjoint ordered pairs: token src[b,k] is merged into token dst[b,k].
+struct MergeDecision {
+  torch::Tensor src;       ///< B×r int64
+  torch::Tensor dst;       ///< B×r int64
+  torch::Tensor log_prob;  ///< B×r log-probability of each chosen pair under the unconstrained
+                           ///< policy, in the graph; undefined when the policy has nothing to learn
+};
+
+struct UnmergeContext {
+  torch::Tensor tokens;  ///< B×T×C decoder tokens before unmerging
+  int64_t r = 0;         ///< tokens to unmerge, 0 < r ≤ T
+  int64_t depth = 1;     ///< 1-based depth this decoder layer mirrors
+  at::Generator generator;
+  bool training = true;
+};
+
+/// r distinct tokens to split in two.
+struct UnmergeDecision {
+  torch::Tensor index;     ///< B×r int64
+  torch::Tensor log_prob;  ///< B×r, as in MergeDecision
+};
+
+class Policy : public Plugin, public torch::nn::Module {
+ public:
+  ~Policy() override;
+  /// Chooses r disjoint ordered pairs (never i→i).
+  virtual MergeDecision choose_merges(const MergeContext& ctx) = 0;
+  /// Chooses r distinct tokens to unmerge.
+  virtual UnmergeDecision choose_unmerges(const UnmergeContext& ctx) = 0;
+  /// Whether the host must fill MergeContext::attention (costs a B×T×T tensor per layer).
+  virtual bool needs_attention() const { return false; }
+  /// Whether the host must fill MergeContext::cross_keys.
+  virtual bool needs_cross_keys() const { return false; }
+};
+
+// Sampling helpers shared by policies (core/src/sampling.cpp).
+
+/// Samples r disjoint ordered pairs from softmax(logits) over the flattened T×T matrix, one pair
+/// at a time renormalised over the pairs still allowed — drawn exactly, in one pass, by adding
+/// Gumbel noise once, sorting, and greedily accepting pairs of unused tokens. The diagonal is
+/// never chosen. logits: B×T×T (any values on the diagonal). Returns {src, dst}, each B×r int64.
+std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tensor& logits,
+                                                              int64_t r, at::Generator generator);
+/// The paper's sampler, one pair at a time: O(r·T²). Same distribution; kept as the reference.
+std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(
+    const torch::Tensor& logits, int64_t r, at::Generator generator);
+/// Samples r distinct indices per row from softmax(scores) without replacement (Gumbel top-k).
+/// scores: B×T. Returns B×r int64.
+torch::Tensor sample_without_replacement(const torch::Tensor& scores, int64_t r,
+                                         at::Generator generator);
+/// log_softmax over the flattened T×T matrix with the diagonal masked, gathered at the pairs.
+torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& src,
+                            const torch::Tensor& dst);
+
+}  // namespace htm

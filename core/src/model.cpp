@@ -1,0 +1,270 @@
+#include "model.h"
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "htm/error.h"
+
+namespace htm {
+namespace F = torch::nn::functional;
+
+std::vector<int64_t> make_schedule(int64_t tokens, double fraction, int64_t layers) {
+  std::vector<int64_t> schedule;
+  for (int64_t l = 0; l < layers; ++l) {
+    const int64_t r = static_cast<int64_t>(std::floor(fraction * tokens / 2.0 + 1e-9));
+    schedule.push_back(r);
+    tokens -= r;
+  }
+  return schedule;
+}
+
+int64_t tokens_after(int64_t tokens, const std::vector<int64_t>& schedule, size_t depth) {
+  for (size_t l = 0; l < depth && l < schedule.size(); ++l) tokens -= schedule[l];
+  return tokens;
+}
+
+void check_schedule(int64_t tokens, const std::vector<int64_t>& schedule) {
+  if (schedule.empty()) throw Error("the merging schedule is empty");
+  for (size_t l = 0; l < schedule.size(); ++l) {
+    if (schedule[l] < 0 || 2 * schedule[l] > tokens)
+      throw Error("merging schedule layer " + std::to_string(l + 1) + " merges " +
+                  std::to_string(schedule[l]) + " pairs but only " + std::to_string(tokens) +
+                  " tokens are left (at most " + std::to_string(tokens / 2) + " pairs)");
+    tokens -= schedule[l];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention
+
+AttentionImpl::AttentionImpl(int64_t dim, int64_t heads, double dropout) : heads_(heads) {
+  if (dim % heads != 0)
+    throw Error("model.dim (" + std::to_string(dim) + ") must be divisible by model.heads (" +
+                std::to_string(heads) + ")");
+  q_ = register_module("q", torch::nn::Linear(dim, dim));
+  kv_ = register_module("kv", torch::nn::Linear(dim, 2 * dim));
+  out_ = register_module("out", torch::nn::Linear(dim, dim));
+  drop_ = register_module("drop", torch::nn::Dropout(dropout));
+}
+
+std::pair<torch::Tensor, torch::Tensor> AttentionImpl::key_values(const torch::Tensor& kv_tokens) {
+  auto kv = kv_->forward(kv_tokens).chunk(2, -1);
+  return {kv[0], kv[1]};
+}
+
+torch::Tensor AttentionImpl::attend(const torch::Tensor& q_tokens, const torch::Tensor& keys,
+                                    const torch::Tensor& values, torch::Tensor* weights) {
+  const int64_t B = q_tokens.size(0), Tq = q_tokens.size(1), Tk = keys.size(1);
+  const int64_t C = q_tokens.size(2), d = C / heads_;
+  auto split = [&](const torch::Tensor& t, int64_t n) {  // B×n×C → B×h×n×d
+    return t.view({B, n, heads_, d}).transpose(1, 2);
+  };
+  auto q = split(q_->forward(q_tokens), Tq) * (1.0 / std::sqrt(static_cast<double>(d)));
+  auto att = torch::softmax(torch::matmul(q, split(keys, Tk).transpose(-2, -1)), -1);
+  if (weights != nullptr) *weights = att.mean(1);
+  auto y = torch::matmul(drop_->forward(att), split(values, Tk));  // B×h×Tq×d
+  return out_->forward(y.transpose(1, 2).reshape({B, Tq, C}));
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& q_tokens, const torch::Tensor& kv_tokens,
+                                     torch::Tensor* weights, torch::Tensor* keys) {
+  auto [k, v] = key_values(kv_tokens);
+  if (keys != nullptr) *keys = k;
+  return attend(q_tokens, k, v, weights);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Blocks
+
+ResidualMlpImpl::ResidualMlpImpl(int64_t dim, int64_t ratio, double dropout) {
+  norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})));
+  fc1_ = register_module("fc1", torch::nn::Linear(dim, ratio * dim));
+  fc2_ = register_module("fc2", torch::nn::Linear(ratio * dim, dim));
+  drop_ = register_module("drop", torch::nn::Dropout(dropout));
+}
+
+torch::Tensor ResidualMlpImpl::forward(const torch::Tensor& x) {
+  return x + drop_->forward(fc2_->forward(torch::gelu(fc1_->forward(norm_->forward(x)))));
+}
+
+TransformerBlockImpl::TransformerBlockImpl(const ModelOptions& o) {
+  norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
+  attn_ = register_module("attn", Attention(o.dim, o.heads, o.dropout));
+  drop_ = register_module("drop", torch::nn::Dropout(o.dropout));
+  mlp_ = register_module("mlp", ResidualMlp(o.dim, o.mlp_ratio, o.dropout));
+}
+
+torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x, torch::Tensor* attention) {
+  auto h = norm_->forward(x);
+  return mlp_->forward(x + drop_->forward(attn_->forward(h, h, attention)));
+}
+
+RefineBlockImpl::RefineBlockImpl(const ModelOptions& o) : cross_attention_(o.cross_attention) {
+  if (cross_attention_) {
+    norm_q_ = register_module("norm_q", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
+    norm_kv_ = register_module("norm_kv", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
+    attn_ = register_module("attn", Attention(o.dim, o.heads, o.dropout));
+    drop_ = register_module("drop", torch::nn::Dropout(o.dropout));
+  }
+  mlp_ = register_module("mlp", ResidualMlp(o.dim, o.mlp_ratio, o.dropout));
+}
+
+std::pair<torch::Tensor, torch::Tensor> RefineBlockImpl::key_values(const torch::Tensor& old_tokens) {
+  if (!cross_attention_) return {};
+  return attn_->key_values(norm_kv_->forward(old_tokens));
+}
+
+torch::Tensor RefineBlockImpl::forward(const torch::Tensor& new_tokens, const torch::Tensor& keys,
+                                       const torch::Tensor& values) {
+  auto x = new_tokens;
+  if (cross_attention_)
+    x = x + drop_->forward(attn_->attend(norm_q_->forward(x), keys, values));
+  return mlp_->forward(x);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model
+
+namespace {
+
+constexpr int64_t kMaxDepth = 64;
+
+torch::Tensor sinusoids(int64_t depths, int64_t dim) {  // paper eq. 7
+  auto d = torch::arange(depths, torch::kFloat).unsqueeze(1);
+  auto i = torch::arange(0, dim, 2, torch::kFloat);
+  auto angle = d / torch::pow(10000.0, i / static_cast<double>(dim));
+  auto te = torch::zeros({depths, dim});
+  te.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, dim, 2)}, torch::sin(angle));
+  te.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, dim, 2)},
+                torch::cos(angle).narrow(1, 0, dim / 2));
+  return te;
+}
+
+torch::Tensor gather_tokens(const torch::Tensor& x, const torch::Tensor& index) {
+  return x.gather(1, index.unsqueeze(-1).expand({index.size(0), index.size(1), x.size(2)}));
+}
+
+}  // namespace
+
+HtmModelImpl::HtmModelImpl(const ModelOptions& options, std::shared_ptr<Adapter> adapter,
+                           std::shared_ptr<Policy> policy, std::shared_ptr<MergeOperator> merge)
+    : options_(options) {
+  adapter_ = register_module("adapter", std::move(adapter));
+  policy_ = register_module("policy", std::move(policy));
+  merge_ = register_module("merge", std::move(merge));
+  if (options_.transformer) {
+    encoder_block_ = register_module("encoder_block", TransformerBlock(options_));
+    decoder_block_ = register_module("decoder_block", TransformerBlock(options_));
+  }
+  merge_refine_ = register_module("merge_refine", RefineBlock(options_));
+  unmerge_refine_ = register_module("unmerge_refine", RefineBlock(options_));
+  timesteps_ = register_buffer("timesteps", sinusoids(kMaxDepth + 1, options_.dim));
+}
+
+torch::Tensor HtmModelImpl::timestep(int64_t depth) const {
+  if (depth > kMaxDepth) throw Error("schedules deeper than 64 layers are not supported");
+  return timesteps_[depth];
+}
+
+void HtmModelImpl::add_log_prob(ForwardResult& result, const torch::Tensor& log_prob) const {
+  if (!log_prob.defined() || options_.prob_scale) return;
+  auto per_sample = log_prob.sum(1);
+  result.log_prob = result.log_prob.defined() ? result.log_prob + per_sample : per_sample;
+}
+
+torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
+                                        const torch::Tensor& attention, at::Generator generator,
+                                        ForwardResult& result) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+  auto [keys, values] = merge_refine_->key_values(x);
+  if (r == 0) {
+    result.merges.push_back({});
+    return merge_refine_->forward(x, keys, values);
+  }
+  MergeContext ctx;
+  ctx.tokens = x;
+  ctx.r = r;
+  ctx.depth = depth;
+  ctx.attention = attention;
+  ctx.cross_keys = keys;
+  ctx.generator = generator;
+  ctx.training = is_training();
+  if (policy_->needs_cross_keys() && !keys.defined())
+    throw Error("this policy needs the merging block's cross-attention keys; "
+                "set model.cross_attention = true");
+  MergeDecision decision = policy_->choose_merges(ctx);
+  add_log_prob(result, decision.log_prob);
+
+  auto merged = merge_->merge(gather_tokens(x, decision.src).reshape({B * r, C}),
+                              gather_tokens(x, decision.dst).reshape({B * r, C}))
+                    .view({B, r, C});
+  if (options_.prob_scale && decision.log_prob.defined())
+    merged = merged * decision.log_prob.exp().unsqueeze(-1);
+  auto y = x.scatter(1, decision.dst.unsqueeze(-1).expand({B, r, C}), merged);
+  // Drop the src tokens, keeping the others in their original order.
+  auto order_key = torch::arange(T, torch::kLong).expand({B, T}).clone();
+  order_key.scatter_add_(1, decision.src, torch::full({B, r}, T, torch::kLong));
+  auto keep = std::get<1>(order_key.sort(1)).narrow(1, 0, T - r);
+  result.merges.push_back(std::move(decision));
+  return merge_refine_->forward(gather_tokens(y, keep), keys, values);
+}
+
+torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
+                                          at::Generator generator, ForwardResult& result) {
+  const int64_t B = x.size(0), C = x.size(2);
+  auto [keys, values] = unmerge_refine_->key_values(x);
+  if (r == 0) return unmerge_refine_->forward(x, keys, values);
+  UnmergeContext ctx;
+  ctx.tokens = x;
+  ctx.r = r;
+  ctx.depth = depth;
+  ctx.generator = generator;
+  ctx.training = is_training();
+  UnmergeDecision decision = policy_->choose_unmerges(ctx);
+  add_log_prob(result, decision.log_prob);
+
+  auto [first, second] = merge_->unmerge(gather_tokens(x, decision.index).reshape({B * r, C}));
+  first = first.view({B, r, C});
+  second = second.view({B, r, C});
+  if (options_.prob_scale && decision.log_prob.defined()) {
+    auto p = decision.log_prob.exp().unsqueeze(-1);
+    first = first * p;
+    second = second * p;
+  }
+  auto y = torch::cat({x.scatter(1, decision.index.unsqueeze(-1).expand({B, r, C}), first), second}, 1);
+  return unmerge_refine_->forward(y, keys, values);
+}
+
+ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vector<int64_t>& schedule,
+                                    at::Generator generator) {
+  ForwardResult result;
+  auto x = adapter_->lift(input);  // B×T×C
+  const int64_t depth = static_cast<int64_t>(schedule.size());
+
+  // Encoder: the same layer applied at every depth.
+  for (int64_t d = 1; d <= depth; ++d) {
+    x = x + timestep(d);
+    result.encoder_tokens.push_back(x);
+    torch::Tensor attention;
+    if (options_.transformer)
+      x = encoder_block_->forward(x, policy_->needs_attention() ? &attention : nullptr);
+    if (policy_->needs_attention() && !attention.defined())
+      throw Error("this policy reads the transformer block's attention; set model.transformer = true");
+    x = merge_layer(x, schedule[d - 1], d, attention, generator, result);
+  }
+  result.root = x;
+
+  // Decoder: mirror image, same schedule and timestep signals.
+  result.decoder_tokens.resize(depth);
+  for (int64_t d = depth; d >= 1; --d) {
+    x = x + timestep(d);
+    x = unmerge_layer(x, schedule[d - 1], d, generator, result);
+    if (options_.transformer) x = decoder_block_->forward(x);
+    result.decoder_tokens[d - 1] = x;
+  }
+  result.output = adapter_->unlift(x);
+  return result;
+}
+
+}  // namespace htm

@@ -1,0 +1,302 @@
+#include "trainer.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include <torch/torch.h>
+
+#include "htm/error.h"
+#include "pictures.h"
+
+namespace htm {
+namespace {
+
+std::atomic<bool> g_interrupt{false};
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string clock_text(double seconds) {
+  const long s = std::lround(std::max(0.0, seconds));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  return buf;
+}
+
+int64_t limit(int64_t requested, int64_t available) {
+  return requested > 0 ? std::min(requested, available) : available;
+}
+
+}  // namespace
+
+void request_interrupt() { g_interrupt = true; }
+bool interrupt_requested() { return g_interrupt; }
+
+int64_t sample_depth(double rho, int64_t layers, at::Generator generator) {
+  // P(d) ∝ ρ^d on 1..L, drawn by inverting the cumulative distribution.
+  std::vector<double> weight(layers);
+  double total = 0;
+  for (int64_t d = 1; d <= layers; ++d) total += (weight[d - 1] = std::pow(rho, d));
+  if (!(total > 0)) return 1;
+  double u = torch::rand({1}, generator, torch::kDouble).item<double>() * total;
+  for (int64_t d = 1; d <= layers; ++d)
+    if ((u -= weight[d - 1]) < 0) return d;
+  return layers;
+}
+
+double rho_at(double rho0, double rho_step, int64_t epoch) {
+  return std::min(1.0, rho0 + rho_step * static_cast<double>(epoch));
+}
+
+Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id,
+                 std::string artifact_dir, int64_t seed, std::string label)
+    : ex_(experiment),
+      store_(store),
+      run_id_(run_id),
+      artifact_dir_(std::move(artifact_dir)),
+      seed_(seed),
+      label_(std::move(label)),
+      generator_(at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed))) {}
+
+torch::Tensor Trainer::objective(const ForwardResult& out, const Batch& batch, int64_t epoch,
+                                 bool training, std::vector<Metric>* terms) {
+  LossContext ctx;
+  ctx.input = batch.input;
+  ctx.output = out.output;
+  ctx.labels = batch.labels;
+  ctx.encoder_tokens = out.encoder_tokens;
+  ctx.decoder_tokens = out.decoder_tokens;
+  ctx.epoch = epoch;
+  ctx.training = training;
+  torch::Tensor total;
+  for (auto& term : ex_.losses) {
+    if (term.weight == 0) continue;
+    auto value = term.loss->per_sample(ctx);
+    if (value.dim() != 1 || value.size(0) != batch.input.size(0))
+      throw Error("loss plugin '" + term.name + "' returned shape " +
+                  c10::str(value.sizes()) + ", expected one value per sample");
+    if (terms != nullptr) terms->push_back({"loss/" + term.name, value.mean().item<double>()});
+    total = total.defined() ? total + term.weight * value : term.weight * value;
+  }
+  if (!total.defined()) throw Error("no loss has a non-zero weight");
+  return total;  // B
+}
+
+double Trainer::baseline_mse() {
+  // Predicting the mean training sample: the trivial reconstruction a model must beat.
+  torch::NoGradGuard no_grad;
+  const auto& cfg = ex_.config;
+  const int64_t n_train = limit(cfg.integer("train.train_samples"), ex_.dataset->size(Split::train));
+  const int64_t n_test = limit(cfg.integer("train.eval_samples"), ex_.dataset->size(Split::test));
+  const int64_t chunk = 4096;
+  torch::Tensor sum;
+  for (int64_t i = 0; i < n_train; i += chunk) {
+    auto x = ex_.dataset->get(Split::train, torch::arange(i, std::min(n_train, i + chunk))).input;
+    sum = sum.defined() ? sum + x.sum(0) : x.sum(0);
+  }
+  auto mean = sum / static_cast<double>(n_train);
+  double sq = 0;
+  for (int64_t i = 0; i < n_test; i += chunk) {
+    auto x = ex_.dataset->get(Split::test, torch::arange(i, std::min(n_test, i + chunk))).input;
+    sq += (x - mean).pow(2).sum().item<double>();
+  }
+  return sq / static_cast<double>(n_test * mean.numel());
+}
+
+Trainer::Eval Trainer::evaluate() {
+  torch::NoGradGuard no_grad;
+  ex_.model->eval();
+  const int64_t n = limit(ex_.config.integer("train.eval_samples"), ex_.dataset->size(Split::test));
+  const int64_t bs = ex_.config.integer("train.eval_batch_size");
+  // A fixed generator: the same model evaluates to the same number.
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 7919);
+  double sq = 0;
+  int64_t count = 0;
+  std::map<std::string, double> loss_sums;
+  for (int64_t i = 0; i < n; i += bs) {
+    if (interrupt_requested()) throw Interrupted();
+    Batch batch = ex_.dataset->get(Split::test, torch::arange(i, std::min(n, i + bs)));
+    auto out = ex_.model->forward(batch.input, ex_.schedule, gen);
+    if (out.output.sizes() == batch.input.sizes()) {
+      sq += (out.output - batch.input).pow(2).sum().item<double>();
+      count += batch.input.numel();
+    }
+    std::vector<Metric> terms;
+    objective(out, batch, 0, false, &terms);
+    for (const auto& t : terms) loss_sums[t.name] += t.value * batch.input.size(0);
+  }
+  ex_.model->train();
+  Eval e;
+  e.mse = count > 0 ? sq / static_cast<double>(count) : std::nan("");
+  for (const auto& [name, sum] : loss_sums) e.losses.push_back({name, sum / static_cast<double>(n)});
+  return e;
+}
+
+void Trainer::save_checkpoint(int64_t step) {
+  // Written beside its final name, then renamed: a crash never leaves a torn checkpoint.
+  const std::string path = artifact_dir_ + "/checkpoint.pt", tmp = path + ".tmp";
+  torch::serialize::OutputArchive archive;
+  ex_.model->save(archive);
+  archive.save_to(tmp);
+  std::filesystem::rename(tmp, path);
+  store_.add_artifact(run_id_, "checkpoint", path, step);
+}
+
+void Trainer::save_pictures(int64_t step, const std::string& tag) {
+  const int64_t n = std::min(ex_.config.integer("train.images"), ex_.dataset->size(Split::test));
+  if (n <= 0 || ex_.dataset->sample_shape().size() != 3) return;
+  torch::NoGradGuard no_grad;
+  ex_.model->eval();
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 7919);
+  Batch batch = ex_.dataset->get(Split::test, torch::arange(n));
+  auto out = ex_.model->forward(batch.input, ex_.schedule, gen);
+  ex_.model->train();
+  if (out.output.sizes() != batch.input.sizes()) return;
+  const std::string path = artifact_dir_ + "/reconstructions_" + tag + ".png";
+  write_image_grid(path, {batch.input, out.output});
+  store_.add_artifact(run_id_, "reconstructions", path, step);
+}
+
+void Trainer::progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho,
+                       int64_t depth, double images_per_s, double elapsed_s, bool final_line) {
+  static const bool tty = isatty(fileno(stderr));
+  const double eta = step > 0 ? elapsed_s / step * (total_steps - step) : 0;
+  std::fprintf(stderr, "%s[%s] epoch %lld step %lld/%lld loss %.5f rho %.2f depth %lld %.1f img/s ETA %s%s",
+               tty ? "\r" : "", label_.c_str(), static_cast<long long>(epoch + 1),
+               static_cast<long long>(step), static_cast<long long>(total_steps), loss, rho,
+               static_cast<long long>(depth), images_per_s, clock_text(eta).c_str(),
+               tty && !final_line ? "   " : "\n");
+  std::fflush(stderr);
+}
+
+TrainSummary Trainer::run() {
+  const auto& cfg = ex_.config;
+  Dataset& data = *ex_.dataset;
+  std::filesystem::create_directories(artifact_dir_);
+
+  const int64_t n_train = limit(cfg.integer("train.train_samples"), data.size(Split::train));
+  const int64_t batch_size = cfg.integer("train.batch_size");
+  const int64_t epochs = cfg.integer("train.epochs");
+  const int64_t steps_per_epoch = (n_train + batch_size - 1) / batch_size;
+  const int64_t total_steps = limit(cfg.integer("train.max_steps"), epochs * steps_per_epoch);
+  const int64_t log_every = std::max<int64_t>(1, cfg.integer("train.log_every"));
+  const int64_t eval_every = cfg.integer("train.eval_every");
+  const int64_t layers = static_cast<int64_t>(ex_.schedule.size());
+  const bool score_function = cfg.text("estimator.method") == "score_function";
+  const bool per_sample_reward = cfg.text("estimator.reward") == "sample";
+  const bool ema_baseline = cfg.text("estimator.baseline") == "ema";
+  const double baseline_decay = cfg.number("estimator.baseline_decay");
+  const double grad_clip = cfg.number("train.grad_clip");
+  const auto decay_epochs = cfg.integers("train.lr_decay_epochs");
+  double lr = cfg.number("train.lr");
+
+  torch::optim::AdamW optimizer(ex_.model->parameters(),
+                                torch::optim::AdamWOptions(lr).weight_decay(cfg.number("train.weight_decay")));
+  auto data_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 1);
+
+  TrainSummary summary;
+  summary.baseline_mse = baseline_mse();
+  store_.log_metrics(run_id_, 0, 0, "test", {{"baseline_mse", summary.baseline_mse}});
+
+  auto log_eval = [&](int64_t step, int64_t epoch) {
+    Eval e = evaluate();
+    std::vector<Metric> m = e.losses;
+    m.push_back({"mse", e.mse});
+    store_.log_metrics(run_id_, step, epoch, "test", m);
+    summary.test_mse = e.mse;
+    return e;
+  };
+
+  ex_.model->train();
+  const auto t0 = Clock::now();
+  double images_per_s = 0, running_loss = 0, ema_reward = 0;
+  bool have_ema = false;
+  int64_t step = 0, images = 0;
+  for (int64_t epoch = 0; epoch < epochs && step < total_steps; ++epoch) {
+    // ---- epoch set-up: ρ schedule and step learning-rate decay
+    const double rho = rho_at(cfg.number("train.rho0"), cfg.number("train.rho_step"), epoch);
+    if (std::find(decay_epochs.begin(), decay_epochs.end(), epoch) != decay_epochs.end() && epoch > 0) {
+      lr *= cfg.number("train.lr_decay_factor");
+      for (auto& group : optimizer.param_groups())
+        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    }
+    auto order = torch::randperm(data.size(Split::train), data_gen).narrow(0, 0, n_train);
+    double epoch_loss = 0;
+    int64_t epoch_batches = 0;
+
+    for (int64_t b = 0; b < steps_per_epoch && step < total_steps; ++b) {
+      if (interrupt_requested()) throw Interrupted();
+      const auto step_t0 = Clock::now();
+      // ---- forward at a sampled depth of the stochastic merging schedule
+      const int64_t depth = sample_depth(rho, layers, generator_);
+      const std::vector<int64_t> schedule(ex_.schedule.begin(), ex_.schedule.begin() + depth);
+      Batch batch = data.get(Split::train, order.narrow(0, b * batch_size,
+                                                       std::min(batch_size, n_train - b * batch_size)));
+      const int64_t B = batch.input.size(0);
+      auto out = ex_.model->forward(batch.input, schedule, generator_);
+      std::vector<Metric> terms;
+      auto per_sample = objective(out, batch, epoch, true, &terms);
+      auto loss = per_sample.mean();
+
+      // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
+      auto total = loss;
+      if (score_function && out.log_prob.defined()) {
+        auto reward = per_sample_reward ? per_sample.detach() : loss.detach().expand({B});
+        const double loss_value = loss.item<double>();
+        if (ema_baseline) {
+          if (have_ema) reward = reward - ema_reward;
+          ema_reward = have_ema ? baseline_decay * ema_reward + (1 - baseline_decay) * loss_value : loss_value;
+          have_ema = true;
+        }
+        total = total + (reward * out.log_prob).sum();
+      }
+
+      // ---- backward and update
+      optimizer.zero_grad();
+      total.backward();
+      if (grad_clip > 0) torch::nn::utils::clip_grad_norm_(ex_.model->parameters(), grad_clip);
+      optimizer.step();
+
+      // ---- bookkeeping
+      ++step;
+      images += B;
+      const double loss_value = loss.item<double>();
+      if (!std::isfinite(loss_value)) throw Error("training diverged: loss is " + std::to_string(loss_value) + " at step " + std::to_string(step));
+      epoch_loss += loss_value;
+      ++epoch_batches;
+      running_loss = step == 1 ? loss_value : 0.9 * running_loss + 0.1 * loss_value;
+      const double step_ips = B / std::max(1e-9, seconds_since(step_t0));
+      images_per_s = step == 1 ? step_ips : 0.9 * images_per_s + 0.1 * step_ips;
+      if (step % log_every == 0 || step == total_steps) {
+        terms.push_back({"loss", loss_value});
+        terms.push_back({"rho", rho});
+        terms.push_back({"depth", static_cast<double>(depth)});
+        terms.push_back({"images_per_s", images_per_s});
+        terms.push_back({"lr", lr});
+        store_.log_metrics(run_id_, step, epoch, "train", terms);
+        progress(epoch, step, total_steps, running_loss, rho, depth, images_per_s,
+                 seconds_since(t0), step == total_steps);
+      }
+      if (eval_every > 0 && step % eval_every == 0 && step != total_steps) log_eval(step, epoch);
+    }
+    // ---- end of epoch: evaluation at the full schedule, checkpoint
+    store_.log_metrics(run_id_, step, epoch, "train",
+                       {{"epoch_loss", epoch_loss / std::max<int64_t>(1, epoch_batches)}});
+    log_eval(step, epoch);
+    if (cfg.flag("train.checkpoint")) save_checkpoint(step);
+  }
+  save_pictures(step, "final");
+  summary.steps = step;
+  summary.seconds = seconds_since(t0);
+  summary.images_per_s = images / std::max(1e-9, summary.seconds);
+  return summary;
+}
+
+}  // namespace htm

@@ -1,0 +1,92 @@
+// Image adapter (paper §3.1.1, A.2): Fourier-feature patch lifter and Perceiver-IO unlifter.
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "htm/adapter.h"
+#include "htm/error.h"
+#include "htm/layers.h"
+
+namespace {
+
+htm::Manifest manifest() {
+  using htm::ValueType;
+  return {"image", htm::PluginKind::adapter, "1.0.0", htm::kSdkAbiVersion,
+          "Images: Fourier features + n×n patches -> LN/Linear/LN lifter; Perceiver-IO "
+          "cross-attention unlifter with tanh output; paper §3.1.1, A.2",
+          {{"patch", ValueType::integer, int64_t{2}, "patch side n (image sides must divide by it)"},
+           {"fourier_bands", ValueType::integer, int64_t{64},
+            "frequency bands per axis, linearly spaced from 1/max(H,W) to min(H,W)/2"}}};
+}
+
+// F×H×W position features: raw (x, y) and sin/cos(2π·coord·freq) per axis (paper A.2).
+torch::Tensor fourier_features(int64_t H, int64_t W, int64_t bands) {
+  auto ys = torch::linspace(-1, 1, H).view({H, 1}).expand({H, W});
+  auto xs = torch::linspace(-1, 1, W).view({1, W}).expand({H, W});
+  auto freqs = torch::linspace(1.0 / std::max(H, W), std::min(H, W) / 2.0, bands).view({bands, 1, 1});
+  auto ay = 2 * M_PI * ys.unsqueeze(0) * freqs, ax = 2 * M_PI * xs.unsqueeze(0) * freqs;
+  return torch::cat({xs.unsqueeze(0), ys.unsqueeze(0), ay.sin(), ay.cos(), ax.sin(), ax.cos()}, 0);
+}
+
+class ImageAdapter : public htm::Adapter {
+ public:
+  ImageAdapter(const htm::Params& params, const htm::BuildContext& ctx)
+      : patch_(params.integer("patch")) {
+    if (ctx.sample_shape.size() != 3)
+      throw htm::Error("image adapter needs C×H×W samples; the dataset gives " +
+                       std::to_string(ctx.sample_shape.size()) + " dimensions");
+    channels_ = ctx.sample_shape[0];
+    height_ = ctx.sample_shape[1];
+    width_ = ctx.sample_shape[2];
+    const int64_t bands = params.integer("fourier_bands");
+    if (patch_ <= 0 || height_ % patch_ != 0 || width_ % patch_ != 0)
+      throw htm::Error("patch (" + std::to_string(patch_) + ") must divide the image size " +
+                       std::to_string(height_) + "x" + std::to_string(width_));
+    if (bands <= 0) throw htm::Error("fourier_bands must be positive");
+    positions_ = register_buffer("positions", fourier_features(height_, width_, bands));
+    const int64_t features = positions_.size(0), C = ctx.dim;
+    const int64_t patch_in = (channels_ + features) * patch_ * patch_;
+
+    lift_ = register_module("lift", torch::nn::Sequential(
+        torch::nn::LayerNorm(torch::nn::LayerNormOptions({patch_in})),
+        torch::nn::Linear(patch_in, C), torch::nn::LayerNorm(torch::nn::LayerNormOptions({C}))));
+    query_ = register_module("query", torch::nn::Linear(features, C));
+    norm_q_ = register_module("norm_q", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
+    norm_kv_ = register_module("norm_kv", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
+    attn_ = register_module("attn", htm::Attention(C, ctx.heads, ctx.dropout));
+    mlp_ = register_module("mlp", htm::ResidualMlp(C, ctx.mlp_ratio, ctx.dropout));
+    norm_out_ = register_module("norm_out", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
+    out_ = register_module("out", torch::nn::Linear(C, channels_));
+  }
+
+  int64_t num_tokens() const override { return (height_ / patch_) * (width_ / patch_); }
+
+  torch::Tensor lift(const torch::Tensor& input) override {
+    const int64_t B = input.size(0), n = patch_, K = channels_ + positions_.size(0);
+    auto x = torch::cat({input, positions_.unsqueeze(0).expand({B, -1, -1, -1})}, 1);
+    x = x.view({B, K, height_ / n, n, width_ / n, n}).permute({0, 2, 4, 1, 3, 5});
+    return lift_->forward(x.reshape({B, num_tokens(), K * n * n}));
+  }
+
+  torch::Tensor unlift(const torch::Tensor& tokens) override {
+    const int64_t B = tokens.size(0), P = height_ * width_;
+    // One query per pixel from its Fourier features (Perceiver IO).
+    auto q = query_->forward(positions_.view({positions_.size(0), P}).t()).unsqueeze(0).expand({B, P, -1});
+    auto y = q + attn_->forward(norm_q_->forward(q), norm_kv_->forward(tokens));
+    y = torch::tanh(out_->forward(norm_out_->forward(mlp_->forward(y))));  // B×P×channels
+    return y.transpose(1, 2).reshape({B, channels_, height_, width_});
+  }
+
+ private:
+  int64_t patch_, channels_ = 0, height_ = 0, width_ = 0;
+  torch::Tensor positions_;
+  torch::nn::Sequential lift_{nullptr};
+  torch::nn::Linear query_{nullptr}, out_{nullptr};
+  torch::nn::LayerNorm norm_q_{nullptr}, norm_kv_{nullptr}, norm_out_{nullptr};
+  htm::Attention attn_{nullptr};
+  htm::ResidualMlp mlp_{nullptr};
+};
+
+}  // namespace
+
+HTM_REGISTER_PLUGIN(ImageAdapter, manifest)

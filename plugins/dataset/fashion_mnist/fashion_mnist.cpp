@@ -1,0 +1,73 @@
+// Fashion-MNIST from Debian's dataset-fashion-mnist package (IDX files, gzip-compressed).
+#include <torch/torch.h>
+
+#include "htm/dataset.h"
+#include "htm/error.h"
+#include "idx.h"
+
+namespace {
+
+htm::Manifest manifest() {
+  return {"fashion_mnist", htm::PluginKind::dataset, "1.0.0", htm::kSdkAbiVersion,
+          "Fashion-MNIST 28x28 grey images in [-1,1], 10 classes (60k train / 10k test)",
+          {{"root", htm::ValueType::string, std::string("/usr/share/datasets/fashion-mnist"),
+            "folder holding {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]"}}};
+}
+
+std::string locate(const std::string& root, const std::string& stem) {
+  for (const char* suffix : {".gz", ""}) {
+    const std::string path = root + "/" + stem + suffix;
+    if (FILE* f = std::fopen(path.c_str(), "rb")) {
+      std::fclose(f);
+      return path;
+    }
+  }
+  throw htm::Error("fashion_mnist: missing '" + root + "/" + stem +
+                   ".gz' (install the dataset-fashion-mnist package or set dataset.root)");
+}
+
+struct Part {
+  torch::Tensor images;  // N×1×28×28 uint8
+  torch::Tensor labels;  // N int64
+};
+
+Part read_part(const std::string& root, const std::string& prefix) {
+  auto images = idx::read(locate(root, prefix + "-images-idx3-ubyte"));
+  auto labels = idx::read(locate(root, prefix + "-labels-idx1-ubyte"));
+  if (images.shape.size() != 3 || labels.shape.size() != 1 || images.shape[0] != labels.shape[0])
+    throw htm::Error("fashion_mnist: '" + root + "/" + prefix + "' images and labels do not match");
+  const int64_t n = images.shape[0], h = images.shape[1], w = images.shape[2];
+  Part part;
+  part.images = torch::from_blob(images.data.data(), {n, 1, h, w}, torch::kUInt8).clone();
+  part.labels = torch::from_blob(labels.data.data(), {n}, torch::kUInt8).to(torch::kLong);
+  return part;
+}
+
+class FashionMnist : public htm::Dataset {
+ public:
+  FashionMnist(const htm::Params& params, const htm::BuildContext&) {
+    const std::string root = params.text("root");
+    train_ = read_part(root, "train");
+    test_ = read_part(root, "t10k");
+  }
+
+  std::vector<int64_t> sample_shape() const override {
+    return {1, train_.images.size(2), train_.images.size(3)};
+  }
+  int64_t num_classes() const override { return 10; }
+  int64_t size(htm::Split split) const override { return part(split).images.size(0); }
+
+  htm::Batch get(htm::Split split, const at::Tensor& indices) const override {
+    const Part& p = part(split);
+    auto x = p.images.index_select(0, indices).to(torch::kFloat).div_(127.5).sub_(1.0);
+    return {x, p.labels.index_select(0, indices)};
+  }
+
+ private:
+  const Part& part(htm::Split split) const { return split == htm::Split::train ? train_ : test_; }
+  Part train_, test_;
+};
+
+}  // namespace
+
+HTM_REGISTER_PLUGIN(FashionMnist, manifest)

@@ -1,0 +1,44 @@
+// The paper's merge and unmerge operators (§3.1.2-3.1.3): 2C → hC → C and C → hC → 2C MLPs.
+#include <torch/torch.h>
+
+#include "htm/merge.h"
+
+namespace {
+
+htm::Manifest manifest() {
+  return {"mlp", htm::PluginKind::merge, "1.0.0", htm::kSdkAbiVersion,
+          "MLP merge (2C->4C->C) and unmerge (C->4C->2C) operators; paper §3.1.2-3.1.3",
+          {{"hidden_ratio", htm::ValueType::integer, int64_t{4},
+            "hidden width as a multiple of the model's width C"}}};
+}
+
+torch::nn::Sequential mlp(int64_t in, int64_t hidden, int64_t out) {
+  return torch::nn::Sequential(torch::nn::Linear(in, hidden), torch::nn::GELU(),
+                               torch::nn::Linear(hidden, out));
+}
+
+class MlpMerge : public htm::MergeOperator {
+ public:
+  MlpMerge(const htm::Params& params, const htm::BuildContext& ctx) {
+    const int64_t c = ctx.dim, hidden = params.integer("hidden_ratio") * ctx.dim;
+    if (hidden <= 0) throw htm::Error("hidden_ratio must be positive");
+    merge_ = register_module("merge", mlp(2 * c, hidden, c));
+    unmerge_ = register_module("unmerge", mlp(c, hidden, 2 * c));
+  }
+
+  torch::Tensor merge(const torch::Tensor& src, const torch::Tensor& dst) override {
+    return merge_->forward(torch::cat({src, dst}, -1));
+  }
+
+  std::pair<torch::Tensor, torch::Tensor> unmerge(const torch::Tensor& tokens) override {
+    auto halves = unmerge_->forward(tokens).chunk(2, -1);
+    return {halves[0], halves[1]};
+  }
+
+ private:
+  torch::nn::Sequential merge_{nullptr}, unmerge_{nullptr};
+};
+
+}  // namespace
+
+HTM_REGISTER_PLUGIN(MlpMerge, manifest)

@@ -1,0 +1,70 @@
+// The paper's learned policy (§3.1.2, §3.1.3): merge logits from a self-attention-like
+// bilinear form on detached tokens, unmerge scores from an MLP on detached tokens.
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "htm/policy.h"
+
+namespace {
+
+htm::Manifest manifest() {
+  using htm::ValueType;
+  return {"learned", htm::PluginKind::policy, "1.0.0", htm::kSdkAbiVersion,
+          "Learned merge policy (QK^T over detached tokens, heads mixed by learned weights) and "
+          "learned unmerge scoring MLP; paper §3.1.2-3.1.3",
+          {{"heads", ValueType::integer, int64_t{0}, "policy heads; 0 = the model's heads"},
+           {"score_hidden", ValueType::integer, int64_t{0},
+            "hidden width of the unmerge scoring MLP; 0 = the model's width"}}};
+}
+
+class LearnedPolicy : public htm::Policy {
+ public:
+  LearnedPolicy(const htm::Params& params, const htm::BuildContext& ctx)
+      : dim_(ctx.dim), heads_(params.integer("heads") > 0 ? params.integer("heads") : ctx.heads) {
+    if (dim_ % heads_ != 0)
+      throw htm::Error("heads (" + std::to_string(heads_) + ") must divide model.dim (" +
+                       std::to_string(dim_) + ")");
+    const int64_t hidden = params.integer("score_hidden") > 0 ? params.integer("score_hidden") : dim_;
+    norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_})));
+    query_ = register_module("query", torch::nn::Linear(dim_, dim_));
+    key_ = register_module("key", torch::nn::Linear(dim_, dim_));
+    head_weight_ = register_parameter("head_weight", torch::full({heads_}, 1.0 / heads_));
+    score_norm_ = register_module("score_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_})));
+    score_ = register_module("score", torch::nn::Sequential(torch::nn::Linear(dim_, hidden),
+                                                            torch::nn::GELU(),
+                                                            torch::nn::Linear(hidden, 1)));
+  }
+
+  htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
+    auto logits = merge_logits(ctx.tokens);
+    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
+    return {src, dst, htm::pair_log_prob(logits, src, dst)};
+  }
+
+  htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
+    auto scores = score_->forward(score_norm_->forward(ctx.tokens.detach())).squeeze(-1);  // B×T
+    auto index = htm::sample_without_replacement(scores, ctx.r, ctx.generator);
+    return {index, torch::log_softmax(scores, 1).gather(1, index)};
+  }
+
+ private:
+  // Σ_h w_h q_h·k_h / √d, with the head weights folded into Q so only one B×T×T matrix exists.
+  torch::Tensor merge_logits(const torch::Tensor& tokens) {
+    const int64_t B = tokens.size(0), T = tokens.size(1), d = dim_ / heads_;
+    auto h = norm_->forward(tokens.detach());
+    auto q = query_->forward(h).view({B, T, heads_, d}) * head_weight_.view({1, 1, heads_, 1});
+    auto k = key_->forward(h);
+    return torch::bmm(q.view({B, T, dim_}), k.transpose(1, 2)) / std::sqrt(static_cast<double>(d));
+  }
+
+  int64_t dim_, heads_;
+  torch::nn::LayerNorm norm_{nullptr}, score_norm_{nullptr};
+  torch::nn::Linear query_{nullptr}, key_{nullptr};
+  torch::Tensor head_weight_;
+  torch::nn::Sequential score_{nullptr};
+};
+
+}  // namespace
+
+HTM_REGISTER_PLUGIN(LearnedPolicy, manifest)

@@ -1,0 +1,73 @@
+// Plugin discovery and loading: finds htm_*.so files on a search path, checks each one's ABI
+// handshake, reads its manifest, and creates objects that keep their library loaded.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "htm/manifest.h"
+#include "htm/plugin.h"
+#include "experiment_config.h"
+
+namespace boost::dll {
+class shared_library;
+}
+
+namespace htm {
+
+/// One loaded plugin library.
+struct PluginEntry {
+  Manifest manifest;
+  std::string path;
+  std::shared_ptr<boost::dll::shared_library> library;
+};
+
+class Registry : public PluginCatalog {
+ public:
+  /// The build's plugin folder, the installed plugin folder, then HTM_PLUGIN_PATH (':'-separated).
+  static std::vector<std::string> default_search_path();
+
+  /// Scans every folder for htm_*.so. Libraries that fail the handshake are kept out and
+  /// described in rejected(); a name already found earlier on the path shadows later ones.
+  explicit Registry(const std::vector<std::string>& search_path = default_search_path());
+  ~Registry() override;
+
+  /// Loads one library file. Throws htm::Error with a sentence when it is not an htm plugin or
+  /// was built for another SDK ABI.
+  static PluginEntry load(const std::string& path);
+
+  const std::vector<PluginEntry>& entries() const { return entries_; }
+  const std::vector<std::string>& rejected() const { return rejected_; }
+  const std::vector<std::string>& search_path() const { return search_path_; }
+
+  const Manifest* find(PluginKind kind, const std::string& name) const override;
+  std::vector<std::string> names(PluginKind kind) const override;
+  const PluginEntry& entry(PluginKind kind, const std::string& name) const;
+
+  /// Creates plugin `name` of `kind` as interface T. The returned pointer's deleter holds the
+  /// library, so the object can never outlive the code that implements it.
+  template <class T>
+  std::shared_ptr<T> create(PluginKind kind, const std::string& name, const Params& params,
+                            const BuildContext& ctx) const {
+    auto [raw, library] = create_raw(kind, name, params, ctx);
+    T* typed = dynamic_cast<T*>(raw);
+    if (typed == nullptr) {
+      delete raw;
+      throw_wrong_interface(kind, name);
+    }
+    return std::shared_ptr<T>(typed, [library](T* p) { delete p; });
+  }
+
+ private:
+  std::pair<Plugin*, std::shared_ptr<boost::dll::shared_library>> create_raw(
+      PluginKind kind, const std::string& name, const Params& params,
+      const BuildContext& ctx) const;
+  [[noreturn]] void throw_wrong_interface(PluginKind kind, const std::string& name) const;
+
+  std::vector<std::string> search_path_;
+  std::vector<PluginEntry> entries_;
+  std::vector<std::string> rejected_;
+};
+
+}  // namespace htm

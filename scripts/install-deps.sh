@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every dependency of htm from Debian 12's archive. Idempotent; uses sudo when not root.
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+
+pkgs=(
+  build-essential cmake pkg-config git
+  libtorch-dev                       # libtorch 1.13 (CPU)
+  libopenblas0-openmp                # fast BLAS for libtorch (reference BLAS is ~20x slower)
+  libboost-dev libboost-program-options-dev   # Boost.DLL (header-only) + Program_options
+  libtomlplusplus-dev                # TOML++
+  libsqlite3-dev sqlite3             # results store
+  libgtest-dev                       # GoogleTest
+  libcairo2-dev zlib1g-dev           # PNG pictures (cairo), gzip IDX files (zlib)
+  dataset-fashion-mnist              # the default real dataset
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Make sure libtorch's libblas.so.3 resolves to OpenBLAS (OpenMP flavour), not the reference BLAS.
+blas=$(ls /usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3 2>/dev/null || true)
+if [ -n "$blas" ]; then
+  $SUDO update-alternatives --set libblas.so.3-x86_64-linux-gnu "$blas" >/dev/null
+  lapack=/usr/lib/x86_64-linux-gnu/openblas-openmp/liblapack.so.3
+  [ -e "$lapack" ] && $SUDO update-alternatives --set liblapack.so.3-x86_64-linux-gnu "$lapack" >/dev/null || true
+fi
+echo "install-deps: ok (BLAS: $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3))"
