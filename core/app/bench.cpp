@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include <boost/program_options.hpp>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include "commands.h"
@@ -59,7 +60,7 @@ Params defaults(const Registry& registry, PluginKind kind, const std::string& na
 int cmd_bench(const Args& args) {
   po::options_description opts("options");
   int64_t threads = 1, steps = 5, batch = 8, dim = 256, heads = 8, image = 32, patch = 2, r = 128;
-  std::string policy_name;
+  std::string policy_name, profile;
   opts.add_options()
       ("threads", po::value(&threads)->default_value(1), "torch threads (0 = all cores)")
       ("steps", po::value(&steps)->default_value(5), "timed training steps (after one warm-up)")
@@ -69,7 +70,9 @@ int cmd_bench(const Args& args) {
       ("image", po::value(&image)->default_value(32), "image side (3 channels); T = (image/patch)^2")
       ("patch", po::value(&patch)->default_value(2), "patch side")
       ("policy", po::value(&policy_name)->default_value("learned"), "policy plugin")
-      ("pairs", po::value(&r)->default_value(128), "pairs r for the sampler benchmark");
+      ("pairs", po::value(&r)->default_value(128), "pairs r for the sampler benchmark")
+      ("dropout", po::value<double>()->default_value(0.1), "dropout rate")
+      ("profile", po::value(&profile), "write a chrome://tracing profile of one step to this file");
   opts.add_options()("help,h", "show this help");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -98,7 +101,7 @@ int cmd_bench(const Args& args) {
   BuildContext ctx;
   ctx.dim = dim;
   ctx.heads = heads;
-  ctx.dropout = 0.1;
+  ctx.dropout = vm["dropout"].as<double>();
   ctx.sample_shape = {3, image, image};
   Params adapter_params = defaults(registry, PluginKind::adapter, "image");
   adapter_params.set("patch", patch);
@@ -110,6 +113,7 @@ int cmd_bench(const Args& args) {
   ModelOptions options;
   options.dim = dim;
   options.heads = heads;
+  options.dropout = ctx.dropout;
   HtmModel model(options, adapter, policy, merge);
   const auto schedule = make_schedule(T, 1.0, 64);
   std::vector<int64_t> used;
@@ -129,6 +133,10 @@ int cmd_bench(const Args& args) {
     optimizer.step();
   };
   step();  // warm-up
+  if (!profile.empty()) {
+    torch::autograd::profiler::RecordProfile guard(profile);
+    step();
+  }
   auto ms = time_ms(static_cast<int>(steps), step);
   const double med = median(ms);
   std::printf("train    B=%lld T=%lld C=%lld L=%zu h=%lld params=%.2fM  step: median %.0f ms "

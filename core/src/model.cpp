@@ -36,76 +36,25 @@ void check_schedule(int64_t tokens, const std::vector<int64_t>& schedule) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Attention
-
-AttentionImpl::AttentionImpl(int64_t dim, int64_t heads, double dropout) : heads_(heads) {
-  if (dim % heads != 0)
-    throw Error("model.dim (" + std::to_string(dim) + ") must be divisible by model.heads (" +
-                std::to_string(heads) + ")");
-  q_ = register_module("q", torch::nn::Linear(dim, dim));
-  kv_ = register_module("kv", torch::nn::Linear(dim, 2 * dim));
-  out_ = register_module("out", torch::nn::Linear(dim, dim));
-  drop_ = register_module("drop", torch::nn::Dropout(dropout));
-}
-
-std::pair<torch::Tensor, torch::Tensor> AttentionImpl::key_values(const torch::Tensor& kv_tokens) {
-  auto kv = kv_->forward(kv_tokens).chunk(2, -1);
-  return {kv[0], kv[1]};
-}
-
-torch::Tensor AttentionImpl::attend(const torch::Tensor& q_tokens, const torch::Tensor& keys,
-                                    const torch::Tensor& values, torch::Tensor* weights) {
-  const int64_t B = q_tokens.size(0), Tq = q_tokens.size(1), Tk = keys.size(1);
-  const int64_t C = q_tokens.size(2), d = C / heads_;
-  auto split = [&](const torch::Tensor& t, int64_t n) {  // B×n×C → B×h×n×d
-    return t.view({B, n, heads_, d}).transpose(1, 2);
-  };
-  auto q = split(q_->forward(q_tokens), Tq) * (1.0 / std::sqrt(static_cast<double>(d)));
-  auto att = torch::softmax(torch::matmul(q, split(keys, Tk).transpose(-2, -1)), -1);
-  if (weights != nullptr) *weights = att.mean(1);
-  auto y = torch::matmul(drop_->forward(att), split(values, Tk));  // B×h×Tq×d
-  return out_->forward(y.transpose(1, 2).reshape({B, Tq, C}));
-}
-
-torch::Tensor AttentionImpl::forward(const torch::Tensor& q_tokens, const torch::Tensor& kv_tokens,
-                                     torch::Tensor* weights, torch::Tensor* keys) {
-  auto [k, v] = key_values(kv_tokens);
-  if (keys != nullptr) *keys = k;
-  return attend(q_tokens, k, v, weights);
-}
-
-// ---------------------------------------------------------------------------------------------
 // Blocks
 
-ResidualMlpImpl::ResidualMlpImpl(int64_t dim, int64_t ratio, double dropout) {
-  norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})));
-  fc1_ = register_module("fc1", torch::nn::Linear(dim, ratio * dim));
-  fc2_ = register_module("fc2", torch::nn::Linear(ratio * dim, dim));
-  drop_ = register_module("drop", torch::nn::Dropout(dropout));
-}
-
-torch::Tensor ResidualMlpImpl::forward(const torch::Tensor& x) {
-  return x + drop_->forward(fc2_->forward(torch::gelu(fc1_->forward(norm_->forward(x)))));
-}
-
-TransformerBlockImpl::TransformerBlockImpl(const ModelOptions& o) {
+TransformerBlockImpl::TransformerBlockImpl(const ModelOptions& o) : dropout_(o.dropout) {
   norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
   attn_ = register_module("attn", Attention(o.dim, o.heads, o.dropout));
-  drop_ = register_module("drop", torch::nn::Dropout(o.dropout));
   mlp_ = register_module("mlp", ResidualMlp(o.dim, o.mlp_ratio, o.dropout));
 }
 
 torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x, torch::Tensor* attention) {
   auto h = norm_->forward(x);
-  return mlp_->forward(x + drop_->forward(attn_->forward(h, h, attention)));
+  return mlp_->forward(x + fast_dropout(attn_->forward(h, h, attention), dropout_, is_training()));
 }
 
-RefineBlockImpl::RefineBlockImpl(const ModelOptions& o) : cross_attention_(o.cross_attention) {
+RefineBlockImpl::RefineBlockImpl(const ModelOptions& o)
+    : cross_attention_(o.cross_attention), dropout_(o.dropout) {
   if (cross_attention_) {
     norm_q_ = register_module("norm_q", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
     norm_kv_ = register_module("norm_kv", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
     attn_ = register_module("attn", Attention(o.dim, o.heads, o.dropout));
-    drop_ = register_module("drop", torch::nn::Dropout(o.dropout));
   }
   mlp_ = register_module("mlp", ResidualMlp(o.dim, o.mlp_ratio, o.dropout));
 }
@@ -119,7 +68,7 @@ torch::Tensor RefineBlockImpl::forward(const torch::Tensor& new_tokens, const to
                                        const torch::Tensor& values) {
   auto x = new_tokens;
   if (cross_attention_)
-    x = x + drop_->forward(attn_->attend(norm_q_->forward(x), keys, values));
+    x = x + fast_dropout(attn_->attend(norm_q_->forward(x), keys, values), dropout_, is_training());
   return mlp_->forward(x);
 }
 

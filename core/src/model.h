@@ -7,7 +7,6 @@
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
@@ -44,7 +43,7 @@ class TransformerBlockImpl : public torch::nn::Module {
  private:
   torch::nn::LayerNorm norm_{nullptr};
   Attention attn_{nullptr};
-  torch::nn::Dropout drop_{nullptr};
+  double dropout_;
   ResidualMlp mlp_{nullptr};
 };
 TORCH_MODULE(TransformerBlock);
@@ -60,9 +59,9 @@ class RefineBlockImpl : public torch::nn::Module {
 
  private:
   bool cross_attention_;
+  double dropout_;
   torch::nn::LayerNorm norm_q_{nullptr}, norm_kv_{nullptr};
   Attention attn_{nullptr};
-  torch::nn::Dropout drop_{nullptr};
   ResidualMlp mlp_{nullptr};
 };
 TORCH_MODULE(RefineBlock);

@@ -1,8 +1,11 @@
 // Pair and token samplers shared by the policies. Shapes: B batch, T tokens, r draws.
 #include <algorithm>
+#include <cmath>
+#include <mutex>
 #include <numeric>
 #include <vector>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "htm/error.h"
@@ -16,6 +19,25 @@ torch::Tensor gumbel_like(const torch::Tensor& t, at::Generator generator) {
   auto e = torch::empty(t.sizes(), t.options().dtype(torch::kFloat)).exponential_(1.0, generator);
   return -e.log_();
 }
+
+// A small fast generator for the per-sample streams of the pair sampler.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  float gumbel() {  // -log(-log U), U uniform on (0, 1)
+    const double u = (static_cast<double>(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    return static_cast<float>(-std::log(-std::log(u)));
+  }
+
+ private:
+  uint64_t state_;
+};
 
 void check_pairs_args(const torch::Tensor& logits, int64_t r) {
   if (logits.dim() != 3 || logits.size(1) != logits.size(2))
@@ -32,42 +54,55 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tenso
   check_pairs_args(logits, r);
   torch::NoGradGuard no_grad;
   const int64_t B = logits.size(0), T = logits.size(1);
-  auto perturbed = logits.detach().to(torch::kFloat).contiguous() + gumbel_like(logits, generator);
-  perturbed.diagonal(0, 1, 2).fill_(-std::numeric_limits<float>::infinity());
+  auto values = logits.detach().to(torch::kFloat).contiguous();
   auto src = torch::empty({B, r}, torch::kLong);
   auto dst = torch::empty({B, r}, torch::kLong);
-  const float* keys_all = perturbed.data_ptr<float>();
+  const float* logits_all = values.data_ptr<float>();
   int64_t* src_all = src.data_ptr<int64_t>();
   int64_t* dst_all = dst.data_ptr<int64_t>();
+  // One stream per sample, seeded from `generator` in order: same draws for any thread count.
+  std::vector<uint64_t> seeds(B);
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    auto* gen = at::check_generator<at::CPUGeneratorImpl>(generator);
+    for (auto& seed : seeds) seed = gen->random64();
+  }
 
-  // Greedy scan in descending order of perturbed logits: the first pair whose tokens are both
-  // unused is exactly a draw from the softmax renormalised over the allowed pairs (exponential
+  // Greedy scan in descending order of Gumbel-perturbed logits: the first pair whose tokens are
+  // both unused is a draw from the softmax renormalised over the allowed pairs (exponential
   // races are memoryless), so the accepted sequence has the one-pair-at-a-time distribution.
-  // Partial sorting keeps it O(T² + k log k) while the accepted pairs lie in the first k.
+  // Memorylessness also lets a round stop early: no allowed pair has "arrived" yet, so the
+  // remaining unused tokens can be drawn afresh. Each round sorts only its top 2m candidates
+  // among m unused tokens, making the whole draw O(T²) instead of a full O(T² log T) sort.
   at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
-    std::vector<int32_t> order(T * T);
+    std::vector<std::pair<float, int32_t>> cand;
+    std::vector<int32_t> unused;
     std::vector<char> used(T);
     for (int64_t b = begin; b < end; ++b) {
-      const float* keys = keys_all + b * T * T;
-      std::iota(order.begin(), order.end(), 0);
-      auto desc = [keys](int32_t a, int32_t c) { return keys[a] > keys[c]; };
+      const float* lg = logits_all + b * T * T;
+      SplitMix64 rng(seeds[b]);
       std::fill(used.begin(), used.end(), 0);
-      int64_t accepted = 0, scanned = 0, sorted = 0;
-      int64_t chunk = std::min<int64_t>(T * T, std::max<int64_t>(64, 8 * r));
+      int64_t accepted = 0;
       while (accepted < r) {
-        if (scanned == sorted) {
-          int64_t next = std::min<int64_t>(T * T, sorted + chunk);
-          std::partial_sort(order.begin() + sorted, order.begin() + next, order.end(), desc);
-          sorted = next;
-          chunk *= 2;
+        unused.clear();
+        for (int32_t t = 0; t < T; ++t)
+          if (!used[t]) unused.push_back(t);
+        cand.clear();
+        for (int32_t i : unused)
+          for (int32_t j : unused)
+            if (i != j) cand.emplace_back(lg[i * T + j] + rng.gumbel(), i * static_cast<int32_t>(T) + j);
+        const size_t k = std::min(cand.size(), std::max<size_t>(64, 2 * unused.size()));
+        auto desc = [](const auto& a, const auto& c) { return a.first > c.first; };
+        std::nth_element(cand.begin(), cand.begin() + (k - 1), cand.end(), desc);
+        std::sort(cand.begin(), cand.begin() + k, desc);
+        for (size_t n = 0; n < k && accepted < r; ++n) {
+          const int32_t i = cand[n].second / T, j = cand[n].second % T;
+          if (used[i] || used[j]) continue;
+          used[i] = used[j] = 1;
+          src_all[b * r + accepted] = i;
+          dst_all[b * r + accepted] = j;
+          ++accepted;
         }
-        const int32_t flat = order[scanned++];
-        const int32_t i = flat / T, j = flat % T;
-        if (i == j || used[i] || used[j]) continue;
-        used[i] = used[j] = 1;
-        src_all[b * r + accepted] = i;
-        dst_all[b * r + accepted] = j;
-        ++accepted;
       }
     }
   });
@@ -79,23 +114,21 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(
   check_pairs_args(logits, r);
   torch::NoGradGuard no_grad;
   const int64_t B = logits.size(0), T = logits.size(1);
-  auto masked = logits.detach().to(torch::kFloat).clone();
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  masked.diagonal(0, 1, 2).fill_(neg_inf);
+  auto base = logits.detach().to(torch::kFloat).clone();
+  base.diagonal(0, 1, 2).fill_(-std::numeric_limits<float>::infinity());
+  auto used = torch::zeros({B, T}, torch::kBool);
   auto src = torch::empty({B, r}, torch::kLong);
   auto dst = torch::empty({B, r}, torch::kLong);
   for (int64_t k = 0; k < r; ++k) {
-    auto probs = torch::softmax(masked.view({B, T * T}), 1);
+    // Renormalise over the pairs whose tokens are both still unused, then draw one.
+    auto blocked = used.unsqueeze(2).logical_or(used.unsqueeze(1));
+    auto probs = torch::softmax(base.masked_fill(blocked, -std::numeric_limits<float>::infinity()).view({B, T * T}), 1);
     auto flat = torch::multinomial(probs, 1, false, generator).squeeze(1);
     auto i = flat.div(T, "floor"), j = flat.remainder(T);
     src.select(1, k).copy_(i);
     dst.select(1, k).copy_(j);
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t t : {i[b].item<int64_t>(), j[b].item<int64_t>()}) {
-        masked[b].select(0, t).fill_(neg_inf);
-        masked[b].select(1, t).fill_(neg_inf);
-      }
-    }
+    used.scatter_(1, i.unsqueeze(1), true);
+    used.scatter_(1, j.unsqueeze(1), true);
   }
   return {src, dst};
 }

@@ -38,6 +38,7 @@ int64_t limit(int64_t requested, int64_t available) {
 
 void request_interrupt() { g_interrupt = true; }
 bool interrupt_requested() { return g_interrupt; }
+void reset_interrupt() { g_interrupt = false; }
 
 int64_t sample_depth(double rho, int64_t layers, at::Generator generator) {
   // P(d) ∝ ρ^d on 1..L, drawn by inverting the cumulative distribution.
@@ -49,6 +50,15 @@ int64_t sample_depth(double rho, int64_t layers, at::Generator generator) {
   for (int64_t d = 1; d <= layers; ++d)
     if ((u -= weight[d - 1]) < 0) return d;
   return layers;
+}
+
+torch::Tensor surrogate_objective(const torch::Tensor& per_sample_loss,
+                                  const torch::Tensor& log_prob, const Estimator& estimator) {
+  auto loss = per_sample_loss.mean();
+  if (!log_prob.defined()) return loss;
+  if (estimator.per_sample_reward)
+    return loss + ((per_sample_loss.detach() - estimator.baseline) * log_prob).mean();
+  return loss + (loss.detach() - estimator.baseline) * log_prob.sum();
 }
 
 double rho_at(double rho0, double rho_step, int64_t epoch) {
@@ -246,16 +256,12 @@ TrainSummary Trainer::run() {
       auto loss = per_sample.mean();
 
       // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
-      auto total = loss;
-      if (score_function && out.log_prob.defined()) {
-        auto reward = per_sample_reward ? per_sample.detach() : loss.detach().expand({B});
-        const double loss_value = loss.item<double>();
-        if (ema_baseline) {
-          if (have_ema) reward = reward - ema_reward;
-          ema_reward = have_ema ? baseline_decay * ema_reward + (1 - baseline_decay) * loss_value : loss_value;
-          have_ema = true;
-        }
-        total = total + (reward * out.log_prob).sum();
+      Estimator estimator{per_sample_reward, ema_baseline && have_ema ? ema_reward : 0.0};
+      auto total = score_function ? surrogate_objective(per_sample, out.log_prob, estimator) : loss;
+      if (ema_baseline) {
+        const double value = loss.item<double>();
+        ema_reward = have_ema ? baseline_decay * ema_reward + (1 - baseline_decay) * value : value;
+        have_ema = true;
       }
 
       // ---- backward and update

@@ -22,6 +22,8 @@ class Interrupted : public std::runtime_error {
 /// Called from a signal handler: asks every loop to stop at its next step.
 void request_interrupt();
 bool interrupt_requested();
+/// Clears a pending request (tests; a long-lived host between runs).
+void reset_interrupt();
 
 struct WeightedLoss {
   std::string name;
@@ -37,6 +39,19 @@ struct Experiment {
   std::vector<WeightedLoss> losses;
   std::vector<int64_t> schedule;  ///< the full merging schedule
 };
+
+/// How the gradient through discrete decisions is estimated (paper §3.1.5, eq. 2-4).
+struct Estimator {
+  bool per_sample_reward = false;  ///< reward each sample's decisions with its own loss
+  double baseline = 0;             ///< subtracted from the reward (0: the paper's choice)
+};
+
+/// The surrogate whose gradient is the score-function estimate of ∇E[loss] (paper eq. 4):
+///   batch reward (paper):  mean_b g_b + sg[mean_b g_b − baseline] · Σ_b log p_b
+///   per-sample reward:     mean_b g_b + mean_b (sg[g_b] − baseline) · log p_b
+/// per_sample_loss and log_prob are B vectors; an undefined log_prob leaves the plain mean.
+torch::Tensor surrogate_objective(const torch::Tensor& per_sample_loss,
+                                  const torch::Tensor& log_prob, const Estimator& estimator);
 
 /// Draws the depth d ∈ {1..layers} with P(d) ∝ ρ^d (paper §3.1.4).
 int64_t sample_depth(double rho, int64_t layers, at::Generator generator);

@@ -13,10 +13,12 @@ htm::Manifest manifest() {
   using htm::ValueType;
   return {"image", htm::PluginKind::adapter, "1.0.0", htm::kSdkAbiVersion,
           "Images: Fourier features + n×n patches -> LN/Linear/LN lifter; Perceiver-IO "
-          "cross-attention unlifter with tanh output; paper §3.1.1, A.2",
+          "cross-attention unlifter, per-pixel MLP head, tanh; paper §3.1.1, A.2",
           {{"patch", ValueType::integer, int64_t{2}, "patch side n (image sides must divide by it)"},
            {"fourier_bands", ValueType::integer, int64_t{64},
-            "frequency bands per axis, linearly spaced from 1/max(H,W) to min(H,W)/2"}}};
+            "frequency bands per axis, linearly spaced from 1/max(H,W) to min(H,W)/2"},
+           {"head_ratio", ValueType::integer, int64_t{1},
+            "hidden width of the per-pixel output MLP, as a multiple of C"}}};
 }
 
 // F×H×W position features: raw (x, y) and sin/cos(2π·coord·freq) per axis (paper A.2).
@@ -54,9 +56,11 @@ class ImageAdapter : public htm::Adapter {
     norm_q_ = register_module("norm_q", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
     norm_kv_ = register_module("norm_kv", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
     attn_ = register_module("attn", htm::Attention(C, ctx.heads, ctx.dropout));
-    mlp_ = register_module("mlp", htm::ResidualMlp(C, ctx.mlp_ratio, ctx.dropout));
-    norm_out_ = register_module("norm_out", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
-    out_ = register_module("out", torch::nn::Linear(C, channels_));
+    const int64_t hidden = params.integer("head_ratio") * C;
+    if (hidden <= 0) throw htm::Error("head_ratio must be positive");
+    head_ = register_module("head", torch::nn::Sequential(
+        torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})), torch::nn::Linear(C, hidden),
+        torch::nn::GELU(), torch::nn::Linear(hidden, channels_)));
   }
 
   int64_t num_tokens() const override { return (height_ / patch_) * (width_ / patch_); }
@@ -70,21 +74,20 @@ class ImageAdapter : public htm::Adapter {
 
   torch::Tensor unlift(const torch::Tensor& tokens) override {
     const int64_t B = tokens.size(0), P = height_ * width_;
-    // One query per pixel from its Fourier features (Perceiver IO).
-    auto q = query_->forward(positions_.view({positions_.size(0), P}).t()).unsqueeze(0).expand({B, P, -1});
-    auto y = q + attn_->forward(norm_q_->forward(q), norm_kv_->forward(tokens));
-    y = torch::tanh(out_->forward(norm_out_->forward(mlp_->forward(y))));  // B×P×channels
+    // One query per pixel from its Fourier features (Perceiver IO), shared by the whole batch.
+    auto q = query_->forward(positions_.view({positions_.size(0), P}).t()).unsqueeze(0);  // 1×P×C
+    auto y = q + attn_->forward(norm_q_->forward(q), norm_kv_->forward(tokens));          // B×P×C
+    y = torch::tanh(head_->forward(y));  // B×P×channels
     return y.transpose(1, 2).reshape({B, channels_, height_, width_});
   }
 
  private:
   int64_t patch_, channels_ = 0, height_ = 0, width_ = 0;
   torch::Tensor positions_;
-  torch::nn::Sequential lift_{nullptr};
-  torch::nn::Linear query_{nullptr}, out_{nullptr};
-  torch::nn::LayerNorm norm_q_{nullptr}, norm_kv_{nullptr}, norm_out_{nullptr};
+  torch::nn::Sequential lift_{nullptr}, head_{nullptr};
+  torch::nn::Linear query_{nullptr};
+  torch::nn::LayerNorm norm_q_{nullptr}, norm_kv_{nullptr};
   htm::Attention attn_{nullptr};
-  htm::ResidualMlp mlp_{nullptr};
 };
 
 }  // namespace

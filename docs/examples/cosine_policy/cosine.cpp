@@ -1,0 +1,41 @@
+// A merge policy in the spirit of Token Merging (Bolya et al.): merge the pairs of tokens whose
+// directions agree most. Nothing to learn, so it returns no log-probabilities.
+#include <torch/torch.h>
+
+#include <htm/policy.h>
+
+namespace {
+
+htm::Manifest manifest() {
+  return {"cosine", htm::PluginKind::policy, "1.0.0", htm::kSdkAbiVersion,
+          "Merges the most similar tokens: softmax of cosine similarity / temperature",
+          {{"temperature", htm::ValueType::floating, 0.1, "softmax temperature; lower is greedier"}}};
+}
+
+class CosinePolicy : public htm::Policy {
+ public:
+  CosinePolicy(const htm::Params& params, const htm::BuildContext&)
+      : temperature_(params.number("temperature")) {
+    if (temperature_ <= 0) throw htm::Error("temperature must be positive");
+  }
+
+  htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
+    auto unit = torch::nn::functional::normalize(ctx.tokens.detach(),
+                                                 torch::nn::functional::NormalizeFuncOptions().dim(-1));
+    auto logits = torch::bmm(unit, unit.transpose(1, 2)) / temperature_;  // B×T×T
+    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
+    return {src, dst, torch::Tensor()};
+  }
+
+  htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
+    auto scores = torch::zeros({ctx.tokens.size(0), ctx.tokens.size(1)});  // uniform
+    return {htm::sample_without_replacement(scores, ctx.r, ctx.generator), torch::Tensor()};
+  }
+
+ private:
+  double temperature_;
+};
+
+}  // namespace
+
+HTM_REGISTER_PLUGIN(CosinePolicy, manifest)

@@ -1,0 +1,123 @@
+// A tiny experiment through the whole stack: config → plugins → training → results database.
+#include <filesystem>
+#include <fstream>
+
+#include <torch/torch.h>
+
+#include "registry.h"
+#include "results_store.h"
+#include "runner.h"
+#include "test_util.h"
+
+namespace htm {
+namespace {
+
+// Fashion-MNIST, 16 tokens of 7x7 patches, 4 layers down to one token, a few steps.
+std::string tiny_experiment(const std::string& dir, const std::string& extra = "") {
+  const std::string path = dir + "/tiny.toml";
+  std::ofstream(path) << "[experiment]\nname = \"tiny\"\nseeds = [0]\n"
+                      << "[adapter]\nplugin = \"image\"\npatch = 7\nfourier_bands = 4\n"
+                      << "[model]\ndim = 16\nheads = 2\nlayers = 4\nmlp_ratio = 2\n"
+                      << "[train]\nepochs = 2\nbatch_size = 16\ntrain_samples = 64\neval_samples = 32\n"
+                      << "log_every = 1\nrho0 = 0.5\nrho_step = 0.5\nimages = 4\n"
+                      << "[runtime]\nthreads = 1\nresults = \"" << dir << "/htm.sqlite\"\n"
+                      << "artifacts = \"" << dir << "/runs\"\n"
+                      << extra;
+  return path;
+}
+
+std::string cell(ResultsStore& store, const std::string& sql) {
+  auto r = store.query(sql);
+  return r.rows.empty() ? "" : r.rows[0][0];
+}
+
+TEST(EndToEnd, TrainsRecordsAndSkipsWhatIsDone) {
+  const std::string dir = htm::testing::fresh_dir("e2e");
+  Registry registry({HTM_PLUGIN_DIR});
+  RunRequest request;
+  request.file = tiny_experiment(dir);
+  ASSERT_EQ(run_experiment(request, registry), 0);
+
+  ResultsStore store(dir + "/htm.sqlite");
+  EXPECT_EQ(cell(store, "SELECT status FROM runs"), "finished");
+  EXPECT_EQ(cell(store, "SELECT count(*) FROM metrics WHERE split='train' AND name='loss'"), "8");
+  const double mse = std::stod(cell(store, "SELECT value FROM latest_metrics WHERE split='test' AND name='mse'"));
+  const double baseline = std::stod(cell(store, "SELECT value FROM metrics WHERE name='baseline_mse'"));
+  EXPECT_GT(mse, 0);
+  EXPECT_GT(baseline, 0);
+  EXPECT_EQ(cell(store, "SELECT count(*) FROM metrics WHERE split='test' AND name='mse'"), "2");  // per epoch
+  for (const char* name : {"rho", "depth", "images_per_s", "loss/mse", "lr"})
+    EXPECT_EQ(cell(store, std::string("SELECT count(*) > 0 FROM metrics WHERE name='") + name + "'"), "1") << name;
+  // Resolved config, versions and artifacts are recorded.
+  EXPECT_THAT(cell(store, "SELECT config_toml FROM runs"), ::testing::HasSubstr("patch = 7"));
+  EXPECT_EQ(cell(store, "SELECT version FROM run_plugins WHERE name='learned'"), "1.0.0");
+  EXPECT_EQ(cell(store, "SELECT value FROM params WHERE key='model.dim'"), "16");
+  for (const char* kind : {"checkpoint", "reconstructions"}) {
+    const std::string path = cell(store, std::string("SELECT path FROM artifacts WHERE kind='") + kind + "'");
+    EXPECT_TRUE(std::filesystem::exists(path)) << kind << " at '" << path << "'";
+  }
+
+  // A finished run with the same config is not run again.
+  ASSERT_EQ(run_experiment(request, registry), 0);
+  EXPECT_EQ(cell(store, "SELECT count(*) FROM runs"), "1");
+}
+
+TEST(EndToEnd, SameSeedSameResult) {
+  const std::string dir = htm::testing::fresh_dir("seed");
+  Registry registry({HTM_PLUGIN_DIR});
+  RunRequest request;
+  request.file = tiny_experiment(dir);
+  request.force = true;
+  request.overrides = {"train.epochs=1"};
+  ASSERT_EQ(run_experiment(request, registry), 0);
+  ASSERT_EQ(run_experiment(request, registry), 0);
+  request.seeds = {1};
+  ASSERT_EQ(run_experiment(request, registry), 0);
+  ResultsStore store(dir + "/htm.sqlite");
+  auto r = store.query("SELECT r.seed, m.value FROM metrics m JOIN runs r ON r.id = m.run_id "
+                       "WHERE m.split='test' AND m.name='mse' ORDER BY r.id");
+  ASSERT_EQ(r.rows.size(), 3u);
+  EXPECT_EQ(r.rows[0][1], r.rows[1][1]) << "seed 0 twice";
+  EXPECT_NE(r.rows[0][1], r.rows[2][1]) << "seed 1 should differ";
+}
+
+TEST(EndToEnd, APluginThatThrowsMidRunMarksTheRunFailedAndKeepsItsMetrics) {
+  const std::string dir = htm::testing::fresh_dir("throw");
+  Registry registry({HTM_PLUGIN_DIR, HTM_TEST_PLUGIN_DIR});
+  RunRequest request;
+  request.file = tiny_experiment(dir, "[loss.throwing]\nfail_after = 3\n");
+  EXPECT_EQ(run_experiment(request, registry), 1);
+  ResultsStore store(dir + "/htm.sqlite");
+  EXPECT_EQ(cell(store, "SELECT status FROM runs"), "failed");
+  EXPECT_THAT(cell(store, "SELECT error FROM runs"), ::testing::HasSubstr("deliberate failure at call 4"));
+  EXPECT_EQ(cell(store, "SELECT count(*) FROM metrics WHERE split='train' AND name='loss'"), "3");
+  EXPECT_EQ(cell(store, "PRAGMA integrity_check"), "ok");
+}
+
+TEST(EndToEnd, InterruptMarksTheRunInterrupted) {
+  const std::string dir = htm::testing::fresh_dir("interrupt");
+  Registry registry({HTM_PLUGIN_DIR});
+  RunRequest request;
+  request.file = tiny_experiment(dir);
+  request_interrupt();
+  const int code = run_experiment(request, registry);
+  reset_interrupt();
+  EXPECT_EQ(code, 130);
+  ResultsStore store(dir + "/htm.sqlite");
+  EXPECT_EQ(cell(store, "SELECT status FROM runs"), "interrupted");
+}
+
+TEST(EndToEnd, BadInputFailsBeforeAnythingIsRecorded) {
+  const std::string dir = htm::testing::fresh_dir("bad");
+  Registry registry({HTM_PLUGIN_DIR});
+  RunRequest request;
+  request.file = tiny_experiment(dir, "[dataset]\nplugin = \"cifar10\"\nroot = \"" + dir + "/none\"\n");
+  EXPECT_THROW(run_experiment(request, registry), Error);
+  request.file = tiny_experiment(dir, "[policy]\nplugin = \"learned\"\nheads = 3\n");  // 3 ∤ 16
+  EXPECT_THROW(run_experiment(request, registry), Error);
+  ResultsStore store(dir + "/htm.sqlite");
+  EXPECT_EQ(cell(store, "SELECT count(*) FROM runs"), "0");
+}
+
+}  // namespace
+}  // namespace htm

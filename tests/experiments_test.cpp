@@ -1,0 +1,57 @@
+// Every experiment file in experiments/ resolves and every variant runs (one tiny step each),
+// so a file that rots fails here, not in front of a user.
+#include <filesystem>
+
+#include "registry.h"
+#include "results_store.h"
+#include "runner.h"
+#include "test_util.h"
+
+namespace htm {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> experiment_files() {
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(HTM_SOURCE_DIR) / "experiments"))
+    if (e.path().extension() == ".toml") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+class ExperimentFiles : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExperimentFiles, EveryVariantResolvesAndRunsOneStep) {
+  const std::string dir = htm::testing::fresh_dir("exp");
+  htm::testing::write_tiny_cifar(dir, 8, 4);
+  Registry registry({HTM_PLUGIN_DIR});
+  RunRequest request;
+  request.file = GetParam();
+  request.seeds = {0};
+  request.overrides = {"train.max_steps=1", "train.train_samples=4", "train.eval_samples=4",
+                       "train.batch_size=2", "train.eval_batch_size=4", "train.images=2",
+                       "train.checkpoint=false", "runtime.threads=1",
+                       "runtime.results=\"" + dir + "/htm.sqlite\"",
+                       "runtime.artifacts=\"" + dir + "/runs\""};
+  ExperimentFile file = ExperimentFile::load(request.file, request.overrides);
+  if (file.resolve(file.variants()[0], registry).dataset.name == "cifar10")
+    request.overrides.insert(request.overrides.end(),
+                             {"dataset.root=\"" + dir + "\"", "dataset.train_files=[\"data_batch_1.bin\"]"});
+  ASSERT_EQ(run_experiment(request, registry), 0);
+  ResultsStore store(dir + "/htm.sqlite");
+  auto r = store.query("SELECT count(*) FROM runs WHERE status = 'finished'");
+  EXPECT_EQ(r.rows[0][0], std::to_string(ExperimentFile::load(request.file, request.overrides).variants().size()));
+}
+
+std::string file_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = fs::relative(info.param, fs::path(HTM_SOURCE_DIR) / "experiments").string();
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, ExperimentFiles, ::testing::ValuesIn(experiment_files()), file_name);
+
+}  // namespace
+}  // namespace htm
