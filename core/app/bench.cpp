@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include <boost/program_options.hpp>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
@@ -125,11 +126,19 @@ int cmd_bench(const Args& args) {
   for (const auto& p : model->parameters()) params += p.numel();
 
   auto step = [&] {
-    auto out = model->forward(input, used, gen);
-    auto loss = (out.output - input).pow(2).mean();
-    auto total = loss + loss.detach() * out.log_prob.sum();
+    torch::Tensor total;
+    {
+      RECORD_FUNCTION("htm::forward", {});
+      auto out = model->forward(input, used, gen);
+      auto loss = (out.output - input).pow(2).mean();
+      total = loss + loss.detach() * out.log_prob.sum();
+    }
     optimizer.zero_grad();
-    total.backward();
+    {
+      RECORD_FUNCTION("htm::backward", {});
+      total.backward();
+    }
+    RECORD_FUNCTION("htm::optimizer", {});
     optimizer.step();
   };
   step();  // warm-up

@@ -86,8 +86,10 @@ std::pair<torch::Tensor, torch::Tensor> AttentionImpl::key_values(const torch::T
 
 torch::Tensor AttentionImpl::attend(const torch::Tensor& q_tokens, const torch::Tensor& keys,
                                     const torch::Tensor& values, torch::Tensor* weights) {
-  // Queries may have batch 1 and broadcast over the keys' batch (the same pixel queries for
-  // every image in the unlifter): their projection is then computed once.
+  if (weights == nullptr)
+    return out_->forward(fused_attention(q_->forward(q_tokens), keys, values, heads_, dropout_, is_training()));
+  // The weights are wanted (a policy reads them): the plain computation keeps them.
+  // Queries may have batch 1 and broadcast over the keys' batch.
   const int64_t B = keys.size(0), Tq = q_tokens.size(1), Tk = keys.size(1);
   const int64_t C = q_tokens.size(2), d = C / heads_;
   auto split = [&](const torch::Tensor& t, int64_t n) {  // b×n×C → b×h×n×d
@@ -95,7 +97,7 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& q_tokens, const torch::
   };
   auto q = split(q_->forward(q_tokens), Tq) * (1.0 / std::sqrt(static_cast<double>(d)));
   auto att = torch::softmax(torch::matmul(q, split(keys, Tk).transpose(-2, -1)), -1);
-  if (weights != nullptr) *weights = att.mean(1);
+  *weights = att.mean(1);
   auto y = torch::matmul(fast_dropout(att, dropout_, is_training()), split(values, Tk));  // B×h×Tq×d
   return out_->forward(y.transpose(1, 2).reshape({B, Tq, C}));
 }

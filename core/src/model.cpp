@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "htm/error.h"
@@ -188,7 +189,11 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
 ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vector<int64_t>& schedule,
                                     at::Generator generator) {
   ForwardResult result;
-  auto x = adapter_->lift(input);  // B×T×C
+  torch::Tensor x;
+  {
+    RECORD_FUNCTION("htm::lift", {});
+    x = adapter_->lift(input);  // B×T×C
+  }
   const int64_t depth = static_cast<int64_t>(schedule.size());
 
   // Encoder: the same layer applied at every depth.
@@ -196,10 +201,13 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
     x = x + timestep(d);
     result.encoder_tokens.push_back(x);
     torch::Tensor attention;
-    if (options_.transformer)
+    if (options_.transformer) {
+      RECORD_FUNCTION("htm::encoder_block", {});
       x = encoder_block_->forward(x, policy_->needs_attention() ? &attention : nullptr);
+    }
     if (policy_->needs_attention() && !attention.defined())
       throw Error("this policy reads the transformer block's attention; set model.transformer = true");
+    RECORD_FUNCTION("htm::merge_layer", {});
     x = merge_layer(x, schedule[d - 1], d, attention, generator, result);
   }
   result.root = x;
@@ -208,10 +216,17 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
   result.decoder_tokens.resize(depth);
   for (int64_t d = depth; d >= 1; --d) {
     x = x + timestep(d);
-    x = unmerge_layer(x, schedule[d - 1], d, generator, result);
-    if (options_.transformer) x = decoder_block_->forward(x);
+    {
+      RECORD_FUNCTION("htm::unmerge_layer", {});
+      x = unmerge_layer(x, schedule[d - 1], d, generator, result);
+    }
+    if (options_.transformer) {
+      RECORD_FUNCTION("htm::decoder_block", {});
+      x = decoder_block_->forward(x);
+    }
     result.decoder_tokens[d - 1] = x;
   }
+  RECORD_FUNCTION("htm::unlift", {});
   result.output = adapter_->unlift(x);
   return result;
 }

@@ -30,9 +30,8 @@ class SplitMix64 {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
   }
-  float gumbel() {  // -log(-log U), U uniform on (0, 1)
-    const double u = (static_cast<double>(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-    return static_cast<float>(-std::log(-std::log(u)));
+  float exponential() {  // -log U, U uniform on (0, 1) with 24 random bits
+    return -std::log((static_cast<float>(next() >> 40) + 0.5f) * (1.0f / 16777216.0f));
   }
 
  private:
@@ -71,15 +70,23 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tenso
   // Greedy scan in descending order of Gumbel-perturbed logits: the first pair whose tokens are
   // both unused is a draw from the softmax renormalised over the allowed pairs (exponential
   // races are memoryless), so the accepted sequence has the one-pair-at-a-time distribution.
-  // Memorylessness also lets a round stop early: no allowed pair has "arrived" yet, so the
-  // remaining unused tokens can be drawn afresh. Each round sorts only its top 2m candidates
-  // among m unused tokens, making the whole draw O(T²) instead of a full O(T² log T) sort.
+  // As a race, pair (i,j) arrives at E_ij / rate_ij with E ~ Exp(1), rate = exp(logit − max):
+  // the same order as logit + Gumbel. Memorylessness lets a round stop at any fixed time τ —
+  // no allowed pair has arrived after the scan, so the tokens still unused race afresh. τ is
+  // set so about 4m of the m² candidates arrive before it: each round keeps and sorts only
+  // those, making a draw O(T²) per sample with one logarithm per candidate.
   at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
-    std::vector<std::pair<float, int32_t>> cand;
+    std::vector<std::pair<float, int32_t>> arrivals;
+    std::vector<float> rate(T * T);
     std::vector<int32_t> unused;
     std::vector<char> used(T);
     for (int64_t b = begin; b < end; ++b) {
       const float* lg = logits_all + b * T * T;
+      float top = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j)
+          if (i != j) top = std::max(top, lg[i * T + j]);
+      for (int64_t n = 0; n < T * T; ++n) rate[n] = std::isfinite(top) ? std::exp(lg[n] - top) : 1.0f;
       SplitMix64 rng(seeds[b]);
       std::fill(used.begin(), used.end(), 0);
       int64_t accepted = 0;
@@ -87,16 +94,24 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tenso
         unused.clear();
         for (int32_t t = 0; t < T; ++t)
           if (!used[t]) unused.push_back(t);
-        cand.clear();
+        double total_rate = 0;
         for (int32_t i : unused)
           for (int32_t j : unused)
-            if (i != j) cand.emplace_back(lg[i * T + j] + rng.gumbel(), i * static_cast<int32_t>(T) + j);
-        const size_t k = std::min(cand.size(), std::max<size_t>(64, 2 * unused.size()));
-        auto desc = [](const auto& a, const auto& c) { return a.first > c.first; };
-        std::nth_element(cand.begin(), cand.begin() + (k - 1), cand.end(), desc);
-        std::sort(cand.begin(), cand.begin() + k, desc);
-        for (size_t n = 0; n < k && accepted < r; ++n) {
-          const int32_t i = cand[n].second / T, j = cand[n].second % T;
+            if (i != j) total_rate += rate[i * T + j];
+        if (!(total_rate > 0))  // every allowed pair has probability 0: treat them as equal
+          for (int32_t i : unused)
+            for (int32_t j : unused) rate[i * T + j] = 1.0f, total_rate += 1.0;
+        const float tau = static_cast<float>(4.0 * unused.size() / total_rate);
+        arrivals.clear();
+        for (int32_t i : unused)
+          for (int32_t j : unused) {
+            const float e = rng.exponential(), rt = rate[i * T + j];
+            if (i != j && e < tau * rt) arrivals.emplace_back(e / rt, i * static_cast<int32_t>(T) + j);
+          }
+        std::sort(arrivals.begin(), arrivals.end(),
+                  [](const auto& a, const auto& c) { return a.first < c.first; });
+        for (size_t n = 0; n < arrivals.size() && accepted < r; ++n) {
+          const int32_t i = arrivals[n].second / T, j = arrivals[n].second % T;
           if (used[i] || used[j]) continue;
           used[i] = used[j] = 1;
           src_all[b * r + accepted] = i;

@@ -13,6 +13,13 @@ namespace htm {
 /// sixth of a training step.
 torch::Tensor fast_dropout(const torch::Tensor& x, double p, bool training);
 
+/// softmax(Q Kᵀ/√d) V over `heads` heads of width d = C/heads, with dropout p on the weights
+/// when training. q: Bq×Tq×C with Bq = B or 1 (shared queries), k and v: B×Tk×C; returns
+/// B×Tq×C with heads concatenated. Fused: the B×h×Tq×Tk weights are never stored; backward
+/// recomputes them block by block.
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              int64_t heads, double dropout, bool training);
+
 /// Multi-head attention of queries over keys/values; self-attention when both are the same.
 class AttentionImpl : public torch::nn::Module {
  public:
