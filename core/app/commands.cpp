@@ -31,6 +31,7 @@ const std::vector<Command>& commands() {
       {"plugins", cmd_plugins, "list the plugins found on the search path"},
       {"runs", cmd_runs, "list recorded runs"},
       {"query", cmd_query, "run SQL on the results database and print a table"},
+      {"merge", cmd_merge, "copy the runs of other databases into this one"},
       {"bench", cmd_bench, "time a training step and the pair sampler at the paper's size"},
   };
   return list;
@@ -164,6 +165,24 @@ int cmd_query(const Args& args) {
   if (!parse("query", args, opts, pos, vm, "\"SQL\" [--db PATH]")) return 0;
   ResultsStore store(db);
   std::printf("%s", format_table(store.query(sql)).c_str());
+  return 0;
+}
+
+int cmd_merge(const Args& args) {
+  po::options_description opts("options");
+  std::string db;
+  std::vector<std::string> others;
+  opts.add_options()
+      ("other", po::value(&others)->required()->composing(), "database(s) to copy runs from")
+      ("db", po::value(&db)->default_value(kDefaultDb), "results database to merge into");
+  po::positional_options_description pos;
+  pos.add("other", -1);
+  po::variables_map vm;
+  if (!parse("merge", args, opts, pos, vm, "OTHER.sqlite... [--db PATH]")) return 0;
+  ResultsStore store(db);
+  for (const auto& other : others)
+    std::printf("%s: %lld new runs merged into %s\n", other.c_str(),
+                static_cast<long long>(store.merge_from(other)), store.path().c_str());
   return 0;
 }
 

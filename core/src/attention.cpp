@@ -18,7 +18,9 @@ extern "C" void sgemm_(const char* transa, const char* transb, const int* m, con
 namespace htm {
 namespace {
 
-constexpr int64_t kBlock = 64;  // query rows per block: a 64×Tk score block stays in cache
+// Query rows per block: a rows×Tk block of scores (~64 KB) stays in cache, and short key
+// sets get tall blocks so each BLAS call has work enough to amortise its overhead.
+int64_t block_rows(int64_t tk) { return std::max<int64_t>(64, 16384 / std::max<int64_t>(1, tk)); }
 
 // Row-major C[m×n] = alpha·op(A)·op(B) + beta·C through column-major BLAS (Cᵀ = op(B)ᵀ op(A)ᵀ).
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -100,14 +102,15 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
     float *op = out.data_ptr<float>(), *lp = lse.data_ptr<float>();
 
     at::parallel_for(0, s.B * s.h, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> w(kBlock * s.Tk);
+      const int64_t block = block_rows(s.Tk);
+      std::vector<float> w(block * s.Tk);
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / s.h, hh = bh % s.h;
         const float* qh = qp + (s.Bq == 1 ? 0 : b * q.stride(0)) + hh * s.d;
         const float* kh = kp + b * k.stride(0) + hh * s.d;
         const float* vh = vp + b * v.stride(0) + hh * s.d;
-        for (int64_t i0 = 0; i0 < s.Tq; i0 += kBlock) {
-          const int64_t rows = std::min(kBlock, s.Tq - i0);
+        for (int64_t i0 = 0; i0 < s.Tq; i0 += block) {
+          const int64_t rows = std::min(block, s.Tq - i0);
           scores(s, qh, kh, i0, rows, w.data());
           for (int64_t i = 0; i < rows; ++i) {
             float* wi = w.data() + i * s.Tk;
@@ -153,7 +156,8 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
     float *dqp = dq.data_ptr<float>(), *dkp = dk.data_ptr<float>(), *dvp = dv.data_ptr<float>();
 
     at::parallel_for(0, s.B * s.h, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> p(kBlock * s.Tk), dp(kBlock * s.Tk);
+      const int64_t block = block_rows(s.Tk);
+      std::vector<float> p(block * s.Tk), dp(block * s.Tk);
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / s.h, hh = bh % s.h;
         const float* qh = qp + (s.Bq == 1 ? 0 : b * q.stride(0)) + hh * s.d;
@@ -163,8 +167,8 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
         float* dqh = dqp + b * s.Tq * s.C + hh * s.d;
         float* dkh = dkp + b * s.Tk * s.C + hh * s.d;
         float* dvh = dvp + b * s.Tk * s.C + hh * s.d;
-        for (int64_t i0 = 0; i0 < s.Tq; i0 += kBlock) {
-          const int64_t rows = std::min(kBlock, s.Tq - i0);
+        for (int64_t i0 = 0; i0 < s.Tq; i0 += block) {
+          const int64_t rows = std::min(block, s.Tq - i0);
           scores(s, qh, kh, i0, rows, p.data());  // recompute P from the saved log-sum-exp
           for (int64_t i = 0; i < rows; ++i) {
             float* pi = p.data() + i * s.Tk;
