@@ -94,3 +94,33 @@ TEST(FusedAttention, DropoutGradientsMatchFiniteDifferences) {
 
 }  // namespace
 }  // namespace htm
+
+namespace htm {
+namespace {
+
+TEST(Linear, MatchesTorchLinearValuesAndGradients) {
+  torch::manual_seed(2);
+  Linear layer(24, 10);
+  for (auto shape : std::vector<std::vector<int64_t>>{{7, 24}, {3, 5, 24}, {1, 24}}) {
+    auto x = torch::randn(shape, torch::requires_grad());
+    auto ours = layer->forward(x);
+    auto ref = torch::linear(x, layer->weight, layer->bias);
+    ASSERT_EQ(ours.sizes(), ref.sizes());
+    EXPECT_TRUE(torch::allclose(ours, ref, 1e-5, 1e-5)) << (ours - ref).abs().max() << " for " << x.sizes();
+    auto g = torch::randn(ref.sizes());
+    auto a = torch::autograd::grad({ours}, {x, layer->weight, layer->bias}, {g});
+    auto b = torch::autograd::grad({ref}, {x, layer->weight, layer->bias}, {g});
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-4, 1e-5)) << "grad " << i;
+  }
+  // Without bias, and with an input that needs no gradient (only the weight's is computed).
+  Linear no_bias(24, 3, false);
+  EXPECT_FALSE(no_bias->bias.defined());
+  auto y = no_bias->forward(torch::randn({4, 24}));
+  y.sum().backward();
+  EXPECT_TRUE(no_bias->weight.grad().defined());
+  // Same initialisation bounds as torch::nn::Linear: U(-1/sqrt(in), 1/sqrt(in)).
+  EXPECT_LE(layer->weight.abs().max().item<double>(), 1.0 / std::sqrt(24.0));
+}
+
+}  // namespace
+}  // namespace htm

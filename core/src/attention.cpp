@@ -9,11 +9,8 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "gemm.h"
 #include "htm/layers.h"
-
-extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
-                       const int* k, const float* alpha, const float* a, const int* lda,
-                       const float* b, const int* ldb, const float* beta, float* c, const int* ldc);
 
 namespace htm {
 namespace {
@@ -21,15 +18,6 @@ namespace {
 // Query rows per block: a rows×Tk block of scores (~64 KB) stays in cache, and short key
 // sets get tall blocks so each BLAS call has work enough to amortise its overhead.
 int64_t block_rows(int64_t tk) { return std::max<int64_t>(64, 16384 / std::max<int64_t>(1, tk)); }
-
-// Row-major C[m×n] = alpha·op(A)·op(B) + beta·C through column-major BLAS (Cᵀ = op(B)ᵀ op(A)ᵀ).
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
-  const int mm = static_cast<int>(m), nn = static_cast<int>(n), kk = static_cast<int>(k);
-  const int la = static_cast<int>(lda), lb = static_cast<int>(ldb), lc = static_cast<int>(ldc);
-  sgemm_(&tb, &ta, &nn, &mm, &kk, &alpha, b, &lb, a, &la, &beta, c, &lc);
-}
 
 // x[i] ← exp(x[i] − shift) for i < n. A Cephes-style expf (range reduction by ln 2, degree-6
 // polynomial; relative error ~2e-7) in a plain loop the compiler vectorises for each target.

@@ -74,9 +74,9 @@ AttentionImpl::AttentionImpl(int64_t dim, int64_t heads, double dropout)
   if (dim % heads != 0)
     throw Error("model.dim (" + std::to_string(dim) + ") must be divisible by model.heads (" +
                 std::to_string(heads) + ")");
-  q_ = register_module("q", torch::nn::Linear(dim, dim));
-  kv_ = register_module("kv", torch::nn::Linear(dim, 2 * dim));
-  out_ = register_module("out", torch::nn::Linear(dim, dim));
+  q_ = register_module("q", Linear(dim, dim));
+  kv_ = register_module("kv", Linear(dim, 2 * dim));
+  out_ = register_module("out", Linear(dim, dim));
 }
 
 std::pair<torch::Tensor, torch::Tensor> AttentionImpl::key_values(const torch::Tensor& kv_tokens) {
@@ -111,8 +111,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& q_tokens, const torch:
 
 ResidualMlpImpl::ResidualMlpImpl(int64_t dim, int64_t ratio, double dropout) : dropout_(dropout) {
   norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})));
-  fc1_ = register_module("fc1", torch::nn::Linear(dim, ratio * dim));
-  fc2_ = register_module("fc2", torch::nn::Linear(ratio * dim, dim));
+  fc1_ = register_module("fc1", Linear(dim, ratio * dim));
+  fc2_ = register_module("fc2", Linear(ratio * dim, dim));
 }
 
 torch::Tensor ResidualMlpImpl::forward(const torch::Tensor& x) {

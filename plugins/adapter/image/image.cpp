@@ -50,21 +50,21 @@ class ImageAdapter : public htm::Adapter {
     const int64_t patch_in = (channels_ + features) * patch_ * patch_;
 
     lift_norm_ = register_module("lift_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({patch_in})));
-    lift_linear_ = register_module("lift_linear", torch::nn::Linear(patch_in, C));
+    lift_linear_ = register_module("lift_linear", htm::Linear(patch_in, C));
     lift_out_norm_ = register_module("lift_out_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
     auto pos = patches(positions_.unsqueeze(0))[0];  // T×(F·n²), the same for every image
     pos_patches_ = register_buffer("pos_patches", pos);
     pos_sum_ = register_buffer("pos_sum", pos.sum(-1));
     pos_sumsq_ = register_buffer("pos_sumsq", pos.pow(2).sum(-1));
-    query_ = register_module("query", torch::nn::Linear(features, C));
+    query_ = register_module("query", htm::Linear(features, C));
     norm_q_ = register_module("norm_q", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
     norm_kv_ = register_module("norm_kv", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
     attn_ = register_module("attn", htm::Attention(C, ctx.heads, ctx.dropout));
     const int64_t hidden = params.integer("head_ratio") * C;
     if (hidden <= 0) throw htm::Error("head_ratio must be positive");
     head_ = register_module("head", torch::nn::Sequential(
-        torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})), torch::nn::Linear(C, hidden),
-        torch::nn::GELU(), torch::nn::Linear(hidden, channels_)));
+        torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})), htm::Linear(C, hidden),
+        torch::nn::GELU(), htm::Linear(hidden, channels_)));
   }
 
   int64_t num_tokens() const override { return (height_ / patch_) * (width_ / patch_); }
@@ -108,9 +108,9 @@ class ImageAdapter : public htm::Adapter {
   int64_t patch_, channels_ = 0, height_ = 0, width_ = 0;
   torch::Tensor positions_, pos_patches_, pos_sum_, pos_sumsq_;
   torch::nn::LayerNorm lift_norm_{nullptr}, lift_out_norm_{nullptr};
-  torch::nn::Linear lift_linear_{nullptr};
+  htm::Linear lift_linear_{nullptr};
   torch::nn::Sequential head_{nullptr};
-  torch::nn::Linear query_{nullptr};
+  htm::Linear query_{nullptr};
   torch::nn::LayerNorm norm_q_{nullptr}, norm_kv_{nullptr};
   htm::Attention attn_{nullptr};
 };

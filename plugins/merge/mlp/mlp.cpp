@@ -1,6 +1,7 @@
 // The paper's merge and unmerge operators (§3.1.2-3.1.3): 2C → hC → C and C → hC → 2C MLPs.
 #include <torch/torch.h>
 
+#include "htm/layers.h"
 #include "htm/merge.h"
 
 namespace {
@@ -13,8 +14,8 @@ htm::Manifest manifest() {
 }
 
 torch::nn::Sequential mlp(int64_t in, int64_t hidden, int64_t out) {
-  return torch::nn::Sequential(torch::nn::Linear(in, hidden), torch::nn::GELU(),
-                               torch::nn::Linear(hidden, out));
+  return torch::nn::Sequential(htm::Linear(in, hidden), torch::nn::GELU(),
+                               htm::Linear(hidden, out));
 }
 
 class MlpMerge : public htm::MergeOperator {

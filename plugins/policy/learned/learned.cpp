@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "htm/layers.h"
 #include "htm/policy.h"
 
 namespace {
@@ -27,13 +28,13 @@ class LearnedPolicy : public htm::Policy {
                        std::to_string(dim_) + ")");
     const int64_t hidden = params.integer("score_hidden") > 0 ? params.integer("score_hidden") : dim_;
     norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_})));
-    query_ = register_module("query", torch::nn::Linear(dim_, dim_));
-    key_ = register_module("key", torch::nn::Linear(dim_, dim_));
+    query_ = register_module("query", htm::Linear(dim_, dim_));
+    key_ = register_module("key", htm::Linear(dim_, dim_));
     head_weight_ = register_parameter("head_weight", torch::full({heads_}, 1.0 / heads_));
     score_norm_ = register_module("score_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_})));
-    score_ = register_module("score", torch::nn::Sequential(torch::nn::Linear(dim_, hidden),
+    score_ = register_module("score", torch::nn::Sequential(htm::Linear(dim_, hidden),
                                                             torch::nn::GELU(),
-                                                            torch::nn::Linear(hidden, 1)));
+                                                            htm::Linear(hidden, 1)));
   }
 
   htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
@@ -60,7 +61,7 @@ class LearnedPolicy : public htm::Policy {
 
   int64_t dim_, heads_;
   torch::nn::LayerNorm norm_{nullptr}, score_norm_{nullptr};
-  torch::nn::Linear query_{nullptr}, key_{nullptr};
+  htm::Linear query_{nullptr}, key_{nullptr};
   torch::Tensor head_weight_;
   torch::nn::Sequential score_{nullptr};
 };
