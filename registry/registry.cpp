@@ -90,7 +90,7 @@ const PluginEntry& Registry::entry(PluginKind kind, const std::string& name) con
   std::string known;
   for (const auto& n : names(kind)) known += (known.empty() ? "" : ", ") + n;
   throw Error(std::string("unknown ") + kind_name(kind) + " plugin '" + name + "'; known: " +
-              (known.empty() ? "(none)" : known));
+              (known.empty() ? "none" : known));
 }
 
 const Manifest* Registry::find(PluginKind kind, const std::string& name) const {
