@@ -93,6 +93,12 @@ const PluginEntry& Registry::entry(PluginKind kind, const std::string& name) con
               (known.empty() ? "none" : known));
 }
 
+Params Registry::default_params(PluginKind kind, const std::string& name) const {
+  Params params;
+  for (const auto& spec : entry(kind, name).manifest.params) params.set(spec.name, spec.default_value);
+  return params;
+}
+
 const Manifest* Registry::find(PluginKind kind, const std::string& name) const {
   for (const auto& e : entries_)
     if (e.manifest.kind == kind && e.manifest.name == name) return &e.manifest;

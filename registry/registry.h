@@ -44,6 +44,8 @@ class Registry : public PluginCatalog {
   const Manifest* find(PluginKind kind, const std::string& name) const override;
   std::vector<std::string> names(PluginKind kind) const override;
   const PluginEntry& entry(PluginKind kind, const std::string& name) const;
+  /// Every declared parameter of a plugin at its default.
+  Params default_params(PluginKind kind, const std::string& name) const;
 
   /// Creates plugin `name` of `kind` as interface T. The returned pointer's deleter holds the
   /// library, so the object can never outlive the code that implements it.

@@ -23,12 +23,6 @@ const Registry& registry() {
 
 std::vector<std::string> names(PluginKind kind) { return registry().names(kind); }
 
-Params defaults(PluginKind kind, const std::string& name) {
-  Params p;
-  for (const auto& spec : registry().entry(kind, name).manifest.params) p.set(spec.name, spec.default_value);
-  return p;
-}
-
 BuildContext small_context(std::vector<int64_t> sample_shape = {1, 8, 8}) {
   BuildContext ctx;
   ctx.dim = 16;
@@ -43,7 +37,7 @@ BuildContext small_context(std::vector<int64_t> sample_shape = {1, 8, 8}) {
 template <class T>
 std::shared_ptr<T> make(PluginKind kind, const std::string& name, BuildContext ctx = small_context(),
                         Params params = {}) {
-  Params p = defaults(kind, name);
+  Params p = registry().default_params(kind, name);
   for (const auto& [k, v] : params.values()) p.set(k, v);
   torch::manual_seed(0);
   return registry().create<T>(kind, name, p, ctx);

@@ -8,12 +8,6 @@
 namespace htm {
 namespace {
 
-Params defaults(const Registry& r, PluginKind kind, const std::string& name) {
-  Params p;
-  for (const auto& spec : r.entry(kind, name).manifest.params) p.set(spec.name, spec.default_value);
-  return p;
-}
-
 TEST(Registry, RefusesAPluginBuiltForAnotherAbiWithASentence) {
   try {
     Registry::load(std::string(HTM_TEST_PLUGIN_DIR) + "/htm_policy_bad_abi.so");
@@ -67,7 +61,7 @@ TEST(Registry, ObjectsKeepTheirLibraryLoaded) {
     const auto& entry = registry.entry(PluginKind::merge, "mlp");
     library = entry.library;
     const long before = entry.library.use_count();
-    op = registry.create<MergeOperator>(PluginKind::merge, "mlp", defaults(registry, PluginKind::merge, "mlp"), ctx);
+    op = registry.create<MergeOperator>(PluginKind::merge, "mlp", registry.default_params(PluginKind::merge, "mlp"), ctx);
     EXPECT_EQ(entry.library.use_count(), before + 1);
   }
   // The registry is gone; the object's deleter still holds the library, so its code runs.

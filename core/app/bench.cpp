@@ -50,12 +50,6 @@ double peak_rss_mib() {
   return 0;
 }
 
-Params defaults(const Registry& registry, PluginKind kind, const std::string& name) {
-  Params p;
-  for (const auto& spec : registry.entry(kind, name).manifest.params) p.set(spec.name, spec.default_value);
-  return p;
-}
-
 }  // namespace
 
 int cmd_bench(const Args& args) {
@@ -104,13 +98,13 @@ int cmd_bench(const Args& args) {
   ctx.heads = heads;
   ctx.dropout = vm["dropout"].as<double>();
   ctx.sample_shape = {3, image, image};
-  Params adapter_params = defaults(registry, PluginKind::adapter, "image");
+  Params adapter_params = registry.default_params(PluginKind::adapter, "image");
   adapter_params.set("patch", patch);
   auto adapter = registry.create<Adapter>(PluginKind::adapter, "image", adapter_params, ctx);
   auto policy = registry.create<Policy>(PluginKind::policy, policy_name,
-                                        defaults(registry, PluginKind::policy, policy_name), ctx);
+                                        registry.default_params(PluginKind::policy, policy_name), ctx);
   auto merge = registry.create<MergeOperator>(PluginKind::merge, "mlp",
-                                              defaults(registry, PluginKind::merge, "mlp"), ctx);
+                                              registry.default_params(PluginKind::merge, "mlp"), ctx);
   ModelOptions options;
   options.dim = dim;
   options.heads = heads;

@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "counter_rng.h"
 #include "gemm.h"
 #include "htm/layers.h"
 
@@ -42,18 +43,11 @@ void exp_shifted(float* x, int64_t n, float shift) {
   }
 }
 
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // Multiplies row `row` (length tk) of the weights by the dropout mask: 0 or 1/(1-p).
 void apply_mask(float* w, int64_t tk, uint64_t seed, uint64_t row, uint32_t threshold, float scale) {
-  const uint64_t base = mix(seed ^ (row * 0xd1b54a32d192ed03ULL));
+  const uint64_t base = counter_bits(seed, row);
   for (int64_t j = 0; j < tk; j += 4) {
-    const uint64_t bits = mix(base + static_cast<uint64_t>(j));
+    const uint64_t bits = splitmix64(base + static_cast<uint64_t>(j));
     for (int64_t t = 0; t < 4 && j + t < tk; ++t)
       w[j + t] *= ((bits >> (16 * t)) & 0xffff) >= threshold ? scale : 0.0f;
   }

@@ -6,17 +6,11 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "counter_rng.h"
 #include "htm/error.h"
 
 namespace htm {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // Mask of 0 and 1/(1-p): entry n is kept iff the n-th 16-bit draw of stream `seed` is ≥ p·2¹⁶.
 // Counter-based, so the mask is the same for any thread count.
@@ -28,7 +22,7 @@ torch::Tensor keep_mask(at::IntArrayRef sizes, double p, uint64_t seed) {
   const float scale = static_cast<float>(1.0 / (1.0 - p));
   at::parallel_for(0, (n + 3) / 4, 4096, [&](int64_t begin, int64_t end) {
     for (int64_t w = begin; w < end; ++w) {
-      const uint64_t bits = splitmix64(seed ^ (static_cast<uint64_t>(w) * 0xd1b54a32d192ed03ULL));
+      const uint64_t bits = counter_bits(seed, static_cast<uint64_t>(w));
       for (int64_t k = 0; k < 4 && 4 * w + k < n; ++k)
         m[4 * w + k] = ((bits >> (16 * k)) & 0xffff) >= threshold ? scale : 0.0f;
     }

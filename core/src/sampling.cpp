@@ -8,6 +8,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "counter_rng.h"
 #include "htm/error.h"
 #include "htm/policy.h"
 
@@ -24,12 +25,7 @@ torch::Tensor gumbel_like(const torch::Tensor& t, at::Generator generator) {
 class SplitMix64 {
  public:
   explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return splitmix64(state_++); }
   float exponential() {  // -log U, U uniform on (0, 1) with 24 random bits
     return -std::log((static_cast<float>(next() >> 40) + 0.5f) * (1.0f / 16777216.0f));
   }
