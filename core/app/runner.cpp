@@ -206,6 +206,13 @@ Experiment assemble(const ResolvedConfig& config, const Registry& registry, int6
   options.transformer = config.flag("model.transformer");
   options.cross_attention = config.flag("model.cross_attention");
   options.prob_scale = config.text("estimator.method") == "prob_scale";
+  const std::string& policy_name = config.policy.name;
+  if (policy->needs_attention() && !options.transformer)
+    throw Error("policy '" + policy_name + "' reads the encoder transformer block's attention; "
+                "set model.transformer = true");
+  if (policy->needs_cross_keys() && !options.cross_attention)
+    throw Error("policy '" + policy_name + "' reads the merging block's cross-attention keys; "
+                "set model.cross_attention = true");
   ex.model = HtmModel(options, adapter, policy, merge);
   for (const auto& [name, choice] : config.losses) {
     auto loss = registry.create<Loss>(PluginKind::loss, name, choice.params, ctx);

@@ -1,0 +1,33 @@
+// The uniform-random baseline policy (paper §4.3, §4.4): every allowed pair equally likely.
+#include <torch/torch.h>
+
+#include "htm/policy.h"
+
+namespace {
+
+htm::Manifest manifest() {
+  return {"random", htm::PluginKind::policy, "1.0.0", htm::kSdkAbiVersion,
+          "Uniform-random merge and unmerge decisions: the paper's 'Random' baseline (§4.3-4.4)",
+          {}};
+}
+
+class RandomPolicy : public htm::Policy {
+ public:
+  RandomPolicy(const htm::Params&, const htm::BuildContext&) {}
+
+  // Equal logits: one pair at a time, uniform over the pairs whose tokens are both unused.
+  htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
+    const int64_t B = ctx.tokens.size(0), T = ctx.tokens.size(1);
+    auto [src, dst] = htm::sample_disjoint_pairs(torch::zeros({B, T, T}), ctx.r, ctx.generator);
+    return {src, dst, torch::Tensor()};
+  }
+
+  htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
+    auto scores = torch::zeros({ctx.tokens.size(0), ctx.tokens.size(1)});
+    return {htm::sample_without_replacement(scores, ctx.r, ctx.generator), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+HTM_REGISTER_PLUGIN(RandomPolicy, manifest)

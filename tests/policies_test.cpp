@@ -1,0 +1,102 @@
+// Behaviour of the baseline policies: the distributions they claim, and the model feeding the
+// heuristic its attention weights.
+#include <fstream>
+
+#include <torch/torch.h>
+
+#include "htm/policy.h"
+#include "registry.h"
+#include "results_store.h"
+#include "runner.h"
+#include "test_util.h"
+
+namespace htm {
+namespace {
+
+const Registry& registry() {
+  static const Registry r({HTM_PLUGIN_DIR});
+  return r;
+}
+
+std::shared_ptr<Policy> policy(const std::string& name) {
+  BuildContext ctx;
+  ctx.dim = 8;
+  ctx.heads = 2;
+  return registry().create<Policy>(PluginKind::policy, name, registry().default_params(PluginKind::policy, name), ctx);
+}
+
+// Histogram of the first merged pair (i*T + j) over n draws.
+std::vector<double> first_pairs(Policy& p, const torch::Tensor& attention, int64_t n) {
+  const int64_t T = attention.size(1);
+  MergeContext ctx;
+  ctx.tokens = torch::randn({n, T, 8});
+  ctx.r = 1;
+  ctx.attention = attention.expand({n, T, T}).contiguous();
+  ctx.generator = at::make_generator<at::CPUGeneratorImpl>(3);
+  auto d = p.choose_merges(ctx);
+  auto counts = torch::bincount((d.src * T + d.dst).view(-1), {}, T * T).to(torch::kDouble);
+  return std::vector<double>(counts.data_ptr<double>(), counts.data_ptr<double>() + T * T);
+}
+
+TEST(RandomPolicy, EveryPairIsEquallyLikely) {
+  const int64_t T = 5, n = 60000;
+  auto counts = first_pairs(*policy("random"), torch::rand({1, T, T}), n);
+  std::vector<double> probs(T * T, 0);
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < T; ++j)
+      if (i != j) probs[i * T + j] = 1.0 / (T * (T - 1));
+  auto [stat, df] = htm::testing::chi_square(counts, probs, n);
+  EXPECT_LT(stat, htm::testing::chi_square_bound(df));
+}
+
+TEST(HeuristicPolicy, PairsAreDrawnInProportionToAttention) {
+  const int64_t T = 4, n = 60000;
+  torch::manual_seed(4);
+  auto attention = torch::softmax(torch::randn({1, T, T}) * 2, -1);
+  auto counts = first_pairs(*policy("heuristic"), attention, n);
+  std::vector<double> probs(T * T, 0);
+  double z = 0;
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < T; ++j)
+      if (i != j) z += attention[0][i][j].item<double>();
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < T; ++j)
+      if (i != j) probs[i * T + j] = attention[0][i][j].item<double>() / z;
+  auto [stat, df] = htm::testing::chi_square(counts, probs, n);
+  EXPECT_LT(stat, htm::testing::chi_square_bound(df));
+  // ... and not uniformly: the same check against uniform probabilities fails.
+  std::vector<double> uniform(T * T, 0);
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < T; ++j)
+      if (i != j) uniform[i * T + j] = 1.0 / (T * (T - 1));
+  EXPECT_GT(htm::testing::chi_square(counts, uniform, n).first, htm::testing::chi_square_bound(df));
+}
+
+TEST(HeuristicPolicy, TrainsInsideTheModelAndNeedsTheTransformerBlock) {
+  const std::string dir = htm::testing::fresh_dir("heuristic");
+  const std::string file = dir + "/h.toml";
+  std::ofstream(file) << "[experiment]\nname = \"h\"\n[policy]\nplugin = \"heuristic\"\n"
+                      << "[adapter]\npatch = 7\nfourier_bands = 4\n"
+                      << "[model]\ndim = 16\nheads = 2\nlayers = 4\n"
+                      << "[train]\nbatch_size = 8\ntrain_samples = 16\neval_samples = 8\nimages = 0\n"
+                      << "[runtime]\nthreads = 1\nresults = \"" << dir << "/htm.sqlite\"\nartifacts = \"" << dir << "/runs\"\n"
+                      << "[variants.with_transformer]\n[variants.without_transformer]\nmodel.transformer = false\n";
+  RunRequest request;
+  request.file = file;
+  request.variants = {"with_transformer"};
+  EXPECT_EQ(run_experiment(request, registry()), 0);
+  request.variants = {"without_transformer"};  // refused before anything is recorded
+  try {
+    run_experiment(request, registry());
+    FAIL() << "ran the heuristic policy without a transformer block";
+  } catch (const Error& e) {
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("set model.transformer = true"));
+  }
+  ResultsStore store(dir + "/htm.sqlite");
+  auto r = store.query("SELECT variant, status FROM runs");
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0][1], "finished");
+}
+
+}  // namespace
+}  // namespace htm
