@@ -98,5 +98,41 @@ TEST(HeuristicPolicy, TrainsInsideTheModelAndNeedsTheTransformerBlock) {
   EXPECT_EQ(r.rows[0][1], "finished");
 }
 
+TEST(SharedKeyPolicy, EstimatorTrainsQueriesButNeverTheSharedKeys) {
+  auto p = policy("shared_key");
+  MergeContext ctx;
+  ctx.tokens = torch::randn({2, 6, 8});
+  ctx.cross_keys = torch::randn({2, 6, 8}, torch::requires_grad());
+  ctx.r = 2;
+  ctx.generator = at::make_generator<at::CPUGeneratorImpl>(1);
+  auto d = p->choose_merges(ctx);
+  d.log_prob.sum().backward();
+  EXPECT_FALSE(ctx.cross_keys.grad().defined());  // sg[K]: keys learn only in the cross-attention
+  for (const auto& param : p->named_parameters())
+    if (param.key().rfind("query", 0) == 0 || param.key() == "head_weight")
+      EXPECT_TRUE(param.value().grad().defined()) << param.key();
+  // The logits use the keys: other keys, other decisions.
+  ctx.generator = at::make_generator<at::CPUGeneratorImpl>(1);
+  auto lp_a = p->choose_merges(ctx).log_prob;
+  ctx.cross_keys = torch::randn({2, 6, 8});
+  ctx.generator = at::make_generator<at::CPUGeneratorImpl>(1);
+  EXPECT_FALSE(torch::allclose(lp_a, p->choose_merges(ctx).log_prob));
+}
+
+TEST(SharedKeyPolicy, RunsInsideTheModelAndNeedsCrossAttention) {
+  const std::string dir = htm::testing::fresh_dir("shared_key");
+  const std::string file = dir + "/s.toml";
+  std::ofstream(file) << "[experiment]\nname = \"s\"\n[policy]\nplugin = \"shared_key\"\n"
+                      << "[adapter]\npatch = 7\nfourier_bands = 4\n"
+                      << "[model]\ndim = 16\nheads = 2\nlayers = 4\n"
+                      << "[train]\nbatch_size = 8\ntrain_samples = 16\neval_samples = 8\nimages = 0\n"
+                      << "[runtime]\nthreads = 1\nresults = \"" << dir << "/htm.sqlite\"\nartifacts = \"" << dir << "/runs\"\n";
+  RunRequest request;
+  request.file = file;
+  EXPECT_EQ(run_experiment(request, registry()), 0);
+  request.overrides = {"model.cross_attention=false"};
+  EXPECT_THROW(run_experiment(request, registry()), Error);
+}
+
 }  // namespace
 }  // namespace htm

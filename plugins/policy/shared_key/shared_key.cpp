@@ -1,0 +1,66 @@
+// Appendix A.3's alternate merging block: the policy reuses the cross-attention's keys,
+// detached, so the estimator trains only the policy's queries (and head weights).
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "htm/layers.h"
+#include "htm/policy.h"
+
+namespace {
+
+htm::Manifest manifest() {
+  return {"shared_key", htm::PluginKind::policy, "1.0.0", htm::kSdkAbiVersion,
+          "Merge logits Q·sg[K]ᵀ/√d with K the merging block's cross-attention keys, heads mixed "
+          "by learned weights; learned unmerge scoring MLP; paper A.3",
+          {{"score_hidden", htm::ValueType::integer, int64_t{0},
+            "hidden width of the unmerge scoring MLP; 0 = the model's width"}}};
+}
+
+class SharedKeyPolicy : public htm::Policy {
+ public:
+  SharedKeyPolicy(const htm::Params& params, const htm::BuildContext& ctx)
+      : dim_(ctx.dim), heads_(ctx.heads) {
+    const int64_t hidden = params.integer("score_hidden") > 0 ? params.integer("score_hidden") : dim_;
+    norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_})));
+    query_ = register_module("query", htm::Linear(dim_, dim_));
+    head_weight_ = register_parameter("head_weight", torch::full({heads_}, 1.0 / heads_));
+    score_norm_ = register_module("score_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_})));
+    score_ = register_module("score", torch::nn::Sequential(htm::Linear(dim_, hidden), torch::nn::GELU(),
+                                                            htm::Linear(hidden, 1)));
+  }
+
+  bool needs_cross_keys() const override { return true; }
+
+  htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
+    if (!ctx.cross_keys.defined())
+      throw htm::Error("the shared_key policy needs the merging block's cross-attention (model.cross_attention = true)");
+    const int64_t B = ctx.tokens.size(0), T = ctx.tokens.size(1), d = dim_ / heads_;
+    // The keys are the cross-attention's (one head per d-slice, as it splits them), detached:
+    // they are trained only through the cross-attention, the queries only by the estimator.
+    auto q = query_->forward(norm_->forward(ctx.tokens.detach())).view({B, T, heads_, d}) *
+             head_weight_.view({1, 1, heads_, 1});
+    auto logits = torch::bmm(q.view({B, T, dim_}), ctx.cross_keys.detach().transpose(1, 2)) /
+                  std::sqrt(static_cast<double>(d));
+    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
+    return {src, dst, htm::pair_log_prob(logits, src, dst)};
+  }
+
+  // A.3 changes only the merging block; unmerging keeps the original's learned scoring MLP.
+  htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
+    auto scores = score_->forward(score_norm_->forward(ctx.tokens.detach())).squeeze(-1);
+    auto index = htm::sample_without_replacement(scores, ctx.r, ctx.generator);
+    return {index, torch::log_softmax(scores, 1).gather(1, index)};
+  }
+
+ private:
+  int64_t dim_, heads_;
+  torch::nn::LayerNorm norm_{nullptr}, score_norm_{nullptr};
+  htm::Linear query_{nullptr};
+  torch::Tensor head_weight_;
+  torch::nn::Sequential score_{nullptr};
+};
+
+}  // namespace
+
+HTM_REGISTER_PLUGIN(SharedKeyPolicy, manifest)
