@@ -32,6 +32,7 @@ const std::vector<Command>& commands() {
       {"runs", cmd_runs, "list recorded runs"},
       {"query", cmd_query, "run SQL on the results database and print a table"},
       {"merge", cmd_merge, "copy the runs of other databases into this one"},
+      {"compare", cmd_compare, "per-variant mean, sd and Welch t-test of a metric over seeds"},
       {"bench", cmd_bench, "time a training step and the pair sampler at the paper's size"},
   };
   return list;

@@ -14,6 +14,7 @@ int cmd_plugins(const Args& args);
 int cmd_runs(const Args& args);
 int cmd_query(const Args& args);
 int cmd_merge(const Args& args);
+int cmd_compare(const Args& args);
 int cmd_bench(const Args& args);
 
 /// Dispatches argv[1] to a subcommand; prints usage for none or an unknown one.

@@ -1,0 +1,127 @@
+#include "compare.h"
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <set>
+
+#include <boost/math/distributions/students_t.hpp>
+#include <boost/program_options.hpp>
+
+#include "commands.h"
+#include "htm/error.h"
+#include "results_store.h"
+
+namespace po = boost::program_options;
+
+namespace htm {
+namespace {
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+double variance(const std::vector<double>& v) {  // unbiased
+  const double m = mean(v);
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return s / static_cast<double>(v.size() - 1);
+}
+
+std::string sql_text(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string fixed(double value, int digits = 5) {
+  if (std::isnan(value)) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, value);
+  return buf;
+}
+
+}  // namespace
+
+WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>& b) {
+  WelchResult r;
+  r.p_value = std::numeric_limits<double>::quiet_NaN();
+  if (a.size() < 2 || b.size() < 2) return r;
+  const double va = variance(a) / a.size(), vb = variance(b) / b.size();
+  if (!(va + vb > 0)) return r;
+  r.t = (mean(a) - mean(b)) / std::sqrt(va + vb);
+  r.df = (va + vb) * (va + vb) /
+         (va * va / static_cast<double>(a.size() - 1) + vb * vb / static_cast<double>(b.size() - 1));
+  boost::math::students_t_distribution<double> t_dist(r.df);
+  r.p_value = 2 * boost::math::cdf(boost::math::complement(t_dist, std::abs(r.t)));
+  return r;
+}
+
+int cmd_compare(const Args& args) {
+  po::options_description opts("options");
+  std::string experiment, metric, split, reference, db;
+  opts.add_options()
+      ("experiment", po::value(&experiment)->required(), "experiment name (as `htm runs` shows it)")
+      ("metric,m", po::value(&metric)->default_value("mse"), "metric name, e.g. mse")
+      ("split", po::value(&split)->default_value("test"), "metric split: test or train")
+      ("reference,r", po::value(&reference), "variant the others are compared with (default: the first run's)")
+      ("db", po::value(&db)->default_value("results/htm.sqlite"), "results database")
+      ("help,h", "show this help");
+  po::positional_options_description pos;
+  pos.add("experiment", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+  if (vm.count("help")) {
+    std::printf("usage: htm compare EXPERIMENT [--metric M] [--reference VARIANT]\n\n");
+    std::cout << opts;
+    return 0;
+  }
+  po::notify(vm);
+
+  // The last value of the metric in every finished run, grouped by variant in run order.
+  ResultsStore store(db);
+  auto rows = store.query(
+      "SELECT r.variant, m.value, r.config_hash FROM runs r JOIN experiments e ON e.id = r.experiment_id "
+      "JOIN latest_metrics m ON m.run_id = r.id WHERE e.name = " + sql_text(experiment) +
+      " AND r.status = 'finished' AND m.split = " + sql_text(split) + " AND m.name = " + sql_text(metric) +
+      " AND m.value IS NOT NULL ORDER BY r.id");
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<double>> values;
+  std::map<std::string, std::set<std::string>> configs;
+  for (const auto& row : rows.rows) {
+    if (!values.count(row[0])) order.push_back(row[0]);
+    values[row[0]].push_back(std::stod(row[1]));
+    configs[row[0]].insert(row[2]);
+  }
+  if (order.empty())
+    throw Error("no finished run of experiment '" + experiment + "' has a " + split + " metric '" + metric +
+                "' in " + store.path());
+  if (reference.empty()) reference = order.front();
+  if (!values.count(reference)) throw Error("experiment '" + experiment + "' has no finished variant '" + reference + "'");
+
+  QueryResult table;
+  table.columns = {"variant", "n", "mean", "sd", "diff vs " + reference, "p (Welch)"};
+  const double ref_mean = mean(values[reference]);
+  for (const auto& variant : order) {
+    const auto& v = values[variant];
+    const bool is_ref = variant == reference;
+    table.rows.push_back({variant, std::to_string(v.size()), fixed(mean(v)),
+                          v.size() > 1 ? fixed(std::sqrt(variance(v))) : "",
+                          is_ref ? "" : fixed(mean(v) - ref_mean),
+                          is_ref ? "" : fixed(welch_t_test(v, values[reference]).p_value, 3)});
+  }
+  std::printf("%s %s/%s, last value per finished run\n%s", experiment.c_str(), split.c_str(), metric.c_str(),
+              format_table(table).c_str());
+  for (const auto& variant : order)
+    if (configs[variant].size() > 1)
+      std::printf("note: variant '%s' pools runs of %zu different resolved configs (--set overrides?); "
+                  "see `htm query \"SELECT id, seed, config_hash FROM runs\"`\n",
+                  variant.c_str(), configs[variant].size());
+  return 0;
+}
+
+}  // namespace htm
