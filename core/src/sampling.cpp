@@ -10,6 +10,7 @@
 
 #include "counter_rng.h"
 #include "htm/error.h"
+#include "htm/layers.h"
 #include "htm/policy.h"
 
 namespace htm {
@@ -151,6 +152,18 @@ torch::Tensor sample_without_replacement(const torch::Tensor& scores, int64_t r,
   torch::NoGradGuard no_grad;
   auto perturbed = scores.detach().to(torch::kFloat) + gumbel_like(scores, generator);
   return std::get<1>(perturbed.topk(r, 1, /*largest=*/true, /*sorted=*/true));
+}
+
+UnmergeScorerImpl::UnmergeScorerImpl(int64_t dim, int64_t hidden) {
+  score_ = register_module("score", torch::nn::Sequential(
+      torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})), Linear(dim, hidden),
+      torch::nn::GELU(), Linear(hidden, 1)));
+}
+
+UnmergeDecision UnmergeScorerImpl::choose(const UnmergeContext& ctx) {
+  auto scores = score_->forward(ctx.tokens.detach()).squeeze(-1);  // B×T
+  auto index = sample_without_replacement(scores, ctx.r, ctx.generator);
+  return {index, torch::log_softmax(scores, 1).gather(1, index)};
 }
 
 torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& src,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
 
 #include "htm/plugin.h"
 
@@ -52,6 +53,19 @@ class Policy : public Plugin, public torch::nn::Module {
   /// Whether the host must fill MergeContext::cross_keys.
   virtual bool needs_cross_keys() const { return false; }
 };
+
+/// The paper's learned unmerge policy (§3.1.3), for policies to reuse: an MLP
+/// (LayerNorm → Linear(C, hidden) → GELU → Linear(hidden, 1)) scores each detached token, and
+/// r tokens are drawn without replacement from the softmax of the scores.
+class UnmergeScorerImpl : public torch::nn::Module {
+ public:
+  UnmergeScorerImpl(int64_t dim, int64_t hidden);
+  UnmergeDecision choose(const UnmergeContext& ctx);
+
+ private:
+  torch::nn::Sequential score_{nullptr};
+};
+TORCH_MODULE(UnmergeScorer);
 
 // Sampling helpers shared by policies (core/src/sampling.cpp).
 

@@ -25,9 +25,7 @@ class SharedKeyPolicy : public htm::Policy {
     norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_})));
     query_ = register_module("query", htm::Linear(dim_, dim_));
     head_weight_ = register_parameter("head_weight", torch::full({heads_}, 1.0 / heads_));
-    score_norm_ = register_module("score_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_})));
-    score_ = register_module("score", torch::nn::Sequential(htm::Linear(dim_, hidden), torch::nn::GELU(),
-                                                            htm::Linear(hidden, 1)));
+    unmerge_ = register_module("unmerge", htm::UnmergeScorer(dim_, hidden));
   }
 
   bool needs_cross_keys() const override { return true; }
@@ -48,17 +46,15 @@ class SharedKeyPolicy : public htm::Policy {
 
   // A.3 changes only the merging block; unmerging keeps the original's learned scoring MLP.
   htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
-    auto scores = score_->forward(score_norm_->forward(ctx.tokens.detach())).squeeze(-1);
-    auto index = htm::sample_without_replacement(scores, ctx.r, ctx.generator);
-    return {index, torch::log_softmax(scores, 1).gather(1, index)};
+    return unmerge_->choose(ctx);
   }
 
  private:
   int64_t dim_, heads_;
-  torch::nn::LayerNorm norm_{nullptr}, score_norm_{nullptr};
+  torch::nn::LayerNorm norm_{nullptr};
   htm::Linear query_{nullptr};
   torch::Tensor head_weight_;
-  torch::nn::Sequential score_{nullptr};
+  htm::UnmergeScorer unmerge_{nullptr};
 };
 
 }  // namespace
