@@ -140,9 +140,6 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
   ctx.cross_keys = keys;
   ctx.generator = generator;
   ctx.training = is_training();
-  if (policy_->needs_cross_keys() && !keys.defined())
-    throw Error("this policy needs the merging block's cross-attention keys; "
-                "set model.cross_attention = true");
   MergeDecision decision = policy_->choose_merges(ctx);
   add_log_prob(result, decision.log_prob);
 
@@ -205,8 +202,6 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
       RECORD_FUNCTION("htm::encoder_block", {});
       x = encoder_block_->forward(x, policy_->needs_attention() ? &attention : nullptr);
     }
-    if (policy_->needs_attention() && !attention.defined())
-      throw Error("this policy reads the transformer block's attention; set model.transformer = true");
     RECORD_FUNCTION("htm::merge_layer", {});
     x = merge_layer(x, schedule[d - 1], d, attention, generator, result);
   }
