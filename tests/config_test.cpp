@@ -271,7 +271,7 @@ TEST_F(ConfigTest, ErrorsInExtendedFilesNameThatFile) {
             base +
                 ":3:1: unknown key 'train.lrr'; expected one of: batch_size, checkpoint, epochs, "
                 "eval_batch_size, eval_every, eval_samples, grad_clip, images, log_every, lr, lr_decay_epochs, "
-                "lr_decay_factor, max_steps, rho0, rho_step, train_samples, weight_decay");
+                "lr_decay_factor, max_steps, rho0, rho_step, stochastic_depth, train_samples, weight_decay");
 }
 
 TEST_F(ConfigTest, VariantsKeepDeclarationOrder) {
@@ -427,8 +427,8 @@ TEST_F(ConfigTest, UnknownPluginParameterListsParameters) {
 TEST_F(ConfigTest, ErrorsInVariantsPointIntoTheVariant) {
   EXPECT_EQ(resolve_error("[model]\ndim = 64\n\n[variants.bad]\nmodel.dimm = 3\n", {}, "bad"),
             exp() +
-                ":5:7: unknown key 'model.dimm'; expected one of: cross_attention, dim, dropout, heads, "
-                "layers, merge_fraction, mlp_ratio, schedule, transformer");
+                ":5:7: unknown key 'model.dimm'; expected one of: architecture, cross_attention, dim, "
+                "dropout, heads, layers, merge_fraction, mlp_ratio, schedule, task, transformer, vit_dim");
   EXPECT_EQ(resolve_error("[grid]\n\"model.dim\" = [1.5]\n", {}, "model.dim=1.5"),
             exp() + ":2:15: 'model.dim' expects an int, got a float");
   EXPECT_EQ(resolve_error("[grid]\n\"model.dim\" = 4\n"),

@@ -138,12 +138,13 @@ class MergeConformance : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MergeConformance, ShapesGradientsAndDeterminism) {
   auto op = make<MergeOperator>(PluginKind::merge, GetParam());
-  auto a = torch::randn({5, 16}, torch::requires_grad()), b = torch::randn({5, 16}, torch::requires_grad());
+  // 64 pairs, so that an operator routing pairs among experts sends some to every expert.
+  auto a = torch::randn({64, 16}, torch::requires_grad()), b = torch::randn({64, 16}, torch::requires_grad());
   auto merged = op->merge(a, b);
-  ASSERT_EQ(merged.sizes(), (std::vector<int64_t>{5, 16}));
+  ASSERT_EQ(merged.sizes(), (std::vector<int64_t>{64, 16}));
   auto [first, second] = op->unmerge(merged);
-  ASSERT_EQ(first.sizes(), (std::vector<int64_t>{5, 16}));
-  ASSERT_EQ(second.sizes(), (std::vector<int64_t>{5, 16}));
+  ASSERT_EQ(first.sizes(), (std::vector<int64_t>{64, 16}));
+  ASSERT_EQ(second.sizes(), (std::vector<int64_t>{64, 16}));
   (first.pow(2).sum() + second.sum()).backward();
   expect_gradients(*op, GetParam());
   EXPECT_GT(a.grad().abs().sum().item<double>(), 0);
@@ -158,22 +159,53 @@ INSTANTIATE_TEST_SUITE_P(All, MergeConformance, ::testing::ValuesIn(names(Plugin
 // ---------------------------------------------------------------------------------------------
 class LossConformance : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(LossConformance, PerSampleValuesWithGradients) {
-  auto loss = make<Loss>(PluginKind::loss, GetParam());
+// What each loss is given: a reconstruction by default; a new loss that needs something else
+// (class logits, a teacher-forced pass) adds its case here.
+LossContext loss_case(const std::string& name) {
+  auto grad = torch::requires_grad();
   LossContext ctx;
   ctx.input = torch::rand({4, 1, 8, 8}) * 2 - 1;
-  ctx.output = torch::randn({4, 1, 8, 8}, torch::requires_grad());
+  ctx.output = torch::randn({4, 1, 8, 8}, grad);
   ctx.labels = torch::randint(10, {4}, torch::kLong);
-  ctx.encoder_tokens = {torch::randn({4, 16, 16}, torch::requires_grad()), torch::randn({4, 8, 16}, torch::requires_grad())};
-  ctx.decoder_tokens = {torch::randn({4, 16, 16}, torch::requires_grad()), torch::randn({4, 8, 16}, torch::requires_grad())};
+  ctx.encoder_tokens = {torch::randn({4, 16, 16}, grad), torch::randn({4, 8, 16}, grad)};
+  ctx.decoder_tokens = {torch::randn({4, 16, 16}, grad), torch::randn({4, 8, 16}, grad)};
+  if (name == "cross_entropy") ctx.output = torch::randn({4, 10}, grad);
+  if (name == "teacher_forcing") {
+    ctx.teacher_forced = true;
+    ctx.merge_log_probs = {torch::randn({4, 8}, grad), torch::randn({4, 4}, grad)};
+    ctx.unmerge_log_probs = {torch::randn({4, 8}, grad), torch::randn({4, 4}, grad)};
+  }
+  return ctx;
+}
+
+double grad_sum(const std::vector<torch::Tensor>& tensors) {
+  double sum = 0;
+  for (const auto& t : tensors) sum += t.grad().defined() ? t.grad().abs().sum().item<double>() : 0;
+  return sum;
+}
+
+TEST_P(LossConformance, PerSampleValuesWithGradients) {
+  auto loss = make<Loss>(PluginKind::loss, GetParam());
+  LossContext ctx = loss_case(GetParam());
   auto value = loss->per_sample(ctx);
   ASSERT_EQ(value.sizes(), (std::vector<int64_t>{4}));
   EXPECT_TRUE(torch::isfinite(value).all().item<bool>());
   value.sum().backward();
-  double reached = ctx.output.grad().defined() ? ctx.output.grad().abs().sum().item<double>() : 0;
-  for (auto& t : ctx.decoder_tokens) reached += t.grad().defined() ? t.grad().abs().sum().item<double>() : 0;
-  EXPECT_GT(reached, 0) << "the loss does not depend on the model's output";
+  const double reached = grad_sum({ctx.output}) + grad_sum(ctx.decoder_tokens) + grad_sum(ctx.encoder_tokens);
+  EXPECT_GT(reached, 0) << "the loss depends on neither the model's output nor its tokens";
   EXPECT_TRUE(torch::equal(value.detach(), loss->per_sample(ctx).detach()));
+}
+
+TEST_P(LossConformance, LayerEntryKeepsShapeAndIsSeeded) {
+  auto loss = make<Loss>(PluginKind::loss, GetParam());
+  auto tokens = torch::randn({4, 16, 16});
+  auto entry = [](uint64_t seed) {
+    return LayerEntry{1, 0, 0, true, at::make_generator<at::CPUGeneratorImpl>(seed)};
+  };
+  auto a = loss->enter_layer(tokens, entry(3)), b = loss->enter_layer(tokens, entry(3));
+  ASSERT_EQ(a.sizes(), tokens.sizes());
+  EXPECT_TRUE(torch::equal(a, b)) << "the same generator seed must give the same tokens";
+  EXPECT_GE(loss->teacher_forced_steps(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, LossConformance, ::testing::ValuesIn(names(PluginKind::loss)), param_name);

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "htm/merge.h"
 #include "htm/policy.h"
 #include "results_store.h"
+#include "vit.h"
 
 extern char** environ;
 
@@ -100,11 +102,18 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
     Trainer trainer(ex, store, run_id, artifacts, seed, label);
     TrainSummary s = trainer.run();
     store.finish_run(run_id, RunStatus::finished);
-    std::printf("[%s] run %lld finished: test MSE %.5f vs mean-image baseline %.5f (%.1f%%), "
-                "%lld steps in %.1f s (%.1f img/s)\n",
-                label.c_str(), static_cast<long long>(run_id), s.test_mse, s.baseline_mse,
-                100.0 * s.test_mse / s.baseline_mse, static_cast<long long>(s.steps), s.seconds,
-                s.images_per_s);
+    if (std::isnan(s.accuracy))
+      std::printf("[%s] run %lld finished: test MSE %.5f vs mean-image baseline %.5f (%.1f%%), "
+                  "%lld steps in %.1f s (%.1f img/s)\n",
+                  label.c_str(), static_cast<long long>(run_id), s.test_mse, s.baseline_mse,
+                  100.0 * s.test_mse / s.baseline_mse, static_cast<long long>(s.steps), s.seconds,
+                  s.images_per_s);
+    else
+      std::printf("[%s] run %lld finished: test accuracy %.4f, %lld parameters, %lld steps in %.1f s "
+                  "(%.1f img/s)\n",
+                  label.c_str(), static_cast<long long>(run_id), s.accuracy,
+                  static_cast<long long>(ex.participating), static_cast<long long>(s.steps),
+                  s.seconds, s.images_per_s);
     return Outcome::finished;
   } catch (const Interrupted&) {
     store.finish_run(run_id, RunStatus::interrupted, "interrupted by the user");
@@ -175,6 +184,75 @@ std::string git_revision() {
   return rev;
 }
 
+namespace {
+
+ModelOptions model_options(const ResolvedConfig& config, const BuildContext& ctx) {
+  ModelOptions options;
+  options.dim = ctx.dim;
+  options.heads = ctx.heads;
+  options.mlp_ratio = ctx.mlp_ratio;
+  options.dropout = ctx.dropout;
+  options.transformer = config.flag("model.transformer");
+  options.cross_attention = config.flag("model.cross_attention");
+  options.prob_scale = config.text("estimator.method") == "prob_scale";
+  if (config.text("model.task") == "classify") options.classes = ctx.num_classes;
+  return options;
+}
+
+// The HTM model of `config` at width ctx.dim, with its schedule.
+std::shared_ptr<HtmModelImpl> build_htm(const ResolvedConfig& config, const Registry& registry,
+                                        const BuildContext& ctx, std::vector<int64_t>& schedule) {
+  auto adapter = registry.create<Adapter>(PluginKind::adapter, config.adapter.name, config.adapter.params, ctx);
+  auto policy = registry.create<Policy>(PluginKind::policy, config.policy.name, config.policy.params, ctx);
+  auto merge = registry.create<MergeOperator>(PluginKind::merge, config.merge.name, config.merge.params, ctx);
+  const int64_t tokens = adapter->num_tokens();
+  schedule = config.integers("model.schedule");
+  if (schedule.empty())
+    schedule = make_schedule(tokens, config.number("model.merge_fraction"), config.integer("model.layers"));
+  check_schedule(tokens, schedule);
+  ModelOptions options = model_options(config, ctx);
+  const std::string& policy_name = config.policy.name;
+  if (policy->needs_attention() && !options.transformer)
+    throw Error("policy '" + policy_name + "' reads the encoder transformer block's attention; "
+                "set model.transformer = true");
+  if (policy->needs_cross_keys() && !options.cross_attention)
+    throw Error("policy '" + policy_name + "' reads the merging block's cross-attention keys; "
+                "set model.cross_attention = true");
+  return std::make_shared<HtmModelImpl>(options, adapter, policy, merge);
+}
+
+std::shared_ptr<VitImpl> build_vit(const ResolvedConfig& config, const Registry& registry, BuildContext ctx,
+                                   int64_t dim) {
+  ctx.dim = dim;
+  VitOptions options;
+  options.block = model_options(config, ctx);
+  options.layers = config.integer("model.layers");
+  options.classes = ctx.num_classes;
+  auto adapter = registry.create<Adapter>(PluginKind::adapter, config.adapter.name, config.adapter.params, ctx);
+  return std::make_shared<VitImpl>(options, adapter);
+}
+
+// §4.1 sizes the ViT to the HTM classifier's parameter count: the width (a multiple of 2·heads)
+// whose count of participating parameters is closest.
+int64_t matching_vit_dim(const ResolvedConfig& config, const Registry& registry, const BuildContext& ctx,
+                         const torch::Tensor& probe) {
+  std::vector<int64_t> schedule;
+  const int64_t target = participating_parameters(*build_htm(config, registry, ctx, schedule), probe, schedule);
+  const int64_t step = 2 * ctx.heads;
+  auto count = [&](int64_t dim) {
+    return participating_parameters(*build_vit(config, registry, ctx, dim), probe, {});
+  };
+  int64_t lo = 1, hi = 1;  // in units of step; counts grow with the width
+  while (count(hi * step) < target) hi *= 2;
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    (count(mid * step) < target ? lo : hi) = mid;
+  }
+  return std::llabs(count(lo * step) - target) <= std::llabs(count(hi * step) - target) ? lo * step : hi * step;
+}
+
+}  // namespace
+
 Experiment assemble(const ResolvedConfig& config, const Registry& registry, int64_t seed) {
   torch::manual_seed(static_cast<uint64_t>(seed));
   Experiment ex;
@@ -189,36 +267,30 @@ Experiment assemble(const ResolvedConfig& config, const Registry& registry, int6
   ctx.sample_shape = ex.dataset->sample_shape();
   ctx.num_classes = ex.dataset->num_classes();
 
-  auto adapter = registry.create<Adapter>(PluginKind::adapter, config.adapter.name, config.adapter.params, ctx);
-  auto policy = registry.create<Policy>(PluginKind::policy, config.policy.name, config.policy.params, ctx);
-  auto merge = registry.create<MergeOperator>(PluginKind::merge, config.merge.name, config.merge.params, ctx);
-  const int64_t tokens = adapter->num_tokens();
-  ex.schedule = config.integers("model.schedule");
-  if (ex.schedule.empty())
-    ex.schedule = make_schedule(tokens, config.number("model.merge_fraction"), config.integer("model.layers"));
-  check_schedule(tokens, ex.schedule);
-
-  ModelOptions options;
-  options.dim = ctx.dim;
-  options.heads = ctx.heads;
-  options.mlp_ratio = ctx.mlp_ratio;
-  options.dropout = ctx.dropout;
-  options.transformer = config.flag("model.transformer");
-  options.cross_attention = config.flag("model.cross_attention");
-  options.prob_scale = config.text("estimator.method") == "prob_scale";
-  const std::string& policy_name = config.policy.name;
-  if (policy->needs_attention() && !options.transformer)
-    throw Error("policy '" + policy_name + "' reads the encoder transformer block's attention; "
-                "set model.transformer = true");
-  if (policy->needs_cross_keys() && !options.cross_attention)
-    throw Error("policy '" + policy_name + "' reads the merging block's cross-attention keys; "
-                "set model.cross_attention = true");
-  ex.model = HtmModel(options, adapter, policy, merge);
+  const bool classify = config.text("model.task") == "classify";
+  const bool vit = config.text("model.architecture") == "vit";
+  if (classify && ctx.num_classes < 2)
+    throw Error("model.task = \"classify\" needs a dataset with classes; '" + config.dataset.name + "' has none");
+  if (vit && !classify) throw Error("model.architecture = \"vit\" is a classifier: set model.task = \"classify\"");
+  auto probe = ex.dataset->get(Split::train, torch::arange(std::min<int64_t>(2, ex.dataset->size(Split::train)))).input;
+  if (vit) {
+    int64_t dim = config.integer("model.vit_dim");
+    if (dim == 0) dim = matching_vit_dim(config, registry, ctx, probe);
+    if (dim % ctx.heads != 0)
+      throw Error("model.vit_dim (" + std::to_string(dim) + ") must be a multiple of model.heads");
+    torch::manual_seed(static_cast<uint64_t>(seed));  // the search drew weights; start again
+    ex.model = build_vit(config, registry, ctx, dim);
+    ex.schedule = {};
+  } else {
+    ex.model = build_htm(config, registry, ctx, ex.schedule);
+  }
   for (const auto& [name, choice] : config.losses) {
     auto loss = registry.create<Loss>(PluginKind::loss, name, choice.params, ctx);
     ex.model->register_module("loss_" + name, loss);  // learnable loss parts train too
     ex.losses.push_back({name, choice.params.number("weight"), loss});
   }
+  ex.parameters = count_parameters(*ex.model);
+  ex.participating = participating_parameters(*ex.model, probe, ex.schedule);
   return ex;
 }
 

@@ -421,6 +421,8 @@ const std::map<std::string, std::vector<std::string>>& choices() {
       {"estimator.method", {"score_function", "prob_scale"}},
       {"estimator.reward", {"batch", "sample"}},
       {"estimator.baseline", {"none", "ema"}},
+      {"model.task", {"reconstruct", "classify"}},
+      {"model.architecture", {"htm", "vit"}},
   };
   return table;
 }
@@ -611,6 +613,12 @@ const std::vector<std::pair<std::string, std::vector<ParamSpec>>>& host_schema()
            {"layers", T::integer, int64_t{8}, "merging layers L, in the encoder and in the decoder"},
            {"transformer", T::boolean, true, "transformer blocks around merging and unmerging (§4.4)"},
            {"cross_attention", T::boolean, true, "cross-attention from merged tokens to the unmerged ones (§4.4)"},
+           {"task", T::string, std::string("reconstruct"),
+            "reconstruct (autoencoder), or classify (encoder only, root token into a linear head, §4.1)"},
+           {"architecture", T::string, std::string("htm"),
+            "htm, or vit: the §4.1 baseline (lifted tokens through `layers` untied transformer blocks)"},
+           {"vit_dim", T::integer, int64_t{0},
+            "width of the vit; 0: the width whose parameter count is closest to the htm classifier's"},
        }},
       {"train",
        {
@@ -622,6 +630,8 @@ const std::vector<std::pair<std::string, std::vector<ParamSpec>>>& host_schema()
            {"lr_decay_factor", T::floating, 0.1, "what the learning rate is multiplied by at each decay epoch"},
            {"rho0", T::floating, 0.05, "initial rho of the stochastic schedule, P(depth d) ~ rho^d (§3.1.4)"},
            {"rho_step", T::floating, 0.01, "added to rho after each epoch, up to 1"},
+           {"stochastic_depth", T::boolean, true,
+            "draw each step's depth from the rho schedule (§3.1.4); false: always the full schedule"},
            {"max_steps", T::integer, int64_t{0}, "stop after this many steps; 0: no cap"},
            {"train_samples", T::integer, int64_t{0}, "training samples used; 0: all"},
            {"eval_samples", T::integer, int64_t{0}, "evaluation samples used; 0: all"},

@@ -103,12 +103,18 @@ HtmModelImpl::HtmModelImpl(const ModelOptions& options, std::shared_ptr<Adapter>
   adapter_ = register_module("adapter", std::move(adapter));
   policy_ = register_module("policy", std::move(policy));
   merge_ = register_module("merge", std::move(merge));
+  const bool decoder = options_.classes == 0;
   if (options_.transformer) {
     encoder_block_ = register_module("encoder_block", TransformerBlock(options_));
-    decoder_block_ = register_module("decoder_block", TransformerBlock(options_));
+    if (decoder) decoder_block_ = register_module("decoder_block", TransformerBlock(options_));
   }
   merge_refine_ = register_module("merge_refine", RefineBlock(options_));
-  unmerge_refine_ = register_module("unmerge_refine", RefineBlock(options_));
+  if (decoder) {
+    unmerge_refine_ = register_module("unmerge_refine", RefineBlock(options_));
+  } else {
+    head_norm_ = register_module("head_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options_.dim})));
+    head_ = register_module("head", Linear(options_.dim, options_.classes));
+  }
   timesteps_ = register_buffer("timesteps", sinusoids(kMaxDepth + 1, options_.dim));
 }
 
@@ -125,11 +131,12 @@ void HtmModelImpl::add_log_prob(ForwardResult& result, const torch::Tensor& log_
 
 torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
                                         const torch::Tensor& attention, at::Generator generator,
-                                        ForwardResult& result) {
+                                        ForwardResult& result, torch::Tensor* keep_out) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   auto [keys, values] = merge_refine_->key_values(x);
   if (r == 0) {
     result.merges.push_back({});
+    if (keep_out != nullptr) *keep_out = torch::arange(T, torch::kLong).expand({B, T});
     return merge_refine_->forward(x, keys, values);
   }
   MergeContext ctx;
@@ -153,12 +160,14 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
   auto order_key = torch::arange(T, torch::kLong).expand({B, T}).clone();
   order_key.scatter_add_(1, decision.src, torch::full({B, r}, T, torch::kLong));
   auto keep = std::get<1>(order_key.sort(1)).narrow(1, 0, T - r);
+  if (keep_out != nullptr) *keep_out = keep;
   result.merges.push_back(std::move(decision));
   return merge_refine_->forward(gather_tokens(y, keep), keys, values);
 }
 
 torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
-                                          at::Generator generator, ForwardResult& result) {
+                                          at::Generator generator, ForwardResult& result,
+                                          const torch::Tensor& forced) {
   const int64_t B = x.size(0), C = x.size(2);
   auto [keys, values] = unmerge_refine_->key_values(x);
   if (r == 0) return unmerge_refine_->forward(x, keys, values);
@@ -168,8 +177,16 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
   ctx.depth = depth;
   ctx.generator = generator;
   ctx.training = is_training();
+  ctx.forced = forced;
   UnmergeDecision decision = policy_->choose_unmerges(ctx);
-  add_log_prob(result, decision.log_prob);
+  if (forced.defined()) {
+    if (!decision.index.defined() || !torch::equal(decision.index, forced))
+      throw Error("the policy ignored UnmergeContext::forced, so it cannot be teacher-forced "
+                  "(see docs/writing-a-plugin.md)");
+    result.unmerge_log_probs.push_back(decision.log_prob);
+  } else {
+    add_log_prob(result, decision.log_prob);
+  }
 
   auto [first, second] = merge_->unmerge(gather_tokens(x, decision.index).reshape({B * r, C}));
   first = first.view({B, r, C});
@@ -183,8 +200,27 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
   return unmerge_refine_->forward(y, keys, values);
 }
 
+torch::Tensor HtmModelImpl::first_merge_logits(const torch::Tensor& input, int64_t r) {
+  auto x = adapter_->lift(input) + timestep(1);
+  torch::Tensor attention;
+  if (options_.transformer) x = encoder_block_->forward(x, policy_->needs_attention() ? &attention : nullptr);
+  MergeContext ctx;
+  ctx.tokens = x;
+  ctx.r = r;
+  ctx.attention = attention;
+  ctx.cross_keys = merge_refine_->key_values(x).first;
+  ctx.training = false;
+  return policy_->merge_logits(ctx);
+}
+
+torch::Tensor HtmModelImpl::enter(const torch::Tensor& x, int64_t d, const ForwardHooks* hooks) {
+  auto y = x + timestep(d);
+  if (hooks != nullptr && hooks->layer_entry) y = hooks->layer_entry(y, d);
+  return y;
+}
+
 ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vector<int64_t>& schedule,
-                                    at::Generator generator) {
+                                    at::Generator generator, const ForwardHooks* hooks) {
   ForwardResult result;
   torch::Tensor x;
   {
@@ -195,7 +231,7 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
 
   // Encoder: the same layer applied at every depth.
   for (int64_t d = 1; d <= depth; ++d) {
-    x = x + timestep(d);
+    x = enter(x, d, hooks);
     result.encoder_tokens.push_back(x);
     torch::Tensor attention;
     if (options_.transformer) {
@@ -206,6 +242,10 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
     x = merge_layer(x, schedule[d - 1], d, attention, generator, result);
   }
   result.root = x;
+  if (options_.classes > 0) {  // §4.1: encoder only, the root into a linear head
+    result.output = head_->forward(head_norm_->forward(x.mean(1)));
+    return result;
+  }
 
   // Decoder: mirror image, same schedule and timestep signals.
   result.decoder_tokens.resize(depth);
@@ -224,6 +264,78 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
   RECORD_FUNCTION("htm::unlift", {});
   result.output = adapter_->unlift(x);
   return result;
+}
+
+ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input,
+                                                   const std::vector<int64_t>& schedule,
+                                                   at::Generator generator, const ForwardHooks* hooks) {
+  if (options_.classes > 0) throw Error("a classifier has no decoder to teacher-force");
+  ForwardResult result;
+  auto x = adapter_->lift(input);
+  const int64_t B = x.size(0), C = x.size(2), depth = static_cast<int64_t>(schedule.size());
+  result.decoder_tokens.resize(depth);
+  for (int64_t d = 1; d <= depth; ++d) {
+    x = enter(x, d, hooks);
+    result.encoder_tokens.push_back(x);
+    const int64_t T = x.size(1), r = schedule[d - 1];
+    torch::Tensor attention, keep;
+    auto h = x;
+    if (options_.transformer) h = encoder_block_->forward(x, policy_->needs_attention() ? &attention : nullptr);
+    auto y = merge_layer(h, r, d, attention, generator, result, &keep);
+
+    // The mirroring decoder layer, given the true population, unmerges the true merged tokens.
+    torch::Tensor origin = keep;  // x-index of each decoded token
+    torch::Tensor forced;
+    if (r > 0) {
+      const MergeDecision& merges = result.merges.back();
+      auto position = torch::full({B, T}, -1, torch::kLong);  // x-index → position in y
+      position.scatter_(1, keep, torch::arange(T - r, torch::kLong).expand({B, T - r}).contiguous());
+      forced = position.gather(1, merges.dst);  // first child in place of dst, second appended
+      origin = torch::cat({keep, merges.src}, 1);
+    }
+    auto z = unmerge_layer(y + timestep(d), r, d, generator, result, forced);
+    if (options_.transformer) z = decoder_block_->forward(z);
+    result.decoder_tokens[d - 1] =
+        torch::zeros_like(z).scatter(1, origin.unsqueeze(-1).expand({B, T, C}), z);
+    x = y;
+  }
+  result.root = x;
+  result.log_prob = torch::Tensor();
+  result.output = adapter_->unlift(result.decoder_tokens[0]);
+  return result;
+}
+
+ForwardResult Model::forward_teacher_forced(const torch::Tensor&, const std::vector<int64_t>&,
+                                            at::Generator, const ForwardHooks*) {
+  throw Error("this model has no teacher-forced pass (§3.2.2 needs the HTM decoder)");
+}
+
+torch::Tensor Model::first_merge_logits(const torch::Tensor&, int64_t) { return {}; }
+
+int64_t count_parameters(const torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters()) n += p.numel();
+  return n;
+}
+
+int64_t participating_parameters(Model& model, const torch::Tensor& input,
+                                 const std::vector<int64_t>& schedule) {
+  auto params = model.parameters();
+  for (auto& p : params) p.mutable_grad() = torch::Tensor();
+  const bool was_training = model.is_training();
+  model.eval();  // no dropout draws
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
+  auto out = model.forward(input, schedule, gen);
+  auto total = out.output.sum();
+  if (out.log_prob.defined()) total = total + out.log_prob.sum();
+  total.backward();
+  model.train(was_training);
+  int64_t n = 0;
+  for (auto& p : params) {
+    if (p.grad().defined()) n += p.numel();
+    p.mutable_grad() = torch::Tensor();
+  }
+  return n;
 }
 
 }  // namespace htm

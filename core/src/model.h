@@ -2,6 +2,7 @@
 // h heads, r pairs merged at a layer, D depth actually run (≤ L, the schedule's length).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct ModelOptions {
   bool transformer = true;      ///< transformer blocks in encoder and decoder (§4.4)
   bool cross_attention = true;  ///< cross-attention in merging/unmerging blocks (§4.4)
   bool prob_scale = false;      ///< A.4: scale merged outputs by their selection probability
+  int64_t classes = 0;          ///< > 0: encoder-only classifier with this many classes (§4.1)
 };
 
 /// r per layer: r_l = floor(fraction · T_l / 2), for `layers` layers, starting from T tokens.
@@ -66,6 +68,12 @@ class RefineBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RefineBlock);
 
+/// Callbacks into one forward pass.
+struct ForwardHooks {
+  /// Rewrites the B×T×C tokens entering encoder layer `depth` (1-based); empty: unchanged.
+  std::function<torch::Tensor(const torch::Tensor&, int64_t depth)> layer_entry;
+};
+
 /// Everything one forward pass produces.
 struct ForwardResult {
   torch::Tensor output;    ///< B×sample_shape
@@ -74,27 +82,60 @@ struct ForwardResult {
   std::vector<torch::Tensor> encoder_tokens;  ///< [d] enters encoder layer d+1
   std::vector<torch::Tensor> decoder_tokens;  ///< [d] leaves the decoder layer mirroring it
   std::vector<MergeDecision> merges;          ///< per encoder layer
+  /// Teacher-forced pass only: per layer, B×r log-probabilities of the true merged tokens
+  /// under the unmerge policy (undefined when it learns nothing).
+  std::vector<torch::Tensor> unmerge_log_probs;
 };
 
-class HtmModelImpl : public torch::nn::Module {
+/// What the trainer drives: the HTM model, or a baseline such as the ViT (vit.h).
+class Model : public torch::nn::Module {
+ public:
+  /// One pass with the merging `schedule` (one r per layer run; baselines may ignore it).
+  virtual ForwardResult forward(const torch::Tensor& input, const std::vector<int64_t>& schedule,
+                                at::Generator generator, const ForwardHooks* hooks = nullptr) = 0;
+  /// The teacher-forced pre-training pass (§3.2.2), where the model has one.
+  virtual ForwardResult forward_teacher_forced(const torch::Tensor& input,
+                                               const std::vector<int64_t>& schedule,
+                                               at::Generator generator, const ForwardHooks* hooks);
+  /// The policy's first-layer merge logits (B×T×T), undefined where there is no policy or it
+  /// cannot say. Call in eval mode.
+  virtual torch::Tensor first_merge_logits(const torch::Tensor& input, int64_t r);
+};
+
+class HtmModelImpl : public Model {
  public:
   HtmModelImpl(const ModelOptions& options, std::shared_ptr<Adapter> adapter,
                std::shared_ptr<Policy> policy, std::shared_ptr<MergeOperator> merge);
 
-  /// Encodes with `schedule` (one r per layer run) and decodes with the same schedule.
+  /// Encodes with `schedule` and decodes with the same schedule; a classifier (options.classes
+  /// > 0) stops at the root and returns B×classes logits as `output`.
   ForwardResult forward(const torch::Tensor& input, const std::vector<int64_t>& schedule,
-                        at::Generator generator);
+                        at::Generator generator, const ForwardHooks* hooks = nullptr) override;
+  /// Teacher forcing (§3.2.2): the encoder runs as usual, and after each layer d the mirroring
+  /// decoder layer unmerges exactly the r tokens just merged (the policy scores them, forced).
+  /// decoder_tokens[d] is that one-layer reconstruction put back in encoder_tokens[d]'s order;
+  /// output is the input reconstructed from decoder_tokens[0]; log_prob is left undefined (the
+  /// per-layer log-probabilities are in merges[d].log_prob and unmerge_log_probs).
+  ForwardResult forward_teacher_forced(const torch::Tensor& input, const std::vector<int64_t>& schedule,
+                                       at::Generator generator, const ForwardHooks* hooks) override;
+  torch::Tensor first_merge_logits(const torch::Tensor& input, int64_t r) override;
 
   int64_t num_tokens() const { return adapter_->num_tokens(); }
   Adapter& adapter() { return *adapter_; }
   Policy& policy() { return *policy_; }
 
  private:
+  /// Tokens entering encoder layer d: depth signal, then the hooks.
+  torch::Tensor enter(const torch::Tensor& x, int64_t d, const ForwardHooks* hooks);
+  /// Returns the merged population; `keep` (if given) receives, for each of its tokens, the
+  /// index in x it came from (B×(T−r)).
   torch::Tensor merge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
                             const torch::Tensor& attention, at::Generator generator,
-                            ForwardResult& result);
+                            ForwardResult& result, torch::Tensor* keep = nullptr);
+  /// `forced` (B×r): teacher forcing, unmerge these tokens.
   torch::Tensor unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
-                              at::Generator generator, ForwardResult& result);
+                              at::Generator generator, ForwardResult& result,
+                              const torch::Tensor& forced = {});
   torch::Tensor timestep(int64_t depth) const;
   void add_log_prob(ForwardResult& result, const torch::Tensor& log_prob) const;
 
@@ -104,8 +145,18 @@ class HtmModelImpl : public torch::nn::Module {
   std::shared_ptr<MergeOperator> merge_;
   TransformerBlock encoder_block_{nullptr}, decoder_block_{nullptr};
   RefineBlock merge_refine_{nullptr}, unmerge_refine_{nullptr};
+  torch::nn::LayerNorm head_norm_{nullptr};
+  Linear head_{nullptr};  ///< classifier: root tokens (mean) → class logits
   torch::Tensor timesteps_;  ///< (max depth + 1)×C fixed sinusoids (paper eq. 7)
 };
 TORCH_MODULE(HtmModel);
+
+/// Parameters of `model` that one training step on `input` would update: those the output or
+/// the decisions' log-probabilities depend on (unused parts of plugins, such as an image
+/// adapter's unlifter in a classifier, do not count). Leaves every gradient cleared.
+int64_t participating_parameters(Model& model, const torch::Tensor& input,
+                                 const std::vector<int64_t>& schedule);
+/// All parameters of `model`.
+int64_t count_parameters(const torch::nn::Module& model);
 
 }  // namespace htm

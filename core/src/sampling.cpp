@@ -162,7 +162,7 @@ UnmergeScorerImpl::UnmergeScorerImpl(int64_t dim, int64_t hidden) {
 
 UnmergeDecision UnmergeScorerImpl::choose(const UnmergeContext& ctx) {
   auto scores = score_->forward(ctx.tokens.detach()).squeeze(-1);  // B×T
-  auto index = sample_without_replacement(scores, ctx.r, ctx.generator);
+  auto index = ctx.forced.defined() ? ctx.forced : sample_without_replacement(scores, ctx.r, ctx.generator);
   return {index, torch::log_softmax(scores, 1).gather(1, index)};
 }
 

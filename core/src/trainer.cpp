@@ -13,6 +13,7 @@
 
 #include "htm/error.h"
 #include "pictures.h"
+#include "policy_metrics.h"
 
 namespace htm {
 namespace {
@@ -76,8 +77,20 @@ Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id,
       label_(std::move(label)),
       generator_(at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed))) {}
 
+ForwardHooks Trainer::hooks(int64_t epoch, int64_t step, bool training) {
+  ForwardHooks h;
+  h.layer_entry = [this, epoch, step, training](const torch::Tensor& tokens, int64_t depth) {
+    LayerEntry entry{depth, epoch, step, training, generator_};
+    auto x = tokens;
+    for (auto& term : ex_.losses) x = term.loss->enter_layer(x, entry);
+    return x;
+  };
+  return h;
+}
+
 torch::Tensor Trainer::objective(const ForwardResult& out, const Batch& batch, int64_t epoch,
-                                 bool training, std::vector<Metric>* terms) {
+                                 int64_t step, bool training, bool teacher_forced,
+                                 std::vector<Metric>* terms) {
   LossContext ctx;
   ctx.input = batch.input;
   ctx.output = out.output;
@@ -85,7 +98,13 @@ torch::Tensor Trainer::objective(const ForwardResult& out, const Batch& batch, i
   ctx.encoder_tokens = out.encoder_tokens;
   ctx.decoder_tokens = out.decoder_tokens;
   ctx.epoch = epoch;
+  ctx.step = step;
   ctx.training = training;
+  ctx.teacher_forced = teacher_forced;
+  if (teacher_forced) {
+    for (const auto& m : out.merges) ctx.merge_log_probs.push_back(m.log_prob);
+    ctx.unmerge_log_probs = out.unmerge_log_probs;
+  }
   torch::Tensor total;
   for (auto& term : ex_.losses) {
     if (term.weight == 0) continue;
@@ -129,25 +148,45 @@ Trainer::Eval Trainer::evaluate() {
   // A fixed generator: the same model evaluates to the same number.
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 7919);
   double sq = 0;
-  int64_t count = 0;
+  int64_t count = 0, correct = 0, labelled = 0;
   std::map<std::string, double> loss_sums;
+  const ForwardHooks eval_hooks = hooks(0, 0, false);
   for (int64_t i = 0; i < n; i += bs) {
     if (interrupt_requested()) throw Interrupted();
     Batch batch = ex_.dataset->get(Split::test, torch::arange(i, std::min(n, i + bs)));
-    auto out = ex_.model->forward(batch.input, ex_.schedule, gen);
+    auto out = ex_.model->forward(batch.input, ex_.schedule, gen, &eval_hooks);
     if (out.output.sizes() == batch.input.sizes()) {
       sq += (out.output - batch.input).pow(2).sum().item<double>();
       count += batch.input.numel();
+    } else if (out.output.dim() == 2 && batch.labels.defined()) {
+      correct += (out.output.argmax(1) == batch.labels).sum().item<int64_t>();
+      labelled += batch.labels.size(0);
     }
     std::vector<Metric> terms;
-    objective(out, batch, 0, false, &terms);
+    objective(out, batch, 0, 0, false, false, &terms);
     for (const auto& t : terms) loss_sums[t.name] += t.value * batch.input.size(0);
   }
   ex_.model->train();
   Eval e;
   e.mse = count > 0 ? sq / static_cast<double>(count) : std::nan("");
+  e.accuracy = labelled > 0 ? static_cast<double>(correct) / static_cast<double>(labelled) : std::nan("");
   for (const auto& [name, sum] : loss_sums) e.losses.push_back({name, sum / static_cast<double>(n)});
   return e;
+}
+
+void Trainer::log_policy_spread(int64_t step, int64_t epoch) {
+  // Figure 4's question, as two numbers over the first test inputs (see policy_metrics.h).
+  const int64_t n = std::min<int64_t>(64, ex_.dataset->size(Split::test));
+  if (n < 2 || ex_.schedule.empty() || ex_.schedule[0] == 0) return;
+  torch::NoGradGuard no_grad;
+  ex_.model->eval();
+  auto logits = ex_.model->first_merge_logits(ex_.dataset->get(Split::test, torch::arange(n)).input,
+                                              ex_.schedule[0]);
+  ex_.model->train();
+  if (!logits.defined()) return;
+  PolicySpread spread = policy_spread(logits);
+  store_.log_metrics(run_id_, step, epoch, "test",
+                     {{"policy_variation", spread.variation}, {"policy_structure", spread.structure}});
 }
 
 void Trainer::save_checkpoint(int64_t step) {
@@ -201,6 +240,7 @@ TrainSummary Trainer::run() {
   const int64_t eval_every = cfg.integer("train.eval_every");
   const int64_t layers = static_cast<int64_t>(ex_.schedule.size());
   const bool score_function = cfg.text("estimator.method") == "score_function";
+  const bool stochastic_depth = cfg.flag("train.stochastic_depth");
   const bool per_sample_reward = cfg.text("estimator.reward") == "sample";
   const bool ema_baseline = cfg.text("estimator.baseline") == "ema";
   const double baseline_decay = cfg.number("estimator.baseline_decay");
@@ -214,14 +254,25 @@ TrainSummary Trainer::run() {
 
   TrainSummary summary;
   summary.baseline_mse = baseline_mse();
-  store_.log_metrics(run_id_, 0, 0, "test", {{"baseline_mse", summary.baseline_mse}});
+  store_.log_metrics(run_id_, 0, 0, "test",
+                     {{"baseline_mse", summary.baseline_mse},
+                      {"parameters", static_cast<double>(ex_.parameters)},
+                      {"participating_parameters", static_cast<double>(ex_.participating)}});
+  std::fprintf(stderr, "[%s] model: %lld parameters, %lld of them trained by this objective\n",
+               label_.c_str(), static_cast<long long>(ex_.parameters),
+               static_cast<long long>(ex_.participating));
+  int64_t teacher_forced_steps = 0;  // §3.2.2's pre-training stage, if a loss asks for one
+  for (const auto& term : ex_.losses)
+    if (term.weight != 0) teacher_forced_steps = std::max(teacher_forced_steps, term.loss->teacher_forced_steps());
 
   auto log_eval = [&](int64_t step, int64_t epoch) {
     Eval e = evaluate();
     std::vector<Metric> m = e.losses;
-    m.push_back({"mse", e.mse});
+    if (!std::isnan(e.mse)) m.push_back({"mse", e.mse});
+    if (!std::isnan(e.accuracy)) m.push_back({"accuracy", e.accuracy});
     store_.log_metrics(run_id_, step, epoch, "test", m);
     summary.test_mse = e.mse;
+    summary.accuracy = e.accuracy;
     return e;
   };
 
@@ -246,14 +297,21 @@ TrainSummary Trainer::run() {
       if (interrupt_requested()) throw Interrupted();
       const auto step_t0 = Clock::now();
       // ---- forward at a sampled depth of the stochastic merging schedule
-      const int64_t depth = sample_depth(rho, layers, generator_);
+      // (a teacher-forced stage trains every layer at once, so it uses the full schedule)
+      const bool teacher_forced = step < teacher_forced_steps;
+      const int64_t depth = layers == 0                            ? 0
+                            : teacher_forced || !stochastic_depth ? layers
+                                                                  : sample_depth(rho, layers, generator_);
       const std::vector<int64_t> schedule(ex_.schedule.begin(), ex_.schedule.begin() + depth);
       Batch batch = data.get(Split::train, order.narrow(0, b * batch_size,
                                                        std::min(batch_size, n_train - b * batch_size)));
       const int64_t B = batch.input.size(0);
-      auto out = ex_.model->forward(batch.input, schedule, generator_);
+      const ForwardHooks step_hooks = hooks(epoch, step, true);
+      auto out = teacher_forced
+                     ? ex_.model->forward_teacher_forced(batch.input, schedule, generator_, &step_hooks)
+                     : ex_.model->forward(batch.input, schedule, generator_, &step_hooks);
       std::vector<Metric> terms;
-      auto per_sample = objective(out, batch, epoch, true, &terms);
+      auto per_sample = objective(out, batch, epoch, step, true, teacher_forced, &terms);
       auto loss = per_sample.mean();
 
       // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
@@ -299,6 +357,7 @@ TrainSummary Trainer::run() {
     log_eval(step, epoch);
     if (cfg.flag("train.checkpoint")) save_checkpoint(step);
   }
+  log_policy_spread(step, epochs - 1);
   save_pictures(step, "final");
   summary.steps = step;
   summary.seconds = seconds_since(t0);

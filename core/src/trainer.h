@@ -2,6 +2,7 @@
 // full schedule, metrics into the results store, checkpoints and reconstruction pictures.
 #pragma once
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,9 +36,11 @@ struct WeightedLoss {
 struct Experiment {
   ResolvedConfig config;
   std::shared_ptr<Dataset> dataset;
-  HtmModel model{nullptr};
+  std::shared_ptr<Model> model;
   std::vector<WeightedLoss> losses;
-  std::vector<int64_t> schedule;  ///< the full merging schedule
+  std::vector<int64_t> schedule;  ///< the full merging schedule (empty for a ViT)
+  int64_t parameters = 0;         ///< every parameter of the model and its plugins
+  int64_t participating = 0;      ///< those a training step updates (participating_parameters)
 };
 
 /// How the gradient through discrete decisions is estimated (paper §3.1.5, eq. 2-4).
@@ -60,6 +63,7 @@ double rho_at(double rho0, double rho_step, int64_t epoch);
 
 struct TrainSummary {
   double test_mse = 0;      ///< reconstruction MSE on the test split at the full schedule
+  double accuracy = std::numeric_limits<double>::quiet_NaN();  ///< test accuracy of a classifier
   double baseline_mse = 0;  ///< MSE of predicting the mean training sample
   int64_t steps = 0;
   double seconds = 0;
@@ -76,12 +80,16 @@ class Trainer {
  private:
   struct Eval {
     double mse = 0;
+    double accuracy = 0;  ///< NaN unless the model classifies
     std::vector<Metric> losses;
   };
   Eval evaluate();
   double baseline_mse();
-  torch::Tensor objective(const ForwardResult& out, const Batch& batch, int64_t epoch, bool training,
-                          std::vector<Metric>* terms);
+  /// The losses' enter_layer() calls, as the model's hook.
+  ForwardHooks hooks(int64_t epoch, int64_t step, bool training);
+  torch::Tensor objective(const ForwardResult& out, const Batch& batch, int64_t epoch, int64_t step,
+                          bool training, bool teacher_forced, std::vector<Metric>* terms);
+  void log_policy_spread(int64_t step, int64_t epoch);
   void save_checkpoint(int64_t step);
   void save_pictures(int64_t step, const std::string& tag);
   void progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho,

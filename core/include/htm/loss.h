@@ -19,8 +19,25 @@ struct LossContext {
   std::vector<torch::Tensor> encoder_tokens;
   std::vector<torch::Tensor> decoder_tokens;
   int64_t epoch = 0;
+  int64_t step = 0;  ///< optimizer steps taken before this one
+  bool training = true;
+  /// True during a teacher-forced pass (§3.2.2): decoder_tokens[d] is then each layer's own
+  /// one-layer reconstruction of encoder_tokens[d], token for token in the same order, and
+  /// output is the reconstruction unlifted from the first layer's.
+  bool teacher_forced = false;
+  /// Teacher-forced pass only, per layer: B×r log-probabilities of the merges chosen and of the
+  /// true merged tokens under the unmerge policy (undefined where a policy learns nothing).
+  std::vector<torch::Tensor> merge_log_probs;
+  std::vector<torch::Tensor> unmerge_log_probs;
+};
+
+/// Where the host asks a loss to act on the tokens entering an encoder layer.
+struct LayerEntry {
+  int64_t depth = 1;  ///< 1-based encoder layer
+  int64_t epoch = 0;
   int64_t step = 0;
   bool training = true;
+  at::Generator generator;  ///< seeded; every random draw must use it
 };
 
 class Loss : public Plugin, public torch::nn::Module {
@@ -29,6 +46,15 @@ class Loss : public Plugin, public torch::nn::Module {
   /// Per-sample loss, B values, in the graph. The host averages it, weights it and uses it as
   /// the policy's reward.
   virtual torch::Tensor per_sample(const LossContext& ctx) = 0;
+
+  /// Optional: rewrites the B×T×C tokens entering each encoder layer (after the depth signal)
+  /// before anything reads them — e.g. adds noise to limit their capacity (§3.2.1).
+  virtual torch::Tensor enter_layer(const torch::Tensor& tokens, const LayerEntry&) { return tokens; }
+
+  /// Optional: the first N training steps are a teacher-forced pre-training stage (§3.2.2):
+  /// the host runs the teacher-forced pass instead of the ordinary one and sets
+  /// LossContext::teacher_forced. 0: no such stage.
+  virtual int64_t teacher_forced_steps() const { return 0; }
 };
 
 }  // namespace htm

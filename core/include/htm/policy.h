@@ -33,6 +33,9 @@ struct UnmergeContext {
   int64_t depth = 1;     ///< 1-based depth this decoder layer mirrors
   at::Generator generator;
   bool training = true;
+  /// When defined (B×r int64), teacher forcing (§3.2.2): the policy must return exactly these
+  /// tokens, with their log-probabilities under its own distribution (the cross-entropy target).
+  torch::Tensor forced;
 };
 
 /// r distinct tokens to split in two.
@@ -52,6 +55,10 @@ class Policy : public Plugin, public torch::nn::Module {
   virtual bool needs_attention() const { return false; }
   /// Whether the host must fill MergeContext::cross_keys.
   virtual bool needs_cross_keys() const { return false; }
+  /// The unconstrained merge policy as B×T×T logits, row i scoring token i merged into each j
+  /// (the diagonal is ignored); undefined when the policy cannot say. Used to measure how much
+  /// the policy varies across inputs (paper Figure 4), never to sample.
+  virtual torch::Tensor merge_logits(const MergeContext& ctx) { return {}; }
 };
 
 /// The paper's learned unmerge policy (§3.1.3), for policies to reuse: an MLP

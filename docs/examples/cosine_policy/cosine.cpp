@@ -20,14 +20,20 @@ class CosinePolicy : public htm::Policy {
   }
 
   htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
-    auto unit = torch::nn::functional::normalize(ctx.tokens.detach(),
-                                                 torch::nn::functional::NormalizeFuncOptions().dim(-1));
-    auto logits = torch::bmm(unit, unit.transpose(1, 2)) / temperature_;  // B×T×T
+    auto logits = merge_logits(ctx);  // B×T×T
     auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
     return {src, dst, torch::Tensor()};
   }
 
+  // Optional: lets `htm` measure how much the policy varies across inputs.
+  torch::Tensor merge_logits(const htm::MergeContext& ctx) override {
+    auto unit = torch::nn::functional::normalize(ctx.tokens.detach(),
+                                                 torch::nn::functional::NormalizeFuncOptions().dim(-1));
+    return torch::bmm(unit, unit.transpose(1, 2)) / temperature_;
+  }
+
   htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
+    if (ctx.forced.defined()) return {ctx.forced, torch::Tensor()};  // teacher forcing
     auto scores = torch::zeros({ctx.tokens.size(0), ctx.tokens.size(1)});  // uniform
     return {htm::sample_without_replacement(scores, ctx.r, ctx.generator), torch::Tensor()};
   }

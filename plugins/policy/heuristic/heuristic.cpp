@@ -27,16 +27,21 @@ class HeuristicPolicy : public htm::Policy {
   // softmax of log a_ij over the off-diagonal entries, one pair at a time. Nothing here is
   // learned by the estimator, so no log-probability is returned.
   htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
-    if (!ctx.attention.defined())
-      throw htm::Error("the heuristic policy needs the encoder's transformer block (model.transformer = true)");
-    auto logits = ctx.attention.detach().clamp_min(1e-30).log() / temperature_;
+    auto logits = merge_logits(ctx);
     auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
     return {src, dst, torch::Tensor()};
+  }
+
+  torch::Tensor merge_logits(const htm::MergeContext& ctx) override {
+    if (!ctx.attention.defined())
+      throw htm::Error("the heuristic policy needs the encoder's transformer block (model.transformer = true)");
+    return ctx.attention.detach().clamp_min(1e-30).log() / temperature_;
   }
 
   // The paper is silent on unmerging for this variant (and under maximal compression every
   // token unmerges anyway); the decoder's attention comes only after unmerging, so it is uniform.
   htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
+    if (ctx.forced.defined()) return {ctx.forced, torch::Tensor()};
     auto scores = torch::zeros({ctx.tokens.size(0), ctx.tokens.size(1)});
     return {htm::sample_without_replacement(scores, ctx.r, ctx.generator), torch::Tensor()};
   }

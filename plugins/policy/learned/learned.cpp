@@ -35,7 +35,7 @@ class LearnedPolicy : public htm::Policy {
   }
 
   htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
-    auto logits = merge_logits(ctx.tokens);
+    auto logits = logits_of(ctx.tokens);
     auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
     return {src, dst, htm::pair_log_prob(logits, src, dst)};
   }
@@ -44,9 +44,11 @@ class LearnedPolicy : public htm::Policy {
     return unmerge_->choose(ctx);
   }
 
+  torch::Tensor merge_logits(const htm::MergeContext& ctx) override { return logits_of(ctx.tokens); }
+
  private:
   // Σ_h w_h q_h·k_h / √d, with the head weights folded into Q so only one B×T×T matrix exists.
-  torch::Tensor merge_logits(const torch::Tensor& tokens) {
+  torch::Tensor logits_of(const torch::Tensor& tokens) {
     const int64_t B = tokens.size(0), T = tokens.size(1), d = dim_ / heads_;
     auto h = norm_->forward(tokens.detach());
     auto q = query_->forward(h).view({B, T, heads_, d}) * head_weight_.view({1, 1, heads_, 1});

@@ -23,6 +23,7 @@ class RandomPolicy : public htm::Policy {
   }
 
   htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
+    if (ctx.forced.defined()) return {ctx.forced, torch::Tensor()};
     auto scores = torch::zeros({ctx.tokens.size(0), ctx.tokens.size(1)});
     return {htm::sample_without_replacement(scores, ctx.r, ctx.generator), torch::Tensor()};
   }

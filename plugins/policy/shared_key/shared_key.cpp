@@ -31,6 +31,12 @@ class SharedKeyPolicy : public htm::Policy {
   bool needs_cross_keys() const override { return true; }
 
   htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
+    auto logits = merge_logits(ctx);
+    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
+    return {src, dst, htm::pair_log_prob(logits, src, dst)};
+  }
+
+  torch::Tensor merge_logits(const htm::MergeContext& ctx) override {
     if (!ctx.cross_keys.defined())
       throw htm::Error("the shared_key policy needs the merging block's cross-attention (model.cross_attention = true)");
     const int64_t B = ctx.tokens.size(0), T = ctx.tokens.size(1), d = dim_ / heads_;
@@ -38,10 +44,8 @@ class SharedKeyPolicy : public htm::Policy {
     // they are trained only through the cross-attention, the queries only by the estimator.
     auto q = query_->forward(norm_->forward(ctx.tokens.detach())).view({B, T, heads_, d}) *
              head_weight_.view({1, 1, heads_, 1});
-    auto logits = torch::bmm(q.view({B, T, dim_}), ctx.cross_keys.detach().transpose(1, 2)) /
-                  std::sqrt(static_cast<double>(d));
-    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
-    return {src, dst, htm::pair_log_prob(logits, src, dst)};
+    return torch::bmm(q.view({B, T, dim_}), ctx.cross_keys.detach().transpose(1, 2)) /
+           std::sqrt(static_cast<double>(d));
   }
 
   // A.3 changes only the merging block; unmerging keeps the original's learned scoring MLP.
