@@ -131,6 +131,24 @@ TEST_P(PolicyConformance, SameSeedSameDecisions) {
   EXPECT_TRUE(torch::equal(a.src, b.src) && torch::equal(a.dst, b.dst));
 }
 
+// merge_logits is optional for plugins, but every policy shipped here exposes it (the
+// policy-variation metric needs it), and it is the distribution the merges are drawn from.
+TEST_P(PolicyConformance, MergeLogitsAreTheSampledDistribution) {
+  auto policy = make<Policy>(PluginKind::policy, GetParam());
+  auto tokens = torch::randn({3, 10, 16});
+  MergeContext ctx = merge_context(tokens, 4, 1);
+  auto logits = policy->merge_logits(ctx);
+  ASSERT_TRUE(logits.defined()) << GetParam() << " does not expose merge_logits";
+  ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{3, 10, 10}));
+  MergeDecision d = policy->choose_merges(ctx);
+  if (d.log_prob.defined())
+    EXPECT_TRUE(torch::allclose(d.log_prob, pair_log_prob(logits, d.src, d.dst), 1e-5, 1e-5));
+  // Teacher forcing: forced unmerges come back as given.
+  UnmergeContext u = unmerge_context(torch::randn({3, 7, 16}), 2, 2);
+  u.forced = torch::tensor({0, 5, 6, 1, 2, 3}, torch::kLong).view({3, 2});
+  EXPECT_TRUE(torch::equal(policy->choose_unmerges(u).index, u.forced));
+}
+
 INSTANTIATE_TEST_SUITE_P(All, PolicyConformance, ::testing::ValuesIn(names(PluginKind::policy)), param_name);
 
 // ---------------------------------------------------------------------------------------------

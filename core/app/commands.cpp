@@ -148,7 +148,9 @@ int cmd_runs(const Args& args) {
   auto result = store.query(
       "SELECT s.id, s.experiment, s.variant, s.seed, s.status, s.started_at, s.duration_s, "
       "(SELECT printf('%.5f', value) FROM latest_metrics m WHERE m.run_id = s.id AND m.split = 'test' "
-      "AND m.name = 'mse') AS test_mse, s.error FROM run_summary s" + where +
+      "AND m.name = 'mse') AS test_mse, "
+      "(SELECT printf('%.4f', value) FROM latest_metrics m WHERE m.run_id = s.id AND m.split = 'test' "
+      "AND m.name = 'accuracy') AS test_accuracy, s.error FROM run_summary s" + where +
       " ORDER BY s.id DESC LIMIT " + std::to_string(limit));
   std::printf("%s", format_table(result).c_str());
   return 0;

@@ -10,7 +10,9 @@ htm::Manifest manifest() {
   return {"mlp", htm::PluginKind::merge, "1.0.0", htm::kSdkAbiVersion,
           "MLP merge (2C->4C->C) and unmerge (C->4C->2C) operators; paper §3.1.2-3.1.3",
           {{"hidden_ratio", htm::ValueType::integer, int64_t{4},
-            "hidden width as a multiple of the model's width C"}}};
+            "hidden width as a multiple of the model's width C"},
+           {"residual", htm::ValueType::boolean, false,
+            "merge = (src + dst)/2 + MLP, children = parent + MLP halves (not in the paper)"}}};
 }
 
 torch::nn::Sequential mlp(int64_t in, int64_t hidden, int64_t out) {
@@ -20,7 +22,7 @@ torch::nn::Sequential mlp(int64_t in, int64_t hidden, int64_t out) {
 
 class MlpMerge : public htm::MergeOperator {
  public:
-  MlpMerge(const htm::Params& params, const htm::BuildContext& ctx) {
+  MlpMerge(const htm::Params& params, const htm::BuildContext& ctx) : residual_(params.flag("residual")) {
     const int64_t c = ctx.dim, hidden = params.integer("hidden_ratio") * ctx.dim;
     if (hidden <= 0) throw htm::Error("hidden_ratio must be positive");
     merge_ = register_module("merge", mlp(2 * c, hidden, c));
@@ -28,15 +30,18 @@ class MlpMerge : public htm::MergeOperator {
   }
 
   torch::Tensor merge(const torch::Tensor& src, const torch::Tensor& dst) override {
-    return merge_->forward(torch::cat({src, dst}, -1));
+    auto merged = merge_->forward(torch::cat({src, dst}, -1));
+    return residual_ ? 0.5 * (src + dst) + merged : merged;
   }
 
   std::pair<torch::Tensor, torch::Tensor> unmerge(const torch::Tensor& tokens) override {
     auto halves = unmerge_->forward(tokens).chunk(2, -1);
+    if (residual_) return {tokens + halves[0], tokens + halves[1]};
     return {halves[0], halves[1]};
   }
 
  private:
+  bool residual_;
   torch::nn::Sequential merge_{nullptr}, unmerge_{nullptr};
 };
 

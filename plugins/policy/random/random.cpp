@@ -22,6 +22,11 @@ class RandomPolicy : public htm::Policy {
     return {src, dst, torch::Tensor()};
   }
 
+  // The same uniform logits for every input: policy_variation and policy_structure are 0.
+  torch::Tensor merge_logits(const htm::MergeContext& ctx) override {
+    return torch::zeros({ctx.tokens.size(0), ctx.tokens.size(1), ctx.tokens.size(1)});
+  }
+
   htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
     if (ctx.forced.defined()) return {ctx.forced, torch::Tensor()};
     auto scores = torch::zeros({ctx.tokens.size(0), ctx.tokens.size(1)});
