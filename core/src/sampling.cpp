@@ -166,6 +166,12 @@ UnmergeDecision UnmergeScorerImpl::choose(const UnmergeContext& ctx) {
   return {index, torch::log_softmax(scores, 1).gather(1, index)};
 }
 
+UnmergeDecision uniform_unmerges(const UnmergeContext& ctx) {
+  if (ctx.forced.defined()) return {ctx.forced, torch::Tensor()};
+  auto scores = torch::zeros({ctx.tokens.size(0), ctx.tokens.size(1)});
+  return {sample_without_replacement(scores, ctx.r, ctx.generator), torch::Tensor()};
+}
+
 torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& src,
                             const torch::Tensor& dst) {
   const int64_t B = logits.size(0), T = logits.size(1);

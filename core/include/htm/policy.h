@@ -89,6 +89,9 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(
 /// scores: B×T. Returns B×r int64.
 torch::Tensor sample_without_replacement(const torch::Tensor& scores, int64_t r,
                                          at::Generator generator);
+/// Uniform unmerging for policies with nothing to learn there: r distinct tokens drawn uniformly,
+/// or, under teacher forcing, exactly UnmergeContext::forced. log_prob is undefined.
+UnmergeDecision uniform_unmerges(const UnmergeContext& ctx);
 /// log_softmax over the flattened T×T matrix with the diagonal masked, gathered at the pairs.
 torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& src,
                             const torch::Tensor& dst);

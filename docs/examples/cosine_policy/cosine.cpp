@@ -33,9 +33,7 @@ class CosinePolicy : public htm::Policy {
   }
 
   htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
-    if (ctx.forced.defined()) return {ctx.forced, torch::Tensor()};  // teacher forcing
-    auto scores = torch::zeros({ctx.tokens.size(0), ctx.tokens.size(1)});  // uniform
-    return {htm::sample_without_replacement(scores, ctx.r, ctx.generator), torch::Tensor()};
+    return htm::uniform_unmerges(ctx);  // uniform; honours teacher forcing
   }
 
  private:

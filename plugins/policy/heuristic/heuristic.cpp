@@ -41,9 +41,7 @@ class HeuristicPolicy : public htm::Policy {
   // The paper is silent on unmerging for this variant (and under maximal compression every
   // token unmerges anyway); the decoder's attention comes only after unmerging, so it is uniform.
   htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
-    if (ctx.forced.defined()) return {ctx.forced, torch::Tensor()};
-    auto scores = torch::zeros({ctx.tokens.size(0), ctx.tokens.size(1)});
-    return {htm::sample_without_replacement(scores, ctx.r, ctx.generator), torch::Tensor()};
+    return htm::uniform_unmerges(ctx);
   }
 
  private:

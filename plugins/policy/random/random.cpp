@@ -17,8 +17,7 @@ class RandomPolicy : public htm::Policy {
 
   // Equal logits: one pair at a time, uniform over the pairs whose tokens are both unused.
   htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
-    const int64_t B = ctx.tokens.size(0), T = ctx.tokens.size(1);
-    auto [src, dst] = htm::sample_disjoint_pairs(torch::zeros({B, T, T}), ctx.r, ctx.generator);
+    auto [src, dst] = htm::sample_disjoint_pairs(merge_logits(ctx), ctx.r, ctx.generator);
     return {src, dst, torch::Tensor()};
   }
 
@@ -28,9 +27,7 @@ class RandomPolicy : public htm::Policy {
   }
 
   htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
-    if (ctx.forced.defined()) return {ctx.forced, torch::Tensor()};
-    auto scores = torch::zeros({ctx.tokens.size(0), ctx.tokens.size(1)});
-    return {htm::sample_without_replacement(scores, ctx.r, ctx.generator), torch::Tensor()};
+    return htm::uniform_unmerges(ctx);
   }
 };
 
