@@ -14,6 +14,7 @@ pkgs=(
   libsqlite3-dev sqlite3             # results store
   libgtest-dev                       # GoogleTest
   libcairo2-dev zlib1g-dev           # PNG pictures (cairo), gzip IDX files (zlib)
+  libarmadillo-dev                   # Gaussian mixtures (gmm_full) for generation
   dataset-fashion-mnist              # the default real dataset
 )
 

@@ -188,6 +188,10 @@ LossContext loss_case(const std::string& name) {
   ctx.encoder_tokens = {torch::randn({4, 16, 16}, grad), torch::randn({4, 8, 16}, grad)};
   ctx.decoder_tokens = {torch::randn({4, 16, 16}, grad), torch::randn({4, 8, 16}, grad)};
   if (name == "cross_entropy") ctx.output = torch::randn({4, 10}, grad);
+  if (name == "point_set") {  // sets of 6 segments
+    ctx.input = torch::rand({4, 6, 4}) * 2 - 1;
+    ctx.output = torch::randn({4, 6, 4}, grad);
+  }
   if (name == "teacher_forcing") {
     ctx.teacher_forced = true;
     ctx.merge_log_probs = {torch::randn({4, 8}, grad), torch::randn({4, 4}, grad)};
@@ -233,9 +237,11 @@ INSTANTIATE_TEST_SUITE_P(All, LossConformance, ::testing::ValuesIn(names(PluginK
 struct AdapterCase {
   std::vector<int64_t> sample_shape;
   Params params;
+  bool set = false;  ///< unlift() makes one element per token (a set), not a whole sample
 };
 AdapterCase adapter_case(const std::string& name) {
   if (name == "image") return {{1, 8, 8}, Params({{"patch", int64_t{2}}, {"fourier_bands", int64_t{4}}})};
+  if (name == "points") return {{6, 4}, Params({{"fourier_bands", int64_t{2}}}), true};
   ADD_FAILURE() << "conformance_test.cpp has no sample shape for adapter '" << name << "'";
   return {};
 }
@@ -252,7 +258,7 @@ TEST_P(AdapterConformance, LiftAndUnliftShapesAndGradients) {
   ASSERT_EQ(tokens.sizes(), (std::vector<int64_t>{3, adapter->num_tokens(), 16}));
   auto decoder_tokens = torch::randn({3, 5, 16}, torch::requires_grad());
   auto y = adapter->unlift(decoder_tokens);
-  ASSERT_EQ(y.sizes(), x.sizes());
+  ASSERT_EQ(y.sizes(), c.set ? std::vector<int64_t>{3, 5, c.sample_shape[1]} : x.sizes().vec());
   (tokens.pow(2).sum() + y.pow(2).sum()).backward();
   expect_gradients(*adapter, GetParam());
   EXPECT_GT(decoder_tokens.grad().abs().sum().item<double>(), 0);
@@ -275,6 +281,8 @@ Params dataset_params(const std::string& name) {
     }();
     return Params({{"root", dir}, {"train_files", std::vector<std::string>{"data_batch_1.bin"}}});
   }
+  if (name == "crosses" || name == "trees")
+    return Params({{"train_size", int64_t{8}}, {"test_size", int64_t{4}}});
   return {};
 }
 
@@ -300,6 +308,12 @@ TEST_P(DatasetConformance, SamplesHaveTheDeclaredShapeRangeAndLabels) {
     EXPECT_LT(b.labels.max().item<int64_t>(), data->num_classes());
   }
   EXPECT_TRUE(torch::equal(b.input, data->get(Split::train, idx).input));
+  if (b.tree.defined()) {  // a known hierarchy: a full binary tree over the sample's tokens
+    ASSERT_EQ(shape.size(), 2u);
+    ASSERT_EQ(b.tree.sizes(), (std::vector<int64_t>{3, shape[0] - 1, 2}));
+    EXPECT_GE(b.tree.min().item<int64_t>(), 0);
+    EXPECT_LT(b.tree.max().item<int64_t>(), 2 * shape[0] - 2);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, DatasetConformance, ::testing::ValuesIn(names(PluginKind::dataset)), param_name);

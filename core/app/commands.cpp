@@ -10,6 +10,7 @@
 #include "registry.h"
 #include "results_store.h"
 #include "runner.h"
+#include "sample.h"
 
 namespace po = boost::program_options;
 
@@ -33,6 +34,7 @@ const std::vector<Command>& commands() {
       {"query", cmd_query, "run SQL on the results database and print a table"},
       {"merge", cmd_merge, "copy the runs of other databases into this one"},
       {"compare", cmd_compare, "per-variant mean, sd and Welch t-test of a metric over seeds"},
+      {"sample", cmd_sample, "generate from a run: Gaussian mixture on root embeddings, then decode"},
       {"bench", cmd_bench, "time a training step and the pair sampler at the paper's size"},
   };
   return list;
@@ -187,6 +189,28 @@ int cmd_merge(const Args& args) {
     std::printf("%s: %lld new runs merged into %s\n", other.c_str(),
                 static_cast<long long>(store.merge_from(other)), store.path().c_str());
   return 0;
+}
+
+int cmd_sample(const Args& args) {
+  po::options_description opts("options");
+  SampleRequest req;
+  opts.add_options()
+      ("run", po::value(&req.run_id)->required(), "run id (see htm runs); it must have a checkpoint")
+      ("count,n", po::value(&req.count)->default_value(16), "samples to generate")
+      ("out,o", po::value(&req.out), "PNG to write (default: the run's artifact folder/samples.png)")
+      ("components,k", po::value(&req.components)->default_value(8), "Gaussians in the mixture")
+      ("covariance", po::value(&req.covariance)->default_value("full"), "full or diag")
+      ("fit-samples", po::value(&req.fit_samples)->default_value(2000), "training samples to fit the mixture to")
+      ("seed", po::value(&req.seed)->default_value(0), "seed of the fit and the draws")
+      ("db", po::value(&req.db)->default_value(kDefaultDb), "results database");
+  po::positional_options_description pos;
+  pos.add("run", 1);
+  po::variables_map vm;
+  if (!parse("sample", args, opts, pos, vm, "RUN [-n N] [options]")) return 0;
+  if (req.covariance != "full" && req.covariance != "diag")
+    throw Error("--covariance must be full or diag, not '" + req.covariance + "'");
+  Registry registry;
+  return sample_run(req, registry);
 }
 
 int dispatch(int argc, char** argv) {

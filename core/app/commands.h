@@ -16,6 +16,7 @@ int cmd_query(const Args& args);
 int cmd_merge(const Args& args);
 int cmd_compare(const Args& args);
 int cmd_bench(const Args& args);
+int cmd_sample(const Args& args);
 
 /// Dispatches argv[1] to a subcommand; prints usage for none or an unknown one.
 int dispatch(int argc, char** argv);

@@ -196,6 +196,7 @@ ModelOptions model_options(const ResolvedConfig& config, const BuildContext& ctx
   options.cross_attention = config.flag("model.cross_attention");
   options.prob_scale = config.text("estimator.method") == "prob_scale";
   if (config.text("model.task") == "classify") options.classes = ctx.num_classes;
+  options.leaf_classifier = config.flag("model.leaf_classifier");
   return options;
 }
 

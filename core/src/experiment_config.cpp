@@ -617,6 +617,8 @@ const std::vector<std::pair<std::string, std::vector<ParamSpec>>>& host_schema()
             "reconstruct (autoencoder), or classify (encoder only, root token into a linear head, §4.1)"},
            {"architecture", T::string, std::string("htm"),
             "htm, or vit: the §4.1 baseline (lifted tokens through `layers` untied transformer blocks)"},
+           {"leaf_classifier", T::boolean, false,
+            "train the slides' leaf/internal token classifier (two logits per token), used by `htm sample`"},
            {"vit_dim", T::integer, int64_t{0},
             "width of the vit; 0: the width whose parameter count is closest to the htm classifier's"},
        }},

@@ -115,7 +115,18 @@ HtmModelImpl::HtmModelImpl(const ModelOptions& options, std::shared_ptr<Adapter>
     head_norm_ = register_module("head_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options_.dim})));
     head_ = register_module("head", Linear(options_.dim, options_.classes));
   }
+  if (options_.leaf_classifier) {
+    if (!decoder) throw Error("model.leaf_classifier needs the decoder: it is for reconstruction and generation");
+    const int64_t C = options_.dim;
+    leaf_head_ = register_module(
+        "leaf_head", torch::nn::Sequential(torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})),
+                                           Linear(C, C), torch::nn::GELU(), Linear(C, 2)));
+  }
   timesteps_ = register_buffer("timesteps", sinusoids(kMaxDepth + 1, options_.dim));
+}
+
+torch::Tensor HtmModelImpl::leaf_logits(const torch::Tensor& tokens) {
+  return leaf_head_->forward(tokens.detach());
 }
 
 torch::Tensor HtmModelImpl::timestep(int64_t depth) const {
@@ -167,7 +178,7 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
 
 torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
                                           at::Generator generator, ForwardResult& result,
-                                          const torch::Tensor& forced) {
+                                          const torch::Tensor& forced, torch::Tensor* chosen) {
   const int64_t B = x.size(0), C = x.size(2);
   auto [keys, values] = unmerge_refine_->key_values(x);
   if (r == 0) return unmerge_refine_->forward(x, keys, values);
@@ -188,6 +199,7 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
     add_log_prob(result, decision.log_prob);
   }
 
+  if (chosen != nullptr) *chosen = decision.index;
   auto [first, second] = merge_->unmerge(gather_tokens(x, decision.index).reshape({B * r, C}));
   first = first.view({B, r, C});
   second = second.view({B, r, C});
@@ -227,19 +239,32 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
     RECORD_FUNCTION("htm::lift", {});
     x = adapter_->lift(input);  // B×T×C
   }
-  const int64_t depth = static_cast<int64_t>(schedule.size());
+  const int64_t B = x.size(0), depth = static_cast<int64_t>(schedule.size());
+  // The leaf/internal classifier's lessons: populations (detached) with 0 = leaf, 1 = internal,
+  // -1 = no label. The encoder's are labelled by where each token came from (slides).
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> lessons;
+  torch::Tensor internal;
+  if (options_.leaf_classifier) {
+    internal = torch::zeros({B, x.size(1)}, torch::kLong);
+    lessons.emplace_back(x, internal);
+  }
 
   // Encoder: the same layer applied at every depth.
   for (int64_t d = 1; d <= depth; ++d) {
     x = enter(x, d, hooks);
     result.encoder_tokens.push_back(x);
-    torch::Tensor attention;
+    torch::Tensor attention, keep;
     if (options_.transformer) {
       RECORD_FUNCTION("htm::encoder_block", {});
       x = encoder_block_->forward(x, policy_->needs_attention() ? &attention : nullptr);
     }
     RECORD_FUNCTION("htm::merge_layer", {});
-    x = merge_layer(x, schedule[d - 1], d, attention, generator, result);
+    x = merge_layer(x, schedule[d - 1], d, attention, generator, result, internal.defined() ? &keep : nullptr);
+    if (internal.defined()) {
+      if (schedule[d - 1] > 0) internal = internal.scatter(1, result.merges.back().dst, 1);
+      internal = internal.gather(1, keep);
+      lessons.emplace_back(x, internal);
+    }
   }
   result.root = x;
   if (options_.classes > 0) {  // §4.1: encoder only, the root into a linear head
@@ -247,23 +272,80 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
     return result;
   }
 
-  // Decoder: mirror image, same schedule and timestep signals.
+  // Decoder: mirror image, same schedule and timestep signals. Its own populations teach the
+  // classifier where the label is certain: tokens it splits are internal, its last are leaves.
   result.decoder_tokens.resize(depth);
   for (int64_t d = depth; d >= 1; --d) {
+    const auto before = x;
     x = x + timestep(d);
+    torch::Tensor chosen;
     {
       RECORD_FUNCTION("htm::unmerge_layer", {});
-      x = unmerge_layer(x, schedule[d - 1], d, generator, result);
+      x = unmerge_layer(x, schedule[d - 1], d, generator, result, {}, internal.defined() ? &chosen : nullptr);
     }
+    if (internal.defined() && chosen.defined())
+      lessons.emplace_back(before, torch::full({B, before.size(1)}, -1, torch::kLong).scatter(1, chosen, 1));
     if (options_.transformer) {
       RECORD_FUNCTION("htm::decoder_block", {});
       x = decoder_block_->forward(x);
     }
     result.decoder_tokens[d - 1] = x;
   }
+  if (internal.defined()) {
+    lessons.emplace_back(x, torch::zeros({B, x.size(1)}, torch::kLong));
+    std::vector<torch::Tensor> logits, targets;
+    for (const auto& [tokens, labels] : lessons) {
+      logits.push_back(leaf_logits(tokens));
+      targets.push_back(labels);
+    }
+    auto all_logits = torch::cat(logits, 1), all_targets = torch::cat(targets, 1);  // B×P×2, B×P
+    auto labelled = (all_targets >= 0).to(torch::kFloat);
+    auto ce = F::cross_entropy(all_logits.reshape({-1, 2}), all_targets.clamp_min(0).reshape({-1}),
+                               F::CrossEntropyFuncOptions().reduction(torch::kNone))
+                  .view_as(labelled);
+    result.leaf_loss = (ce * labelled).sum(1) / labelled.sum(1).clamp_min(1);
+    auto hits = (all_logits.argmax(-1) == all_targets).to(torch::kFloat) * labelled;
+    result.leaf_accuracy = hits.sum().item<double>() / std::max(1.0, labelled.sum().item<double>());
+  }
   RECORD_FUNCTION("htm::unlift", {});
   result.output = adapter_->unlift(x);
   return result;
+}
+
+std::vector<torch::Tensor> HtmModelImpl::generate(const torch::Tensor& roots, const std::vector<int64_t>& schedule,
+                                                  at::Generator generator, bool by_classifier) {
+  if (options_.classes > 0) throw Error("a classifier has no decoder to generate with");
+  if (by_classifier && !options_.leaf_classifier)
+    throw Error("decoding by the leaf/internal classifier needs a model trained with model.leaf_classifier = true");
+  torch::NoGradGuard no_grad;
+  const int64_t depth = static_cast<int64_t>(schedule.size());
+  ForwardResult scratch;
+  std::vector<torch::Tensor> outputs;
+  if (!by_classifier) {
+    auto x = roots;
+    for (int64_t d = depth; d >= 1; --d) {
+      x = unmerge_layer(x + timestep(d), schedule[d - 1], d, generator, scratch);
+      if (options_.transformer) x = decoder_block_->forward(x);
+    }
+    auto out = adapter_->unlift(x);
+    for (int64_t b = 0; b < out.size(0); ++b) outputs.push_back(out[b]);
+    return outputs;
+  }
+  for (int64_t b = 0; b < roots.size(0); ++b) {
+    auto x = roots.narrow(0, b, 1);
+    for (int64_t d = depth; d >= 1; --d) {
+      auto split = (leaf_logits(x)[0].argmax(-1) == 1).nonzero().view({1, -1});
+      if (split.size(1) == 0) break;
+      x = unmerge_layer(x + timestep(d), split.size(1), d, generator, scratch, split);
+      if (options_.transformer) x = decoder_block_->forward(x);
+    }
+    outputs.push_back(adapter_->unlift(x)[0]);
+  }
+  return outputs;
+}
+
+torch::Tensor HtmModelImpl::reconstruction_error(const torch::Tensor& output, const torch::Tensor& input) {
+  return adapter_->reconstruction_error(output, input);
 }
 
 ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input,
@@ -311,6 +393,10 @@ ForwardResult Model::forward_teacher_forced(const torch::Tensor&, const std::vec
 }
 
 torch::Tensor Model::first_merge_logits(const torch::Tensor&, int64_t) { return {}; }
+
+torch::Tensor Model::reconstruction_error(const torch::Tensor& output, const torch::Tensor& input) {
+  return (output - input).pow(2).flatten(1).mean(1);
+}
 
 int64_t count_parameters(const torch::nn::Module& model) {
   int64_t n = 0;

@@ -27,6 +27,7 @@ struct ModelOptions {
   bool cross_attention = true;  ///< cross-attention in merging/unmerging blocks (§4.4)
   bool prob_scale = false;      ///< A.4: scale merged outputs by their selection probability
   int64_t classes = 0;          ///< > 0: encoder-only classifier with this many classes (§4.1)
+  bool leaf_classifier = false; ///< the slides' leaf/internal classifier, used in generation
 };
 
 /// r per layer: r_l = floor(fraction · T_l / 2), for `layers` layers, starting from T tokens.
@@ -85,6 +86,10 @@ struct ForwardResult {
   /// Teacher-forced pass only: per layer, B×r log-probabilities of the true merged tokens
   /// under the unmerge policy (undefined when it learns nothing).
   std::vector<torch::Tensor> unmerge_log_probs;
+  /// With the leaf/internal classifier: its per-sample cross-entropy (B) over the populations it
+  /// is taught on, and the fraction of those tokens it classifies right.
+  torch::Tensor leaf_loss;
+  double leaf_accuracy = 0;
 };
 
 /// What the trainer drives: the HTM model, or a baseline such as the ViT (vit.h).
@@ -100,6 +105,8 @@ class Model : public torch::nn::Module {
   /// The policy's first-layer merge logits (B×T×T), undefined where there is no policy or it
   /// cannot say. Call in eval mode.
   virtual torch::Tensor first_merge_logits(const torch::Tensor& input, int64_t r);
+  /// Per-sample reconstruction error (B) of an output against its input; default MSE.
+  virtual torch::Tensor reconstruction_error(const torch::Tensor& output, const torch::Tensor& input);
 };
 
 class HtmModelImpl : public Model {
@@ -119,6 +126,16 @@ class HtmModelImpl : public Model {
   ForwardResult forward_teacher_forced(const torch::Tensor& input, const std::vector<int64_t>& schedule,
                                        at::Generator generator, const ForwardHooks* hooks) override;
   torch::Tensor first_merge_logits(const torch::Tensor& input, int64_t r) override;
+  torch::Tensor reconstruction_error(const torch::Tensor& output, const torch::Tensor& input) override;
+
+  /// Generation (paper A.1, slides): decodes B×T_D×C bottleneck tokens. With `by_classifier`
+  /// each sample is decoded alone: at every depth the tokens the leaf/internal classifier calls
+  /// internal are unmerged, until it calls all of them leaves or depth 1 is done. Otherwise the
+  /// full `schedule` is used, as for images, whose depth is fixed. One output per sample
+  /// (sample_shape, or M×F for a set of M elements).
+  std::vector<torch::Tensor> generate(const torch::Tensor& roots, const std::vector<int64_t>& schedule,
+                                      at::Generator generator, bool by_classifier);
+  bool has_leaf_classifier() const { return options_.leaf_classifier; }
 
   int64_t num_tokens() const { return adapter_->num_tokens(); }
   Adapter& adapter() { return *adapter_; }
@@ -132,10 +149,13 @@ class HtmModelImpl : public Model {
   torch::Tensor merge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
                             const torch::Tensor& attention, at::Generator generator,
                             ForwardResult& result, torch::Tensor* keep = nullptr);
-  /// `forced` (B×r): teacher forcing, unmerge these tokens.
+  /// `forced` (B×r): teacher forcing, unmerge these tokens. `chosen` (if given) receives the
+  /// B×r indices unmerged.
   torch::Tensor unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
                               at::Generator generator, ForwardResult& result,
-                              const torch::Tensor& forced = {});
+                              const torch::Tensor& forced = {}, torch::Tensor* chosen = nullptr);
+  /// B×T×2 leaf/internal logits of detached tokens.
+  torch::Tensor leaf_logits(const torch::Tensor& tokens);
   torch::Tensor timestep(int64_t depth) const;
   void add_log_prob(ForwardResult& result, const torch::Tensor& log_prob) const;
 
@@ -146,6 +166,7 @@ class HtmModelImpl : public Model {
   TransformerBlock encoder_block_{nullptr}, decoder_block_{nullptr};
   RefineBlock merge_refine_{nullptr}, unmerge_refine_{nullptr};
   torch::nn::LayerNorm head_norm_{nullptr};
+  torch::nn::Sequential leaf_head_{nullptr};  ///< the leaf/internal classifier
   Linear head_{nullptr};  ///< classifier: root tokens (mean) → class logits
   torch::Tensor timesteps_;  ///< (max depth + 1)×C fixed sinusoids (paper eq. 7)
 };

@@ -14,6 +14,7 @@
 #include "htm/error.h"
 #include "pictures.h"
 #include "policy_metrics.h"
+#include "tree_scoring.h"
 
 namespace htm {
 namespace {
@@ -132,12 +133,12 @@ double Trainer::baseline_mse() {
     sum = sum.defined() ? sum + x.sum(0) : x.sum(0);
   }
   auto mean = sum / static_cast<double>(n_train);
-  double sq = 0;
+  double total = 0;  // measured as the model's error is (after matching, for sets)
   for (int64_t i = 0; i < n_test; i += chunk) {
     auto x = ex_.dataset->get(Split::test, torch::arange(i, std::min(n_test, i + chunk))).input;
-    sq += (x - mean).pow(2).sum().item<double>();
+    total += ex_.model->reconstruction_error(mean.expand_as(x).contiguous(), x).sum().item<double>();
   }
-  return sq / static_cast<double>(n_test * mean.numel());
+  return total / static_cast<double>(n_test);
 }
 
 Trainer::Eval Trainer::evaluate() {
@@ -147,31 +148,71 @@ Trainer::Eval Trainer::evaluate() {
   const int64_t bs = ex_.config.integer("train.eval_batch_size");
   // A fixed generator: the same model evaluates to the same number.
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 7919);
-  double sq = 0;
-  int64_t count = 0, correct = 0, labelled = 0;
+  double error_sum = 0, leaf_hits = 0;
+  int64_t reconstructed = 0, correct = 0, labelled = 0;
   std::map<std::string, double> loss_sums;
+  TreeScoreMean learned;
   const ForwardHooks eval_hooks = hooks(0, 0, false);
   for (int64_t i = 0; i < n; i += bs) {
     if (interrupt_requested()) throw Interrupted();
     Batch batch = ex_.dataset->get(Split::test, torch::arange(i, std::min(n, i + bs)));
     auto out = ex_.model->forward(batch.input, ex_.schedule, gen, &eval_hooks);
+    const int64_t B = batch.input.size(0);
     if (out.output.sizes() == batch.input.sizes()) {
-      sq += (out.output - batch.input).pow(2).sum().item<double>();
-      count += batch.input.numel();
+      error_sum += ex_.model->reconstruction_error(out.output, batch.input).sum().item<double>();
+      reconstructed += B;
     } else if (out.output.dim() == 2 && batch.labels.defined()) {
       correct += (out.output.argmax(1) == batch.labels).sum().item<int64_t>();
-      labelled += batch.labels.size(0);
+      labelled += B;
     }
+    if (batch.tree.defined() && !out.merges.empty()) {
+      const auto truth = true_trees(batch.tree);
+      const auto predicted = merge_trees(out.merges, batch.input.size(1));
+      for (size_t b = 0; b < truth.size(); ++b) learned.add(predicted[b], truth[b]);
+    }
+    if (out.leaf_loss.defined()) leaf_hits += out.leaf_accuracy * static_cast<double>(B);
     std::vector<Metric> terms;
     objective(out, batch, 0, 0, false, false, &terms);
-    for (const auto& t : terms) loss_sums[t.name] += t.value * batch.input.size(0);
+    if (out.leaf_loss.defined()) terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
+    for (const auto& t : terms) loss_sums[t.name] += t.value * static_cast<double>(B);
   }
   ex_.model->train();
   Eval e;
-  e.mse = count > 0 ? sq / static_cast<double>(count) : std::nan("");
+  e.mse = reconstructed > 0 ? error_sum / static_cast<double>(reconstructed) : std::nan("");
   e.accuracy = labelled > 0 ? static_cast<double>(correct) / static_cast<double>(labelled) : std::nan("");
-  for (const auto& [name, sum] : loss_sums) e.losses.push_back({name, sum / static_cast<double>(n)});
+  for (const auto& [name, sum] : loss_sums) e.metrics.push_back({name, sum / static_cast<double>(n)});
+  if (loss_sums.count("loss/leaf_classifier")) e.metrics.push_back({"leaf_accuracy", leaf_hits / static_cast<double>(n)});
+  if (learned.samples() > 0) {
+    for (const auto& m : learned.metrics("")) e.metrics.push_back(m);
+    Batch first = ex_.dataset->get(Split::test, torch::arange(n));
+    for (const auto& m : reference_scores(first)) e.metrics.push_back(m);
+  }
   return e;
+}
+
+const std::vector<Metric>& Trainer::reference_scores(const Batch& batch) {
+  if (!reference_scores_.empty()) return reference_scores_;
+  const auto truth = true_trees(batch.tree);
+  std::mt19937_64 rng(static_cast<uint64_t>(seed_) + 104729);
+  TreeScoreMean random, agglomerative;
+  int64_t reachable = 0;
+  for (size_t b = 0; b < truth.size(); ++b) {
+    random.add(random_merges(truth[b].leaves, ex_.schedule, rng), truth[b]);
+    agglomerative.add(agglomerative_merges(token_positions(batch.input[b]), ex_.schedule), truth[b]);
+    reachable += schedule_reaches(truth[b], ex_.schedule) ? 1 : 0;
+  }
+  const int64_t n = static_cast<int64_t>(truth.size());
+  if (reachable < n) {
+    std::string schedule;
+    for (int64_t r : ex_.schedule) schedule += (schedule.empty() ? "" : ", ") + std::to_string(r);
+    std::fprintf(stderr, "[%s] note: the merge schedule [%s] cannot build the true tree of %lld of %lld "
+                 "test samples, so no policy can score 1 on them\n", label_.c_str(), schedule.c_str(),
+                 static_cast<long long>(n - reachable), static_cast<long long>(n));
+  }
+  reference_scores_ = random.metrics("random/");
+  for (const auto& m : agglomerative.metrics("agglomerative/")) reference_scores_.push_back(m);
+  reference_scores_.push_back({"truth_reachable", static_cast<double>(reachable) / static_cast<double>(n)});
+  return reference_scores_;
 }
 
 void Trainer::log_policy_spread(int64_t step, int64_t epoch) {
@@ -201,7 +242,9 @@ void Trainer::save_checkpoint(int64_t step) {
 
 void Trainer::save_pictures(int64_t step, const std::string& tag) {
   const int64_t n = std::min(ex_.config.integer("train.images"), ex_.dataset->size(Split::test));
-  if (n <= 0 || ex_.dataset->sample_shape().size() != 3) return;
+  const auto shape = ex_.dataset->sample_shape();
+  const bool images = shape.size() == 3, sets = shape.size() == 2 && (shape[1] == 2 || shape[1] == 4);
+  if (n <= 0 || !(images || sets)) return;
   torch::NoGradGuard no_grad;
   ex_.model->eval();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 7919);
@@ -210,8 +253,18 @@ void Trainer::save_pictures(int64_t step, const std::string& tag) {
   ex_.model->train();
   if (out.output.sizes() != batch.input.sizes()) return;
   const std::string path = artifact_dir_ + "/reconstructions_" + tag + ".png";
-  write_image_grid(path, {batch.input, out.output});
+  if (images) write_image_grid(path, {batch.input, out.output});
+  else write_point_grid(path, {batch.input, out.output});
   store_.add_artifact(run_id_, "reconstructions", path, step);
+  if (!batch.tree.defined() || out.merges.empty()) return;
+  // The slides' policy diagrams: the merges of each layer, learned beside true.
+  const auto truth = true_trees(batch.tree);
+  const auto learned = merge_trees(out.merges, batch.input.size(1));
+  std::vector<std::vector<MergeTree>> panels;
+  for (size_t b = 0; b < truth.size(); ++b) panels.push_back({learned[b], truth[b]});
+  const std::string policy_path = artifact_dir_ + "/policy_" + tag + ".png";
+  write_policy_diagram(policy_path, batch.input, panels, {"learned (" + ex_.config.policy.name + ")", "true"});
+  store_.add_artifact(run_id_, "policy", policy_path, step);
 }
 
 void Trainer::progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho,
@@ -267,7 +320,7 @@ TrainSummary Trainer::run() {
 
   auto log_eval = [&](int64_t step, int64_t epoch) {
     Eval e = evaluate();
-    std::vector<Metric> m = e.losses;
+    std::vector<Metric> m = e.metrics;
     if (!std::isnan(e.mse)) m.push_back({"mse", e.mse});
     if (!std::isnan(e.accuracy)) m.push_back({"accuracy", e.accuracy});
     store_.log_metrics(run_id_, step, epoch, "test", m);
@@ -317,6 +370,10 @@ TrainSummary Trainer::run() {
       // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
       Estimator estimator{per_sample_reward, ema_baseline && have_ema ? ema_reward : 0.0};
       auto total = score_function ? surrogate_objective(per_sample, out.log_prob, estimator) : loss;
+      if (out.leaf_loss.defined()) {  // a probe on detached tokens: outside the policy's reward
+        total = total + out.leaf_loss.mean();
+        terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
+      }
       if (ema_baseline) {
         const double value = loss.item<double>();
         ema_reward = have_ema ? baseline_decay * ema_reward + (1 - baseline_decay) * value : value;
@@ -354,7 +411,7 @@ TrainSummary Trainer::run() {
     // ---- end of epoch: evaluation at the full schedule, checkpoint
     store_.log_metrics(run_id_, step, epoch, "train",
                        {{"epoch_loss", epoch_loss / std::max<int64_t>(1, epoch_batches)}});
-    log_eval(step, epoch);
+    if (!(eval_every > 0 && step % eval_every == 0 && step != total_steps)) log_eval(step, epoch);
     if (cfg.flag("train.checkpoint")) save_checkpoint(step);
   }
   log_policy_spread(step, epochs - 1);

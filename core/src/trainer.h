@@ -81,7 +81,7 @@ class Trainer {
   struct Eval {
     double mse = 0;
     double accuracy = 0;  ///< NaN unless the model classifies
-    std::vector<Metric> losses;
+    std::vector<Metric> metrics;  ///< loss terms, and the hierarchy scores where there is a truth
   };
   Eval evaluate();
   double baseline_mse();
@@ -90,6 +90,9 @@ class Trainer {
   torch::Tensor objective(const ForwardResult& out, const Batch& batch, int64_t epoch, int64_t step,
                           bool training, bool teacher_forced, std::vector<Metric>* terms);
   void log_policy_spread(int64_t step, int64_t epoch);
+  /// The floor (uniform random merges) and ceiling (agglomerative clustering) on the first `n`
+  /// test samples, and whether the schedule can build their true trees; computed once.
+  const std::vector<Metric>& reference_scores(const Batch& batch);
   void save_checkpoint(int64_t step);
   void save_pictures(int64_t step, const std::string& tag);
   void progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho,
@@ -104,6 +107,7 @@ class Trainer {
   at::Generator generator_;
   double baseline_ = 0;
   bool have_baseline_ = false;
+  std::vector<Metric> reference_scores_;
 };
 
 }  // namespace htm

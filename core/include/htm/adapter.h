@@ -16,6 +16,11 @@ class Adapter : public Plugin, public torch::nn::Module {
   virtual torch::Tensor lift(const torch::Tensor& input) = 0;
   /// B×T×C decoder tokens → B×sample_shape, in the range the dataset uses.
   virtual torch::Tensor unlift(const torch::Tensor& tokens) = 0;
+  /// Per-sample reconstruction error of `output` against `input` (both B×sample_shape): B
+  /// values, in the graph through `output`. What evaluation reports as `mse` and the mean-sample
+  /// baseline is measured with. Default: the mean squared error; an adapter of sets, whose
+  /// output comes in no fixed order, compares after matching (htm/sets.h).
+  virtual torch::Tensor reconstruction_error(const torch::Tensor& output, const torch::Tensor& input);
 };
 
 }  // namespace htm

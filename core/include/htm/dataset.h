@@ -15,6 +15,11 @@ enum class Split { train, test };
 struct Batch {
   at::Tensor input;   ///< B×sample_shape float, images in [-1, 1]
   at::Tensor labels;  ///< B int64 (class ids), undefined when the data has none
+  /// B×(N−1)×2 int64 when the data has a known hierarchy over its N tokens (sample_shape
+  /// {N, F}): row k holds the two children of node N+k. Leaves are nodes 0..N−1 in the sample's
+  /// token order; children come before their parents, so the last row is the root. Undefined
+  /// when the hierarchy is unknown.
+  at::Tensor tree;
 };
 
 class Dataset : public Plugin {

@@ -1,0 +1,26 @@
+// Generation from a finished run (paper A.1, HTM slides).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "registry.h"
+
+namespace htm {
+
+struct SampleRequest {
+  int64_t run_id = 0;
+  int64_t count = 16;            ///< samples to generate
+  std::string db = "results/htm.sqlite";
+  std::string out;               ///< PNG path; empty: the run's artifact folder/samples.png
+  int64_t components = 8;        ///< Gaussians in the mixture
+  std::string covariance = "full";  ///< full or diag
+  int64_t fit_samples = 2000;    ///< training samples whose roots the mixture is fitted to
+  int64_t seed = 0;
+};
+
+/// Loads the run's checkpoint, fits the mixture, decodes `count` draws and writes them as a
+/// picture grid (recorded as the run's `samples` artifact). Returns the exit code.
+int sample_run(const SampleRequest& request, const Registry& registry);
+
+}  // namespace htm

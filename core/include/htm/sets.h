@@ -1,0 +1,30 @@
+// Comparing sets of tokens whose order means nothing: the decoder of a point set (HTM Crosses
+// and Trees data) returns its points in no fixed order, so reconstruction is scored after
+// matching. Shapes: B batch, N elements per set, F features per element.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace htm {
+
+/// The minimum-cost assignment of an n×n cost matrix (row-major), by the Hungarian method
+/// (Kuhn-Munkres with potentials, O(n³)): column assigned to each row.
+std::vector<int64_t> hungarian(const std::vector<double>& cost, int64_t n);
+
+/// For each sample, the target element matched to each predicted one so that the summed squared
+/// distance is least: B×N int64. prediction and target: B×N×F. No gradient.
+at::Tensor match_sets(const at::Tensor& prediction, const at::Tensor& target);
+
+/// Per-sample mean squared error after the exact matching (B values, averaged over N·F like
+/// MSE), in the graph through `prediction`.
+at::Tensor matched_mse(const at::Tensor& prediction, const at::Tensor& target);
+
+/// Per-sample Chamfer error: the mean squared distance from each element to the nearest element
+/// of the other set, both ways, averaged, and divided by F to be on MSE's scale. B values, in
+/// the graph. O(N²) per sample and no assignment: the cheaper, looser option.
+at::Tensor chamfer(const at::Tensor& prediction, const at::Tensor& target);
+
+}  // namespace htm

@@ -1,0 +1,59 @@
+// Merge trees and how well one matches another: the scores that tell whether a merge policy has
+// learned the true hierarchy of Crosses and Trees data (HTM slides), plus the floor (uniform
+// random merging) and the ceiling (layered agglomerative clustering) it is read against.
+// Plain C++: no torch, so the metric code is tested on hand-made trees alone.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace htm {
+
+/// A binary merge forest over `leaves` leaves. Leaves are nodes 0..leaves-1; merge k makes node
+/// leaves+k from the two nodes merges[k], both made before it (or leaves). layer[k] is the
+/// 1-based encoder layer that made merge k; for a true tree it is the node's height (a node of
+/// two leaves has height 1). A full tree has leaves-1 merges; a model whose schedule stops
+/// earlier leaves a forest.
+struct MergeTree {
+  int64_t leaves = 0;
+  std::vector<std::array<int64_t, 2>> merges;
+  std::vector<int64_t> layer;
+};
+
+/// Builds a true tree from its merges (children before parents), with each layer set to the
+/// node's height. Throws htm::Error unless every node is used once and children come first.
+MergeTree tree_from_merges(int64_t leaves, const std::vector<std::array<int64_t, 2>>& merges);
+
+struct Scores {
+  double precision = 0;
+  double recall = 0;
+  double f1 = 0;  ///< 2PR/(P+R); 0 when both are 0
+};
+
+/// Sibling pairs: the unordered leaf pairs of `predicted`'s layer-1 merges, scored against the
+/// true sibling pairs (nodes of `truth` whose two children are both leaves).
+/// Precision is 0 when nothing was predicted, recall 0 when the truth has no leaf pair.
+Scores sibling_scores(const MergeTree& predicted, const MergeTree& truth);
+
+/// Unlabelled cluster F1 as in unsupervised parsing: every internal node is the set of leaves
+/// under it; sets of all leaves (the root) and single leaves are excluded; precision and recall
+/// compare the two trees' sets. A tree with no set left scores 1 against a truth with none.
+Scores cluster_scores(const MergeTree& predicted, const MergeTree& truth);
+
+/// Whether a model merging exactly schedule[l] pairs at layer l+1 can build only true nodes of
+/// `truth`: every merge at a layer joins two nodes present before it. Decided by the highest-
+/// level-first greedy order (Hu's algorithm), which is exact for a tree's precedence.
+bool schedule_reaches(const MergeTree& truth, const std::vector<int64_t>& schedule);
+
+/// The ceiling: layered agglomerative clustering. At each layer, the current clusters' centroids
+/// (means of their leaves' positions) are paired greedily by increasing distance, skipping
+/// clusters already paired at that layer, until schedule[l] pairs are made.
+MergeTree agglomerative_merges(const std::vector<std::array<double, 2>>& positions,
+                               const std::vector<int64_t>& schedule);
+
+/// The floor: schedule[l] disjoint pairs of current clusters, uniformly at random, per layer.
+MergeTree random_merges(int64_t leaves, const std::vector<int64_t>& schedule, std::mt19937_64& rng);
+
+}  // namespace htm

@@ -1,0 +1,93 @@
+#include "htm/sets.h"
+
+#include <limits>
+
+#include <torch/torch.h>
+
+#include "htm/error.h"
+
+namespace htm {
+
+std::vector<int64_t> hungarian(const std::vector<double>& cost, int64_t n) {
+  if (static_cast<int64_t>(cost.size()) != n * n) throw Error("hungarian: cost is not n×n");
+  // Potentials u (rows), v (columns); p[j] is the row matched to column j (1-based, 0 = none).
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> u(n + 1, 0), v(n + 1, 0);
+  std::vector<int64_t> p(n + 1, 0), way(n + 1, 0);
+  for (int64_t i = 1; i <= n; ++i) {
+    p[0] = i;
+    int64_t j0 = 0;
+    std::vector<double> minv(n + 1, inf);
+    std::vector<char> used(n + 1, 0);
+    do {
+      used[j0] = 1;
+      const int64_t i0 = p[j0];
+      double delta = inf;
+      int64_t j1 = 0;
+      for (int64_t j = 1; j <= n; ++j) {
+        if (used[j]) continue;
+        const double cur = cost[(i0 - 1) * n + (j - 1)] - u[i0] - v[j];
+        if (cur < minv[j]) minv[j] = cur, way[j] = j0;
+        if (minv[j] < delta) delta = minv[j], j1 = j;
+      }
+      for (int64_t j = 0; j <= n; ++j) {
+        if (used[j]) u[p[j]] += delta, v[j] -= delta;
+        else minv[j] -= delta;
+      }
+      j0 = j1;
+    } while (p[j0] != 0);
+    do {  // augment along the alternating path
+      const int64_t j1 = way[j0];
+      p[j0] = p[j1];
+      j0 = j1;
+    } while (j0 != 0);
+  }
+  std::vector<int64_t> assignment(n, -1);
+  for (int64_t j = 1; j <= n; ++j)
+    if (p[j] > 0) assignment[p[j] - 1] = j - 1;
+  return assignment;
+}
+
+namespace {
+
+void check_sets(const at::Tensor& prediction, const at::Tensor& target, const char* what) {
+  if (prediction.dim() != 3 || prediction.sizes() != target.sizes())
+    throw Error(std::string(what) + ": prediction and target must both be B×N×F, got " +
+                c10::str(prediction.sizes()) + " and " + c10::str(target.sizes()));
+}
+
+}  // namespace
+
+at::Tensor match_sets(const at::Tensor& prediction, const at::Tensor& target) {
+  check_sets(prediction, target, "match_sets");
+  torch::NoGradGuard no_grad;
+  const int64_t B = prediction.size(0), N = prediction.size(1);
+  auto cost = torch::cdist(prediction.detach().to(torch::kDouble), target.to(torch::kDouble)).pow(2).contiguous();
+  auto index = torch::empty({B, N}, torch::kLong);
+  auto idx = index.accessor<int64_t, 2>();
+  for (int64_t b = 0; b < B; ++b) {
+    const double* c = cost[b].data_ptr<double>();
+    const auto assignment = hungarian(std::vector<double>(c, c + N * N), N);
+    for (int64_t i = 0; i < N; ++i) idx[b][i] = assignment[i];
+  }
+  return index;
+}
+
+at::Tensor matched_mse(const at::Tensor& prediction, const at::Tensor& target) {
+  auto index = match_sets(prediction, target);
+  auto matched = target.gather(1, index.unsqueeze(-1).expand_as(target));
+  return (prediction - matched).pow(2).mean({1, 2});
+}
+
+at::Tensor chamfer(const at::Tensor& prediction, const at::Tensor& target) {
+  check_sets(prediction, target, "chamfer");
+  // |a-b|² = |a|² + |b|² - 2ab: no B×N×N×F intermediate.
+  auto d2 = (prediction.pow(2).sum(-1).unsqueeze(2) + target.pow(2).sum(-1).unsqueeze(1) -
+             2 * torch::bmm(prediction, target.transpose(1, 2)))
+                .clamp_min(0);
+  auto forward = std::get<0>(d2.min(2)).mean(1);
+  auto backward = std::get<0>(d2.min(1)).mean(1);
+  return 0.5 * (forward + backward) / static_cast<double>(prediction.size(2));
+}
+
+}  // namespace htm
