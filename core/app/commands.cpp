@@ -199,16 +199,25 @@ int cmd_sample(const Args& args) {
       ("count,n", po::value(&req.count)->default_value(16), "samples to generate")
       ("out,o", po::value(&req.out), "PNG to write (default: the run's artifact folder/samples.png)")
       ("components,k", po::value(&req.components)->default_value(8), "Gaussians in the mixture")
-      ("covariance", po::value(&req.covariance)->default_value("full"), "full or diag")
+      ("covariance", po::value(&req.covariance)->default_value("auto"),
+       "full, diag, or auto (full up to 128 dimensions, where EM stays fast)")
       ("fit-samples", po::value(&req.fit_samples)->default_value(2000), "training samples to fit the mixture to")
       ("seed", po::value(&req.seed)->default_value(0), "seed of the fit and the draws")
+      ("decode", po::value(&req.decode)->default_value("classifier"),
+       "sets: classifier (unmerge what the leaf/internal classifier calls internal) or schedule")
+      ("leaf-threshold", po::value(&req.leaf_threshold)->default_value(0.5),
+       "with --decode classifier: a token is a leaf when P(leaf) exceeds this")
       ("db", po::value(&req.db)->default_value(kDefaultDb), "results database");
   po::positional_options_description pos;
   pos.add("run", 1);
   po::variables_map vm;
   if (!parse("sample", args, opts, pos, vm, "RUN [-n N] [options]")) return 0;
-  if (req.covariance != "full" && req.covariance != "diag")
-    throw Error("--covariance must be full or diag, not '" + req.covariance + "'");
+  if (req.covariance != "full" && req.covariance != "diag" && req.covariance != "auto")
+    throw Error("--covariance must be full, diag or auto, not '" + req.covariance + "'");
+  if (req.decode != "classifier" && req.decode != "schedule")
+    throw Error("--decode must be classifier or schedule, not '" + req.decode + "'");
+  if (!(req.leaf_threshold > 0 && req.leaf_threshold < 1))
+    throw Error("--leaf-threshold must lie strictly between 0 and 1");
   Registry registry;
   return sample_run(req, registry);
 }

@@ -110,7 +110,9 @@ int sample_run(const SampleRequest& request, const Registry& registry) {
   const int64_t n = std::min(request.fit_samples, ex.dataset->size(Split::train));
   int64_t dim = 0;
   const auto roots = root_embeddings(ex, *model, n, &dim);
-  const auto covariance = request.covariance == "diag" ? Covariance::diagonal : Covariance::full;
+  // Full covariances cost O(d²) per point and component in each EM step: minutes beyond ~128.
+  const bool full = request.covariance == "full" || (request.covariance == "auto" && dim <= 128);
+  const auto covariance = full ? Covariance::full : Covariance::diagonal;
   GaussianMixture gmm(roots, n, dim, request.components, covariance, static_cast<uint64_t>(request.seed));
   const auto drawn = gmm.sample(request.count, static_cast<uint64_t>(request.seed) + 1);
 
@@ -118,9 +120,9 @@ int sample_run(const SampleRequest& request, const Registry& registry) {
   auto root_tokens = torch::tensor(drawn, torch::kDouble).to(torch::kFloat).view({request.count, dim / C, C});
   const auto shape = ex.dataset->sample_shape();
   const bool sets = shape.size() == 2;
-  const bool by_classifier = sets && model->has_leaf_classifier();
+  const bool by_classifier = sets && model->has_leaf_classifier() && request.decode == "classifier";
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(request.seed) + 2);
-  const auto samples = model->generate(root_tokens, ex.schedule, gen, by_classifier);
+  const auto samples = model->generate(root_tokens, ex.schedule, gen, by_classifier, request.leaf_threshold);
 
   const std::string out = request.out.empty() ? run.artifact_dir + "/samples.png" : request.out;
   const auto rows = grid_rows(samples, std::min<int64_t>(8, request.count));
@@ -131,7 +133,7 @@ int sample_run(const SampleRequest& request, const Registry& registry) {
   std::printf("run %lld: fitted %lld Gaussians (%s covariance) to %lld root embeddings of dimension %lld "
               "(mean log-likelihood %.2f)\n",
               static_cast<long long>(request.run_id), static_cast<long long>(request.components),
-              request.covariance.c_str(), static_cast<long long>(n), static_cast<long long>(dim),
+              full ? "full" : "diagonal", static_cast<long long>(n), static_cast<long long>(dim),
               gmm.mean_log_likelihood(roots, n));
   if (sets) {
     int64_t least = INT64_MAX, most = 0, total = 0, exact = 0;
@@ -143,7 +145,9 @@ int sample_run(const SampleRequest& request, const Registry& registry) {
     }
     std::printf("decoded %s: %lld samples with %lld to %lld elements (mean %.2f; the data has %lld; "
                 "%lld of %lld exactly)\n",
-                by_classifier ? "by the leaf/internal classifier" : "with the full schedule",
+                by_classifier ? ("by the leaf/internal classifier (leaf when P(leaf) > " +
+                                 std::to_string(request.leaf_threshold).substr(0, 4) + ")").c_str()
+                              : "with the full schedule",
                 static_cast<long long>(request.count), static_cast<long long>(least),
                 static_cast<long long>(most), static_cast<double>(total) / request.count,
                 static_cast<long long>(shape[0]), static_cast<long long>(exact),

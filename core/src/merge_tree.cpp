@@ -124,7 +124,7 @@ class ShapeSearch {
   }
 
  private:
-  static constexpr size_t kMaxWork = 2000000;
+  static constexpr size_t kMaxWork = 20000000;  // characters: a few tenths of a second
 
   // Ready nodes are the built-free nodes without unbuilt children, written "()".
   static int64_t ready(const std::string& code) {
@@ -164,7 +164,7 @@ class ShapeSearch {
             for (std::vector<std::string> list : acc[k1]) {
               if (!shape.empty()) list.insert(std::upper_bound(list.begin(), list.end(), shape), shape);
               next[k1 + k2].insert(std::move(list));
-              ++work_;
+              work_ += code.size();  // about the characters copied
             }
       acc = std::move(next);
     }

@@ -313,7 +313,8 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
 }
 
 std::vector<torch::Tensor> HtmModelImpl::generate(const torch::Tensor& roots, const std::vector<int64_t>& schedule,
-                                                  at::Generator generator, bool by_classifier) {
+                                                  at::Generator generator, bool by_classifier,
+                                                  double leaf_threshold) {
   if (options_.classes > 0) throw Error("a classifier has no decoder to generate with");
   if (by_classifier && !options_.leaf_classifier)
     throw Error("decoding by the leaf/internal classifier needs a model trained with model.leaf_classifier = true");
@@ -334,7 +335,8 @@ std::vector<torch::Tensor> HtmModelImpl::generate(const torch::Tensor& roots, co
   for (int64_t b = 0; b < roots.size(0); ++b) {
     auto x = roots.narrow(0, b, 1);
     for (int64_t d = depth; d >= 1; --d) {
-      auto split = (leaf_logits(x)[0].argmax(-1) == 1).nonzero().view({1, -1});
+      auto p_leaf = torch::softmax(leaf_logits(x)[0], -1).select(-1, 0);
+      auto split = (p_leaf <= leaf_threshold).nonzero().view({1, -1});
       if (split.size(1) == 0) break;
       x = unmerge_layer(x + timestep(d), split.size(1), d, generator, scratch, split);
       if (options_.transformer) x = decoder_block_->forward(x);

@@ -130,11 +130,13 @@ class HtmModelImpl : public Model {
 
   /// Generation (paper A.1, slides): decodes B×T_D×C bottleneck tokens. With `by_classifier`
   /// each sample is decoded alone: at every depth the tokens the leaf/internal classifier calls
-  /// internal are unmerged, until it calls all of them leaves or depth 1 is done. Otherwise the
-  /// full `schedule` is used, as for images, whose depth is fixed. One output per sample
+  /// internal (those whose probability of being a leaf is at most `leaf_threshold`) are
+  /// unmerged, until it calls all of them leaves or depth 1 is done. Otherwise the full
+  /// `schedule` is used, as for images, whose depth is fixed. One output per sample
   /// (sample_shape, or M×F for a set of M elements).
   std::vector<torch::Tensor> generate(const torch::Tensor& roots, const std::vector<int64_t>& schedule,
-                                      at::Generator generator, bool by_classifier);
+                                      at::Generator generator, bool by_classifier,
+                                      double leaf_threshold = 0.5);
   bool has_leaf_classifier() const { return options_.leaf_classifier; }
 
   int64_t num_tokens() const { return adapter_->num_tokens(); }
