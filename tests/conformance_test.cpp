@@ -258,7 +258,9 @@ TEST_P(AdapterConformance, LiftAndUnliftShapesAndGradients) {
   ASSERT_EQ(tokens.sizes(), (std::vector<int64_t>{3, adapter->num_tokens(), 16}));
   auto decoder_tokens = torch::randn({3, 5, 16}, torch::requires_grad());
   auto y = adapter->unlift(decoder_tokens);
-  ASSERT_EQ(y.sizes(), c.set ? std::vector<int64_t>{3, 5, c.sample_shape[1]} : x.sizes().vec());
+  const std::vector<int64_t> expected =
+      c.set ? std::vector<int64_t>{3, 5, c.sample_shape[1]} : x.sizes().vec();
+  ASSERT_EQ(y.sizes(), expected);
   (tokens.pow(2).sum() + y.pow(2).sum()).backward();
   expect_gradients(*adapter, GetParam());
   EXPECT_GT(decoder_tokens.grad().abs().sum().item<double>(), 0);

@@ -15,8 +15,10 @@ std::vector<double> two_clusters() {
   std::normal_distribution<double> z(0, 1);
   std::vector<double> points;
   for (int i = 0; i < 600; ++i) {
-    if (i % 3 != 2) points.insert(points.end(), {-3 + 0.5 * z(rng), 0.5 * z(rng)});
-    else points.insert(points.end(), {3 + 0.2 * z(rng), 1 + 0.2 * z(rng)});
+    if (i % 3 != 2)
+      points.insert(points.end(), {-3 + 0.5 * z(rng), 0.5 * z(rng)});
+    else
+      points.insert(points.end(), {3 + 0.2 * z(rng), 1 + 0.2 * z(rng)});
   }
   return points;
 }
@@ -35,7 +37,7 @@ TEST(GaussianMixture, SamplesFollowTheFittedClusters) {
       }
     }
     EXPECT_NEAR(right / 3000.0, 1.0 / 3, 0.04);  // the mixture weights
-    EXPECT_NEAR(right_y / right, 1.0, 0.05);    // the right cluster's mean
+    EXPECT_NEAR(right_y / right, 1.0, 0.05);     // the right cluster's mean
     // The fitted mixture explains its data far better than one Gaussian would (≈ -3.4).
     EXPECT_GT(gmm.mean_log_likelihood(two_clusters(), 600), -2.5);
   }

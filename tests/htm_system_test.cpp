@@ -48,9 +48,12 @@ TEST(MergeTrees, AgreeWithARealForwardPass) {
   ctx.dropout = 0;
   ctx.sample_shape = {8, 2};
   torch::manual_seed(0);
-  auto adapter = registry().create<Adapter>(PluginKind::adapter, "points", registry().default_params(PluginKind::adapter, "points"), ctx);
-  auto policy = registry().create<Policy>(PluginKind::policy, "learned", registry().default_params(PluginKind::policy, "learned"), ctx);
-  auto merge = registry().create<MergeOperator>(PluginKind::merge, "mlp", registry().default_params(PluginKind::merge, "mlp"), ctx);
+  auto adapter = registry().create<Adapter>(PluginKind::adapter, "points",
+                                            registry().default_params(PluginKind::adapter, "points"), ctx);
+  auto policy = registry().create<Policy>(PluginKind::policy, "learned",
+                                          registry().default_params(PluginKind::policy, "learned"), ctx);
+  auto merge = registry().create<MergeOperator>(PluginKind::merge, "mlp",
+                                                registry().default_params(PluginKind::merge, "mlp"), ctx);
   ModelOptions options;
   options.dim = 16;
   options.heads = 2;
@@ -112,9 +115,8 @@ TEST(HtmSystem, TreesRunIsScoredAgainstTheTruthAndGenerates) {
   ResultsStore store(dir + "/htm.sqlite");
   // 8 leaves merged [4, 2, 1] can build the balanced truth exactly.
   EXPECT_EQ(metric(store, "truth_reachable"), 1.0);
-  for (const char* name : {"sibling_precision", "sibling_recall", "sibling_f1", "cluster_f1",
-                           "random/sibling_f1", "random/cluster_f1", "agglomerative/cluster_f1",
-                           "leaf_accuracy"}) {
+  for (const char* name : {"sibling_precision", "sibling_recall", "sibling_f1", "cluster_f1", "random/sibling_f1",
+                           "random/cluster_f1", "agglomerative/cluster_f1", "leaf_accuracy"}) {
     const double v = metric(store, name);
     EXPECT_GE(v, 0) << name;
     EXPECT_LE(v, 1) << name;
@@ -131,8 +133,8 @@ TEST(HtmSystem, TreesRunIsScoredAgainstTheTruthAndGenerates) {
 
   // htm sample: a mixture on the roots, decoded by the classifier, drawn as a grid.
   const std::string png = dir + "/samples.png";
-  EXPECT_EQ(cmd_sample({"1", "-n", "6", "--components", "2", "--fit-samples", "128", "--out", png,
-                        "--db", dir + "/htm.sqlite"}),
+  EXPECT_EQ(cmd_sample({"1", "-n", "6", "--components", "2", "--fit-samples", "128", "--out", png, "--db",
+                        dir + "/htm.sqlite"}),
             0);
   EXPECT_TRUE(std::filesystem::exists(png));
   EXPECT_EQ(store.query("SELECT count(*) FROM artifacts WHERE kind = 'samples'").rows[0][0], "1");

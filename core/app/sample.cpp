@@ -38,8 +38,8 @@ StoredRun find_run(ResultsStore& store, int64_t run_id) {
 Experiment load_run(const StoredRun& run, int64_t run_id, const Registry& registry) {
   const std::string checkpoint = run.artifact_dir + "/checkpoint.pt";
   if (!std::filesystem::exists(checkpoint))
-    throw Error("run " + std::to_string(run_id) + " has no checkpoint at '" + checkpoint +
-                "' (status " + run.status + "; was it run with train.checkpoint = false?)");
+    throw Error("run " + std::to_string(run_id) + " has no checkpoint at '" + checkpoint + "' (status " + run.status +
+                "; was it run with train.checkpoint = false?)");
   // The stored config is a complete experiment file: resolve it as one.
   const auto file = std::filesystem::temp_directory_path() /
                     ("htm-run-" + std::to_string(run_id) + "-" + std::to_string(::getpid()) + ".toml");
@@ -126,15 +126,17 @@ int sample_run(const SampleRequest& request, const Registry& registry) {
 
   const std::string out = request.out.empty() ? run.artifact_dir + "/samples.png" : request.out;
   const auto rows = grid_rows(samples, std::min<int64_t>(8, request.count));
-  if (sets) write_point_grid(out, rows);
-  else write_image_grid(out, rows);
+  if (sets)
+    write_point_grid(out, rows);
+  else
+    write_image_grid(out, rows);
   store.add_artifact(request.run_id, "samples", out, 0);
 
-  std::printf("run %lld: fitted %lld Gaussians (%s covariance) to %lld root embeddings of dimension %lld "
-              "(mean log-likelihood %.2f)\n",
-              static_cast<long long>(request.run_id), static_cast<long long>(request.components),
-              full ? "full" : "diagonal", static_cast<long long>(n), static_cast<long long>(dim),
-              gmm.mean_log_likelihood(roots, n));
+  std::printf(
+      "run %lld: fitted %lld Gaussians (%s covariance) to %lld root embeddings of dimension %lld "
+      "(mean log-likelihood %.2f)\n",
+      static_cast<long long>(request.run_id), static_cast<long long>(request.components), full ? "full" : "diagonal",
+      static_cast<long long>(n), static_cast<long long>(dim), gmm.mean_log_likelihood(roots, n));
   if (sets) {
     int64_t least = INT64_MAX, most = 0, total = 0, exact = 0;
     for (const auto& s : samples) {
@@ -143,15 +145,16 @@ int sample_run(const SampleRequest& request, const Registry& registry) {
       total += s.size(0);
       exact += s.size(0) == shape[0] ? 1 : 0;
     }
-    std::printf("decoded %s: %lld samples with %lld to %lld elements (mean %.2f; the data has %lld; "
-                "%lld of %lld exactly)\n",
-                by_classifier ? ("by the leaf/internal classifier (leaf when P(leaf) > " +
-                                 std::to_string(request.leaf_threshold).substr(0, 4) + ")").c_str()
-                              : "with the full schedule",
-                static_cast<long long>(request.count), static_cast<long long>(least),
-                static_cast<long long>(most), static_cast<double>(total) / request.count,
-                static_cast<long long>(shape[0]), static_cast<long long>(exact),
-                static_cast<long long>(request.count));
+    std::printf(
+        "decoded %s: %lld samples with %lld to %lld elements (mean %.2f; the data has %lld; "
+        "%lld of %lld exactly)\n",
+        by_classifier ? ("by the leaf/internal classifier (leaf when P(leaf) > " +
+                         std::to_string(request.leaf_threshold).substr(0, 4) + ")")
+                            .c_str()
+                      : "with the full schedule",
+        static_cast<long long>(request.count), static_cast<long long>(least), static_cast<long long>(most),
+        static_cast<double>(total) / request.count, static_cast<long long>(shape[0]), static_cast<long long>(exact),
+        static_cast<long long>(request.count));
   }
   std::printf("wrote %s\n", out.c_str());
   return 0;

@@ -10,17 +10,17 @@ namespace htm {
 
 struct SampleRequest {
   int64_t run_id = 0;
-  int64_t count = 16;            ///< samples to generate
+  int64_t count = 16;  ///< samples to generate
   std::string db = "results/htm.sqlite";
-  std::string out;               ///< PNG path; empty: the run's artifact folder/samples.png
-  int64_t components = 8;        ///< Gaussians in the mixture
+  std::string out;                  ///< PNG path; empty: the run's artifact folder/samples.png
+  int64_t components = 8;           ///< Gaussians in the mixture
   std::string covariance = "auto";  ///< full, diag, or auto: full up to 128 dimensions
-  int64_t fit_samples = 2000;    ///< training samples whose roots the mixture is fitted to
+  int64_t fit_samples = 2000;       ///< training samples whose roots the mixture is fitted to
   int64_t seed = 0;
   /// Sets from a model with the leaf/internal classifier: "classifier" (unmerge what it calls
   /// internal) or "schedule" (the full schedule, as for images).
   std::string decode = "classifier";
-  double leaf_threshold = 0.5;   ///< a token is a leaf when P(leaf) exceeds this
+  double leaf_threshold = 0.5;  ///< a token is a leaf when P(leaf) exceeds this
 };
 
 /// Loads the run's checkpoint, fits the mixture, decodes `count` draws and writes them as a

@@ -15,8 +15,8 @@ class GaussianMixture {
   /// Fits `components` Gaussians to n points of dimension d (row-major n×d) by k-means
   /// initialisation then EM, seeded by `seed`. Throws htm::Error when the fit fails or there
   /// are fewer points than components.
-  GaussianMixture(const std::vector<double>& points, int64_t n, int64_t d, int64_t components,
-                  Covariance covariance, uint64_t seed);
+  GaussianMixture(const std::vector<double>& points, int64_t n, int64_t d, int64_t components, Covariance covariance,
+                  uint64_t seed);
   ~GaussianMixture();
   GaussianMixture(GaussianMixture&&) noexcept;
 

@@ -115,7 +115,12 @@ class ShapeSearch {
  public:
   explicit ShapeSearch(const std::vector<int64_t>& schedule) : schedule_(schedule) {}
   bool reaches(size_t layer, const std::string& top) {
-    if (layer == schedule_.size()) return true;
+    const size_t left = schedule_.size() - layer;
+    const int64_t now = top == "()" ? 0 : ready(top);  // the top itself is never built
+    if (left == 0) return true;
+    if (now < schedule_[layer]) return false;
+    if (left == 1) return true;
+    if (left == 2) return now - schedule_[layer] + completions(top, schedule_[layer]) >= schedule_[layer + 1];
     if (work_ > kMaxWork || failed_.count({layer, top})) return false;
     for (const std::string& next : after(top, schedule_[layer], false))
       if (reaches(layer + 1, next)) return true;
@@ -131,6 +136,27 @@ class ShapeSearch {
     int64_t n = 0;
     for (size_t i = 0; i + 1 < code.size(); ++i) n += code[i] == '(' && code[i + 1] == ')';
     return n;
+  }
+
+  // The most nodes that building k ready nodes can make ready: an unbuilt node whose unbuilt
+  // children are all ready needs one or two of them built, so those needing one go first.
+  static int64_t completions(const std::string& top, int64_t k) {
+    int64_t need[3] = {0, 0, 0};
+    std::vector<std::array<int64_t, 2>> open;  // per open node: children, ready children
+    for (char c : top) {
+      if (c == '(') {
+        open.push_back({0, 0});
+        continue;
+      }
+      const auto node = open.back();
+      open.pop_back();
+      if (open.empty()) break;  // the top is never built
+      open.back()[0] += 1;
+      open.back()[1] += node[0] == 0;
+      if (node[0] > 0 && node[0] == node[1]) ++need[node[0]];
+    }
+    const int64_t ones = std::min(k, need[1]);
+    return ones + std::min(need[2], (k - ones) / 2);
   }
 
   static std::vector<std::string> children(const std::string& code) {

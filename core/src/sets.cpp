@@ -31,8 +31,10 @@ std::vector<int64_t> hungarian(const std::vector<double>& cost, int64_t n) {
         if (minv[j] < delta) delta = minv[j], j1 = j;
       }
       for (int64_t j = 0; j <= n; ++j) {
-        if (used[j]) u[p[j]] += delta, v[j] -= delta;
-        else minv[j] -= delta;
+        if (used[j])
+          u[p[j]] += delta, v[j] -= delta;
+        else
+          minv[j] -= delta;
       }
       j0 = j1;
     } while (p[j0] != 0);
@@ -52,8 +54,8 @@ namespace {
 
 void check_sets(const at::Tensor& prediction, const at::Tensor& target, const char* what) {
   if (prediction.dim() != 3 || prediction.sizes() != target.sizes())
-    throw Error(std::string(what) + ": prediction and target must both be B×N×F, got " +
-                c10::str(prediction.sizes()) + " and " + c10::str(target.sizes()));
+    throw Error(std::string(what) + ": prediction and target must both be B×N×F, got " + c10::str(prediction.sizes()) +
+                " and " + c10::str(target.sizes()));
 }
 
 }  // namespace

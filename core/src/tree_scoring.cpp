@@ -60,8 +60,10 @@ std::vector<std::array<double, 2>> token_positions(const at::Tensor& sample) {
   auto a = s.accessor<double, 2>();
   std::vector<std::array<double, 2>> positions;
   for (int64_t i = 0; i < s.size(0); ++i) {
-    if (s.size(1) == 2) positions.push_back({a[i][0], a[i][1]});
-    else positions.push_back({0.5 * (a[i][0] + a[i][2]), 0.5 * (a[i][1] + a[i][3])});
+    if (s.size(1) == 2)
+      positions.push_back({a[i][0], a[i][1]});
+    else
+      positions.push_back({0.5 * (a[i][0] + a[i][2]), 0.5 * (a[i][1] + a[i][3])});
   }
   return positions;
 }

@@ -13,7 +13,10 @@ namespace {
 
 htm::Manifest manifest() {
   using htm::ValueType;
-  return {"points", htm::PluginKind::adapter, "1.0.0", htm::kSdkAbiVersion,
+  return {"points",
+          htm::PluginKind::adapter,
+          "1.0.0",
+          htm::kSdkAbiVersion,
           "Sets of points or segments (N×F): per-token Fourier-feature MLP lifter, MLP unlifter "
           "with tanh; error after exact matching; HTM slides (Crosses, Trees)",
           {{"fourier_bands", ValueType::integer, int64_t{6},
@@ -24,11 +27,12 @@ htm::Manifest manifest() {
 
 class PointsAdapter : public htm::Adapter {
  public:
-  PointsAdapter(const htm::Params& params, const htm::BuildContext& ctx)
-      : bands_(params.integer("fourier_bands")) {
+  PointsAdapter(const htm::Params& params, const htm::BuildContext& ctx) : bands_(params.integer("fourier_bands")) {
     if (ctx.sample_shape.size() != 2)
-      throw htm::Error("points adapter needs N×F samples (N points or segments of F coordinates); "
-                       "the dataset gives " + std::to_string(ctx.sample_shape.size()) + " dimensions");
+      throw htm::Error(
+          "points adapter needs N×F samples (N points or segments of F coordinates); "
+          "the dataset gives " +
+          std::to_string(ctx.sample_shape.size()) + " dimensions");
     tokens_ = ctx.sample_shape[0];
     features_ = ctx.sample_shape[1];
     if (bands_ < 0) throw htm::Error("points: fourier_bands must be 0 or more");

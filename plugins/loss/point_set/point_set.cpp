@@ -9,7 +9,10 @@ namespace {
 
 htm::Manifest manifest() {
   using htm::ValueType;
-  return {"point_set", htm::PluginKind::loss, "1.0.0", htm::kSdkAbiVersion,
+  return {"point_set",
+          htm::PluginKind::loss,
+          "1.0.0",
+          htm::kSdkAbiVersion,
           "Set reconstruction error in no fixed order: squared error after an exact (Hungarian) "
           "matching, or Chamfer; HTM slides (Crosses, Trees)",
           {{"method", ValueType::string, std::string("hungarian"),
@@ -27,8 +30,7 @@ class PointSetLoss : public htm::Loss {
     if (ctx.output.dim() != 3 || ctx.output.sizes() != ctx.input.sizes())
       throw htm::Error("point_set: expects B×N×F sets of the input's shape; got output " +
                        c10::str(ctx.output.sizes()) + " for input " + c10::str(ctx.input.sizes()));
-    return method_ == "hungarian" ? htm::matched_mse(ctx.output, ctx.input)
-                                  : htm::chamfer(ctx.output, ctx.input);
+    return method_ == "hungarian" ? htm::matched_mse(ctx.output, ctx.input) : htm::chamfer(ctx.output, ctx.input);
   }
 
  private:
