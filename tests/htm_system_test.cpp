@@ -38,6 +38,16 @@ TEST(MergeTrees, ReplayTheModelsRenumbering) {
   EXPECT_EQ(t.layer, (std::vector<int64_t>{1, 1, 2}));
 }
 
+TEST(MergeTrees, ShapeCodesIgnoreLabelsButNotShape) {
+  const MergeTree balanced = tree_from_merges(4, {{0, 1}, {2, 3}, {4, 5}});
+  const MergeTree relabelled = tree_from_merges(4, {{3, 1}, {0, 2}, {5, 4}});
+  const MergeTree chain = tree_from_merges(4, {{0, 1}, {4, 2}, {5, 3}});
+  EXPECT_EQ(shape_code(balanced), "((()())(()()))");
+  EXPECT_EQ(shape_code(relabelled), shape_code(balanced));
+  EXPECT_EQ(shape_code(chain), "(((()())())())");
+  EXPECT_EQ(shape_code(tree_from_merges(3, {{0, 2}})), "(()())()");  // a forest, sorted
+}
+
 // The replay agrees with the model: merging the tokens of a real forward pass and recomputing
 // the clusters from the replayed tree gives each final token's leaves.
 TEST(MergeTrees, AgreeWithARealForwardPass) {

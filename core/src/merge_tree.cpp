@@ -3,6 +3,7 @@
 #include "merge_tree.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -20,17 +21,17 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 // Every merge joins two distinct nodes that exist before it, and no node is a child twice.
 void check_merges(int64_t leaves, const std::vector<Pair>& merges, const std::string& what) {
-  if (leaves < 0) throw Error(what + " has a negative number of leaves (" + str(leaves) + ").");
+  if (leaves < 0) throw Error(what + " has a negative number of leaves (" + str(leaves) + ")");
   std::vector<char> used(leaves + merges.size(), 0);
   for (size_t k = 0; k < merges.size(); ++k) {
     const int64_t node = leaves + static_cast<int64_t>(k);
     const std::string at = what + " merge " + str(k) + " (node " + str(node) + ")";
     if (merges[k][0] == merges[k][1])
-      throw Error(at + " merges node " + str(merges[k][0]) + " with itself.");
+      throw Error(at + " merges node " + str(merges[k][0]) + " with itself");
     for (int64_t c : merges[k]) {
       if (c < 0 || c >= node)
-        throw Error(at + " uses node " + str(c) + ", which does not exist before it.");
-      if (used[c]) throw Error(at + " uses node " + str(c) + ", which an earlier merge used.");
+        throw Error(at + " uses node " + str(c) + ", which does not exist before it");
+      if (used[c]) throw Error(at + " uses node " + str(c) + ", which an earlier merge used");
       used[c] = 1;
     }
   }
@@ -40,7 +41,7 @@ void check_tree(const MergeTree& t, const std::string& what) {
   check_merges(t.leaves, t.merges, what);
   if (t.layer.size() != t.merges.size())
     throw Error(what + " has " + str(t.merges.size()) + " merges but " + str(t.layer.size()) +
-                " layers.");
+                " layers");
 }
 
 void check_same_leaves(const MergeTree& predicted, const MergeTree& truth) {
@@ -48,20 +49,20 @@ void check_same_leaves(const MergeTree& predicted, const MergeTree& truth) {
   check_tree(truth, "the true tree");
   if (predicted.leaves != truth.leaves)
     throw Error("the predicted tree has " + str(predicted.leaves) + " leaves but the true tree " +
-                str(truth.leaves) + ".");
+                str(truth.leaves));
 }
 
 void check_schedule_entries(const std::vector<int64_t>& schedule) {
   for (size_t l = 0; l < schedule.size(); ++l)
     if (schedule[l] < 0)
       throw Error("merging schedule layer " + str(l + 1) + " asks for " + str(schedule[l]) +
-                  " merges; a layer merges zero or more pairs.");
+                  " merges; a layer merges zero or more pairs");
 }
 
 void check_room(size_t l, int64_t pairs, size_t clusters) {
   if (2 * pairs > static_cast<int64_t>(clusters))
     throw Error("merging schedule layer " + str(l + 1) + " asks for " + str(pairs) +
-                " pairs but only " + str(clusters) + " clusters are left.");
+                " pairs but only " + str(clusters) + " clusters are left");
 }
 
 Scores score(size_t hits, size_t predicted, size_t truth) {
@@ -87,11 +88,10 @@ std::set<std::vector<int64_t>> clusters(const MergeTree& t) {
   std::vector<std::vector<int64_t>> under(t.merges.size());
   std::set<std::vector<int64_t>> out;
   for (size_t k = 0; k < t.merges.size(); ++k) {
-    std::vector<int64_t> a, b;
-    for (int i = 0; i < 2; ++i) {
-      const int64_t c = t.merges[k][i];
-      (i ? b : a) = c < t.leaves ? std::vector<int64_t>{c} : under[c - t.leaves];
-    }
+    auto leaves_of = [&](int64_t c) {
+      return c < t.leaves ? std::vector<int64_t>{c} : under[c - t.leaves];
+    };
+    const auto a = leaves_of(t.merges[k][0]), b = leaves_of(t.merges[k][1]);
     std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(under[k]));
     if (static_cast<int64_t>(under[k].size()) != t.leaves) out.insert(under[k]);
   }
@@ -107,10 +107,19 @@ uint64_t below(uint64_t bound, std::mt19937_64& rng) {
   }
 }
 
-// The exact answer when the greedy fails. Which nodes were built stops mattering once they are
-// built: only the shape of the unbuilt part (a forest whose leaves are the ready nodes) does, so
-// states are canonical shape codes, "(" + sorted child codes + ")", and isomorphic choices of
-// ready nodes are tried once. `work` caps the search on large, symmetric-poor trees.
+// A shape's canonical code: "(" + its children's codes in sorted order + ")".
+std::string shape_code(std::vector<std::string> children) {
+  std::sort(children.begin(), children.end());
+  std::string code = "(";
+  for (const std::string& c : children) code += c;
+  return code + ")";
+}
+
+// The exact answer where the greedy fails. Once built, a node's identity stops mattering: only
+// the shape of the unbuilt part does (a forest whose leaves are the ready nodes), so a state is
+// that forest's shape_code under a top node, and isomorphic choices are tried once.
+// The last two layers need no search (see completions). kMaxWork bounds the rest: past it the
+// search gives up and answers false.
 class ShapeSearch {
  public:
   explicit ShapeSearch(const std::vector<int64_t>& schedule) : schedule_(schedule) {}
@@ -120,7 +129,10 @@ class ShapeSearch {
     if (left == 0) return true;
     if (now < schedule_[layer]) return false;
     if (left == 1) return true;
-    if (left == 2) return now - schedule_[layer] + completions(top, schedule_[layer]) >= schedule_[layer + 1];
+    if (left == 2) {
+      const int64_t r = schedule_[layer];
+      return now - r + completions(top, r) >= schedule_[layer + 1];
+    }
     if (work_ > kMaxWork || failed_.count({layer, top})) return false;
     for (const std::string& next : after(top, schedule_[layer], false))
       if (reaches(layer + 1, next)) return true;
@@ -129,9 +141,9 @@ class ShapeSearch {
   }
 
  private:
-  static constexpr size_t kMaxWork = 20000000;  // characters: a few tenths of a second
+  static constexpr size_t kMaxWork = 4000000;  // characters copied: a few hundredths of a second
 
-  // Ready nodes are the built-free nodes without unbuilt children, written "()".
+  // Ready nodes are the unbuilt nodes without unbuilt children, written "()".
   static int64_t ready(const std::string& code) {
     int64_t n = 0;
     for (size_t i = 0; i + 1 < code.size(); ++i) n += code[i] == '(' && code[i + 1] == ')';
@@ -139,7 +151,8 @@ class ShapeSearch {
   }
 
   // The most nodes that building k ready nodes can make ready: an unbuilt node whose unbuilt
-  // children are all ready needs one or two of them built, so those needing one go first.
+  // children are all ready needs one or two of them built, so those needing one go first. The
+  // rest of the k come from any other ready nodes, which exist since k ≤ ready(top).
   static int64_t completions(const std::string& top, int64_t k) {
     int64_t need[3] = {0, 0, 0};
     std::vector<std::array<int64_t, 2>> open;  // per open node: children, ready children
@@ -185,20 +198,17 @@ class ShapeSearch {
     for (const std::string& kid : kids) {
       std::vector<std::set<std::vector<std::string>>> next(k + 1);
       for (int64_t k1 = 0; k1 <= k; ++k1)
-        for (int64_t k2 = 0; k1 + k2 <= k && !acc[k1].empty(); ++k2)
+        for (int64_t k2 = 0; k1 + k2 <= k && !acc[k1].empty() && work_ <= kMaxWork; ++k2)
           for (const std::string& shape : after(kid, k2, true))
             for (std::vector<std::string> list : acc[k1]) {
-              if (!shape.empty()) list.insert(std::upper_bound(list.begin(), list.end(), shape), shape);
+              if (!shape.empty())
+                list.insert(std::upper_bound(list.begin(), list.end(), shape), shape);
               next[k1 + k2].insert(std::move(list));
               work_ += code.size();  // about the characters copied
             }
       acc = std::move(next);
     }
-    for (const auto& list : acc[k]) {
-      std::string joined = "(";
-      for (const std::string& shape : list) joined += shape;
-      out.insert(joined + ")");
-    }
+    for (const auto& list : acc[k]) out.insert(shape_code(list));
     return out;
   }
 
@@ -267,20 +277,15 @@ bool schedule_reaches(const MergeTree& truth, const std::vector<int64_t>& schedu
   }
   if (greedy) return true;
 
-  std::vector<std::string> code(m);
-  std::vector<std::string> roots;
+  std::vector<std::string> code(m), roots;
   for (int64_t k = 0; k < m; ++k) {
     std::vector<std::string> kids;
     for (int64_t c : truth.merges[k])
       if (c >= n) kids.push_back(code[c - n]);
-    std::sort(kids.begin(), kids.end());
-    code[k] = "(" + (kids.empty() ? "" : kids[0]) + (kids.size() > 1 ? kids[1] : "") + ")";
+    code[k] = shape_code(kids);
     if (parent[k] < 0) roots.push_back(code[k]);
   }
-  std::sort(roots.begin(), roots.end());
-  std::string top = "(";  // a root over the forest that is never built itself
-  for (const std::string& r : roots) top += r;
-  return ShapeSearch(schedule).reaches(0, top + ")");
+  return ShapeSearch(schedule).reaches(0, shape_code(roots));  // a top node, never built
 }
 
 MergeTree agglomerative_merges(const std::vector<std::array<double, 2>>& positions,
@@ -294,7 +299,8 @@ MergeTree agglomerative_merges(const std::vector<std::array<double, 2>>& positio
   MergeTree t;
   t.leaves = static_cast<int64_t>(positions.size());
   std::vector<Cluster> current;  // always in increasing node id
-  for (int64_t i = 0; i < t.leaves; ++i) current.push_back({i, positions[i][0], positions[i][1], 1});
+  for (int64_t i = 0; i < t.leaves; ++i)
+    current.push_back({i, positions[i][0], positions[i][1], 1});
 
   for (size_t l = 0; l < schedule.size(); ++l) {
     check_room(l, schedule[l], current.size());
@@ -336,7 +342,7 @@ MergeTree agglomerative_merges(const std::vector<std::array<double, 2>>& positio
 
 MergeTree random_merges(int64_t leaves, const std::vector<int64_t>& schedule,
                         std::mt19937_64& rng) {
-  if (leaves < 0) throw Error("a tree needs zero or more leaves, not " + str(leaves) + ".");
+  if (leaves < 0) throw Error("a tree needs zero or more leaves, not " + str(leaves));
   check_schedule_entries(schedule);
   MergeTree t;
   t.leaves = leaves;

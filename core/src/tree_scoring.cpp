@@ -1,5 +1,7 @@
 #include "tree_scoring.h"
 
+#include <algorithm>
+
 #include <torch/torch.h>
 
 #include "htm/error.h"
@@ -51,6 +53,24 @@ std::vector<MergeTree> true_trees(const at::Tensor& tree) {
     trees.push_back(tree_from_merges(t.size(1) + 1, merges));
   }
   return trees;
+}
+
+std::string shape_code(const MergeTree& tree) {
+  std::vector<std::string> code(tree.leaves + tree.merges.size(), "()");
+  std::vector<char> child(code.size(), 0);
+  for (size_t k = 0; k < tree.merges.size(); ++k) {
+    auto a = code[tree.merges[k][0]], b = code[tree.merges[k][1]];
+    if (b < a) std::swap(a, b);
+    code[tree.leaves + k] = "(" + a + b + ")";
+    child[tree.merges[k][0]] = child[tree.merges[k][1]] = 1;
+  }
+  std::vector<std::string> roots;  // a forest: its trees' codes, sorted
+  for (size_t i = 0; i < code.size(); ++i)
+    if (!child[i]) roots.push_back(code[i]);
+  std::sort(roots.begin(), roots.end());
+  std::string out;
+  for (const auto& r : roots) out += r;
+  return out;
 }
 
 std::vector<std::array<double, 2>> token_positions(const at::Tensor& sample) {

@@ -20,6 +20,10 @@ namespace htm {
 std::vector<MergeTree> merge_trees(const std::vector<MergeDecision>& decisions, int64_t tokens);
 /// The true trees of a batch from Batch::tree (B×(N−1)×2).
 std::vector<MergeTree> true_trees(const at::Tensor& tree);
+/// A code equal for two trees exactly when they have the same shape (leaf labels aside):
+/// "(" + the children's codes, sorted + ")", a leaf "()". Whether a schedule can build a tree
+/// depends on its shape alone, so this keys a cache of schedule_reaches.
+std::string shape_code(const MergeTree& tree);
 /// Where a token sits, for clustering: a point (F = 2) itself, a segment (F = 4) its midpoint.
 std::vector<std::array<double, 2>> token_positions(const at::Tensor& sample);
 
