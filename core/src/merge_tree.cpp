@@ -220,6 +220,8 @@ class ShapeSearch {
 
 }  // namespace
 
+void check_merge_tree(const MergeTree& tree, const std::string& what) { check_tree(tree, what); }
+
 MergeTree tree_from_merges(int64_t leaves, const std::vector<std::array<int64_t, 2>>& merges) {
   check_merges(leaves, merges, "the tree");
   MergeTree t{leaves, merges, std::vector<int64_t>(merges.size())};

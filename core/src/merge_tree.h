@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace htm {
@@ -26,6 +27,10 @@ struct MergeTree {
 /// node's height (leaves 0, a node 1 + its taller child). Throws htm::Error unless every node is
 /// a child at most once, children come first, and no merge joins a node with itself.
 MergeTree tree_from_merges(int64_t leaves, const std::vector<std::array<int64_t, 2>>& merges);
+
+/// Throws htm::Error, its message starting with `what`, unless every merge joins two distinct
+/// nodes made before it, no node is merged twice, and there is one layer per merge.
+void check_merge_tree(const MergeTree& tree, const std::string& what);
 
 struct Scores {
   double precision = 0;

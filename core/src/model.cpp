@@ -212,6 +212,19 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
   return unmerge_refine_->forward(y, keys, values);
 }
 
+torch::Tensor HtmModelImpl::decoder_layer(const torch::Tensor& x, int64_t r, int64_t depth,
+                                          at::Generator generator, ForwardResult& result,
+                                          const torch::Tensor& forced, torch::Tensor* chosen) {
+  torch::Tensor y;
+  {
+    RECORD_FUNCTION("htm::unmerge_layer", {});
+    y = unmerge_layer(x + timestep(depth), r, depth, generator, result, forced, chosen);
+  }
+  if (!options_.transformer) return y;
+  RECORD_FUNCTION("htm::decoder_block", {});
+  return decoder_block_->forward(y);
+}
+
 torch::Tensor HtmModelImpl::first_merge_logits(const torch::Tensor& input, int64_t r) {
   auto x = adapter_->lift(input) + timestep(1);
   torch::Tensor attention;
@@ -277,18 +290,10 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
   result.decoder_tokens.resize(depth);
   for (int64_t d = depth; d >= 1; --d) {
     const auto before = x;
-    x = x + timestep(d);
     torch::Tensor chosen;
-    {
-      RECORD_FUNCTION("htm::unmerge_layer", {});
-      x = unmerge_layer(x, schedule[d - 1], d, generator, result, {}, internal.defined() ? &chosen : nullptr);
-    }
+    x = decoder_layer(x, schedule[d - 1], d, generator, result, {}, internal.defined() ? &chosen : nullptr);
     if (internal.defined() && chosen.defined())
       lessons.emplace_back(before, torch::full({B, before.size(1)}, -1, torch::kLong).scatter(1, chosen, 1));
-    if (options_.transformer) {
-      RECORD_FUNCTION("htm::decoder_block", {});
-      x = decoder_block_->forward(x);
-    }
     result.decoder_tokens[d - 1] = x;
   }
   if (internal.defined()) {
@@ -304,8 +309,10 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
                                F::CrossEntropyFuncOptions().reduction(torch::kNone))
                   .view_as(labelled);
     result.leaf_loss = (ce * labelled).sum(1) / labelled.sum(1).clamp_min(1);
-    auto hits = (all_logits.argmax(-1) == all_targets).to(torch::kFloat) * labelled;
-    result.leaf_accuracy = hits.sum().item<double>() / std::max(1.0, labelled.sum().item<double>());
+    if (!is_training()) {
+      auto hits = (all_logits.argmax(-1) == all_targets).to(torch::kFloat) * labelled;
+      result.leaf_accuracy = hits.sum().item<double>() / std::max(1.0, labelled.sum().item<double>());
+    }
   }
   RECORD_FUNCTION("htm::unlift", {});
   result.output = adapter_->unlift(x);
@@ -324,10 +331,7 @@ std::vector<torch::Tensor> HtmModelImpl::generate(const torch::Tensor& roots, co
   std::vector<torch::Tensor> outputs;
   if (!by_classifier) {
     auto x = roots;
-    for (int64_t d = depth; d >= 1; --d) {
-      x = unmerge_layer(x + timestep(d), schedule[d - 1], d, generator, scratch);
-      if (options_.transformer) x = decoder_block_->forward(x);
-    }
+    for (int64_t d = depth; d >= 1; --d) x = decoder_layer(x, schedule[d - 1], d, generator, scratch);
     auto out = adapter_->unlift(x);
     for (int64_t b = 0; b < out.size(0); ++b) outputs.push_back(out[b]);
     return outputs;
@@ -338,8 +342,7 @@ std::vector<torch::Tensor> HtmModelImpl::generate(const torch::Tensor& roots, co
       auto p_leaf = torch::softmax(leaf_logits(x)[0], -1).select(-1, 0);
       auto split = (p_leaf <= leaf_threshold).nonzero().view({1, -1});
       if (split.size(1) == 0) break;
-      x = unmerge_layer(x + timestep(d), split.size(1), d, generator, scratch, split);
-      if (options_.transformer) x = decoder_block_->forward(x);
+      x = decoder_layer(x, split.size(1), d, generator, scratch, split);
     }
     outputs.push_back(adapter_->unlift(x)[0]);
   }
@@ -377,8 +380,7 @@ ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input,
       forced = position.gather(1, merges.dst);  // first child in place of dst, second appended
       origin = torch::cat({keep, merges.src}, 1);
     }
-    auto z = unmerge_layer(y + timestep(d), r, d, generator, result, forced);
-    if (options_.transformer) z = decoder_block_->forward(z);
+    auto z = decoder_layer(y, r, d, generator, result, forced);
     result.decoder_tokens[d - 1] =
         torch::zeros_like(z).scatter(1, origin.unsqueeze(-1).expand({B, T, C}), z);
     x = y;

@@ -87,7 +87,7 @@ struct ForwardResult {
   /// under the unmerge policy (undefined when it learns nothing).
   std::vector<torch::Tensor> unmerge_log_probs;
   /// With the leaf/internal classifier: its per-sample cross-entropy (B) over the populations it
-  /// is taught on, and the fraction of those tokens it classifies right.
+  /// is taught on, and (in eval mode) the fraction of those tokens it classifies right.
   torch::Tensor leaf_loss;
   double leaf_accuracy = 0;
 };
@@ -156,6 +156,11 @@ class HtmModelImpl : public Model {
   torch::Tensor unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
                               at::Generator generator, ForwardResult& result,
                               const torch::Tensor& forced = {}, torch::Tensor* chosen = nullptr);
+  /// One decoder layer at `depth`: the timestep signal, the unmerging block, the transformer
+  /// block. `forced` and `chosen` as for unmerge_layer.
+  torch::Tensor decoder_layer(const torch::Tensor& x, int64_t r, int64_t depth, at::Generator generator,
+                              ForwardResult& result, const torch::Tensor& forced = {},
+                              torch::Tensor* chosen = nullptr);
   /// B×T×2 leaf/internal logits of detached tokens.
   torch::Tensor leaf_logits(const torch::Tensor& tokens);
   torch::Tensor timestep(int64_t depth) const;

@@ -142,21 +142,9 @@ void check_tree(const MergeTree& t, int64_t n, size_t s, size_t c) {
   if (t.leaves != n)
     throw Error(where + " has " + std::to_string(t.leaves) + " leaves; the sample has " +
                 std::to_string(n) + " tokens.");
-  if (t.layer.size() != t.merges.size())
-    throw Error(where + " has " + std::to_string(t.merges.size()) + " merges but " +
-                std::to_string(t.layer.size()) + " layers.");
-  std::vector<bool> used(n + t.merges.size(), false);
-  for (size_t k = 0; k < t.merges.size(); ++k) {
+  check_merge_tree(t, where);
+  for (size_t k = 0; k < t.merges.size(); ++k)
     if (t.layer[k] < 1) throw Error(where + ": merge " + std::to_string(k) + " has layer < 1.");
-    for (int64_t node : t.merges[k]) {
-      if (node < 0 || node >= n + static_cast<int64_t>(k))
-        throw Error(where + ": merge " + std::to_string(k) + " refers to node " +
-                    std::to_string(node) + ", which is not made before it.");
-      if (used[node])
-        throw Error(where + ": node " + std::to_string(node) + " is merged twice.");
-      used[node] = true;
-    }
-  }
 }
 
 // Merge lines between cluster centroids, higher layers first so short low-layer lines stay on top.

@@ -184,14 +184,14 @@ Trainer::Eval Trainer::evaluate() {
   if (loss_sums.count("loss/leaf_classifier")) e.metrics.push_back({"leaf_accuracy", leaf_hits / static_cast<double>(n)});
   if (learned.samples() > 0) {
     for (const auto& m : learned.metrics("")) e.metrics.push_back(m);
-    Batch first = ex_.dataset->get(Split::test, torch::arange(n));
-    for (const auto& m : reference_scores(first)) e.metrics.push_back(m);
+    for (const auto& m : reference_scores(n)) e.metrics.push_back(m);
   }
   return e;
 }
 
-const std::vector<Metric>& Trainer::reference_scores(const Batch& batch) {
+const std::vector<Metric>& Trainer::reference_scores(int64_t n_samples) {
   if (!reference_scores_.empty()) return reference_scores_;
+  const Batch batch = ex_.dataset->get(Split::test, torch::arange(n_samples));
   const auto truth = true_trees(batch.tree);
   std::mt19937_64 rng(static_cast<uint64_t>(seed_) + 104729);
   TreeScoreMean random, agglomerative;

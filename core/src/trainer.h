@@ -92,7 +92,7 @@ class Trainer {
   void log_policy_spread(int64_t step, int64_t epoch);
   /// The floor (uniform random merges) and ceiling (agglomerative clustering) on the first `n`
   /// test samples, and whether the schedule can build their true trees; computed once.
-  const std::vector<Metric>& reference_scores(const Batch& batch);
+  const std::vector<Metric>& reference_scores(int64_t n);
   void save_checkpoint(int64_t step);
   void save_pictures(int64_t step, const std::string& tag);
   void progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho,
