@@ -271,7 +271,8 @@ TEST_F(ConfigTest, ErrorsInExtendedFilesNameThatFile) {
             base +
                 ":3:1: unknown key 'train.lrr'; expected one of: batch_size, checkpoint, epochs, "
                 "eval_batch_size, eval_every, eval_samples, grad_clip, images, log_every, lr, lr_decay_epochs, "
-                "lr_decay_factor, max_steps, rho0, rho_step, stochastic_depth, train_samples, weight_decay");
+                "lr_decay_factor, lr_schedule, max_steps, rho0, rho_end, rho_ramp, rho_schedule, rho_step, "
+                "stochastic_depth, train_samples, warmup_steps, weight_decay");
 }
 
 TEST_F(ConfigTest, VariantsKeepDeclarationOrder) {
@@ -428,7 +429,7 @@ TEST_F(ConfigTest, ErrorsInVariantsPointIntoTheVariant) {
   EXPECT_EQ(resolve_error("[model]\ndim = 64\n\n[variants.bad]\nmodel.dimm = 3\n", {}, "bad"),
             exp() +
                 ":5:7: unknown key 'model.dimm'; expected one of: architecture, cross_attention, dim, "
-                "dropout, heads, layers, leaf_classifier, merge_fraction, mlp_ratio, schedule, task, "
+                "dropout, heads, layers, leaf_classifier, merge_fraction, mlp_ratio, schedule, task, timestep_scale, "
                 "transformer, vit_dim");
   EXPECT_EQ(resolve_error("[grid]\n\"model.dim\" = [1.5]\n", {}, "model.dim=1.5"),
             exp() + ":2:15: 'model.dim' expects an int, got a float");

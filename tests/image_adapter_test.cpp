@@ -10,13 +10,14 @@
 namespace htm {
 namespace {
 
-std::shared_ptr<Adapter> make_image_adapter(int64_t patch, int64_t bands) {
+std::shared_ptr<Adapter> make_image_adapter(int64_t patch, int64_t bands, const std::string& queries = "pixel") {
   static const Registry registry({HTM_PLUGIN_DIR});
   BuildContext ctx;
   ctx.dim = 16;
   ctx.heads = 2;
   ctx.sample_shape = {3, 8, 8};
-  Params p({{"patch", patch}, {"fourier_bands", bands}, {"head_ratio", int64_t{1}}});
+  Params p({{"patch", patch}, {"fourier_bands", bands}, {"head_ratio", int64_t{1}},
+            {"queries", queries}, {"heads", int64_t{0}}});
   torch::manual_seed(0);
   return registry.create<Adapter>(PluginKind::adapter, "image", p, ctx);
 }
@@ -77,6 +78,24 @@ TEST(ImageAdapter, FourierFeaturesFollowAppendixA2) {
 
 TEST(ImageAdapter, RejectsPatchesThatDoNotTileTheImage) {
   EXPECT_THROW(make_image_adapter(3, 4), Error);
+}
+
+TEST(ImageAdapter, PatchQueriesPutEachPatchsPixelsInPlace) {
+  // With the head's last layer zeroed, every patch's output is tanh of that layer's bias,
+  // which is laid out channel-major within a patch: pixel (c, i, j) of every patch reads entry
+  // c·n² + i·n + j. So the image must be that one n×n×channels tile repeated.
+  auto adapter = make_image_adapter(2, 4, "patch");
+  auto bias = torch::arange(12, torch::kFloat) / 12.0;
+  {
+    torch::NoGradGuard no_grad;
+    named(*adapter, "head.3.weight").zero_();
+    named(*adapter, "head.3.bias").copy_(bias);
+  }
+  auto out = adapter->unlift(torch::randn({2, 16, 16}));
+  ASSERT_EQ(out.sizes(), (std::vector<int64_t>{2, 3, 8, 8}));
+  auto tile = torch::tanh(bias).view({3, 2, 2});
+  EXPECT_TRUE(torch::allclose(out, tile.repeat({1, 4, 4}).expand({2, 3, 8, 8})));
+  EXPECT_THROW(make_image_adapter(2, 4, "pixels"), Error);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "htm/merge.h"
 #include "htm/policy.h"
 #include "model.h"
+#include "optimizer.h"
 #include "registry.h"
 #include "runner.h"
 
@@ -50,12 +51,60 @@ double peak_rss_mib() {
   return 0;
 }
 
+int64_t tokens_of(Experiment& ex) {
+  auto* htm_model = dynamic_cast<HtmModelImpl*>(ex.model.get());
+  return htm_model != nullptr ? htm_model->num_tokens() : 0;
+}
+
+// One training step of an experiment's model at the full schedule on its own data and batch
+// size: forward, the estimator's surrogate, backward, AdamW.
+int bench_config(const std::string& file_path, std::string variant, const std::vector<std::string>& overrides,
+                 int64_t steps, const std::string& profile) {
+  Registry registry;
+  ExperimentFile file = ExperimentFile::load(file_path, overrides);
+  if (variant.empty()) variant = file.variants().front();
+  Experiment ex = assemble(file.resolve(variant, registry), registry, 0);
+  const int64_t batch = ex.config.integer("train.batch_size");
+  Batch data = ex.dataset->get(Split::train, torch::arange(std::min(batch, ex.dataset->size(Split::train))));
+  FusedAdamW optimizer(ex.model->parameters(), 1e-4, 0.01);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
+  ex.model->train();
+  auto step = [&] {
+    auto out = ex.model->forward(data.input, ex.schedule, gen);
+    auto per_sample = out.output.sizes() == data.input.sizes()
+                          ? ex.model->reconstruction_error(out.output, data.input)
+                          : torch::nn::functional::cross_entropy(
+                                out.output, data.labels,
+                                torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    auto total = surrogate_objective(per_sample, out.log_prob, Estimator{});
+    optimizer.zero_grad();
+    total.backward();
+    optimizer.step();
+  };
+  step();  // warm-up
+  if (!profile.empty()) {
+    torch::autograd::profiler::RecordProfile guard(profile);
+    step();
+  }
+  auto ms = time_ms(static_cast<int>(steps), step);
+  const double med = median(ms);
+  std::printf("train    %s/%s  B=%lld tokens=%lld C=%lld layers=%zu  step: median %.1f ms (min %.1f, max %.1f "
+              "over %lld)  %.1f images/s\n",
+              ex.config.experiment.c_str(), variant.c_str(), (long long)data.input.size(0),
+              (long long)tokens_of(ex), (long long)ex.config.integer("model.dim"),
+              ex.schedule.size(), med, *std::min_element(ms.begin(), ms.end()),
+              *std::max_element(ms.begin(), ms.end()), (long long)steps, data.input.size(0) * 1000.0 / med);
+  std::printf("threads  %d   peak memory (VmHWM) %.0f MiB\n", at::get_num_threads(), peak_rss_mib());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_bench(const Args& args) {
   po::options_description opts("options");
   int64_t threads = 1, steps = 5, batch = 8, dim = 256, heads = 8, image = 32, patch = 2, r = 128;
-  std::string policy_name, profile;
+  std::string policy_name, profile, config_file, variant;
+  std::vector<std::string> overrides;
   opts.add_options()
       ("threads", po::value(&threads)->default_value(1), "torch threads (0 = all cores)")
       ("steps", po::value(&steps)->default_value(5), "timed training steps (after one warm-up)")
@@ -67,7 +116,11 @@ int cmd_bench(const Args& args) {
       ("policy", po::value(&policy_name)->default_value("learned"), "policy plugin")
       ("pairs", po::value(&r)->default_value(128), "pairs r for the sampler benchmark")
       ("dropout", po::value<double>()->default_value(0.1), "dropout rate")
-      ("profile", po::value(&profile), "write a chrome://tracing profile of one step to this file");
+      ("profile", po::value(&profile), "write a chrome://tracing profile of one step to this file")
+      ("config", po::value(&config_file),
+       "time a training step of this experiment file's own model, data and batch size instead")
+      ("variant", po::value(&variant), "with --config: the variant (default: the first)")
+      ("set", po::value(&overrides)->composing(), "with --config: override a setting, e.g. --set train.batch_size=32");
   opts.add_options()("help,h", "show this help");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -80,6 +133,7 @@ int cmd_bench(const Args& args) {
   set_threads(threads);
   torch::manual_seed(0);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
+  if (!config_file.empty()) return bench_config(config_file, variant, overrides, steps, profile);
 
   // ---- the pair sampler alone: B×T×T logits, r pairs
   const int64_t T = (image / patch) * (image / patch);
@@ -114,7 +168,7 @@ int cmd_bench(const Args& args) {
   std::vector<int64_t> used;
   for (int64_t s : schedule)
     if (s > 0) used.push_back(s);
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-4));
+  FusedAdamW optimizer(model->parameters(), 1e-4, 0.01);
   auto input = torch::rand({batch, 3, image, image}) * 2 - 1;
   int64_t params = 0;
   for (const auto& p : model->parameters()) params += p.numel();

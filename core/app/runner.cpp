@@ -114,6 +114,13 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
                   label.c_str(), static_cast<long long>(run_id), s.accuracy,
                   static_cast<long long>(ex.participating), static_cast<long long>(s.steps),
                   s.seconds, s.images_per_s);
+    if (!std::isnan(s.pca_mse) && std::isnan(s.accuracy))
+      std::printf("[%s] reference: PCA with the bottleneck's %lld floats %.5f (%.1f%% of the mean-image error)\n",
+                  label.c_str(), static_cast<long long>(ex.latent_floats), s.pca_mse,
+                  100.0 * s.pca_mse / s.baseline_mse);
+    if (!std::isnan(s.linear_accuracy) && !std::isnan(s.accuracy))
+      std::printf("[%s] reference: a linear (ridge) classifier on the raw input %.4f\n", label.c_str(),
+                  s.linear_accuracy);
     return Outcome::finished;
   } catch (const Interrupted&) {
     store.finish_run(run_id, RunStatus::interrupted, "interrupted by the user");
@@ -197,6 +204,7 @@ ModelOptions model_options(const ResolvedConfig& config, const BuildContext& ctx
   options.prob_scale = config.text("estimator.method") == "prob_scale";
   if (config.text("model.task") == "classify") options.classes = ctx.num_classes;
   options.leaf_classifier = config.flag("model.leaf_classifier");
+  options.timestep_scale = config.number("model.timestep_scale");
   return options;
 }
 
@@ -283,7 +291,9 @@ Experiment assemble(const ResolvedConfig& config, const Registry& registry, int6
     ex.model = build_vit(config, registry, ctx, dim);
     ex.schedule = {};
   } else {
-    ex.model = build_htm(config, registry, ctx, ex.schedule);
+    auto htm_model = build_htm(config, registry, ctx, ex.schedule);
+    if (!classify) ex.latent_floats = tokens_after(htm_model->num_tokens(), ex.schedule, ex.schedule.size()) * ctx.dim;
+    ex.model = htm_model;
   }
   for (const auto& [name, choice] : config.losses) {
     auto loss = registry.create<Loss>(PluginKind::loss, name, choice.params, ctx);

@@ -423,6 +423,8 @@ const std::map<std::string, std::vector<std::string>>& choices() {
       {"estimator.baseline", {"none", "ema"}},
       {"model.task", {"reconstruct", "classify"}},
       {"model.architecture", {"htm", "vit"}},
+      {"train.lr_schedule", {"step", "cosine"}},
+      {"train.rho_schedule", {"epoch", "step"}},
   };
   return table;
 }
@@ -619,6 +621,8 @@ const std::vector<std::pair<std::string, std::vector<ParamSpec>>>& host_schema()
             "htm, or vit: the §4.1 baseline (lifted tokens through `layers` untied transformer blocks)"},
            {"leaf_classifier", T::boolean, false,
             "train the slides' leaf/internal token classifier (two logits per token), used by `htm sample`"},
+           {"timestep_scale", T::floating, 1.0,
+            "multiplies the depth signal added to every token entering a layer (eq. 7; 1: the paper)"},
            {"vit_dim", T::integer, int64_t{0},
             "width of the vit; 0: the width whose parameter count is closest to the htm classifier's"},
        }},
@@ -628,10 +632,18 @@ const std::vector<std::pair<std::string, std::vector<ParamSpec>>>& host_schema()
            {"batch_size", T::integer, int64_t{256}, "samples per step"},
            {"lr", T::floating, 1e-4, "AdamW learning rate"},
            {"weight_decay", T::floating, 0.01, "AdamW weight decay"},
+           {"warmup_steps", T::integer, int64_t{0}, "steps over which the learning rate rises linearly from 0"},
+           {"lr_schedule", T::string, std::string("step"),
+            "step (the paper: multiplied down at lr_decay_epochs) or cosine (to 0 at the last step)"},
            {"lr_decay_epochs", T::integer_list, Ints{}, "epochs at which the learning rate is multiplied down"},
            {"lr_decay_factor", T::floating, 0.1, "what the learning rate is multiplied by at each decay epoch"},
            {"rho0", T::floating, 0.05, "initial rho of the stochastic schedule, P(depth d) ~ rho^d (§3.1.4)"},
            {"rho_step", T::floating, 0.01, "added to rho after each epoch, up to 1"},
+           {"rho_schedule", T::string, std::string("epoch"),
+            "epoch (the paper: rho0 + rho_step per epoch) or step (rho0 rising linearly to rho_end over "
+            "the first rho_ramp of the steps)"},
+           {"rho_end", T::floating, 1.0, "rho reached by a step-wise ramp; above 1 favours the full depth"},
+           {"rho_ramp", T::floating, 0.5, "fraction of the steps over which a step-wise ramp rises"},
            {"stochastic_depth", T::boolean, true,
             "draw each step's depth from the rho schedule (§3.1.4); false: always the full schedule"},
            {"max_steps", T::integer, int64_t{0}, "stop after this many steps; 0: no cap"},

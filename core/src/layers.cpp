@@ -113,4 +113,19 @@ torch::Tensor ResidualMlpImpl::forward(const torch::Tensor& x) {
   return x + fast_dropout(fc2_->forward(torch::gelu(fc1_->forward(norm_->forward(x)))), dropout_, is_training());
 }
 
+TokenMlpImpl::TokenMlpImpl(int64_t in, int64_t hidden, int64_t out, bool residual_form) {
+  if (residual_form) norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({in})));
+  fc1_ = register_module("fc1", Linear(in, hidden));
+  fc2_ = register_module("fc2", Linear(hidden, out));
+  if (residual_form) {
+    torch::NoGradGuard no_grad;
+    fc2_->weight.zero_();
+    fc2_->bias.zero_();
+  }
+}
+
+torch::Tensor TokenMlpImpl::forward(const torch::Tensor& x) {
+  return fc2_->forward(torch::gelu(fc1_->forward(norm_ ? norm_->forward(x) : x)));
+}
+
 }  // namespace htm

@@ -122,7 +122,7 @@ HtmModelImpl::HtmModelImpl(const ModelOptions& options, std::shared_ptr<Adapter>
         "leaf_head", torch::nn::Sequential(torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})),
                                            Linear(C, C), torch::nn::GELU(), Linear(C, 2)));
   }
-  timesteps_ = register_buffer("timesteps", sinusoids(kMaxDepth + 1, options_.dim));
+  timesteps_ = register_buffer("timesteps", options_.timestep_scale * sinusoids(kMaxDepth + 1, options_.dim));
 }
 
 torch::Tensor HtmModelImpl::leaf_logits(const torch::Tensor& tokens) {

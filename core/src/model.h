@@ -28,6 +28,7 @@ struct ModelOptions {
   bool prob_scale = false;      ///< A.4: scale merged outputs by their selection probability
   int64_t classes = 0;          ///< > 0: encoder-only classifier with this many classes (§4.1)
   bool leaf_classifier = false; ///< the slides' leaf/internal classifier, used in generation
+  double timestep_scale = 1.0;  ///< multiplies the depth signal of eq. 7 (1: the paper)
 };
 
 /// r per layer: r_l = floor(fraction · T_l / 2), for `layers` layers, starting from T tokens.

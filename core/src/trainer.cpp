@@ -11,6 +11,8 @@
 
 #include <torch/torch.h>
 
+#include "baselines.h"
+#include "optimizer.h"
 #include "htm/error.h"
 #include "pictures.h"
 #include "policy_metrics.h"
@@ -68,6 +70,26 @@ double rho_at(double rho0, double rho_step, int64_t epoch) {
   return std::min(1.0, rho0 + rho_step * static_cast<double>(epoch));
 }
 
+double rho_ramp_at(double rho0, double rho_end, double ramp, int64_t step, int64_t total_steps) {
+  const double length = ramp * static_cast<double>(total_steps);
+  const double t = length > 0 ? std::min(1.0, static_cast<double>(step) / length) : 1.0;
+  return rho0 + (rho_end - rho0) * t;
+}
+
+double lr_at(const LrSchedule& s, int64_t step, int64_t epoch) {
+  double lr = s.lr;
+  if (s.cosine) {
+    const double span = static_cast<double>(std::max<int64_t>(1, s.total_steps - s.warmup_steps));
+    const double t = std::clamp(static_cast<double>(step - s.warmup_steps) / span, 0.0, 1.0);
+    lr *= 0.5 * (1 + std::cos(M_PI * t));
+  } else {
+    for (int64_t e : s.decay_epochs)
+      if (e > 0 && e <= epoch) lr *= s.decay_factor;
+  }
+  if (step < s.warmup_steps) lr *= static_cast<double>(step + 1) / static_cast<double>(s.warmup_steps + 1);
+  return lr;
+}
+
 Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id,
                  std::string artifact_dir, int64_t seed, std::string label)
     : ex_(experiment),
@@ -118,27 +140,6 @@ torch::Tensor Trainer::objective(const ForwardResult& out, const Batch& batch, i
   }
   if (!total.defined()) throw Error("no loss has a non-zero weight");
   return total;  // B
-}
-
-double Trainer::baseline_mse() {
-  // Predicting the mean training sample: the trivial reconstruction a model must beat.
-  torch::NoGradGuard no_grad;
-  const auto& cfg = ex_.config;
-  const int64_t n_train = limit(cfg.integer("train.train_samples"), ex_.dataset->size(Split::train));
-  const int64_t n_test = limit(cfg.integer("train.eval_samples"), ex_.dataset->size(Split::test));
-  const int64_t chunk = 4096;
-  torch::Tensor sum;
-  for (int64_t i = 0; i < n_train; i += chunk) {
-    auto x = ex_.dataset->get(Split::train, torch::arange(i, std::min(n_train, i + chunk))).input;
-    sum = sum.defined() ? sum + x.sum(0) : x.sum(0);
-  }
-  auto mean = sum / static_cast<double>(n_train);
-  double total = 0;  // measured as the model's error is (after matching, for sets)
-  for (int64_t i = 0; i < n_test; i += chunk) {
-    auto x = ex_.dataset->get(Split::test, torch::arange(i, std::min(n_test, i + chunk))).input;
-    total += ex_.model->reconstruction_error(mean.expand_as(x).contiguous(), x).sum().item<double>();
-  }
-  return total / static_cast<double>(n_test);
 }
 
 Trainer::Eval Trainer::evaluate() {
@@ -301,19 +302,35 @@ TrainSummary Trainer::run() {
   const bool ema_baseline = cfg.text("estimator.baseline") == "ema";
   const double baseline_decay = cfg.number("estimator.baseline_decay");
   const double grad_clip = cfg.number("train.grad_clip");
-  const auto decay_epochs = cfg.integers("train.lr_decay_epochs");
-  double lr = cfg.number("train.lr");
+  LrSchedule lr_schedule;
+  lr_schedule.lr = cfg.number("train.lr");
+  lr_schedule.warmup_steps = cfg.integer("train.warmup_steps");
+  lr_schedule.cosine = cfg.text("train.lr_schedule") == "cosine";
+  lr_schedule.decay_epochs = cfg.integers("train.lr_decay_epochs");
+  lr_schedule.decay_factor = cfg.number("train.lr_decay_factor");
+  lr_schedule.total_steps = total_steps;
+  const bool rho_by_step = cfg.text("train.rho_schedule") == "step";
+  double lr = lr_schedule.lr;
 
-  torch::optim::AdamW optimizer(ex_.model->parameters(),
-                                torch::optim::AdamWOptions(lr).weight_decay(cfg.number("train.weight_decay")));
+  FusedAdamW optimizer(ex_.model->parameters(), lr, cfg.number("train.weight_decay"));
   auto data_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 1);
 
   TrainSummary summary;
-  summary.baseline_mse = baseline_mse();
-  store_.log_metrics(run_id_, 0, 0, "test",
-                     {{"baseline_mse", summary.baseline_mse},
-                      {"parameters", static_cast<double>(ex_.parameters)},
-                      {"participating_parameters", static_cast<double>(ex_.participating)}});
+  const BaselineScores reference = baseline_scores(data, *ex_.model, n_train,
+                                                   limit(cfg.integer("train.eval_samples"), data.size(Split::test)),
+                                                   ex_.latent_floats);
+  summary.baseline_mse = reference.mean_mse;
+  summary.pca_mse = reference.pca_mse;
+  summary.linear_accuracy = reference.linear_accuracy;
+  std::vector<Metric> first = {{"baseline_mse", reference.mean_mse},
+                               {"parameters", static_cast<double>(ex_.parameters)},
+                               {"participating_parameters", static_cast<double>(ex_.participating)}};
+  if (!std::isnan(reference.pca_mse)) {
+    first.push_back({"baseline/pca_mse", reference.pca_mse});
+    first.push_back({"baseline/pca_components", static_cast<double>(reference.pca_components)});
+  }
+  if (!std::isnan(reference.linear_accuracy)) first.push_back({"baseline/linear_accuracy", reference.linear_accuracy});
+  store_.log_metrics(run_id_, 0, 0, "test", first);
   std::fprintf(stderr, "[%s] model: %lld parameters, %lld of them trained by this objective\n",
                label_.c_str(), static_cast<long long>(ex_.parameters),
                static_cast<long long>(ex_.participating));
@@ -338,13 +355,8 @@ TrainSummary Trainer::run() {
   bool have_ema = false;
   int64_t step = 0, images = 0;
   for (int64_t epoch = 0; epoch < epochs && step < total_steps; ++epoch) {
-    // ---- epoch set-up: ρ schedule and step learning-rate decay
-    const double rho = rho_at(cfg.number("train.rho0"), cfg.number("train.rho_step"), epoch);
-    if (std::find(decay_epochs.begin(), decay_epochs.end(), epoch) != decay_epochs.end() && epoch > 0) {
-      lr *= cfg.number("train.lr_decay_factor");
-      for (auto& group : optimizer.param_groups())
-        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-    }
+    // ---- epoch set-up: the paper's ρ schedule rises per epoch
+    const double epoch_rho = rho_at(cfg.number("train.rho0"), cfg.number("train.rho_step"), epoch);
     auto order = torch::randperm(data.size(Split::train), data_gen).narrow(0, 0, n_train);
     double epoch_loss = 0;
     int64_t epoch_batches = 0;
@@ -352,6 +364,12 @@ TrainSummary Trainer::run() {
     for (int64_t b = 0; b < steps_per_epoch && step < total_steps; ++b) {
       if (interrupt_requested()) throw Interrupted();
       const auto step_t0 = Clock::now();
+      // ---- learning rate and ρ for this step
+      lr = lr_at(lr_schedule, step, epoch);
+      optimizer.set_lr(lr);
+      const double rho = rho_by_step ? rho_ramp_at(cfg.number("train.rho0"), cfg.number("train.rho_end"),
+                                                   cfg.number("train.rho_ramp"), step, total_steps)
+                                     : epoch_rho;
       // ---- forward at a sampled depth of the stochastic merging schedule
       // (a teacher-forced stage trains every layer at once, so it uses the full schedule)
       const bool teacher_forced = step < teacher_forced_steps;
@@ -386,6 +404,15 @@ TrainSummary Trainer::run() {
       // ---- backward and update
       optimizer.zero_grad();
       total.backward();
+      const bool log_now = (step + 1) % log_every == 0 || step + 1 == total_steps;
+      if (log_now) {  // per-block gradient norms, before clipping: where the signal reaches
+        for (const auto& child : ex_.model->named_children()) {
+          double sq = 0;
+          for (const auto& p : child.value()->parameters())
+            if (p.grad().defined()) sq += p.grad().pow(2).sum().item<double>();
+          terms.push_back({"grad_norm/" + child.key(), std::sqrt(sq)});
+        }
+      }
       if (grad_clip > 0) torch::nn::utils::clip_grad_norm_(ex_.model->parameters(), grad_clip);
       optimizer.step();
 
@@ -399,7 +426,7 @@ TrainSummary Trainer::run() {
       running_loss = step == 1 ? loss_value : 0.9 * running_loss + 0.1 * loss_value;
       const double step_ips = B / std::max(1e-9, seconds_since(step_t0));
       images_per_s = step == 1 ? step_ips : 0.9 * images_per_s + 0.1 * step_ips;
-      if (step % log_every == 0 || step == total_steps) {
+      if (log_now) {
         terms.push_back({"loss", loss_value});
         terms.push_back({"rho", rho});
         terms.push_back({"depth", static_cast<double>(depth)});

@@ -41,6 +41,7 @@ struct Experiment {
   std::vector<int64_t> schedule;  ///< the full merging schedule (empty for a ViT)
   int64_t parameters = 0;         ///< every parameter of the model and its plugins
   int64_t participating = 0;      ///< those a training step updates (participating_parameters)
+  int64_t latent_floats = 0;      ///< floats at an autoencoder's bottleneck (tokens × width); 0: none
 };
 
 /// How the gradient through discrete decisions is estimated (paper §3.1.5, eq. 2-4).
@@ -60,11 +61,27 @@ torch::Tensor surrogate_objective(const torch::Tensor& per_sample_loss,
 int64_t sample_depth(double rho, int64_t layers, at::Generator generator);
 /// ρ at an epoch: min(1, ρ₀ + epoch·step).
 double rho_at(double rho0, double rho_step, int64_t epoch);
+/// ρ at `step` of a linear ramp from ρ₀ to ρ_end over the first `ramp` fraction of `total_steps`.
+double rho_ramp_at(double rho0, double rho_end, double ramp, int64_t step, int64_t total_steps);
+
+/// The learning rate over a run.
+struct LrSchedule {
+  double lr = 1e-4;
+  int64_t warmup_steps = 0;   ///< linear rise from 0 over these steps
+  bool cosine = false;        ///< cosine decay to 0 at total_steps; else the paper's step decay
+  std::vector<int64_t> decay_epochs;  ///< step decay: × decay_factor at each (epoch > 0)
+  double decay_factor = 0.1;
+  int64_t total_steps = 1;
+};
+/// The learning rate for 0-based `step`, in `epoch`.
+double lr_at(const LrSchedule& schedule, int64_t step, int64_t epoch);
 
 struct TrainSummary {
   double test_mse = 0;      ///< reconstruction MSE on the test split at the full schedule
   double accuracy = std::numeric_limits<double>::quiet_NaN();  ///< test accuracy of a classifier
   double baseline_mse = 0;  ///< MSE of predicting the mean training sample
+  double pca_mse = std::numeric_limits<double>::quiet_NaN();  ///< PCA with the bottleneck's size
+  double linear_accuracy = std::numeric_limits<double>::quiet_NaN();  ///< ridge classifier on pixels
   int64_t steps = 0;
   double seconds = 0;
   double images_per_s = 0;
@@ -84,7 +101,6 @@ class Trainer {
     std::vector<Metric> metrics;  ///< loss terms, and the hierarchy scores where there is a truth
   };
   Eval evaluate();
-  double baseline_mse();
   /// The losses' enter_layer() calls, as the model's hook.
   ForwardHooks hooks(int64_t epoch, int64_t step, bool training);
   torch::Tensor objective(const ForwardResult& out, const Batch& batch, int64_t epoch, int64_t step,

@@ -67,4 +67,20 @@ class ResidualMlpImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ResidualMlp);
 
+/// Token MLP in → hidden → out (Linear, GELU, Linear): the body of merge and unmerge operators.
+/// With `residual_form` its input is LayerNorm'd and its last layer starts at zero, so an
+/// operator that adds it to a residual path (the mean of a merged pair, the parent of an
+/// unmerged one) starts as that path: information passes through a deep merge chain at
+/// initialisation instead of shrinking at every stacked MLP (docs/training.md).
+class TokenMlpImpl : public torch::nn::Module {
+ public:
+  TokenMlpImpl(int64_t in, int64_t hidden, int64_t out, bool residual_form);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::nn::LayerNorm norm_{nullptr};
+  Linear fc1_{nullptr}, fc2_{nullptr};
+};
+TORCH_MODULE(TokenMlp);
+
 }  // namespace htm

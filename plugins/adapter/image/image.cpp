@@ -11,14 +11,17 @@ namespace {
 
 htm::Manifest manifest() {
   using htm::ValueType;
-  return {"image", htm::PluginKind::adapter, "1.0.0", htm::kSdkAbiVersion,
+  return {"image", htm::PluginKind::adapter, "1.1.0", htm::kSdkAbiVersion,
           "Images: Fourier features + n×n patches -> LN/Linear/LN lifter; Perceiver-IO "
           "cross-attention unlifter, per-pixel MLP head, tanh; paper §3.1.1, A.2",
           {{"patch", ValueType::integer, int64_t{2}, "patch side n (image sides must divide by it)"},
            {"fourier_bands", ValueType::integer, int64_t{64},
             "frequency bands per axis, linearly spaced from 1/max(H,W) to min(H,W)/2"},
            {"head_ratio", ValueType::integer, int64_t{1},
-            "hidden width of the per-pixel output MLP, as a multiple of C"}}};
+            "hidden width of the per-pixel output MLP, as a multiple of C"},
+           {"queries", ValueType::string, std::string("pixel"),
+            "unlifter queries: pixel (one per pixel, paper A.2) or patch (one per patch, decoding its n×n pixels)"},
+           {"heads", ValueType::integer, int64_t{0}, "unlifter attention heads; 0 = the model's heads"}}};
 }
 
 // F×H×W position features: raw (x, y) and sin/cos(2π·coord·freq) per axis (paper A.2).
@@ -56,15 +59,21 @@ class ImageAdapter : public htm::Adapter {
     pos_patches_ = register_buffer("pos_patches", pos);
     pos_sum_ = register_buffer("pos_sum", pos.sum(-1));
     pos_sumsq_ = register_buffer("pos_sumsq", pos.pow(2).sum(-1));
-    query_ = register_module("query", htm::Linear(features, C));
+    const std::string queries = params.text("queries");
+    if (queries != "pixel" && queries != "patch")
+      throw htm::Error("queries must be \"pixel\" or \"patch\", not \"" + queries + "\"");
+    patch_queries_ = queries == "patch";
+    const int64_t heads = params.integer("heads") > 0 ? params.integer("heads") : ctx.heads;
+    if (C % heads != 0) throw htm::Error("heads (" + std::to_string(heads) + ") must divide the model's width");
+    query_ = register_module("query", htm::Linear(patch_queries_ ? pos.size(1) : features, C));
     norm_q_ = register_module("norm_q", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
     norm_kv_ = register_module("norm_kv", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
-    attn_ = register_module("attn", htm::Attention(C, ctx.heads, ctx.dropout));
+    attn_ = register_module("attn", htm::Attention(C, heads, ctx.dropout));
     const int64_t hidden = params.integer("head_ratio") * C;
     if (hidden <= 0) throw htm::Error("head_ratio must be positive");
     head_ = register_module("head", torch::nn::Sequential(
         torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})), htm::Linear(C, hidden),
-        torch::nn::GELU(), htm::Linear(hidden, channels_)));
+        torch::nn::GELU(), htm::Linear(hidden, patch_queries_ ? channels_ * patch_ * patch_ : channels_)));
   }
 
   int64_t num_tokens() const override { return (height_ / patch_) * (width_ / patch_); }
@@ -97,6 +106,15 @@ class ImageAdapter : public htm::Adapter {
 
   torch::Tensor unlift(const torch::Tensor& tokens) override {
     const int64_t B = tokens.size(0), P = height_ * width_;
+    if (patch_queries_) {  // one query per patch from its pixels' Fourier features; n×n pixels out
+      const int64_t n = patch_;
+      auto q = query_->forward(pos_patches_).unsqueeze(0);  // 1×T×C
+      auto y = q + attn_->forward(norm_q_->forward(q), norm_kv_->forward(tokens));  // B×T×C
+      y = torch::tanh(head_->forward(y));  // B×T×(channels·n²), channel-major within a patch
+      return y.view({B, height_ / n, width_ / n, channels_, n, n})
+          .permute({0, 3, 1, 4, 2, 5})
+          .reshape({B, channels_, height_, width_});
+    }
     // One query per pixel from its Fourier features (Perceiver IO), shared by the whole batch.
     auto q = query_->forward(positions_.view({positions_.size(0), P}).t()).unsqueeze(0);  // 1×P×C
     auto y = q + attn_->forward(norm_q_->forward(q), norm_kv_->forward(tokens));          // B×P×C
@@ -106,6 +124,7 @@ class ImageAdapter : public htm::Adapter {
 
  private:
   int64_t patch_, channels_ = 0, height_ = 0, width_ = 0;
+  bool patch_queries_ = false;
   torch::Tensor positions_, pos_patches_, pos_sum_, pos_sumsq_;
   torch::nn::LayerNorm lift_norm_{nullptr}, lift_out_norm_{nullptr};
   htm::Linear lift_linear_{nullptr};

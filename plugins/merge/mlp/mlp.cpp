@@ -7,17 +7,13 @@
 namespace {
 
 htm::Manifest manifest() {
-  return {"mlp", htm::PluginKind::merge, "1.0.0", htm::kSdkAbiVersion,
+  return {"mlp", htm::PluginKind::merge, "2.0.0", htm::kSdkAbiVersion,
           "MLP merge (2C->4C->C) and unmerge (C->4C->2C) operators; paper §3.1.2-3.1.3",
           {{"hidden_ratio", htm::ValueType::integer, int64_t{4},
             "hidden width as a multiple of the model's width C"},
-           {"residual", htm::ValueType::boolean, false,
-            "merge = (src + dst)/2 + MLP, children = parent + MLP halves (not in the paper)"}}};
-}
-
-torch::nn::Sequential mlp(int64_t in, int64_t hidden, int64_t out) {
-  return torch::nn::Sequential(htm::Linear(in, hidden), torch::nn::GELU(),
-                               htm::Linear(hidden, out));
+           {"residual", htm::ValueType::boolean, true,
+            "merge = (src + dst)/2 + MLP(LN(src; dst)), children = parent + MLP(LN(parent)) halves, "
+            "the MLPs' last layers starting at zero (not in the paper; false: the paper's plain MLPs)"}}};
 }
 
 class MlpMerge : public htm::MergeOperator {
@@ -25,8 +21,8 @@ class MlpMerge : public htm::MergeOperator {
   MlpMerge(const htm::Params& params, const htm::BuildContext& ctx) : residual_(params.flag("residual")) {
     const int64_t c = ctx.dim, hidden = params.integer("hidden_ratio") * ctx.dim;
     if (hidden <= 0) throw htm::Error("hidden_ratio must be positive");
-    merge_ = register_module("merge", mlp(2 * c, hidden, c));
-    unmerge_ = register_module("unmerge", mlp(c, hidden, 2 * c));
+    merge_ = register_module("merge", htm::TokenMlp(2 * c, hidden, c, residual_));
+    unmerge_ = register_module("unmerge", htm::TokenMlp(c, hidden, 2 * c, residual_));
   }
 
   torch::Tensor merge(const torch::Tensor& src, const torch::Tensor& dst) override {
@@ -42,7 +38,7 @@ class MlpMerge : public htm::MergeOperator {
 
  private:
   bool residual_;
-  torch::nn::Sequential merge_{nullptr}, unmerge_{nullptr};
+  htm::TokenMlp merge_{nullptr}, unmerge_{nullptr};
 };
 
 }  // namespace

@@ -11,24 +11,23 @@ namespace {
 
 htm::Manifest manifest() {
   using htm::ValueType;
-  return {"moe", htm::PluginKind::merge, "1.0.0", htm::kSdkAbiVersion,
+  return {"moe", htm::PluginKind::merge, "2.0.0", htm::kSdkAbiVersion,
           "Mixture of merge/unmerge experts, each pair routed top-1 by a learned score and scaled by "
           "its routing probability; paper appendix A.4 (second variant)",
           {{"experts", ValueType::integer, int64_t{4}, "merge/unmerge expert pairs"},
            {"hidden_ratio", ValueType::integer, int64_t{4},
             "each expert's hidden width as a multiple of the model's width C"},
            {"router_noise", ValueType::floating, 1.0,
-            "sd of Gaussian noise on the routing scores while training (noisy gating); 0: none"}}};
-}
-
-torch::nn::Sequential mlp(int64_t in, int64_t hidden, int64_t out) {
-  return torch::nn::Sequential(htm::Linear(in, hidden), torch::nn::GELU(), htm::Linear(hidden, out));
+            "sd of Gaussian noise on the routing scores while training (noisy gating); 0: none"},
+           {"residual", ValueType::boolean, true,
+            "the routed expert output is added to (src + dst)/2, or to the parent when unmerging; "
+            "experts read LayerNorm'd input and start at zero (as mlp's residual; false: the paper's)"}}};
 }
 
 class MoeMerge : public htm::MergeOperator {
  public:
   MoeMerge(const htm::Params& params, const htm::BuildContext& ctx)
-      : router_noise_(params.number("router_noise")) {
+      : router_noise_(params.number("router_noise")), residual_(params.flag("residual")) {
     if (router_noise_ < 0) throw htm::Error("router_noise must be non-negative");
     const int64_t c = ctx.dim, hidden = params.integer("hidden_ratio") * ctx.dim;
     const int64_t experts = params.integer("experts");
@@ -37,18 +36,20 @@ class MoeMerge : public htm::MergeOperator {
     merge_router_ = register_module("merge_router", htm::Linear(2 * c, experts));
     unmerge_router_ = register_module("unmerge_router", htm::Linear(c, experts));
     for (int64_t e = 0; e < experts; ++e) {
-      merge_.push_back(register_module("merge" + std::to_string(e), mlp(2 * c, hidden, c)));
-      unmerge_.push_back(register_module("unmerge" + std::to_string(e), mlp(c, hidden, 2 * c)));
+      merge_.push_back(register_module("merge" + std::to_string(e), htm::TokenMlp(2 * c, hidden, c, residual_)));
+      unmerge_.push_back(register_module("unmerge" + std::to_string(e), htm::TokenMlp(c, hidden, 2 * c, residual_)));
     }
   }
 
   torch::Tensor merge(const torch::Tensor& src, const torch::Tensor& dst) override {
     auto x = torch::cat({src, dst}, -1);
-    return route(x, merge_router_, merge_, src.size(1));
+    auto merged = route(x, merge_router_, merge_, src.size(1));
+    return residual_ ? 0.5 * (src + dst) + merged : merged;
   }
 
   std::pair<torch::Tensor, torch::Tensor> unmerge(const torch::Tensor& tokens) override {
     auto halves = route(tokens, unmerge_router_, unmerge_, 2 * tokens.size(1)).chunk(2, -1);
+    if (residual_) return {tokens + halves[0], tokens + halves[1]};
     return {halves[0], halves[1]};
   }
 
@@ -58,7 +59,7 @@ class MoeMerge : public htm::MergeOperator {
   // While training, noise on the scores keeps every expert in use (Shazeer et al.'s noisy
   // gating, with a fixed scale); it comes from torch's generator, which the host seeds per run.
   torch::Tensor route(const torch::Tensor& x, htm::Linear& router,
-                      std::vector<torch::nn::Sequential>& experts, int64_t out_dim) {
+                      std::vector<htm::TokenMlp>& experts, int64_t out_dim) {
     auto scores = router->forward(x);
     if (is_training() && router_noise_ > 0) scores = scores + router_noise_ * torch::randn_like(scores);
     auto gate = torch::softmax(scores, -1);  // N×E
@@ -73,8 +74,9 @@ class MoeMerge : public htm::MergeOperator {
   }
 
   double router_noise_;
+  bool residual_;
   htm::Linear merge_router_{nullptr}, unmerge_router_{nullptr};
-  std::vector<torch::nn::Sequential> merge_, unmerge_;
+  std::vector<htm::TokenMlp> merge_, unmerge_;
 };
 
 }  // namespace

@@ -1,0 +1,202 @@
+// What makes the networks train (issue 11, docs/training.md): the references every run is
+// measured against, the residual form of the merge operators, the learning-rate and ρ
+// schedules, and gradients reaching every block of a fresh model.
+#include <torch/torch.h>
+
+#include "baselines.h"
+#include "htm/layers.h"
+#include "htm/merge.h"
+#include "optimizer.h"
+#include "registry.h"
+#include "runner.h"
+#include "test_util.h"
+#include "trainer.h"
+
+namespace htm {
+namespace {
+
+const Registry& registry() {
+  static const Registry r({HTM_PLUGIN_DIR});
+  return r;
+}
+
+// ---- baselines
+
+TEST(Baselines, PcaErrorIsTheSumOfTheDroppedVariances) {
+  // Every sign pattern of (a, b, c) ∈ {±1}³ along three orthonormal directions with scales
+  // 3, 2, 1 (so the scatter's eigenvalues are exactly 9N, 4N, N), rotated at random in D = 6.
+  const int64_t D = 6;
+  auto signs = torch::tensor({-1.0, 1.0}, torch::kDouble);
+  auto grid = torch::stack(torch::meshgrid({signs, signs, signs}, "ij")).view({3, -1}).t();  // 8×3
+  auto rotation = std::get<0>(torch::linalg_qr(torch::randn({D, D}, torch::kDouble)));
+  auto mean = torch::randn({D}, torch::kDouble);
+  auto rows = grid * torch::tensor({3.0, 2.0, 1.0}, torch::kDouble);
+  auto x = (torch::cat({rows, torch::zeros({8, D - 3}, torch::kDouble)}, 1).mm(rotation) + mean).to(torch::kFloat);
+  auto mse = [&](int64_t k) { return (pca_reconstruct(x, x, k) - x).pow(2).mean().item<double>(); };
+  EXPECT_NEAR(mse(1), (4.0 + 1.0) / D, 1e-5);
+  EXPECT_NEAR(mse(2), 1.0 / D, 1e-5);
+  EXPECT_NEAR(mse(3), 0.0, 1e-5);
+  EXPECT_NEAR(mse(0), (9.0 + 4.0 + 1.0) / D, 1e-5);  // no component: the mean
+  EXPECT_TRUE(torch::equal(pca_reconstruct(x, x, D), x));
+}
+
+TEST(Baselines, RidgeClassifierSeparatesSeparableClassesAndNotNoise) {
+  torch::manual_seed(3);
+  const int64_t n = 600, classes = 3;
+  auto labels = torch::arange(n) % classes;
+  auto centres = torch::eye(classes) * 4.0;
+  auto x = centres.index_select(0, labels) + 0.3 * torch::randn({n, classes});
+  auto features = torch::cat({x, torch::randn({n, 5})}, 1);
+  auto train = features.narrow(0, 0, 400), test = features.narrow(0, 400, 200);
+  EXPECT_GT(ridge_accuracy(train, labels.narrow(0, 0, 400), test, labels.narrow(0, 400, 200), classes), 0.99);
+  auto shuffled = labels.index_select(0, torch::randperm(n));
+  const double chance = ridge_accuracy(train, shuffled.narrow(0, 0, 400), test, shuffled.narrow(0, 400, 200), classes);
+  EXPECT_LT(chance, 0.5);
+}
+
+// ---- merge operators
+
+TEST(MergeOperators, ResidualFormStartsAsTheMeanAndTheCopy) {
+  BuildContext ctx;
+  ctx.dim = 8;
+  auto src = torch::randn({5, 8}), dst = torch::randn({5, 8});
+  for (const std::string name : {"mlp", "moe"}) {
+    auto op = registry().create<MergeOperator>(PluginKind::merge, name,
+                                               registry().default_params(PluginKind::merge, name), ctx);
+    EXPECT_TRUE(torch::allclose(op->merge(src, dst), 0.5 * (src + dst))) << name;
+    auto [first, second] = op->unmerge(src);
+    EXPECT_TRUE(torch::allclose(first, src) && torch::allclose(second, src)) << name;
+    // Training moves it away from the identity: the last layer gets a gradient at once.
+    (op->merge(src, dst) * dst).sum().backward();
+    double g = 0;
+    for (auto& p : op->parameters())
+      if (p.grad().defined()) g += p.grad().abs().sum().item<double>();
+    EXPECT_GT(g, 0) << name;
+
+    Params paper = registry().default_params(PluginKind::merge, name);
+    paper.set("residual", false);
+    auto plain = registry().create<MergeOperator>(PluginKind::merge, name, paper, ctx);
+    EXPECT_FALSE(torch::allclose(plain->merge(src, dst), 0.5 * (src + dst), 1e-3, 1e-3)) << name;
+  }
+}
+
+// ---- optimizer
+
+TEST(FusedAdamW, MatchesTorchsAdamW) {
+  torch::manual_seed(0);
+  auto a = torch::randn({7, 5}).requires_grad_(), b = torch::randn({3}).requires_grad_();
+  auto a2 = a.detach().clone().requires_grad_(), b2 = b.detach().clone().requires_grad_();
+  torch::optim::AdamW reference({a, b}, torch::optim::AdamWOptions(0.01).weight_decay(0.1));
+  FusedAdamW fused({a2, b2}, 0.01, 0.1);
+  auto target = torch::randn({7, 5});
+  for (int step = 0; step < 20; ++step) {
+    const bool with_b = step % 3 != 0;  // b skips some steps: its step count is its own
+    auto loss = [&](const torch::Tensor& x, const torch::Tensor& y) {
+      auto l = (x - target).pow(3).abs().sum();
+      return with_b ? l + (y * y).sum() * x.sum() : l;
+    };
+    reference.zero_grad();
+    for (auto* p : {&a, &b}) p->mutable_grad() = torch::Tensor();
+    loss(a, b).backward();
+    reference.step();
+    fused.zero_grad();
+    loss(a2, b2).backward();
+    if (step == 5) fused.set_lr(0.01);  // same value: set_lr is what the trainer calls per step
+    fused.step();
+  }
+  EXPECT_TRUE(torch::allclose(a, a2, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(b, b2, 1e-5, 1e-6));
+  EXPECT_FALSE(torch::allclose(a, torch::randn({7, 5})));
+}
+
+// ---- schedules
+
+TEST(Schedule, LearningRateWarmsUpThenDecays) {
+  LrSchedule s;
+  s.lr = 1.0;
+  s.warmup_steps = 3;
+  s.total_steps = 13;
+  s.cosine = true;
+  EXPECT_DOUBLE_EQ(lr_at(s, 0, 0), 0.25);  // (step + 1) / (warmup + 1)
+  EXPECT_DOUBLE_EQ(lr_at(s, 2, 0), 0.75);
+  EXPECT_DOUBLE_EQ(lr_at(s, 3, 0), 1.0);   // the cosine starts at its top
+  EXPECT_NEAR(lr_at(s, 8, 0), 0.5, 1e-12); // halfway through the 10 decay steps
+  EXPECT_NEAR(lr_at(s, 13, 0), 0.0, 1e-12);
+  s.cosine = false;  // the paper's step decay: × factor at each decay epoch reached
+  s.warmup_steps = 0;
+  s.decay_epochs = {0, 2, 4};
+  s.decay_factor = 0.1;
+  EXPECT_DOUBLE_EQ(lr_at(s, 5, 1), 1.0);
+  EXPECT_NEAR(lr_at(s, 5, 3), 0.1, 1e-12);
+  EXPECT_NEAR(lr_at(s, 5, 9), 0.01, 1e-12);
+}
+
+TEST(Schedule, RhoRampsByStep) {
+  EXPECT_DOUBLE_EQ(rho_ramp_at(0.2, 1.0, 0.5, 0, 100), 0.2);
+  EXPECT_DOUBLE_EQ(rho_ramp_at(0.2, 1.0, 0.5, 25, 100), 0.6);
+  EXPECT_DOUBLE_EQ(rho_ramp_at(0.2, 1.0, 0.5, 50, 100), 1.0);
+  EXPECT_DOUBLE_EQ(rho_ramp_at(0.2, 2.0, 0.5, 99, 100), 2.0);
+  EXPECT_DOUBLE_EQ(rho_ramp_at(0.2, 1.0, 0.0, 0, 100), 1.0);  // no ramp: the end at once
+}
+
+// ---- fresh models: gradients reach every block
+
+ResolvedConfig tiny_config(const std::string& dir, const std::string& task, bool residual) {
+  std::ofstream(dir + "/t.toml") << "[adapter]\nplugin = \"image\"\npatch = 7\nfourier_bands = 4\n"
+                                 << "[merge]\nplugin = \"mlp\"\nresidual = " << (residual ? "true" : "false") << "\n"
+                                 << "[model]\ndim = 32\nheads = 2\nlayers = 4\ndropout = 0.0\ntask = \"" << task << "\"\n"
+                                 << (task == "classify" ? "[loss.cross_entropy]\n" : "");
+  ExperimentFile file = ExperimentFile::load(dir + "/t.toml", {});
+  return file.resolve(file.variants()[0], registry());
+}
+
+// Gradient norm per top-level block after one backward pass of the task's loss.
+std::map<std::string, double> block_gradients(Experiment& ex, const Batch& batch) {
+  auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(0));
+  auto loss = ex.config.text("model.task") == "classify"
+                  ? torch::nn::functional::cross_entropy(out.output, batch.labels)
+                  : (out.output - batch.input).pow(2).mean();
+  loss.backward();
+  std::map<std::string, double> norms;
+  for (const auto& child : ex.model->named_children()) {
+    double sq = 0;
+    for (const auto& p : child.value()->parameters())
+      if (p.grad().defined()) sq += p.grad().pow(2).sum().item<double>();
+    norms[child.key()] = std::sqrt(sq);
+  }
+  return norms;
+}
+
+TEST(FreshModel, GradientsReachEveryBlockThroughTheMergeChain) {
+  const std::string dir = htm::testing::fresh_dir("grad");
+  for (const std::string task : {"classify", "reconstruct"}) {
+    Experiment ex = assemble(tiny_config(dir, task, true), registry(), 0);
+    ASSERT_EQ(ex.schedule.size(), 4u);  // 16 tokens -> 8 -> 4 -> 2 -> 1: the root alone
+    auto batch = ex.dataset->get(Split::train, torch::arange(16));
+    auto norms = block_gradients(ex, batch);
+    for (const std::string block : {"adapter", "encoder_block", "merge", "merge_refine"})
+      EXPECT_GT(norms[block], 0) << task << " " << block;
+    if (task == "classify") {
+      EXPECT_GT(norms["head"], 0);
+    } else {
+      EXPECT_GT(norms["decoder_block"], 0);
+      EXPECT_GT(norms["unmerge_refine"], 0);
+      // A fresh autoencoder outputs about one image for every input: each pixel's spread over
+      // the batch is far below the data's.
+      torch::NoGradGuard no_grad;
+      auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(0)).output;
+      EXPECT_LT(out.std(0).mean().item<double>(), 0.5 * batch.input.std(0).mean().item<double>());
+    }
+  }
+  // Through the root of the classifier, the residual form passes far more of the signal to the
+  // lifter than the paper's plain merge MLPs (docs/training.md measures this over training).
+  auto lifter = [&](bool residual) {
+    Experiment ex = assemble(tiny_config(dir, "classify", residual), registry(), 0);
+    auto norms = block_gradients(ex, ex.dataset->get(Split::train, torch::arange(16)));
+    return norms["adapter"] / norms["head"];
+  };
+  EXPECT_GT(lifter(true), 3 * lifter(false));
+}
+
+}  // namespace
+}  // namespace htm
