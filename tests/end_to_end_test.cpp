@@ -46,8 +46,15 @@ TEST(EndToEnd, TrainsRecordsAndSkipsWhatIsDone) {
   EXPECT_GT(mse, 0);
   EXPECT_GT(baseline, 0);
   EXPECT_EQ(cell(store, "SELECT count(*) FROM metrics WHERE split='test' AND name='mse'"), "2");  // per epoch
-  for (const char* name : {"rho", "depth", "images_per_s", "loss/mse", "lr"})
+  for (const char* name : {"rho", "depth", "images_per_s", "loss/mse", "lr", "grad_norm/adapter",
+                           "grad_norm/merge", "grad_norm/policy", "baseline/linear_accuracy"})
     EXPECT_EQ(cell(store, std::string("SELECT count(*) > 0 FROM metrics WHERE name='") + name + "'"), "1") << name;
+  // The PCA reference has the bottleneck's size: one token of width 16.
+  EXPECT_EQ(cell(store, "SELECT value FROM metrics WHERE name='baseline/pca_components'"), "16");
+  const double pca = std::stod(cell(store, "SELECT value FROM metrics WHERE name='baseline/pca_mse'"));
+  EXPECT_GT(pca, 0);
+  EXPECT_LT(pca, baseline);  // 16 components explain some of the variance the mean leaves
+  EXPECT_EQ(cell(store, "SELECT count(*) FROM metrics WHERE name='grad_norm/loss_mse'"), "0");  // no parameters
   // Resolved config, versions and artifacts are recorded.
   EXPECT_THAT(cell(store, "SELECT config_toml FROM runs"), ::testing::HasSubstr("patch = 7"));
   EXPECT_EQ(cell(store, "SELECT version FROM run_plugins WHERE name='learned'"), "1.0.0");

@@ -43,6 +43,17 @@ std::vector<double> time_ms(int repeats, F&& f) {
   return ms;
 }
 
+// One warm-up call of `step`, one profiled into `profile` (if named), then `steps` timed calls.
+template <class F>
+std::vector<double> time_steps(F&& step, int64_t steps, const std::string& profile) {
+  step();
+  if (!profile.empty()) {
+    torch::autograd::profiler::RecordProfile guard(profile);
+    step();
+  }
+  return time_ms(static_cast<int>(steps), step);
+}
+
 // Peak resident memory of this process so far (VmHWM), in MiB.
 double peak_rss_mib() {
   std::ifstream status("/proc/self/status");
@@ -81,12 +92,7 @@ int bench_config(const std::string& file_path, std::string variant, const std::v
     total.backward();
     optimizer.step();
   };
-  step();  // warm-up
-  if (!profile.empty()) {
-    torch::autograd::profiler::RecordProfile guard(profile);
-    step();
-  }
-  auto ms = time_ms(static_cast<int>(steps), step);
+  auto ms = time_steps(step, steps, profile);
   const double med = median(ms);
   std::printf("train    %s/%s  B=%lld tokens=%lld C=%lld layers=%zu  step: median %.1f ms (min %.1f, max %.1f "
               "over %lld)  %.1f images/s\n",
@@ -189,12 +195,7 @@ int cmd_bench(const Args& args) {
     RECORD_FUNCTION("htm::optimizer", {});
     optimizer.step();
   };
-  step();  // warm-up
-  if (!profile.empty()) {
-    torch::autograd::profiler::RecordProfile guard(profile);
-    step();
-  }
-  auto ms = time_ms(static_cast<int>(steps), step);
+  auto ms = time_steps(step, steps, profile);
   const double med = median(ms);
   std::printf("train    B=%lld T=%lld C=%lld L=%zu h=%lld params=%.2fM  step: median %.0f ms "
               "(min %.0f, max %.0f over %lld)  %.2f images/s\n",

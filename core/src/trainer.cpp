@@ -407,8 +407,10 @@ TrainSummary Trainer::run() {
       const bool log_now = (step + 1) % log_every == 0 || step + 1 == total_steps;
       if (log_now) {  // per-block gradient norms, before clipping: where the signal reaches
         for (const auto& child : ex_.model->named_children()) {
+          const auto params = child.value()->parameters();
+          if (params.empty()) continue;
           double sq = 0;
-          for (const auto& p : child.value()->parameters())
+          for (const auto& p : params)
             if (p.grad().defined()) sq += p.grad().pow(2).sum().item<double>();
           terms.push_back({"grad_norm/" + child.key(), std::sqrt(sq)});
         }
