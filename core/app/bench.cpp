@@ -68,7 +68,7 @@ int64_t tokens_of(Experiment& ex) {
 }
 
 // One training step of an experiment's model at the full schedule on its own data and batch
-// size: forward, the estimator's surrogate, backward, AdamW.
+// size: forward, its losses and the estimator's surrogate, backward, AdamW.
 int bench_config(const std::string& file_path, std::string variant, const std::vector<std::string>& overrides,
                  int64_t steps, const std::string& profile) {
   Registry registry;
@@ -82,11 +82,7 @@ int bench_config(const std::string& file_path, std::string variant, const std::v
   ex.model->train();
   auto step = [&] {
     auto out = ex.model->forward(data.input, ex.schedule, gen);
-    auto per_sample = out.output.sizes() == data.input.sizes()
-                          ? ex.model->reconstruction_error(out.output, data.input)
-                          : torch::nn::functional::cross_entropy(
-                                out.output, data.labels,
-                                torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    auto per_sample = training_objective(ex.losses, out, data, 0, 0, true, false);
     auto total = surrogate_objective(per_sample, out.log_prob, Estimator{});
     optimizer.zero_grad();
     total.backward();

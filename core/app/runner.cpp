@@ -105,8 +105,8 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
     if (std::isnan(s.accuracy))
       std::printf("[%s] run %lld finished: test MSE %.5f vs mean-image baseline %.5f (%.1f%%), "
                   "%lld steps in %.1f s (%.1f img/s)\n",
-                  label.c_str(), static_cast<long long>(run_id), s.test_mse, s.baseline_mse,
-                  100.0 * s.test_mse / s.baseline_mse, static_cast<long long>(s.steps), s.seconds,
+                  label.c_str(), static_cast<long long>(run_id), s.test_mse, s.reference.mean_mse,
+                  100.0 * s.test_mse / s.reference.mean_mse, static_cast<long long>(s.steps), s.seconds,
                   s.images_per_s);
     else
       std::printf("[%s] run %lld finished: test accuracy %.4f, %lld parameters, %lld steps in %.1f s "
@@ -114,13 +114,14 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
                   label.c_str(), static_cast<long long>(run_id), s.accuracy,
                   static_cast<long long>(ex.participating), static_cast<long long>(s.steps),
                   s.seconds, s.images_per_s);
-    if (!std::isnan(s.pca_mse) && std::isnan(s.accuracy))
+    const BaselineScores& r = s.reference;
+    if (!std::isnan(r.pca_mse) && std::isnan(s.accuracy))
       std::printf("[%s] reference: PCA with the bottleneck's %lld floats %.5f (%.1f%% of the mean-image error)\n",
-                  label.c_str(), static_cast<long long>(ex.latent_floats), s.pca_mse,
-                  100.0 * s.pca_mse / s.baseline_mse);
-    if (!std::isnan(s.linear_accuracy) && !std::isnan(s.accuracy))
+                  label.c_str(), static_cast<long long>(r.pca_components), r.pca_mse,
+                  100.0 * r.pca_mse / r.mean_mse);
+    if (!std::isnan(r.linear_accuracy) && !std::isnan(s.accuracy))
       std::printf("[%s] reference: a linear (ridge) classifier on the raw input %.4f\n", label.c_str(),
-                  s.linear_accuracy);
+                  r.linear_accuracy);
     return Outcome::finished;
   } catch (const Interrupted&) {
     store.finish_run(run_id, RunStatus::interrupted, "interrupted by the user");

@@ -13,15 +13,23 @@ namespace {
 constexpr int64_t kChunk = 4096;
 constexpr int64_t kFitRows = 20000;  // PCA and the ridge classifier: plenty for ≤ 3072 dimensions
 
-// Rows of a split, as N×sample_shape inputs and N labels (undefined when unlabelled).
-std::pair<torch::Tensor, torch::Tensor> read_split(const Dataset& data, Split split, int64_t n) {
+// The first `keep` of a split's first `n` samples (inputs, and labels when it has them), and
+// the mean input over all n, read in chunks so that only `keep` samples are ever held.
+struct SplitRows {
+  torch::Tensor inputs, labels, mean;
+};
+SplitRows read_split(const Dataset& data, Split split, int64_t n, int64_t keep) {
   std::vector<torch::Tensor> inputs, labels;
+  torch::Tensor sum;
   for (int64_t i = 0; i < n; i += kChunk) {
     Batch batch = data.get(split, torch::arange(i, std::min(n, i + kChunk)));
-    inputs.push_back(batch.input);
-    if (batch.labels.defined()) labels.push_back(batch.labels);
+    sum = sum.defined() ? sum + batch.input.sum(0) : batch.input.sum(0);
+    const int64_t kept = std::min<int64_t>(batch.input.size(0), keep - i);
+    if (kept <= 0) continue;
+    inputs.push_back(batch.input.narrow(0, 0, kept));
+    if (batch.labels.defined()) labels.push_back(batch.labels.narrow(0, 0, kept));
   }
-  return {torch::cat(inputs), labels.empty() ? torch::Tensor() : torch::cat(labels)};
+  return {torch::cat(inputs), labels.empty() ? torch::Tensor() : torch::cat(labels), sum / static_cast<double>(n)};
 }
 
 }  // namespace
@@ -56,21 +64,20 @@ BaselineScores baseline_scores(const Dataset& data, Model& model, int64_t n_trai
                                int64_t pca_components) {
   torch::NoGradGuard no_grad;
   BaselineScores s;
-  auto [train, train_labels] = read_split(data, Split::train, n_train);
-  auto [test, test_labels] = read_split(data, Split::test, n_test);
+  const SplitRows train = read_split(data, Split::train, n_train, kFitRows);
+  const SplitRows test = read_split(data, Split::test, n_test, n_test);
   auto error = [&](const torch::Tensor& rows) {  // mean reconstruction error of N×D predictions
-    return model.reconstruction_error(rows.view(test.sizes()).contiguous(), test).mean().item<double>();
+    return model.reconstruction_error(rows.view(test.inputs.sizes()).contiguous(), test.inputs).mean().item<double>();
   };
-  auto train_rows = train.flatten(1), test_rows = test.flatten(1);
-  s.mean_mse = error(train_rows.mean(0, true).expand_as(test_rows));
-  auto fit_rows = train_rows.narrow(0, 0, std::min<int64_t>(kFitRows, train_rows.size(0)));
+  auto fit_rows = train.inputs.flatten(1), test_rows = test.inputs.flatten(1);
+  s.mean_mse = error(train.mean.reshape({1, -1}).expand_as(test_rows));
   const bool images = data.sample_shape().size() == 3;  // PCA of a set depends on its order
   if (images && pca_components > 0) {
     s.pca_components = std::min(pca_components, fit_rows.size(1));
     s.pca_mse = error(pca_reconstruct(fit_rows, test_rows, pca_components));
   }
-  if (data.num_classes() > 1 && train_labels.defined() && test_labels.defined())
-    s.linear_accuracy = ridge_accuracy(fit_rows, train_labels.narrow(0, 0, fit_rows.size(0)), test_rows, test_labels, data.num_classes());
+  if (data.num_classes() > 1 && train.labels.defined() && test.labels.defined())
+    s.linear_accuracy = ridge_accuracy(fit_rows, train.labels, test_rows, test.labels, data.num_classes());
   return s;
 }
 

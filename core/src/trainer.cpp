@@ -111,9 +111,9 @@ ForwardHooks Trainer::hooks(int64_t epoch, int64_t step, bool training) {
   return h;
 }
 
-torch::Tensor Trainer::objective(const ForwardResult& out, const Batch& batch, int64_t epoch,
-                                 int64_t step, bool training, bool teacher_forced,
-                                 std::vector<Metric>* terms) {
+torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const ForwardResult& out,
+                                 const Batch& batch, int64_t epoch, int64_t step, bool training,
+                                 bool teacher_forced, std::vector<Metric>* terms) {
   LossContext ctx;
   ctx.input = batch.input;
   ctx.output = out.output;
@@ -129,7 +129,7 @@ torch::Tensor Trainer::objective(const ForwardResult& out, const Batch& batch, i
     ctx.unmerge_log_probs = out.unmerge_log_probs;
   }
   torch::Tensor total;
-  for (auto& term : ex_.losses) {
+  for (const auto& term : losses) {
     if (term.weight == 0) continue;
     auto value = term.loss->per_sample(ctx);
     if (value.dim() != 1 || value.size(0) != batch.input.size(0))
@@ -173,7 +173,7 @@ Trainer::Eval Trainer::evaluate() {
     }
     if (out.leaf_loss.defined()) leaf_hits += out.leaf_accuracy * static_cast<double>(B);
     std::vector<Metric> terms;
-    objective(out, batch, 0, 0, false, false, &terms);
+    training_objective(ex_.losses, out, batch, 0, 0, false, false, &terms);
     if (out.leaf_loss.defined()) terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
     for (const auto& t : terms) loss_sums[t.name] += t.value * static_cast<double>(B);
   }
@@ -310,18 +310,18 @@ TrainSummary Trainer::run() {
   lr_schedule.decay_factor = cfg.number("train.lr_decay_factor");
   lr_schedule.total_steps = total_steps;
   const bool rho_by_step = cfg.text("train.rho_schedule") == "step";
+  const double rho0 = cfg.number("train.rho0"), rho_step = cfg.number("train.rho_step");
+  const double rho_end = cfg.number("train.rho_end"), rho_ramp = cfg.number("train.rho_ramp");
   double lr = lr_schedule.lr;
 
   FusedAdamW optimizer(ex_.model->parameters(), lr, cfg.number("train.weight_decay"));
   auto data_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 1);
 
   TrainSummary summary;
-  const BaselineScores reference = baseline_scores(data, *ex_.model, n_train,
-                                                   limit(cfg.integer("train.eval_samples"), data.size(Split::test)),
-                                                   ex_.latent_floats);
-  summary.baseline_mse = reference.mean_mse;
-  summary.pca_mse = reference.pca_mse;
-  summary.linear_accuracy = reference.linear_accuracy;
+  summary.reference = baseline_scores(data, *ex_.model, n_train,
+                                      limit(cfg.integer("train.eval_samples"), data.size(Split::test)),
+                                      ex_.latent_floats);
+  const BaselineScores& reference = summary.reference;
   std::vector<Metric> first = {{"baseline_mse", reference.mean_mse},
                                {"parameters", static_cast<double>(ex_.parameters)},
                                {"participating_parameters", static_cast<double>(ex_.participating)}};
@@ -356,7 +356,7 @@ TrainSummary Trainer::run() {
   int64_t step = 0, images = 0;
   for (int64_t epoch = 0; epoch < epochs && step < total_steps; ++epoch) {
     // ---- epoch set-up: the paper's ρ schedule rises per epoch
-    const double epoch_rho = rho_at(cfg.number("train.rho0"), cfg.number("train.rho_step"), epoch);
+    const double epoch_rho = rho_at(rho0, rho_step, epoch);
     auto order = torch::randperm(data.size(Split::train), data_gen).narrow(0, 0, n_train);
     double epoch_loss = 0;
     int64_t epoch_batches = 0;
@@ -367,9 +367,7 @@ TrainSummary Trainer::run() {
       // ---- learning rate and ρ for this step
       lr = lr_at(lr_schedule, step, epoch);
       optimizer.set_lr(lr);
-      const double rho = rho_by_step ? rho_ramp_at(cfg.number("train.rho0"), cfg.number("train.rho_end"),
-                                                   cfg.number("train.rho_ramp"), step, total_steps)
-                                     : epoch_rho;
+      const double rho = rho_by_step ? rho_ramp_at(rho0, rho_end, rho_ramp, step, total_steps) : epoch_rho;
       // ---- forward at a sampled depth of the stochastic merging schedule
       // (a teacher-forced stage trains every layer at once, so it uses the full schedule)
       const bool teacher_forced = step < teacher_forced_steps;
@@ -385,7 +383,7 @@ TrainSummary Trainer::run() {
                      ? ex_.model->forward_teacher_forced(batch.input, schedule, generator_, &step_hooks)
                      : ex_.model->forward(batch.input, schedule, generator_, &step_hooks);
       std::vector<Metric> terms;
-      auto per_sample = objective(out, batch, epoch, step, true, teacher_forced, &terms);
+      auto per_sample = training_objective(ex_.losses, out, batch, epoch, step, true, teacher_forced, &terms);
       auto loss = per_sample.mean();
 
       // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
@@ -409,10 +407,11 @@ TrainSummary Trainer::run() {
         for (const auto& child : ex_.model->named_children()) {
           const auto params = child.value()->parameters();
           if (params.empty()) continue;
-          double sq = 0;
+          std::vector<torch::Tensor> norms;
           for (const auto& p : params)
-            if (p.grad().defined()) sq += p.grad().pow(2).sum().item<double>();
-          terms.push_back({"grad_norm/" + child.key(), std::sqrt(sq)});
+            if (p.grad().defined()) norms.push_back(p.grad().norm());
+          const double norm = norms.empty() ? 0.0 : torch::stack(norms).norm().item<double>();
+          terms.push_back({"grad_norm/" + child.key(), norm});
         }
       }
       if (grad_clip > 0) torch::nn::utils::clip_grad_norm_(ex_.model->parameters(), grad_clip);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "baselines.h"
 #include "experiment_config.h"
 #include "htm/dataset.h"
 #include "htm/loss.h"
@@ -57,6 +58,12 @@ struct Estimator {
 torch::Tensor surrogate_objective(const torch::Tensor& per_sample_loss,
                                   const torch::Tensor& log_prob, const Estimator& estimator);
 
+/// The weighted sum of the experiment's losses for one forward pass, per sample (B). Each
+/// term's batch mean is appended to `terms` as "loss/<name>" when given.
+torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const ForwardResult& out,
+                                 const Batch& batch, int64_t epoch, int64_t step, bool training,
+                                 bool teacher_forced, std::vector<Metric>* terms = nullptr);
+
 /// Draws the depth d ∈ {1..layers} with P(d) ∝ ρ^d (paper §3.1.4).
 int64_t sample_depth(double rho, int64_t layers, at::Generator generator);
 /// ρ at an epoch: min(1, ρ₀ + epoch·step).
@@ -79,9 +86,7 @@ double lr_at(const LrSchedule& schedule, int64_t step, int64_t epoch);
 struct TrainSummary {
   double test_mse = 0;      ///< reconstruction MSE on the test split at the full schedule
   double accuracy = std::numeric_limits<double>::quiet_NaN();  ///< test accuracy of a classifier
-  double baseline_mse = 0;  ///< MSE of predicting the mean training sample
-  double pca_mse = std::numeric_limits<double>::quiet_NaN();  ///< PCA with the bottleneck's size
-  double linear_accuracy = std::numeric_limits<double>::quiet_NaN();  ///< ridge classifier on pixels
+  BaselineScores reference;  ///< mean sample, PCA of the bottleneck's size, ridge classifier
   int64_t steps = 0;
   double seconds = 0;
   double images_per_s = 0;
@@ -103,8 +108,6 @@ class Trainer {
   Eval evaluate();
   /// The losses' enter_layer() calls, as the model's hook.
   ForwardHooks hooks(int64_t epoch, int64_t step, bool training);
-  torch::Tensor objective(const ForwardResult& out, const Batch& batch, int64_t epoch, int64_t step,
-                          bool training, bool teacher_forced, std::vector<Metric>* terms);
   void log_policy_spread(int64_t step, int64_t epoch);
   /// The floor (uniform random merges) and ceiling (agglomerative clustering) on the first `n`
   /// test samples, and whether the schedule can build their true trees; computed once.

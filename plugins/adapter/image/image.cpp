@@ -104,22 +104,19 @@ class ImageAdapter : public htm::Adapter {
     return lift_out_norm_->forward(y);
   }
 
+  // Perceiver IO: queries from Fourier features, shared by the whole batch, attend over the
+  // decoder's tokens; a head maps each to its values. One query per pixel (paper A.2), or one
+  // per patch whose head emits the patch's n×n pixels.
   torch::Tensor unlift(const torch::Tensor& tokens) override {
-    const int64_t B = tokens.size(0), P = height_ * width_;
-    if (patch_queries_) {  // one query per patch from its pixels' Fourier features; n×n pixels out
-      const int64_t n = patch_;
-      auto q = query_->forward(pos_patches_).unsqueeze(0);  // 1×T×C
-      auto y = q + attn_->forward(norm_q_->forward(q), norm_kv_->forward(tokens));  // B×T×C
-      y = torch::tanh(head_->forward(y));  // B×T×(channels·n²), channel-major within a patch
-      return y.view({B, height_ / n, width_ / n, channels_, n, n})
-          .permute({0, 3, 1, 4, 2, 5})
-          .reshape({B, channels_, height_, width_});
-    }
-    // One query per pixel from its Fourier features (Perceiver IO), shared by the whole batch.
-    auto q = query_->forward(positions_.view({positions_.size(0), P}).t()).unsqueeze(0);  // 1×P×C
-    auto y = q + attn_->forward(norm_q_->forward(q), norm_kv_->forward(tokens));          // B×P×C
-    y = torch::tanh(head_->forward(y));  // B×P×channels
-    return y.transpose(1, 2).reshape({B, channels_, height_, width_});
+    const int64_t B = tokens.size(0), n = patch_;
+    auto features = patch_queries_ ? pos_patches_ : positions_.view({positions_.size(0), -1}).t();
+    auto q = query_->forward(features).unsqueeze(0);                              // 1×Q×C
+    auto y = q + attn_->forward(norm_q_->forward(q), norm_kv_->forward(tokens));  // B×Q×C
+    y = torch::tanh(head_->forward(y));  // B×P×channels, or B×T×(channels·n²) channel-major
+    if (!patch_queries_) return y.transpose(1, 2).reshape({B, channels_, height_, width_});
+    return y.view({B, height_ / n, width_ / n, channels_, n, n})
+        .permute({0, 3, 1, 4, 2, 5})
+        .reshape({B, channels_, height_, width_});
   }
 
  private:
