@@ -112,24 +112,19 @@ std::vector<std::string> Registry::names(PluginKind kind) const {
   return out;
 }
 
-std::pair<Plugin*, std::shared_ptr<boost::dll::shared_library>> Registry::create_raw(
-    PluginKind kind, const std::string& name, const Params& params,
-    const BuildContext& ctx) const {
+std::shared_ptr<Plugin> Registry::build(PluginKind kind, const std::string& name, const Params& params,
+                                        const BuildContext& ctx) const {
   const PluginEntry& e = entry(kind, name);
   auto create = e.library->get<CreateFn>("htm_plugin_create");
+  Plugin* raw = nullptr;
   try {
-    return {create(params, ctx), e.library};
+    raw = create(params, ctx);
   } catch (const Error&) {
     throw;  // already a sentence about the input
   } catch (const std::exception& err) {
-    throw Error(std::string(kind_name(kind)) + " plugin '" + name + "' failed to build: " +
-                err.what());
+    throw Error(std::string(kind_name(kind)) + " plugin '" + name + "' failed to build: " + err.what());
   }
-}
-
-void Registry::throw_wrong_interface(PluginKind kind, const std::string& name) const {
-  throw Error(std::string("plugin '") + name + "' says it is a " + kind_name(kind) +
-              " plugin but its object does not implement that interface");
+  return std::shared_ptr<Plugin>(raw, [library = e.library](Plugin* p) { delete p; });
 }
 
 }  // namespace htm

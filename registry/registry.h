@@ -8,7 +8,7 @@
 
 #include "htm/manifest.h"
 #include "htm/plugin.h"
-#include "experiment_config.h"
+#include "config/plugin_catalog.h"
 
 namespace boost::dll {
 class shared_library;
@@ -23,9 +23,9 @@ struct PluginEntry {
   std::shared_ptr<boost::dll::shared_library> library;
 };
 
-class Registry : public PluginCatalog {
+class Registry : public PluginFactory {
  public:
-  /// The build's plugin folder, the installed plugin folder, then HTM_PLUGIN_PATH (':'-separated).
+  /// HTM_PLUGIN_PATH (':'-separated) first, then the build's plugin folder, then the installed one.
   static std::vector<std::string> default_search_path();
 
   /// Scans every folder for htm_*.so. Libraries that fail the handshake are kept out and
@@ -47,26 +47,12 @@ class Registry : public PluginCatalog {
   /// Every declared parameter of a plugin at its default.
   Params default_params(PluginKind kind, const std::string& name) const;
 
-  /// Creates plugin `name` of `kind` as interface T. The returned pointer's deleter holds the
-  /// library, so the object can never outlive the code that implements it.
-  template <class T>
-  std::shared_ptr<T> create(PluginKind kind, const std::string& name, const Params& params,
-                            const BuildContext& ctx) const {
-    auto [raw, library] = create_raw(kind, name, params, ctx);
-    T* typed = dynamic_cast<T*>(raw);
-    if (typed == nullptr) {
-      delete raw;
-      throw_wrong_interface(kind, name);
-    }
-    return std::shared_ptr<T>(typed, [library](T* p) { delete p; });
-  }
+  /// Builds plugin `name` of `kind`; the returned pointer's deleter holds the library, so the
+  /// object can never outlive the code that implements it.
+  std::shared_ptr<Plugin> build(PluginKind kind, const std::string& name, const Params& params,
+                                const BuildContext& ctx) const override;
 
  private:
-  std::pair<Plugin*, std::shared_ptr<boost::dll::shared_library>> create_raw(
-      PluginKind kind, const std::string& name, const Params& params,
-      const BuildContext& ctx) const;
-  [[noreturn]] void throw_wrong_interface(PluginKind kind, const std::string& name) const;
-
   std::vector<std::string> search_path_;
   std::vector<PluginEntry> entries_;
   std::vector<std::string> rejected_;

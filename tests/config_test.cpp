@@ -8,8 +8,9 @@
 #include <functional>
 #include <list>
 
-#include "experiment_config.h"
+#include "config/experiment_config.h"
 #include "htm/error.h"
+#include "test_util.h"
 
 namespace htm {
 namespace {
@@ -64,16 +65,7 @@ class FakeCatalog : public PluginCatalog {
   std::list<Manifest> manifests_;  // a list, so find()'s pointers survive remove()
 };
 
-// The message of the htm::Error that `action` throws.
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected an htm::Error";
-  return "";
-}
+using htm::testing::error_of;
 
 bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
 
@@ -118,81 +110,20 @@ class ConfigTest : public ::testing::Test {
   FakeCatalog catalog_;
 };
 
-TEST(ValueTest, NamesTypesAndKinds) {
-  EXPECT_STREQ(type_name(ValueType::float_list), "float list");
-  EXPECT_STREQ(type_name(ValueType::integer), "int");
-  EXPECT_EQ(type_of(Value(int64_t{3})), ValueType::integer);
-  EXPECT_EQ(type_of(Value(std::vector<std::string>{})), ValueType::string_list);
-  for (PluginKind kind :
-       {PluginKind::policy, PluginKind::merge, PluginKind::loss, PluginKind::adapter, PluginKind::dataset}) {
-    PluginKind parsed = PluginKind::dataset == kind ? PluginKind::policy : PluginKind::dataset;
-    EXPECT_TRUE(parse_kind(kind_name(kind), &parsed));
-    EXPECT_EQ(parsed, kind);
-  }
-  PluginKind untouched = PluginKind::merge;
-  EXPECT_FALSE(parse_kind("polcy", &untouched));
-  EXPECT_EQ(untouched, PluginKind::merge);
-}
-
-TEST(ValueTest, TomlSpelling) {
-  EXPECT_EQ(to_toml(1.0), "1.0");
-  EXPECT_EQ(to_toml(1e-4), "0.0001");
-  EXPECT_EQ(to_toml(0.1), "0.1");
-  EXPECT_EQ(to_toml(1e20), "1e+20");
-  EXPECT_EQ(to_toml(int64_t{-3}), "-3");
-  EXPECT_EQ(to_toml(true), "true");
-  EXPECT_EQ(to_toml(std::string("a\"b\\c\n")), "\"a\\\"b\\\\c\\n\"");
-  EXPECT_EQ(to_toml(Ints{128, 64}), "[128, 64]");
-  EXPECT_EQ(to_toml(std::vector<double>{0.5, 2}), "[0.5, 2.0]");
-  EXPECT_EQ(to_toml(std::vector<std::string>{"a", "b"}), "[\"a\", \"b\"]");
-  EXPECT_EQ(to_toml(Ints{}), "[]");
-}
-
-TEST(ValueTest, FloatsReadBackExactlyAsFloats) {
-  for (double x : {1.0 / 3, 2e-300, 123456789.123, 5e-324, DBL_MAX, -0.0, 1e16, 0.3, 100.0}) {
-    toml::table parsed = toml::parse("v = " + to_toml(x));
-    ASSERT_TRUE(parsed["v"].is_floating_point()) << to_toml(x);
-    EXPECT_EQ(parsed["v"].value<double>().value(), x) << to_toml(x);
-  }
-}
-
-TEST(ValueTest, ParamsCheckTypes) {
-  const Params params({{"heads", int64_t{8}}, {"name", std::string("x")}, {"sizes", Ints{1, 2}}});
-  EXPECT_EQ(params.integer("heads"), 8);
-  EXPECT_EQ(params.number("heads"), 8.0);
-  EXPECT_EQ(params.numbers("sizes"), (std::vector<double>{1.0, 2.0}));
-  EXPECT_EQ(params.text("name"), "x");
-  EXPECT_EQ(error_of([&] { params.integer("name"); }), "parameter 'name' is a string, expected an int");
-  EXPECT_EQ(error_of([&] { params.flag("heads"); }), "parameter 'heads' is an int, expected a bool");
-  EXPECT_EQ(error_of([&] { params.texts("sizes"); }), "parameter 'sizes' is an int list, expected a string list");
-  EXPECT_EQ(error_of([&] { params.at("depth"); }), "parameter 'depth' is missing");
-}
-
-TEST(HostSchemaTest, DefaultsHoldTheirTypes) {
-  for (const auto& [section, specs] : host_schema()) {
-    for (const ParamSpec& spec : specs) {
-      EXPECT_EQ(type_of(spec.default_value), spec.type) << section << "." << spec.name;
-      EXPECT_FALSE(spec.description.empty()) << section << "." << spec.name;
-    }
-  }
-}
-
 TEST_F(ConfigTest, EmptyFileGetsEveryDefault) {
   const ResolvedConfig config = resolve("");
-  size_t keys = 0;
-  for (const auto& [section, specs] : host_schema()) {
-    for (const ParamSpec& spec : specs) {
-      ++keys;
-      if (section + "." + spec.name != "experiment.name") {
-        EXPECT_EQ(config.values.at(section + "." + spec.name), spec.default_value) << spec.name;
-      }
+  const std::map<std::string, Value> flat = config.flattened();
+  for (const HostSection& section : host_schema()) {
+    for (const HostSetting& setting : section.settings) {
+      const std::string key = section.name + "." + setting.spec.name;
+      if (key != "experiment.name") EXPECT_EQ(flat.at(key), setting.spec.default_value) << key;
     }
   }
-  EXPECT_EQ(config.values.size(), keys);
-  EXPECT_EQ(config.integer("model.dim"), 256);
-  EXPECT_EQ(config.number("train.lr"), 1e-4);
-  EXPECT_EQ(config.text("estimator.method"), "score_function");
-  EXPECT_EQ(config.text("experiment.name"), "exp");
+  EXPECT_EQ(config.settings.model.dim, 256);
+  EXPECT_EQ(config.settings.train.lr, 1e-4);
+  EXPECT_EQ(config.settings.estimator.method, EstimatorMethod::score_function);
+  EXPECT_EQ(config.settings.experiment.name, "exp");
+  EXPECT_EQ(flat.at("experiment.name"), Value(std::string("exp")));
   EXPECT_EQ(config.experiment, "exp");
   EXPECT_EQ(config.variant, "default");
   EXPECT_EQ(config.dataset.name, "fashion_mnist");
@@ -222,10 +153,12 @@ epsilon = 1
 weight = 0.5
 )");
   EXPECT_EQ(config.experiment, "ablation");
-  EXPECT_EQ(config.integer("model.dim"), 64);
-  EXPECT_EQ(config.integer("model.heads"), 8);
-  EXPECT_EQ(config.values.at("train.lr"), Value(1.0));
-  EXPECT_EQ(config.integers("train.lr_decay_epochs"), (Ints{3, 6}));
+  EXPECT_EQ(config.settings.model.dim, 64);
+  EXPECT_EQ(config.settings.model.heads, 8);
+  EXPECT_EQ(config.flattened().at("train.lr"), Value(1.0));
+  EXPECT_EQ(config.settings.train.lr, 1.0);
+  EXPECT_EQ(config.settings.train.lr_decay_epochs, (Ints{3, 6}));
+  EXPECT_EQ(config.losses.at("sinkhorn").weight, 0.5);
   EXPECT_EQ(config.policy.name, "random");
   EXPECT_EQ(config.policy.params.values(), (std::map<std::string, Value>{{"temperature", 2.0}}));
   ASSERT_EQ(config.losses.size(), 1u);
@@ -234,8 +167,8 @@ weight = 0.5
 }
 
 TEST_F(ConfigTest, EmptyListFitsAnyListType) {
-  EXPECT_EQ(resolve("[train]\nlr_decay_epochs = []\n").integers("train.lr_decay_epochs"), Ints{});
-  EXPECT_EQ(resolve("[model]\nschedule = []\n").values.at("model.schedule"), Value(Ints{}));
+  EXPECT_EQ(resolve("[train]\nlr_decay_epochs = []\n").settings.train.lr_decay_epochs, Ints{});
+  EXPECT_EQ(resolve("[model]\nschedule = []\n").flattened().at("model.schedule"), Value(Ints{}));
 }
 
 TEST_F(ConfigTest, ExtendsMergesTablesAndReplacesValues) {
@@ -244,10 +177,10 @@ TEST_F(ConfigTest, ExtendsMergesTablesAndReplacesValues) {
   const std::string child =
       write("sub/child.toml", "extends = [\"../base.toml\", \"../more.toml\"]\n[model]\ndim = 128\nschedule = [2]\n");
   const ResolvedConfig config = ExperimentFile::load(child).resolve("default", catalog_);
-  EXPECT_EQ(config.integer("model.dim"), 128);            // the child wins
-  EXPECT_EQ(config.integer("model.heads"), 2);            // the later base wins
-  EXPECT_EQ(config.integers("model.schedule"), Ints{2});  // arrays replace
-  EXPECT_EQ(config.integer("train.epochs"), 3);
+  EXPECT_EQ(config.settings.model.dim, 128);               // the child wins
+  EXPECT_EQ(config.settings.model.heads, 2);               // the later base wins
+  EXPECT_EQ(config.settings.model.schedule, Ints{2});      // arrays replace
+  EXPECT_EQ(config.settings.train.epochs, 3);
   EXPECT_EQ(config.policy.params.integer("heads"), 2);
   EXPECT_EQ(config.experiment, "child");
 }
@@ -260,9 +193,26 @@ TEST_F(ConfigTest, ExtendsCycleIsReported) {
 
 TEST_F(ConfigTest, MissingFilesAreReported) {
   const std::string path = write("exp.toml", "# base\nextends = \"nope.toml\"\n");
-  EXPECT_EQ(error_of([&] { ExperimentFile::load(path); }), path + ":2:11: cannot open extended file 'nope.toml'");
+  EXPECT_TRUE(starts_with(error_of([&] { ExperimentFile::load(path); }),
+                          path + ":2:11: cannot open extended file 'nope.toml' (looked beside " + path));
   const std::string missing = (dir_ / "absent.toml").string();
   EXPECT_EQ(error_of([&] { ExperimentFile::load(missing); }), "cannot open experiment file '" + missing + "'");
+}
+
+TEST_F(ConfigTest, ExtendsFallsBackToHtmsExperiments) {
+  // A file in a user's own folder extends one of htm's experiments by its name there.
+  const std::string shelf = write("shelf/paper/base.toml", "[model]\ndim = 96\n");
+  const std::string mine = write("elsewhere/mine.toml", "extends = \"paper/base.toml\"\n[train]\nepochs = 4\n");
+  ::setenv("HTM_EXPERIMENTS_PATH", (dir_ / "shelf").c_str(), 1);
+  const ResolvedConfig config = ExperimentFile::load(mine).resolve("default", catalog_);
+  EXPECT_EQ(config.settings.model.dim, 96);
+  EXPECT_EQ(config.settings.train.epochs, 4);
+  // A file beside the including one wins over the shelf.
+  write("elsewhere/paper/base.toml", "[model]\ndim = 48\n");
+  EXPECT_EQ(ExperimentFile::load(mine).resolve("default", catalog_).settings.model.dim, 48);
+  // And an experiment file itself is found there by its name.
+  EXPECT_EQ(ExperimentFile::load("paper/base.toml").path(), shelf);
+  ::unsetenv("HTM_EXPERIMENTS_PATH");
 }
 
 TEST_F(ConfigTest, ErrorsInExtendedFilesNameThatFile) {
@@ -288,12 +238,12 @@ train = { epochs = 5 }
 )");
   const ExperimentFile file = ExperimentFile::load(path);
   EXPECT_EQ(file.variants(), (std::vector<std::string>{"zeta", "alpha", "mid"}));
-  EXPECT_EQ(file.resolve("zeta", catalog_).integer("model.dim"), 32);
+  EXPECT_EQ(file.resolve("zeta", catalog_).settings.model.dim, 32);
   const ResolvedConfig alpha = file.resolve("alpha", catalog_);
   EXPECT_EQ(alpha.variant, "alpha");
-  EXPECT_EQ(alpha.integer("model.dim"), 64);
+  EXPECT_EQ(alpha.settings.model.dim, 64);
   EXPECT_EQ(alpha.policy.name, "random");
-  EXPECT_EQ(file.resolve("mid", catalog_).integer("train.epochs"), 5);
+  EXPECT_EQ(file.resolve("mid", catalog_).settings.train.epochs, 5);
   EXPECT_EQ(error_of([&] { file.resolve("default", catalog_); }),
             path + " has no variant 'default'; it has: zeta, alpha, mid");
 }
@@ -332,7 +282,7 @@ TEST_F(ConfigTest, GridExpandsEveryCombination) {
                                  "model.merge_fraction=0.5,policy.plugin=random",
                              }));
   const ResolvedConfig config = file.resolve("model.merge_fraction=0.25,policy.plugin=random", catalog_);
-  EXPECT_EQ(config.number("model.merge_fraction"), 0.25);
+  EXPECT_EQ(config.settings.model.merge_fraction, 0.25);
   EXPECT_EQ(config.policy.name, "random");
 }
 
@@ -347,8 +297,8 @@ model.dim = 512
   EXPECT_EQ(file.variants(), (std::vector<std::string>{"small/train.epochs=1", "small/train.epochs=2",
                                                        "large/train.epochs=1", "large/train.epochs=2"}));
   const ResolvedConfig config = file.resolve("large/train.epochs=2", catalog_);
-  EXPECT_EQ(config.integer("model.dim"), 512);
-  EXPECT_EQ(config.integer("train.epochs"), 2);
+  EXPECT_EQ(config.settings.model.dim, 512);
+  EXPECT_EQ(config.settings.train.epochs, 2);
 }
 
 TEST_F(ConfigTest, SetOverridesAreTypedOrStrings) {
@@ -357,10 +307,10 @@ TEST_F(ConfigTest, SetOverridesAreTypedOrStrings) {
               {"train.epochs=5", "train.lr = 1e-3", "model.schedule=[4, 2]", "experiment.description=plain words",
                "policy.plugin=random", "loss.sinkhorn.epsilon=2"},
               "long");
-  EXPECT_EQ(config.integer("train.epochs"), 5);  // after the variant
-  EXPECT_EQ(config.number("train.lr"), 1e-3);
-  EXPECT_EQ(config.integers("model.schedule"), (Ints{4, 2}));
-  EXPECT_EQ(config.text("experiment.description"), "plain words");
+  EXPECT_EQ(config.settings.train.epochs, 5);  // after the variant
+  EXPECT_EQ(config.settings.train.lr, 1e-3);
+  EXPECT_EQ(config.settings.model.schedule, (Ints{4, 2}));
+  EXPECT_EQ(config.settings.experiment.description, "plain words");
   EXPECT_EQ(config.policy.name, "random");
   ASSERT_EQ(config.losses.size(), 1u);
   EXPECT_EQ(config.losses.at("sinkhorn").params.number("epsilon"), 2.0);
@@ -403,8 +353,11 @@ TEST_F(ConfigTest, WrongTypePointsAtTheValue) {
 TEST_F(ConfigTest, BadChoiceListsAllowedValues) {
   EXPECT_EQ(resolve_error("[estimator]\nmethod = \"reinforce\"\n"),
             exp() + ":2:10: 'estimator.method' expects one of: score_function, prob_scale; got 'reinforce'");
-  EXPECT_EQ(resolve("[estimator]\nmethod = \"prob_scale\"\nbaseline = \"ema\"\n").text("estimator.method"),
-            "prob_scale");
+  const EstimatorSettings estimator =
+      resolve("[estimator]\nmethod = \"prob_scale\"\nbaseline = \"ema\"\nreward = \"sample\"\n").settings.estimator;
+  EXPECT_EQ(estimator.method, EstimatorMethod::prob_scale);  // each word becomes its enum value
+  EXPECT_EQ(estimator.baseline, RewardBaseline::ema);
+  EXPECT_EQ(estimator.reward, RewardScope::sample);
 }
 
 TEST_F(ConfigTest, UnknownPluginListsKnownNames) {
@@ -466,7 +419,6 @@ epsilon = 0.05
   EXPECT_NE(config.toml.find("[policy]\nplugin = \"random\"\ntemperature = 0.5\n"), std::string::npos) << config.toml;
 
   const ResolvedConfig back = ExperimentFile::load(write("resolved.toml", config.toml)).resolve("default", catalog_);
-  EXPECT_EQ(back.values, config.values);
   EXPECT_EQ(back.flattened(), config.flattened());
   EXPECT_EQ(back.experiment, config.experiment);
   EXPECT_EQ(back.toml, config.toml);
@@ -492,16 +444,6 @@ TEST_F(ConfigTest, FlattenedIncludesPlugins) {
   EXPECT_EQ(flat.at("loss.sinkhorn.weight"), Value(1.0));
   EXPECT_EQ(flat.at("loss.sinkhorn.epsilon"), Value(0.1));
   EXPECT_EQ(flat.count("loss.mse.weight"), 0u);
-}
-
-TEST_F(ConfigTest, TypedAccessorsNameTheKey) {
-  const ResolvedConfig config = resolve("");
-  EXPECT_EQ(config.number("model.dim"), 256.0);
-  EXPECT_TRUE(config.flag("model.transformer"));
-  EXPECT_EQ(config.integers("experiment.seeds"), Ints{0});
-  EXPECT_EQ(config.numbers("experiment.seeds"), std::vector<double>{0.0});
-  EXPECT_EQ(error_of([&] { config.integer("train.lr"); }), "setting 'train.lr' is a float, not an int");
-  EXPECT_EQ(error_of([&] { config.text("model.dimm"); }), "the config has no setting 'model.dimm'");
 }
 
 }  // namespace

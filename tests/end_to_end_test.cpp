@@ -5,7 +5,7 @@
 #include <torch/torch.h>
 
 #include "registry.h"
-#include "results_store.h"
+#include "store/results_store.h"
 #include "runner.h"
 #include "test_util.h"
 

@@ -3,9 +3,10 @@
 // over draws, the exact gradient of the expected loss.
 #include <torch/torch.h>
 
+#include "config/settings.h"
 #include "htm/policy.h"
 #include "test_util.h"
-#include "trainer.h"
+#include "train/estimator.h"
 
 namespace htm {
 namespace {
@@ -40,8 +41,9 @@ torch::Tensor exact_gradient(const Case& c) {
 }
 
 // Average surrogate gradient over `batches` batches of `batch` draws each.
-torch::Tensor monte_carlo_gradient(const Case& c, const Estimator& estimator, int64_t batches,
+torch::Tensor monte_carlo_gradient(const Case& c, const EstimatorSettings& settings, int64_t batches,
                                    int64_t batch, bool with_score_term = true) {
+  Estimator estimator(settings);
   const int64_t n = batches * batch;
   auto logits = c.theta.expand({n, kT, kT});
   auto [src, dst] = sample_disjoint_pairs(logits, 1, at::make_generator<at::CPUGeneratorImpl>(8));
@@ -49,7 +51,7 @@ torch::Tensor monte_carlo_gradient(const Case& c, const Estimator& estimator, in
   auto g = loss_of(c, src, dst).view({batches, batch});
   torch::Tensor total = torch::zeros({});
   for (int64_t k = 0; k < batches; ++k)
-    total = total + surrogate_objective(g[k], with_score_term ? log_prob[k] : torch::Tensor(), estimator);
+    total = total + estimator.objective(g[k], with_score_term ? log_prob[k] : torch::Tensor());
   return torch::autograd::grad({total / static_cast<double>(batches)}, {c.theta})[0];
 }
 
@@ -58,7 +60,8 @@ TEST(Surrogate, SingleDrawGradientIsEquation4) {
   auto src = torch::tensor({{2}}), dst = torch::tensor({{0}});
   auto log_prob = pair_log_prob(c.theta, src, dst).view({1});
   auto g = loss_of(c, src, dst);
-  auto grad = torch::autograd::grad({surrogate_objective(g, log_prob, {})}, {c.theta})[0];
+  Estimator estimator(default_settings().estimator);
+  auto grad = torch::autograd::grad({estimator.objective(g, log_prob)}, {c.theta})[0];
 
   // Eq. 4 by hand: g · ∇log p + ∇g, with ∇log p = onehot(Y) − p off the diagonal.
   auto p = torch::softmax(c.theta.detach().masked_fill(torch::eye(kT, torch::kBool), -INFINITY).view({-1}), 0).view({kT, kT});
@@ -71,20 +74,24 @@ TEST(Surrogate, SingleDrawGradientIsEquation4) {
 TEST(Surrogate, AverageGradientIsUnbiasedForBothRewards) {
   Case c = make_case();
   auto exact = exact_gradient(c);
-  for (bool per_sample : {false, true}) {
-    auto mc = monte_carlo_gradient(c, {per_sample, 0.0}, 20000, 4);
+  EstimatorSettings settings = default_settings().estimator;
+  for (RewardScope reward : {RewardScope::batch, RewardScope::sample}) {
+    settings.reward = reward;
+    auto mc = monte_carlo_gradient(c, settings, 20000, 4);
     const double err = (mc - exact).abs().max().item<double>();
-    EXPECT_LT(err, 0.03) << (per_sample ? "per-sample" : "batch") << " reward\nmc " << mc << "\nexact " << exact;
+    EXPECT_LT(err, 0.03) << (reward == RewardScope::sample ? "per-sample" : "batch") << " reward\nmc " << mc << "\nexact " << exact;
   }
-  // A constant baseline changes the variance, not the mean.
-  auto mc = monte_carlo_gradient(c, {false, 2.0}, 20000, 4);
+  // A moving-average baseline, built from earlier batches only, changes the variance, not the mean.
+  settings.reward = RewardScope::batch;
+  settings.baseline = RewardBaseline::ema;
+  auto mc = monte_carlo_gradient(c, settings, 20000, 4);
   EXPECT_LT((mc - exact).abs().max().item<double>(), 0.03);
 }
 
 TEST(Surrogate, WithoutTheScoreTermTheGradientIsWrong) {
   // Negative control: dropping sg[g]·log p leaves only E[∇g], far from ∇E[g].
   Case c = make_case();
-  auto mc = monte_carlo_gradient(c, {}, 2000, 4, /*with_score_term=*/false);
+  auto mc = monte_carlo_gradient(c, default_settings().estimator, 2000, 4, /*with_score_term=*/false);
   EXPECT_GT((mc - exact_gradient(c)).abs().max().item<double>(), 0.15);
 }
 

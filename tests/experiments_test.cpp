@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "registry.h"
-#include "results_store.h"
+#include "store/results_store.h"
 #include "runner.h"
 #include "test_util.h"
 

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <random>
 
-#include "gmm.h"
+#include "model/gmm.h"
 #include "htm/error.h"
 #include "test_util.h"
 

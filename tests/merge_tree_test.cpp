@@ -7,7 +7,8 @@
 #include <string>
 
 #include "htm/error.h"
-#include "merge_tree.h"
+#include "test_util.h"
+#include "hierarchy/merge_tree.h"
 
 namespace htm {
 namespace {

@@ -5,8 +5,8 @@
 
 #include "htm/loss.h"
 #include "htm/merge.h"
-#include "model.h"
-#include "policy_metrics.h"
+#include "model/model.h"
+#include "hierarchy/policy_metrics.h"
 #include "registry.h"
 #include "runner.h"
 #include "test_util.h"

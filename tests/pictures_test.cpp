@@ -1,4 +1,4 @@
-#include "pictures.h"
+#include "report/pictures.h"
 
 #include <cairo.h>
 #include <torch/torch.h>
@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "htm/error.h"
-#include "merge_tree.h"
+#include "hierarchy/merge_tree.h"
 #include "test_util.h"
 
 namespace htm {

@@ -6,7 +6,7 @@
 
 #include "htm/policy.h"
 #include "registry.h"
-#include "results_store.h"
+#include "store/results_store.h"
 #include "runner.h"
 #include "test_util.h"
 

@@ -1,5 +1,6 @@
 // Tests of the SQLite results store (core/src/results_store.h).
-#include "results_store.h"
+#include "store/results_store.h"
+#include "table.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 #include <limits>
 
 #include "htm/error.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -242,6 +244,17 @@ TEST_F(ResultsStoreTest, QueryRendersCellsAsTextAndReportsErrors) {
   std::string two = error_of([&] { store.query("SELECT 1; SELECT 2"); });
   EXPECT_EQ(two.rfind("query failed: only one SQL statement", 0), 0u) << two;
   EXPECT_EQ(error_of([&] { store.query("  "); }).rfind("query failed: ", 0), 0u);
+}
+
+TEST_F(ResultsStoreTest, QueryBindsParametersSoTextStaysText) {
+  ResultsStore store(db_path());
+  // A value that would end a hand-quoted string literal is only ever data.
+  const std::string tricky = "it's'; DROP TABLE runs; --";
+  QueryResult result = store.query("SELECT ? AS t, ? AS i, ? AS r", {tricky, int64_t{7}, 0.5});
+  EXPECT_EQ(result.rows, (std::vector<std::vector<std::string>>{{tricky, "7", "0.5"}}));
+  EXPECT_FALSE(store.query("SELECT name FROM sqlite_master WHERE name = 'runs'").rows.empty());
+  EXPECT_EQ(error_of([&] { store.query("SELECT ?, ?", {int64_t{1}}); }),
+            "query failed: the statement has 2 parameters but 1 values were given");
 }
 
 TEST(FormatTable, AlignsNumbersRightAndTextLeft) {

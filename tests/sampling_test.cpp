@@ -6,9 +6,10 @@
 #include <torch/torch.h>
 
 #include "htm/policy.h"
-#include "model.h"
+#include "model/model.h"
 #include "test_util.h"
-#include "trainer.h"
+#include "train/schedules.h"
+#include "train/trainer.h"
 
 namespace htm {
 namespace {

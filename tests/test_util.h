@@ -7,11 +7,25 @@
 #include <vector>
 
 #include <fstream>
+#include <functional>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "htm/error.h"
+
 namespace htm::testing {
+
+/// The message of the htm::Error that `action` throws; a test failure when it throws none.
+inline std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "expected an htm::Error";
+  return "";
+}
 
 /// A fresh empty folder under the test temp dir, unique per test.
 inline std::string fresh_dir(const std::string& name) {

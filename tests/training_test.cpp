@@ -3,14 +3,15 @@
 // schedules, and gradients reaching every block of a fresh model.
 #include <torch/torch.h>
 
-#include "baselines.h"
+#include "train/baselines.h"
 #include "htm/layers.h"
 #include "htm/merge.h"
-#include "optimizer.h"
+#include "train/optimizer.h"
 #include "registry.h"
 #include "runner.h"
 #include "test_util.h"
-#include "trainer.h"
+#include "train/schedules.h"
+#include "train/trainer.h"
 
 namespace htm {
 namespace {
@@ -112,23 +113,22 @@ TEST(FusedAdamW, MatchesTorchsAdamW) {
 // ---- schedules
 
 TEST(Schedule, LearningRateWarmsUpThenDecays) {
-  LrSchedule s;
+  TrainSettings s = default_settings().train;
   s.lr = 1.0;
   s.warmup_steps = 3;
-  s.total_steps = 13;
-  s.cosine = true;
-  EXPECT_DOUBLE_EQ(lr_at(s, 0, 0), 0.25);  // (step + 1) / (warmup + 1)
-  EXPECT_DOUBLE_EQ(lr_at(s, 2, 0), 0.75);
-  EXPECT_DOUBLE_EQ(lr_at(s, 3, 0), 1.0);   // the cosine starts at its top
-  EXPECT_NEAR(lr_at(s, 8, 0), 0.5, 1e-12); // halfway through the 10 decay steps
-  EXPECT_NEAR(lr_at(s, 13, 0), 0.0, 1e-12);
-  s.cosine = false;  // the paper's step decay: × factor at each decay epoch reached
+  s.lr_schedule = LrDecay::cosine;
+  EXPECT_DOUBLE_EQ(lr_at(s, 0, 0, 13), 0.25);  // (step + 1) / (warmup + 1)
+  EXPECT_DOUBLE_EQ(lr_at(s, 2, 0, 13), 0.75);
+  EXPECT_DOUBLE_EQ(lr_at(s, 3, 0, 13), 1.0);   // the cosine starts at its top
+  EXPECT_NEAR(lr_at(s, 8, 0, 13), 0.5, 1e-12); // halfway through the 10 decay steps
+  EXPECT_NEAR(lr_at(s, 13, 0, 13), 0.0, 1e-12);
+  s.lr_schedule = LrDecay::step;  // the paper's step decay: × factor at each decay epoch reached
   s.warmup_steps = 0;
-  s.decay_epochs = {0, 2, 4};
-  s.decay_factor = 0.1;
-  EXPECT_DOUBLE_EQ(lr_at(s, 5, 1), 1.0);
-  EXPECT_NEAR(lr_at(s, 5, 3), 0.1, 1e-12);
-  EXPECT_NEAR(lr_at(s, 5, 9), 0.01, 1e-12);
+  s.lr_decay_epochs = {0, 2, 4};
+  s.lr_decay_factor = 0.1;
+  EXPECT_DOUBLE_EQ(lr_at(s, 5, 1, 13), 1.0);
+  EXPECT_NEAR(lr_at(s, 5, 3, 13), 0.1, 1e-12);
+  EXPECT_NEAR(lr_at(s, 5, 9, 13), 0.01, 1e-12);
 }
 
 TEST(Schedule, RhoRampsByStep) {
@@ -137,6 +137,12 @@ TEST(Schedule, RhoRampsByStep) {
   EXPECT_DOUBLE_EQ(rho_ramp_at(0.2, 1.0, 0.5, 50, 100), 1.0);
   EXPECT_DOUBLE_EQ(rho_ramp_at(0.2, 2.0, 0.5, 99, 100), 2.0);
   EXPECT_DOUBLE_EQ(rho_ramp_at(0.2, 1.0, 0.0, 0, 100), 1.0);  // no ramp: the end at once
+  TrainSettings s = default_settings().train;  // the settings choose between the two schedules
+  s.rho0 = 0.2;
+  s.rho_step = 0.1;
+  EXPECT_DOUBLE_EQ(rho_for(s, 25, 3, 100), rho_at(0.2, 0.1, 3));
+  s.rho_schedule = RhoSchedule::step;
+  EXPECT_DOUBLE_EQ(rho_for(s, 25, 3, 100), 0.6);
 }
 
 // ---- fresh models: gradients reach every block
@@ -153,7 +159,7 @@ ResolvedConfig tiny_config(const std::string& dir, const std::string& task, bool
 // Gradient norm per top-level block after one backward pass of the task's loss.
 std::map<std::string, double> block_gradients(Experiment& ex, const Batch& batch) {
   auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(0));
-  auto loss = ex.config.text("model.task") == "classify"
+  auto loss = ex.config.settings.model.task == Task::classify
                   ? torch::nn::functional::cross_entropy(out.output, batch.labels)
                   : (out.output - batch.input).pow(2).mean();
   loss.backward();

@@ -1,5 +1,6 @@
-// `htm bench`: a training step of the paper's model (T=256, C=256, L=8, h=8 by default) and
-// the pair sampler alone, timed as medians, with peak memory and thread count.
+// `htm bench`: a training step of an experiment file's model (default: the paper's size, T=256,
+// C=256, L=8, h=8, experiments/bench/paper_size.toml) and the pair sampler alone at its shape,
+// timed as medians, with peak memory and thread count.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,13 +12,14 @@
 #include <torch/torch.h>
 
 #include "commands.h"
-#include "htm/adapter.h"
-#include "htm/merge.h"
+#include "htm/error.h"
 #include "htm/policy.h"
-#include "model.h"
-#include "optimizer.h"
+#include "model/model.h"
 #include "registry.h"
-#include "runner.h"
+#include "train/estimator.h"
+#include "train/experiment.h"
+#include "train/optimizer.h"
+#include "train/trainer.h"
 
 namespace po = boost::program_options;
 
@@ -62,126 +64,61 @@ double peak_rss_mib() {
   return 0;
 }
 
-int64_t tokens_of(Experiment& ex) {
-  auto* htm_model = dynamic_cast<HtmModelImpl*>(ex.model.get());
-  return htm_model != nullptr ? htm_model->num_tokens() : 0;
-}
-
-// One training step of an experiment's model at the full schedule on its own data and batch
-// size: forward, its losses and the estimator's surrogate, backward, AdamW.
-int bench_config(const std::string& file_path, std::string variant, const std::vector<std::string>& overrides,
-                 int64_t steps, const std::string& profile) {
-  Registry registry;
-  ExperimentFile file = ExperimentFile::load(file_path, overrides);
-  if (variant.empty()) variant = file.variants().front();
-  Experiment ex = assemble(file.resolve(variant, registry), registry, 0);
-  const int64_t batch = ex.config.integer("train.batch_size");
-  Batch data = ex.dataset->get(Split::train, torch::arange(std::min(batch, ex.dataset->size(Split::train))));
-  FusedAdamW optimizer(ex.model->parameters(), 1e-4, 0.01);
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
-  ex.model->train();
-  auto step = [&] {
-    auto out = ex.model->forward(data.input, ex.schedule, gen);
-    auto per_sample = training_objective(ex.losses, out, data, 0, 0, true, false);
-    auto total = surrogate_objective(per_sample, out.log_prob, Estimator{});
-    optimizer.zero_grad();
-    total.backward();
-    optimizer.step();
-  };
-  auto ms = time_steps(step, steps, profile);
-  const double med = median(ms);
-  std::printf("train    %s/%s  B=%lld tokens=%lld C=%lld layers=%zu  step: median %.1f ms (min %.1f, max %.1f "
-              "over %lld)  %.1f images/s\n",
-              ex.config.experiment.c_str(), variant.c_str(), (long long)data.input.size(0),
-              (long long)tokens_of(ex), (long long)ex.config.integer("model.dim"),
-              ex.schedule.size(), med, *std::min_element(ms.begin(), ms.end()),
-              *std::max_element(ms.begin(), ms.end()), (long long)steps, data.input.size(0) * 1000.0 / med);
-  std::printf("threads  %d   peak memory (VmHWM) %.0f MiB\n", at::get_num_threads(), peak_rss_mib());
-  return 0;
-}
-
 }  // namespace
 
 int cmd_bench(const Args& args) {
   po::options_description opts("options");
-  int64_t threads = 1, steps = 5, batch = 8, dim = 256, heads = 8, image = 32, patch = 2, r = 128;
-  std::string policy_name, profile, config_file, variant;
+  int64_t threads = 1, steps = 5;
+  std::string profile, config_file, variant;
   std::vector<std::string> overrides;
   opts.add_options()
       ("threads", po::value(&threads)->default_value(1), "torch threads (0 = all cores)")
       ("steps", po::value(&steps)->default_value(5), "timed training steps (after one warm-up)")
-      ("batch", po::value(&batch)->default_value(8), "batch size")
-      ("dim", po::value(&dim)->default_value(256), "token width C")
-      ("heads", po::value(&heads)->default_value(8), "attention heads")
-      ("image", po::value(&image)->default_value(32), "image side (3 channels); T = (image/patch)^2")
-      ("patch", po::value(&patch)->default_value(2), "patch side")
-      ("policy", po::value(&policy_name)->default_value("learned"), "policy plugin")
-      ("pairs", po::value(&r)->default_value(128), "pairs r for the sampler benchmark")
-      ("dropout", po::value<double>()->default_value(0.1), "dropout rate")
-      ("profile", po::value(&profile), "write a chrome://tracing profile of one step to this file")
-      ("config", po::value(&config_file),
-       "time a training step of this experiment file's own model, data and batch size instead")
-      ("variant", po::value(&variant), "with --config: the variant (default: the first)")
-      ("set", po::value(&overrides)->composing(), "with --config: override a setting, e.g. --set train.batch_size=32");
-  opts.add_options()("help,h", "show this help");
+      ("config", po::value(&config_file)->default_value("bench/paper_size.toml"),
+       "experiment file whose model, data and batch size are timed (default: the paper's size)")
+      ("variant", po::value(&variant), "the variant (default: the first)")
+      ("set", po::value(&overrides)->composing(),
+       "override a setting, e.g. --set train.batch_size=32 --set policy.plugin=random")
+      ("profile", po::value(&profile), "write a chrome://tracing profile of one step to this file");
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  if (vm.count("help")) {
-    std::printf("usage: htm bench [options]\n\n");
-    std::cout << opts;
-    return 0;
-  }
-  po::notify(vm);
-  set_threads(threads);
-  torch::manual_seed(0);
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
-  if (!config_file.empty()) return bench_config(config_file, variant, overrides, steps, profile);
+  if (!parse_options("bench", args, opts, {}, vm, "[options]")) return 0;
 
-  // ---- the pair sampler alone: B×T×T logits, r pairs
-  const int64_t T = (image / patch) * (image / patch);
-  auto logits = torch::randn({batch, T, T});
-  auto fast = time_ms(20, [&] { sample_disjoint_pairs(logits, r, gen); });
-  auto slow = time_ms(2, [&] { sample_disjoint_pairs_sequential(logits, r, gen); });
-  std::printf("sampler  B=%lld T=%lld r=%lld  gumbel-sort-scan: median %.2f ms   "
-              "one-pair-at-a-time: median %.1f ms   (%.0fx)\n",
-              (long long)batch, (long long)T, (long long)r, median(fast), median(slow),
-              median(slow) / median(fast));
-
-  // ---- one training step of the full model at the full schedule
   Registry registry;
-  BuildContext ctx;
-  ctx.dim = dim;
-  ctx.heads = heads;
-  ctx.dropout = vm["dropout"].as<double>();
-  ctx.sample_shape = {3, image, image};
-  Params adapter_params = registry.default_params(PluginKind::adapter, "image");
-  adapter_params.set("patch", patch);
-  auto adapter = registry.create<Adapter>(PluginKind::adapter, "image", adapter_params, ctx);
-  auto policy = registry.create<Policy>(PluginKind::policy, policy_name,
-                                        registry.default_params(PluginKind::policy, policy_name), ctx);
-  auto merge = registry.create<MergeOperator>(PluginKind::merge, "mlp",
-                                              registry.default_params(PluginKind::merge, "mlp"), ctx);
-  ModelOptions options;
-  options.dim = dim;
-  options.heads = heads;
-  options.dropout = ctx.dropout;
-  HtmModel model(options, adapter, policy, merge);
-  const auto schedule = make_schedule(T, 1.0, 64);
-  std::vector<int64_t> used;
-  for (int64_t s : schedule)
-    if (s > 0) used.push_back(s);
-  FusedAdamW optimizer(model->parameters(), 1e-4, 0.01);
-  auto input = torch::rand({batch, 3, image, image}) * 2 - 1;
-  int64_t params = 0;
-  for (const auto& p : model->parameters()) params += p.numel();
+  ExperimentFile file = ExperimentFile::load(config_file, overrides);
+  if (variant.empty()) variant = file.variants().front();
+  Experiment ex = assemble(file.resolve(variant, registry), registry, 0);
+  set_threads(threads);  // after assembly: the file's runtime.threads is not what is timed
+  const int64_t batch = std::min(ex.config.settings.train.batch_size, ex.dataset->size(Split::train));
+  Batch data = ex.dataset->get(Split::train, torch::arange(batch));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
+  auto* htm_model = dynamic_cast<HtmModelImpl*>(ex.model.get());
+  const int64_t T = htm_model != nullptr ? htm_model->num_tokens() : 0;
 
+  // ---- the pair sampler alone: B×T×T logits, the first layer's r pairs
+  if (T >= 2) {
+    const int64_t r = ex.schedule.empty() ? T / 2 : std::max<int64_t>(1, ex.schedule.front());
+    auto logits = torch::randn({batch, T, T});
+    auto fast = time_ms(20, [&] { sample_disjoint_pairs(logits, r, gen); });
+    auto slow = time_ms(2, [&] { sample_disjoint_pairs_sequential(logits, r, gen); });
+    std::printf("sampler  B=%lld T=%lld r=%lld  gumbel-sort-scan: median %.2f ms   "
+                "one-pair-at-a-time: median %.1f ms   (%.0fx)\n",
+                (long long)batch, (long long)T, (long long)r, median(fast), median(slow),
+                median(slow) / median(fast));
+  }
+
+  // ---- one training step at the full schedule: forward, the losses and the estimator's
+  // surrogate, backward, AdamW
+  const TrainSettings& train = ex.config.settings.train;
+  FusedAdamW optimizer(ex.model->parameters(), train.lr, train.weight_decay);
+  Estimator estimator(ex.config.settings.estimator);
+  ex.model->train();
   auto step = [&] {
     torch::Tensor total;
     {
       RECORD_FUNCTION("htm::forward", {});
-      auto out = model->forward(input, used, gen);
-      auto loss = (out.output - input).pow(2).mean();
-      total = loss + loss.detach() * out.log_prob.sum();
+      auto out = ex.model->forward(data.input, ex.schedule, gen);
+      auto per_sample = training_objective(ex.losses, out, data, 0, 0, true, false);
+      total = estimator.objective(per_sample, out.log_prob);
     }
     optimizer.zero_grad();
     {
@@ -193,10 +130,11 @@ int cmd_bench(const Args& args) {
   };
   auto ms = time_steps(step, steps, profile);
   const double med = median(ms);
-  std::printf("train    B=%lld T=%lld C=%lld L=%zu h=%lld params=%.2fM  step: median %.0f ms "
-              "(min %.0f, max %.0f over %lld)  %.2f images/s\n",
-              (long long)batch, (long long)T, (long long)dim, used.size(), (long long)heads,
-              params / 1e6, med, *std::min_element(ms.begin(), ms.end()),
+  std::printf("train    %s/%s  B=%lld T=%lld C=%lld L=%zu h=%lld params=%.2fM  step: median %.1f ms "
+              "(min %.1f, max %.1f over %lld)  %.1f images/s\n",
+              ex.config.experiment.c_str(), variant.c_str(), (long long)batch, (long long)T,
+              (long long)ex.config.settings.model.dim, ex.schedule.size(), (long long)ex.config.settings.model.heads,
+              ex.parameters / 1e6, med, *std::min_element(ms.begin(), ms.end()),
               *std::max_element(ms.begin(), ms.end()), (long long)steps, batch * 1000.0 / med);
   std::printf("threads  %d   peak memory (VmHWM) %.0f MiB\n", at::get_num_threads(), peak_rss_mib());
   return 0;

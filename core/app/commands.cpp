@@ -1,6 +1,11 @@
 #include "commands.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 
@@ -8,16 +13,16 @@
 
 #include "htm/error.h"
 #include "registry.h"
-#include "results_store.h"
+#include "store/results_store.h"
+#include "config/settings.h"
 #include "runner.h"
 #include "sample.h"
+#include "table.h"
 
 namespace po = boost::program_options;
 
 namespace htm {
 namespace {
-
-constexpr const char* kDefaultDb = "results/htm.sqlite";
 
 struct Command {
   const char* name;
@@ -36,19 +41,21 @@ const std::vector<Command>& commands() {
       {"compare", cmd_compare, "per-variant mean, sd and Welch t-test of a metric over seeds"},
       {"sample", cmd_sample, "generate from a run: Gaussian mixture on root embeddings, then decode"},
       {"bench", cmd_bench, "time a training step and the pair sampler at the paper's size"},
+      {"check-plugin", cmd_check_plugin, "run the plugin conformance suite on plugin libraries (out of tree too)"},
   };
   return list;
 }
 
 void usage() {
   std::printf("usage: htm <command> [options]   (htm <command> --help for its options)\n\n");
-  for (const auto& c : commands()) std::printf("  %-8s %s\n", c.name, c.summary);
+  for (const auto& c : commands()) std::printf("  %-12s %s\n", c.name, c.summary);
   std::printf("\nplugins are searched in HTM_PLUGIN_PATH (':'-separated), then the build's and the\n"
               "installed plugin folders\n");
 }
 
-// Parses `args` against `options` (+ positionals); returns false after printing help.
-bool parse(const std::string& command, const Args& args, po::options_description& options,
+}  // namespace
+
+bool parse_options(const std::string& command, const Args& args, po::options_description& options,
            const po::positional_options_description& positional, po::variables_map& vm,
            const char* synopsis) {
   options.add_options()("help,h", "show this help");
@@ -60,8 +67,6 @@ bool parse(const std::string& command, const Args& args, po::options_description
   po::notify(vm);
   return true;
 }
-
-}  // namespace
 
 int cmd_run(const Args& args) {
   po::options_description opts("options");
@@ -76,7 +81,7 @@ int cmd_run(const Args& args) {
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
-  if (!parse("run", args, opts, pos, vm, "FILE [options]")) return 0;
+  if (!parse_options("run", args, opts, pos, vm, "FILE [options]")) return 0;
   if (req.jobs < 1) throw Error("--jobs must be at least 1");
   Registry registry;
   return run_experiment(req, registry);
@@ -93,7 +98,7 @@ int cmd_config(const Args& args) {
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
-  if (!parse("config", args, opts, pos, vm, "FILE [options]")) return 0;
+  if (!parse_options("config", args, opts, pos, vm, "FILE [options]")) return 0;
   Registry registry;
   ExperimentFile ex = ExperimentFile::load(file, overrides);
   for (const auto& v : variants.empty() ? ex.variants() : variants) {
@@ -107,7 +112,7 @@ int cmd_plugins(const Args& args) {
   po::options_description opts("options");
   opts.add_options()("verbose", "also list each plugin's parameters");
   po::variables_map vm;
-  if (!parse("plugins", args, opts, {}, vm, "[--verbose]")) return 0;
+  if (!parse_options("plugins", args, opts, {}, vm, "[--verbose]")) return 0;
   Registry registry;
   QueryResult table;
   table.columns = {"kind", "name", "version", "abi", "description"};
@@ -135,25 +140,22 @@ int cmd_runs(const Args& args) {
   std::string db, experiment;
   int limit = 50;
   opts.add_options()
-      ("db", po::value(&db)->default_value(kDefaultDb), "results database")
+      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database")
       ("experiment,e", po::value(&experiment), "only this experiment")
       ("limit,n", po::value(&limit)->default_value(50), "most recent runs to show");
   po::variables_map vm;
-  if (!parse("runs", args, opts, {}, vm, "[options]")) return 0;
+  if (!parse_options("runs", args, opts, {}, vm, "[options]")) return 0;
   ResultsStore store(db);
-  std::string where;
-  if (!experiment.empty()) {
-    std::string quoted;
-    for (char c : experiment) quoted += c == '\'' ? std::string("''") : std::string(1, c);
-    where = " WHERE experiment = '" + quoted + "'";
-  }
+  std::vector<SqlValue> params;
+  if (!experiment.empty()) params.push_back(experiment);
+  params.push_back(static_cast<int64_t>(limit));
   auto result = store.query(
       "SELECT s.id, s.experiment, s.variant, s.seed, s.status, s.started_at, s.duration_s, "
       "(SELECT printf('%.5f', value) FROM latest_metrics m WHERE m.run_id = s.id AND m.split = 'test' "
       "AND m.name = 'mse') AS test_mse, "
       "(SELECT printf('%.4f', value) FROM latest_metrics m WHERE m.run_id = s.id AND m.split = 'test' "
-      "AND m.name = 'accuracy') AS test_accuracy, s.error FROM run_summary s" + where +
-      " ORDER BY s.id DESC LIMIT " + std::to_string(limit));
+      "AND m.name = 'accuracy') AS test_accuracy, s.error FROM run_summary s" +
+      std::string(experiment.empty() ? "" : " WHERE s.experiment = ?") + " ORDER BY s.id DESC LIMIT ?", params);
   std::printf("%s", format_table(result).c_str());
   return 0;
 }
@@ -163,11 +165,11 @@ int cmd_query(const Args& args) {
   std::string db, sql;
   opts.add_options()
       ("sql", po::value(&sql)->required(), "SQL statement")
-      ("db", po::value(&db)->default_value(kDefaultDb), "results database");
+      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
   po::positional_options_description pos;
   pos.add("sql", 1);
   po::variables_map vm;
-  if (!parse("query", args, opts, pos, vm, "\"SQL\" [--db PATH]")) return 0;
+  if (!parse_options("query", args, opts, pos, vm, "\"SQL\" [--db PATH]")) return 0;
   ResultsStore store(db);
   std::printf("%s", format_table(store.query(sql)).c_str());
   return 0;
@@ -179,11 +181,11 @@ int cmd_merge(const Args& args) {
   std::vector<std::string> others;
   opts.add_options()
       ("other", po::value(&others)->required()->composing(), "database(s) to copy runs from")
-      ("db", po::value(&db)->default_value(kDefaultDb), "results database to merge into");
+      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database to merge into");
   po::positional_options_description pos;
   pos.add("other", -1);
   po::variables_map vm;
-  if (!parse("merge", args, opts, pos, vm, "OTHER.sqlite... [--db PATH]")) return 0;
+  if (!parse_options("merge", args, opts, pos, vm, "OTHER.sqlite... [--db PATH]")) return 0;
   ResultsStore store(db);
   for (const auto& other : others)
     std::printf("%s: %lld new runs merged into %s\n", other.c_str(),
@@ -207,11 +209,11 @@ int cmd_sample(const Args& args) {
        "sets: classifier (unmerge what the leaf/internal classifier calls internal) or schedule")
       ("leaf-threshold", po::value(&req.leaf_threshold)->default_value(0.5),
        "with --decode classifier: a token is a leaf when P(leaf) exceeds this")
-      ("db", po::value(&req.db)->default_value(kDefaultDb), "results database");
+      ("db", po::value(&req.db)->default_value(kDefaultResultsPath), "results database");
   po::positional_options_description pos;
   pos.add("run", 1);
   po::variables_map vm;
-  if (!parse("sample", args, opts, pos, vm, "RUN [-n N] [options]")) return 0;
+  if (!parse_options("sample", args, opts, pos, vm, "RUN [-n N] [options]")) return 0;
   if (req.covariance != "full" && req.covariance != "diag" && req.covariance != "auto")
     throw Error("--covariance must be full, diag or auto, not '" + req.covariance + "'");
   if (req.decode != "classifier" && req.decode != "schedule")
@@ -220,6 +222,26 @@ int cmd_sample(const Args& args) {
     throw Error("--leaf-threshold must lie strictly between 0 and 1");
   Registry registry;
   return sample_run(req, registry);
+}
+
+int cmd_check_plugin(const Args& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::printf("usage: htm check-plugin PLUGIN.so|FOLDER... [--gtest_filter=PATTERN]\n\n"
+                "Runs the conformance suite (shapes, gradients, determinism under a seed) on the named\n"
+                "plugin libraries, or every library in the named folders, with htm-conformance.\n");
+    return args.empty() ? 2 : 0;
+  }
+  const auto beside = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "htm-conformance";
+  if (!std::filesystem::exists(beside))
+    throw Error("htm-conformance is not installed beside htm (" + beside.string() + "); build the tests");
+  std::vector<std::string> words = {beside.string()};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& word : words) argv.push_back(word.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  execv(argv[0], argv.data());
+  throw Error("cannot run " + beside.string() + ": " + std::strerror(errno));
 }
 
 int dispatch(int argc, char** argv) {

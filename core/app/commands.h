@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/program_options.hpp>
+
 namespace htm {
 
 using Args = std::vector<std::string>;
@@ -17,6 +19,13 @@ int cmd_merge(const Args& args);
 int cmd_compare(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_sample(const Args& args);
+int cmd_check_plugin(const Args& args);
+
+/// Parses `args` against `options` (+ `positional`), adding --help; returns false after
+/// printing "usage: htm COMMAND SYNOPSIS" and the options when help was asked for.
+bool parse_options(const std::string& command, const Args& args, boost::program_options::options_description& options,
+                   const boost::program_options::positional_options_description& positional,
+                   boost::program_options::variables_map& vm, const char* synopsis);
 
 /// Dispatches argv[1] to a subcommand; prints usage for none or an unknown one.
 int dispatch(int argc, char** argv);

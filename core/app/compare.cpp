@@ -12,7 +12,9 @@
 
 #include "commands.h"
 #include "htm/error.h"
-#include "results_store.h"
+#include "config/settings.h"
+#include "store/results_store.h"
+#include "table.h"
 
 namespace po = boost::program_options;
 
@@ -30,12 +32,6 @@ double variance(const std::vector<double>& v) {  // unbiased
   double s = 0;
   for (double x : v) s += (x - m) * (x - m);
   return s / static_cast<double>(v.size() - 1);
-}
-
-std::string sql_text(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
 }
 
 std::string fixed(double value, int digits = 5) {
@@ -69,26 +65,19 @@ int cmd_compare(const Args& args) {
       ("metric,m", po::value(&metric)->default_value("mse"), "metric name, e.g. mse")
       ("split", po::value(&split)->default_value("test"), "metric split: test or train")
       ("reference,r", po::value(&reference), "variant the others are compared with (default: the first run's)")
-      ("db", po::value(&db)->default_value("results/htm.sqlite"), "results database")
-      ("help,h", "show this help");
+      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
   po::positional_options_description pos;
   pos.add("experiment", 1);
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-  if (vm.count("help")) {
-    std::printf("usage: htm compare EXPERIMENT [--metric M] [--reference VARIANT]\n\n");
-    std::cout << opts;
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_options("compare", args, opts, pos, vm, "EXPERIMENT [--metric M] [--reference VARIANT]")) return 0;
 
   // The last value of the metric in every finished run, grouped by variant in run order.
   ResultsStore store(db);
   auto rows = store.query(
       "SELECT r.variant, m.value, r.config_hash FROM runs r JOIN experiments e ON e.id = r.experiment_id "
-      "JOIN latest_metrics m ON m.run_id = r.id WHERE e.name = " + sql_text(experiment) +
-      " AND r.status = 'finished' AND m.split = " + sql_text(split) + " AND m.name = " + sql_text(metric) +
-      " AND m.value IS NOT NULL ORDER BY r.id");
+      "JOIN latest_metrics m ON m.run_id = r.id WHERE e.name = ? AND r.status = 'finished' "
+      "AND m.split = ? AND m.name = ? AND m.value IS NOT NULL ORDER BY r.id",
+      {experiment, split, metric});
   std::vector<std::string> order;
   std::map<std::string, std::vector<double>> values;
   std::map<std::string, std::set<std::string>> configs;

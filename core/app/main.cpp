@@ -2,7 +2,7 @@
 #include <csignal>
 
 #include "commands.h"
-#include "trainer.h"
+#include "train/trainer.h"
 
 int main(int argc, char** argv) {
   std::signal(SIGINT, [](int) { htm::request_interrupt(); });

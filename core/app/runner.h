@@ -1,13 +1,14 @@
-// From an experiment file to finished runs: resolve, assemble plugins, train, record.
+// From an experiment file to finished runs: resolve, assemble (train/experiment.h), train, record.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "experiment_config.h"
+#include "config/experiment_config.h"
 #include "registry.h"
-#include "trainer.h"
+#include "train/experiment.h"
+#include "train/trainer.h"
 
 namespace htm {
 
@@ -19,13 +20,6 @@ struct RunRequest {
   int jobs = 1;
   bool force = false;                  ///< run again even when a finished run exists
 };
-
-/// Builds dataset, adapter, policy, merge operator, losses and the model of one resolved config.
-/// Seeds torch's global generator with `seed` first, so initial weights depend on it alone.
-Experiment assemble(const ResolvedConfig& config, const Registry& registry, int64_t seed);
-
-/// Threads for torch: runtime.threads, or every core when it is 0.
-void set_threads(int64_t threads);
 
 /// Runs every requested variant × seed; returns the process exit code (0 all finished,
 /// 1 any failed, 130 interrupted). Prints one summary line per run.

@@ -5,17 +5,15 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-
-#include <unistd.h>
 
 #include <torch/torch.h>
 
-#include "gmm.h"
+#include "model/gmm.h"
 #include "htm/error.h"
-#include "pictures.h"
-#include "results_store.h"
+#include "report/pictures.h"
+#include "store/results_store.h"
 #include "runner.h"
+#include "train/experiment.h"
 
 namespace htm {
 namespace {
@@ -26,8 +24,7 @@ struct StoredRun {
 };
 
 StoredRun find_run(ResultsStore& store, int64_t run_id) {
-  auto result = store.query("SELECT config_toml, artifact_dir, status, variant, seed FROM runs WHERE id = " +
-                            std::to_string(run_id));
+  auto result = store.query("SELECT config_toml, artifact_dir, status, variant, seed FROM runs WHERE id = ?", {run_id});
   if (result.rows.empty())
     throw Error("no run " + std::to_string(run_id) + " in " + store.path() + " (see `htm runs`)");
   const auto& row = result.rows[0];
@@ -41,17 +38,8 @@ Experiment load_run(const StoredRun& run, int64_t run_id, const Registry& regist
     throw Error("run " + std::to_string(run_id) + " has no checkpoint at '" + checkpoint + "' (status " + run.status +
                 "; was it run with train.checkpoint = false?)");
   // The stored config is a complete experiment file: resolve it as one.
-  const auto file = std::filesystem::temp_directory_path() /
-                    ("htm-run-" + std::to_string(run_id) + "-" + std::to_string(::getpid()) + ".toml");
-  std::ofstream(file) << run.config_toml;
-  ResolvedConfig config;
-  try {
-    config = ExperimentFile::load(file.string()).resolve("default", registry);
-  } catch (...) {
-    std::filesystem::remove(file);
-    throw;
-  }
-  std::filesystem::remove(file);
+  const ResolvedConfig config =
+      ExperimentFile::parse(run.config_toml, "run " + std::to_string(run_id) + "'s config").resolve("default", registry);
   Experiment ex = assemble(config, registry, run.seed);
   torch::serialize::InputArchive archive;
   archive.load_from(checkpoint);
@@ -103,9 +91,9 @@ int sample_run(const SampleRequest& request, const Registry& registry) {
   const StoredRun run = find_run(store, request.run_id);
   Experiment ex = load_run(run, request.run_id, registry);
   auto model = std::dynamic_pointer_cast<HtmModelImpl>(ex.model);
-  if (!model || ex.config.text("model.task") != "reconstruct")
+  if (!model || ex.config.settings.model.task != Task::reconstruct)
     throw Error("run " + std::to_string(request.run_id) + " is not an HTM autoencoder; only those generate");
-  set_threads(ex.config.integer("runtime.threads"));
+  set_threads(ex.config.settings.runtime.threads);
 
   const int64_t n = std::min(request.fit_samples, ex.dataset->size(Split::train));
   int64_t dim = 0;
@@ -116,7 +104,7 @@ int sample_run(const SampleRequest& request, const Registry& registry) {
   GaussianMixture gmm(roots, n, dim, request.components, covariance, static_cast<uint64_t>(request.seed));
   const auto drawn = gmm.sample(request.count, static_cast<uint64_t>(request.seed) + 1);
 
-  const int64_t C = ex.config.integer("model.dim");
+  const int64_t C = ex.config.settings.model.dim;
   auto root_tokens = torch::tensor(drawn, torch::kDouble).to(torch::kFloat).view({request.count, dim / C, C});
   const auto shape = ex.dataset->sample_shape();
   const bool sets = shape.size() == 2;

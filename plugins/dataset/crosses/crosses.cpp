@@ -1,7 +1,7 @@
 // Crosses (HTM slides): pairs of segments (x1, y1, x2, y2) crossing at their common midpoint,
 // the crosses' centres laid out on a balanced binary tree; tokens in a random order, with the
 // true merge tree (each cross's two segments, then the crosses along the layout tree).
-#include "../trees/generated.h"
+#include "generated.h"  // plugins/dataset/trees
 
 namespace {
 

@@ -1,0 +1,228 @@
+// Resolving a variant: host sections and plugin slots checked against their schemas, the
+// typed settings, the stored TOML document and its hash.
+#include "config/experiment_config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+
+#include "config/layering.h"
+#include "htm/error.h"
+
+namespace htm {
+namespace {
+
+using config::fail;
+using config::Node;
+using config::Where;
+using config::join;
+using config::with_article;
+using config::conform;
+using config::expect_table;
+
+// `node` as a value of `spec`'s type (and one of `choices`, when given), or an error naming `key`.
+Value checked(const Node& node, const ParamSpec& spec, const std::string& key,
+              const std::vector<std::string>& choices = {}) {
+  std::optional<Value> value = node.value ? conform(*node.value, spec.type) : std::nullopt;
+  if (!value) fail(node.value_at, "'" + key + "' expects " + with_article(type_name(spec.type)) + ", got " + node.what);
+  if (!choices.empty()) {
+    const std::string& word = std::get<std::string>(*value);
+    if (std::find(choices.begin(), choices.end(), word) == choices.end())
+      fail(node.value_at, "'" + key + "' expects one of: " + join(choices) + "; got '" + word + "'");
+  }
+  return *value;
+}
+
+const ParamSpec* find_spec(const std::vector<ParamSpec>& specs, const std::string& name) {
+  for (const ParamSpec& spec : specs) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> sorted_names(const std::vector<ParamSpec>& specs) {
+  std::vector<std::string> names;
+  for (const ParamSpec& spec : specs) names.push_back(spec.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A host section flattened into `values`, defaults first.
+void resolve_section(const HostSection& section, const Node* table, std::map<std::string, Value>& values) {
+  for (const HostSetting& setting : section.settings)
+    values[section.name + "." + setting.spec.name] = setting.spec.default_value;
+  if (!table) return;
+  expect_table(*table, section.name);
+  for (const Node::Entry& entry : table->children) {
+    const std::string key = section.name + "." + entry.key;
+    auto setting = std::find_if(section.settings.begin(), section.settings.end(),
+                                [&](const HostSetting& s) { return s.spec.name == entry.key; });
+    if (setting == section.settings.end()) {
+      std::vector<std::string> names;
+      for (const HostSetting& s : section.settings) names.push_back(s.spec.name);
+      std::sort(names.begin(), names.end());
+      fail(entry.node.key_at, "unknown key '" + key + "'; expected one of: " + join(names));
+    }
+    values[key] = checked(entry.node, setting->spec, key, setting->choices);
+  }
+}
+
+const Manifest& find_manifest(const PluginCatalog& catalog, PluginKind kind, const std::string& name, const Where& at) {
+  if (const Manifest* manifest = catalog.find(kind, name)) return *manifest;
+  const std::vector<std::string> known = catalog.names(kind);
+  fail(at, std::string("unknown ") + kind_name(kind) + " plugin '" + name +
+               "'; known: " + (known.empty() ? "none" : join(known)));
+}
+
+// A plugin's parameters from `table` (may be null): `specs` holds the host's own (a loss's weight),
+// the manifest's follow.
+Params plugin_params(const Manifest& manifest, std::vector<ParamSpec> specs, const Node* table,
+                     const std::string& prefix) {
+  specs.insert(specs.end(), manifest.params.begin(), manifest.params.end());
+  Params params;
+  for (const ParamSpec& spec : specs) {
+    params.set(spec.name, conform(spec.default_value, spec.type).value_or(spec.default_value));
+  }
+  if (!table) return params;
+  for (const Node::Entry& entry : table->children) {
+    const ParamSpec* spec = find_spec(specs, entry.key);
+    if (!spec) {
+      const std::vector<std::string> names = sorted_names(specs);
+      fail(entry.node.key_at, std::string(kind_name(manifest.kind)) + " plugin '" + manifest.name +
+                                  "' has no parameter '" + entry.key +
+                                  "'; it has: " + (names.empty() ? "none" : join(names)));
+    }
+    params.set(entry.key, checked(entry.node, *spec, prefix + "." + entry.key));
+  }
+  return params;
+}
+
+PluginChoice resolve_slot(const config::Slot& slot, const Node* table, const Where& start, const PluginCatalog& catalog) {
+  PluginChoice choice{slot.fallback, {}};
+  Where named_at = start;
+  Node params = table_at(start);
+  if (table) {
+    expect_table(*table, slot.section);
+    named_at = table->key_at;
+    params = *table;
+    if (const Node* plugin = table->find("plugin")) {
+      const ParamSpec spec{"plugin", ValueType::string, std::string(), ""};
+      choice.name = std::get<std::string>(checked(*plugin, spec, slot.section + ".plugin"));
+      named_at = plugin->value_at;
+      params.erase("plugin");
+    }
+  }
+  const Manifest& manifest = find_manifest(catalog, slot.kind, choice.name, named_at);
+  choice.params = plugin_params(manifest, {}, &params, slot.section);
+  return choice;
+}
+
+std::map<std::string, LossChoice> resolve_losses(const Node* table, const Where& start,
+                                                 const PluginCatalog& catalog) {
+  const ParamSpec weight{"weight", ValueType::floating, 1.0, "multiplies this loss in the total"};
+  std::map<std::string, LossChoice> losses;
+  if (table) {
+    expect_table(*table, "loss");
+    for (const Node::Entry& entry : table->children) {
+      const std::string key = "loss." + entry.key;
+      expect_table(entry.node, key);
+      const Manifest& manifest = find_manifest(catalog, PluginKind::loss, entry.key, entry.node.key_at);
+      losses[entry.key].params = plugin_params(manifest, {weight}, &entry.node, key);
+    }
+  }
+  if (losses.empty()) {
+    const Manifest& manifest = find_manifest(catalog, PluginKind::loss, "mse", start);
+    losses["mse"].params = plugin_params(manifest, {weight}, nullptr, "loss.mse");
+  }
+  for (auto& [name, loss] : losses) {
+    loss.name = name;
+    loss.weight = loss.params.number("weight");
+  }
+  return losses;
+}
+
+std::string toml_key(const std::string& key) {
+  const bool bare = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+  return bare ? key : to_toml(key);
+}
+
+void write_table(std::string& out, const std::string& header, const std::map<std::string, Value>& values,
+                 const std::string& plugin = "") {
+  out += (out.empty() ? "[" : "\n[") + header + "]\n";
+  if (!plugin.empty()) out += "plugin = " + to_toml(plugin) + "\n";
+  for (const auto& [key, value] : values) out += toml_key(key) + " = " + to_toml(value) + "\n";
+}
+
+std::string to_document(const ResolvedConfig& config, const std::map<std::string, Value>& host_values) {
+  std::string out;
+  for (const HostSection& section : host_schema()) {
+    std::map<std::string, Value> values;
+    for (const HostSetting& setting : section.settings)
+      values[setting.spec.name] = host_values.at(section.name + "." + setting.spec.name);
+    write_table(out, section.name, values);
+  }
+  for (const config::Slot& slot : config::slots()) {
+    const PluginChoice& choice = config.*slot.choice;
+    write_table(out, slot.section, choice.params.values(), choice.name);
+  }
+  for (const auto& [name, loss] : config.losses) write_table(out, "loss." + toml_key(name), loss.params.values());
+  return out;
+}
+
+std::string fnv1a_hex(const std::string& text) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
+}
+
+}  // namespace
+
+std::map<std::string, Value> ResolvedConfig::flattened() const {
+  std::map<std::string, Value> flat = host_values_;
+  for (const config::Slot& slot : config::slots()) {
+    const PluginChoice& choice = this->*slot.choice;
+    flat[slot.section + ".plugin"] = choice.name;
+    for (const auto& [name, value] : choice.params.values()) flat[slot.section + "." + name] = value;
+  }
+  for (const auto& [loss, choice] : losses) {
+    for (const auto& [name, value] : choice.params.values()) flat["loss." + loss + "." + name] = value;
+  }
+  return flat;
+}
+
+ResolvedConfig ExperimentFile::resolve(const std::string& variant, const PluginCatalog& catalog) const {
+  const std::vector<config::Variant> variants = config::variant_list(parsed_->root);
+  auto chosen = std::find_if(variants.begin(), variants.end(), [&](const auto& v) { return v.name == variant; });
+  if (chosen == variants.end())
+    throw Error(path_ + " has no variant '" + variant + "'; it has: " + join(this->variants()));
+
+  Node config = parsed_->root;
+  config.erase("variants");
+  config.erase("grid");
+  config::merge_layer(config, chosen->overlay);
+  for (const Node& override : parsed_->overrides) config::merge_layer(config, override);
+  config::check_sections(config, false);
+
+  ResolvedConfig resolved;
+  resolved.variant = variant;
+  for (const HostSection& section : host_schema())
+    resolve_section(section, config.find(section.name), resolved.host_values_);
+  auto& name = std::get<std::string>(resolved.host_values_["experiment.name"]);
+  if (name.empty()) name = std::filesystem::path(path_).stem().string();
+  resolved.settings = typed_settings(resolved.host_values_);
+  resolved.experiment = name;
+  const Where start{path_, 1, 1};
+  for (const config::Slot& slot : config::slots())
+    resolved.*slot.choice = resolve_slot(slot, config.find(slot.section), start, catalog);
+  resolved.losses = resolve_losses(config.find("loss"), start, catalog);
+  resolved.toml = to_document(resolved, resolved.host_values_);
+  resolved.hash = fnv1a_hex(resolved.toml);
+  return resolved;
+}
+
+}  // namespace htm

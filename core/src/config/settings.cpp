@@ -1,0 +1,182 @@
+// The host settings' schema, each entry bound to the struct member it fills.
+#include "config/settings.h"
+
+#include <utility>
+
+#include "config/toml_tree.h"
+#include "htm/error.h"
+
+namespace htm {
+namespace {
+
+template <class T>
+constexpr ValueType value_type() {
+  if constexpr (std::is_same_v<T, int64_t>) return ValueType::integer;
+  else if constexpr (std::is_same_v<T, double>) return ValueType::floating;
+  else if constexpr (std::is_same_v<T, bool>) return ValueType::boolean;
+  else if constexpr (std::is_same_v<T, std::string>) return ValueType::string;
+  else {
+    static_assert(std::is_same_v<T, std::vector<int64_t>>, "a host setting is a scalar or an int list");
+    return ValueType::integer_list;
+  }
+}
+
+// Builds one section's entries, each writing into `section` of HostSettings.
+template <class S>
+class Section {
+ public:
+  Section(std::string name, S HostSettings::*section) : out_{std::move(name), {}}, section_(section) {}
+
+  template <class T>
+  Section& add(const char* key, T S::*member, T default_value, const char* description) {
+    auto section = section_;
+    out_.settings.push_back({{key, value_type<T>(), std::move(default_value), description},
+                             {},
+                             [section, member](HostSettings& s, const Value& v) { s.*section.*member = std::get<T>(v); }});
+    return *this;
+  }
+
+  /// A setting spelled as one of `words`, stored as the matching enum value.
+  template <class E>
+  Section& choice(const char* key, E S::*member, std::vector<std::pair<std::string, E>> words,
+                  const char* description) {
+    auto section = section_;
+    std::vector<std::string> names;
+    for (const auto& word : words) names.push_back(word.first);
+    out_.settings.push_back({{key, ValueType::string, names.front(), description},
+                             names,
+                             [section, member, words](HostSettings& s, const Value& v) {
+                               for (const auto& [word, value] : words)
+                                 if (word == std::get<std::string>(v)) s.*section.*member = value;
+                             }});
+    return *this;
+  }
+
+  HostSection done() { return std::move(out_); }
+
+ private:
+  HostSection out_;
+  S HostSettings::*section_;
+};
+
+using Ints = std::vector<int64_t>;
+using Text = std::string;
+
+std::vector<HostSection> build_schema() {
+  using E = ExperimentSettings;
+  using M = ModelSettings;
+  using Tr = TrainSettings;
+  using Es = EstimatorSettings;
+  using R = RuntimeSettings;
+  std::vector<HostSection> schema;
+  schema.push_back(
+      Section<E>("experiment", &HostSettings::experiment)
+          .add("name", &E::name, Text(), "name results are filed under; empty: the file's name without .toml")
+          .add("description", &E::description, Text(), "one line saying what the experiment asks")
+          .add("seeds", &E::seeds, Ints{0}, "every variant runs once per seed")
+          .done());
+  schema.push_back(
+      Section<M>("model", &HostSettings::model)
+          .add("dim", &M::dim, int64_t{256}, "token width C")
+          .add("heads", &M::heads, int64_t{8}, "attention heads h")
+          .add("dropout", &M::dropout, 0.1, "dropout rate")
+          .add("mlp_ratio", &M::mlp_ratio, int64_t{4}, "MLP hidden width as a multiple of dim")
+          .add("schedule", &M::schedule, Ints{}, "pairs merged at each layer; empty: derived from merge_fraction")
+          .add("merge_fraction", &M::merge_fraction, 1.0, "fraction of tokens merged per layer: r_l = floor(f * T_l / 2)")
+          .add("layers", &M::layers, int64_t{8}, "merging layers L, in the encoder and in the decoder")
+          .add("transformer", &M::transformer, true, "transformer blocks around merging and unmerging (§4.4)")
+          .add("cross_attention", &M::cross_attention, true,
+               "cross-attention from merged tokens to the unmerged ones (§4.4)")
+          .choice("task", &M::task, {{"reconstruct", Task::reconstruct}, {"classify", Task::classify}},
+                  "reconstruct (autoencoder), or classify (encoder only, root token into a linear head, §4.1)")
+          .choice("architecture", &M::architecture, {{"htm", Architecture::htm}, {"vit", Architecture::vit}},
+                  "htm, or vit: the §4.1 baseline (lifted tokens through `layers` untied transformer blocks)")
+          .add("leaf_classifier", &M::leaf_classifier, false,
+               "train the slides' leaf/internal token classifier (two logits per token), used by `htm sample`")
+          .add("timestep_scale", &M::timestep_scale, 1.0,
+               "multiplies the depth signal added to every token entering a layer (eq. 7; 1: the paper)")
+          .add("vit_dim", &M::vit_dim, int64_t{0},
+               "width of the vit; 0: the width whose parameter count is closest to the htm classifier's")
+          .done());
+  schema.push_back(
+      Section<Tr>("train", &HostSettings::train)
+          .add("epochs", &Tr::epochs, int64_t{1}, "passes over the training set")
+          .add("batch_size", &Tr::batch_size, int64_t{256}, "samples per step")
+          .add("lr", &Tr::lr, 1e-4, "AdamW learning rate")
+          .add("weight_decay", &Tr::weight_decay, 0.01, "AdamW weight decay")
+          .add("warmup_steps", &Tr::warmup_steps, int64_t{0}, "steps over which the learning rate rises linearly from 0")
+          .choice("lr_schedule", &Tr::lr_schedule, {{"step", LrDecay::step}, {"cosine", LrDecay::cosine}},
+                  "step (the paper: multiplied down at lr_decay_epochs) or cosine (to 0 at the last step)")
+          .add("lr_decay_epochs", &Tr::lr_decay_epochs, Ints{}, "epochs at which the learning rate is multiplied down")
+          .add("lr_decay_factor", &Tr::lr_decay_factor, 0.1, "what the learning rate is multiplied by at each decay epoch")
+          .add("rho0", &Tr::rho0, 0.05, "initial rho of the stochastic schedule, P(depth d) ~ rho^d (§3.1.4)")
+          .add("rho_step", &Tr::rho_step, 0.01, "added to rho after each epoch, up to 1")
+          .choice("rho_schedule", &Tr::rho_schedule, {{"epoch", RhoSchedule::epoch}, {"step", RhoSchedule::step}},
+                  "epoch (the paper: rho0 + rho_step per epoch) or step (rho0 rising linearly to rho_end over "
+                  "the first rho_ramp of the steps)")
+          .add("rho_end", &Tr::rho_end, 1.0, "rho reached by a step-wise ramp; above 1 favours the full depth")
+          .add("rho_ramp", &Tr::rho_ramp, 0.5, "fraction of the steps over which a step-wise ramp rises")
+          .add("stochastic_depth", &Tr::stochastic_depth, true,
+               "draw each step's depth from the rho schedule (§3.1.4); false: always the full schedule")
+          .add("max_steps", &Tr::max_steps, int64_t{0}, "stop after this many steps; 0: no cap")
+          .add("train_samples", &Tr::train_samples, int64_t{0}, "training samples used; 0: all")
+          .add("eval_samples", &Tr::eval_samples, int64_t{0}, "evaluation samples used; 0: all")
+          .add("eval_every", &Tr::eval_every, int64_t{0}, "also evaluate every N steps; 0: only at each epoch's end")
+          .add("log_every", &Tr::log_every, int64_t{10}, "record training metrics every N steps")
+          .add("eval_batch_size", &Tr::eval_batch_size, int64_t{256}, "samples per evaluation batch")
+          .add("grad_clip", &Tr::grad_clip, 0.0, "clip the gradient norm to this; 0: off")
+          .add("images", &Tr::images, int64_t{8}, "samples shown in the reconstruction picture")
+          .add("checkpoint", &Tr::checkpoint, true, "save a checkpoint with the run")
+          .done());
+  schema.push_back(
+      Section<Es>("estimator", &HostSettings::estimator)
+          .choice("method", &Es::method,
+                  {{"score_function", EstimatorMethod::score_function}, {"prob_scale", EstimatorMethod::prob_scale}},
+                  "gradient through the merges: score_function (eq. 2-4) or prob_scale (A.4)")
+          .choice("reward", &Es::reward, {{"batch", RewardScope::batch}, {"sample", RewardScope::sample}},
+                  "score-function reward: the batch's loss, or each sample's")
+          .choice("baseline", &Es::baseline, {{"none", RewardBaseline::none}, {"ema", RewardBaseline::ema}},
+                  "subtracted from the reward: none, or ema (moving average)")
+          .add("baseline_decay", &Es::baseline_decay, 0.9, "decay of the ema baseline")
+          .done());
+  schema.push_back(
+      Section<R>("runtime", &HostSettings::runtime)
+          .add("threads", &R::threads, int64_t{0}, "torch threads; 0: all cores")
+          .add("results", &R::results, Text(kDefaultResultsPath), "the results database")
+          .add("artifacts", &R::artifacts, Text("results/runs"), "folder of per-run checkpoints and images")
+          .done());
+  return schema;
+}
+
+}  // namespace
+
+const std::vector<HostSection>& host_schema() {
+  static const std::vector<HostSection> schema = build_schema();
+  return schema;
+}
+
+HostSettings typed_settings(const std::map<std::string, Value>& values) {
+  HostSettings settings;
+  for (const HostSection& section : host_schema()) {
+    for (const HostSetting& setting : section.settings) {
+      const std::string key = section.name + "." + setting.spec.name;
+      auto found = values.find(key);
+      if (found == values.end()) throw Error("the config has no setting '" + key + "'");
+      if (type_of(found->second) != setting.spec.type)
+        throw Error("setting '" + key + "' is " + config::with_article(type_name(type_of(found->second))) + ", not " +
+                    config::with_article(type_name(setting.spec.type)));
+      setting.assign(settings, found->second);
+    }
+  }
+  return settings;
+}
+
+HostSettings default_settings() {
+  std::map<std::string, Value> values;
+  for (const HostSection& section : host_schema())
+    for (const HostSetting& setting : section.settings)
+      values[section.name + "." + setting.spec.name] = setting.spec.default_value;
+  return typed_settings(values);
+}
+
+}  // namespace htm

@@ -1,0 +1,121 @@
+// The host's own settings ([experiment], [model], [train], [estimator], [runtime]), parsed once
+// into typed structs. The schema below is their one home: names, types, defaults, the words a
+// choice accepts and the text `docs/experiments.md` shows. Nothing outside config/ looks a
+// setting up by its name.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "htm/manifest.h"
+#include "htm/value.h"
+
+namespace htm {
+
+enum class Task { reconstruct, classify };
+enum class Architecture { htm, vit };
+enum class LrDecay { step, cosine };
+enum class RhoSchedule { epoch, step };
+enum class EstimatorMethod { score_function, prob_scale };
+enum class RewardScope { batch, sample };
+enum class RewardBaseline { none, ema };
+
+struct ExperimentSettings {
+  std::string name;  ///< results are filed under it; the file's stem when the file names none
+  std::string description;
+  std::vector<int64_t> seeds;
+};
+
+struct ModelSettings {
+  int64_t dim = 0;  ///< token width C
+  int64_t heads = 0;
+  double dropout = 0;
+  int64_t mlp_ratio = 0;
+  std::vector<int64_t> schedule;  ///< pairs merged per layer; empty: from merge_fraction
+  double merge_fraction = 0;
+  int64_t layers = 0;
+  bool transformer = false;
+  bool cross_attention = false;
+  Task task = Task::reconstruct;
+  Architecture architecture = Architecture::htm;
+  bool leaf_classifier = false;
+  double timestep_scale = 0;
+  int64_t vit_dim = 0;  ///< 0: matched to the htm classifier's parameter count
+};
+
+struct TrainSettings {
+  int64_t epochs = 0;
+  int64_t batch_size = 0;
+  double lr = 0;
+  double weight_decay = 0;
+  int64_t warmup_steps = 0;
+  LrDecay lr_schedule = LrDecay::step;
+  std::vector<int64_t> lr_decay_epochs;
+  double lr_decay_factor = 0;
+  double rho0 = 0;
+  double rho_step = 0;
+  RhoSchedule rho_schedule = RhoSchedule::epoch;
+  double rho_end = 0;
+  double rho_ramp = 0;
+  bool stochastic_depth = false;
+  int64_t max_steps = 0;      ///< 0: no cap
+  int64_t train_samples = 0;  ///< 0: all
+  int64_t eval_samples = 0;   ///< 0: all
+  int64_t eval_every = 0;     ///< 0: only at each epoch's end
+  int64_t log_every = 0;
+  int64_t eval_batch_size = 0;
+  double grad_clip = 0;  ///< 0: off
+  int64_t images = 0;
+  bool checkpoint = false;
+};
+
+struct EstimatorSettings {
+  EstimatorMethod method = EstimatorMethod::score_function;
+  RewardScope reward = RewardScope::batch;
+  RewardBaseline baseline = RewardBaseline::none;
+  double baseline_decay = 0;
+};
+
+/// The results database when neither a file nor a command line names one.
+inline constexpr const char* kDefaultResultsPath = "results/htm.sqlite";
+
+struct RuntimeSettings {
+  int64_t threads = 0;  ///< 0: every core
+  std::string results;
+  std::string artifacts;
+};
+
+struct HostSettings {
+  ExperimentSettings experiment;
+  ModelSettings model;
+  TrainSettings train;
+  EstimatorSettings estimator;
+  RuntimeSettings runtime;
+};
+
+/// One host setting: what a file may write, and where its checked value lands.
+struct HostSetting {
+  ParamSpec spec;                    ///< name, type, default and description
+  std::vector<std::string> choices;  ///< the words a string setting accepts; empty: any text
+  std::function<void(HostSettings&, const Value&)> assign;  ///< stores a checked value
+};
+
+struct HostSection {
+  std::string name;
+  std::vector<HostSetting> settings;
+};
+
+/// Every host setting, section by section, in the order documents list them.
+const std::vector<HostSection>& host_schema();
+
+/// The typed settings of flattened, checked values ("train.lr" -> 0.0001); every key of the
+/// schema must be present.
+HostSettings typed_settings(const std::map<std::string, Value>& values);
+
+/// Every setting at its default.
+HostSettings default_settings();
+
+}  // namespace htm

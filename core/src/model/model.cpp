@@ -1,0 +1,431 @@
+#include "model/model.h"
+
+#include <cmath>
+
+#include <ATen/record_function.h>
+#include <torch/torch.h>
+
+#include "htm/error.h"
+
+namespace htm {
+namespace F = torch::nn::functional;
+
+std::vector<int64_t> make_schedule(int64_t tokens, double fraction, int64_t layers) {
+  std::vector<int64_t> schedule;
+  for (int64_t l = 0; l < layers; ++l) {
+    const int64_t r = static_cast<int64_t>(std::floor(fraction * tokens / 2.0 + 1e-9));
+    schedule.push_back(r);
+    tokens -= r;
+  }
+  return schedule;
+}
+
+int64_t tokens_after(int64_t tokens, const std::vector<int64_t>& schedule, size_t depth) {
+  for (size_t l = 0; l < depth && l < schedule.size(); ++l) tokens -= schedule[l];
+  return tokens;
+}
+
+void check_schedule(int64_t tokens, const std::vector<int64_t>& schedule) {
+  if (schedule.empty()) throw Error("the merging schedule is empty");
+  for (size_t l = 0; l < schedule.size(); ++l) {
+    if (schedule[l] < 0 || 2 * schedule[l] > tokens)
+      throw Error("merging schedule layer " + std::to_string(l + 1) + " merges " +
+                  std::to_string(schedule[l]) + " pairs but only " + std::to_string(tokens) +
+                  " tokens are left (at most " + std::to_string(tokens / 2) + " pairs)");
+    tokens -= schedule[l];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Blocks
+
+TransformerBlockImpl::TransformerBlockImpl(const ModelOptions& o) : dropout_(o.dropout) {
+  norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
+  attn_ = register_module("attn", Attention(o.dim, o.heads, o.dropout));
+  mlp_ = register_module("mlp", ResidualMlp(o.dim, o.mlp_ratio, o.dropout));
+}
+
+torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x, torch::Tensor* attention) {
+  auto h = norm_->forward(x);
+  return mlp_->forward(x + fast_dropout(attn_->forward(h, h, attention), dropout_, is_training()));
+}
+
+RefineBlockImpl::RefineBlockImpl(const ModelOptions& o)
+    : cross_attention_(o.cross_attention), dropout_(o.dropout) {
+  if (cross_attention_) {
+    norm_q_ = register_module("norm_q", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
+    norm_kv_ = register_module("norm_kv", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
+    attn_ = register_module("attn", Attention(o.dim, o.heads, o.dropout));
+  }
+  mlp_ = register_module("mlp", ResidualMlp(o.dim, o.mlp_ratio, o.dropout));
+}
+
+std::pair<torch::Tensor, torch::Tensor> RefineBlockImpl::key_values(const torch::Tensor& old_tokens) {
+  if (!cross_attention_) return {};
+  return attn_->key_values(norm_kv_->forward(old_tokens));
+}
+
+torch::Tensor RefineBlockImpl::forward(const torch::Tensor& new_tokens, const torch::Tensor& keys,
+                                       const torch::Tensor& values) {
+  auto x = new_tokens;
+  if (cross_attention_)
+    x = x + fast_dropout(attn_->attend(norm_q_->forward(x), keys, values), dropout_, is_training());
+  return mlp_->forward(x);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model
+
+namespace {
+
+constexpr int64_t kMaxDepth = 64;
+
+torch::Tensor sinusoids(int64_t depths, int64_t dim) {  // paper eq. 7
+  auto d = torch::arange(depths, torch::kFloat).unsqueeze(1);
+  auto i = torch::arange(0, dim, 2, torch::kFloat);
+  auto angle = d / torch::pow(10000.0, i / static_cast<double>(dim));
+  auto te = torch::zeros({depths, dim});
+  te.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, dim, 2)}, torch::sin(angle));
+  te.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, dim, 2)},
+                torch::cos(angle).narrow(1, 0, dim / 2));
+  return te;
+}
+
+torch::Tensor gather_tokens(const torch::Tensor& x, const torch::Tensor& index) {
+  return x.gather(1, index.unsqueeze(-1).expand({index.size(0), index.size(1), x.size(2)}));
+}
+
+}  // namespace
+
+HtmModelImpl::HtmModelImpl(const ModelOptions& options, std::shared_ptr<Adapter> adapter,
+                           std::shared_ptr<Policy> policy, std::shared_ptr<MergeOperator> merge)
+    : options_(options) {
+  adapter_ = register_module("adapter", std::move(adapter));
+  policy_ = register_module("policy", std::move(policy));
+  merge_ = register_module("merge", std::move(merge));
+  const bool decoder = options_.classes == 0;
+  if (options_.transformer) {
+    encoder_block_ = register_module("encoder_block", TransformerBlock(options_));
+    if (decoder) decoder_block_ = register_module("decoder_block", TransformerBlock(options_));
+  }
+  merge_refine_ = register_module("merge_refine", RefineBlock(options_));
+  if (decoder) {
+    unmerge_refine_ = register_module("unmerge_refine", RefineBlock(options_));
+  } else {
+    head_norm_ = register_module("head_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options_.dim})));
+    head_ = register_module("head", Linear(options_.dim, options_.classes));
+  }
+  if (options_.leaf_classifier) {
+    if (!decoder) throw Error("model.leaf_classifier needs the decoder: it is for reconstruction and generation");
+    const int64_t C = options_.dim;
+    leaf_head_ = register_module(
+        "leaf_head", torch::nn::Sequential(torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})),
+                                           Linear(C, C), torch::nn::GELU(), Linear(C, 2)));
+  }
+  timesteps_ = register_buffer("timesteps", options_.timestep_scale * sinusoids(kMaxDepth + 1, options_.dim));
+}
+
+torch::Tensor HtmModelImpl::leaf_logits(const torch::Tensor& tokens) {
+  return leaf_head_->forward(tokens.detach());
+}
+
+torch::Tensor HtmModelImpl::timestep(int64_t depth) const {
+  if (depth > kMaxDepth) throw Error("schedules deeper than 64 layers are not supported");
+  return timesteps_[depth];
+}
+
+void HtmModelImpl::add_log_prob(ForwardResult& result, const torch::Tensor& log_prob) const {
+  if (!log_prob.defined() || options_.prob_scale) return;
+  auto per_sample = log_prob.sum(1);
+  result.log_prob = result.log_prob.defined() ? result.log_prob + per_sample : per_sample;
+}
+
+torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
+                                        const torch::Tensor& attention, at::Generator generator,
+                                        ForwardResult& result, torch::Tensor* keep_out) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+  auto [keys, values] = merge_refine_->key_values(x);
+  if (r == 0) {
+    result.merges.push_back({});
+    if (keep_out != nullptr) *keep_out = torch::arange(T, torch::kLong).expand({B, T});
+    return merge_refine_->forward(x, keys, values);
+  }
+  MergeContext ctx;
+  ctx.tokens = x;
+  ctx.r = r;
+  ctx.depth = depth;
+  ctx.attention = attention;
+  ctx.cross_keys = keys;
+  ctx.generator = generator;
+  ctx.training = is_training();
+  MergeDecision decision = policy_->choose_merges(ctx);
+  add_log_prob(result, decision.log_prob);
+
+  auto merged = merge_->merge(gather_tokens(x, decision.src).reshape({B * r, C}),
+                              gather_tokens(x, decision.dst).reshape({B * r, C}))
+                    .view({B, r, C});
+  if (options_.prob_scale && decision.log_prob.defined())
+    merged = merged * decision.log_prob.exp().unsqueeze(-1);
+  auto y = x.scatter(1, decision.dst.unsqueeze(-1).expand({B, r, C}), merged);
+  // Drop the src tokens, keeping the others in their original order.
+  auto order_key = torch::arange(T, torch::kLong).expand({B, T}).clone();
+  order_key.scatter_add_(1, decision.src, torch::full({B, r}, T, torch::kLong));
+  auto keep = std::get<1>(order_key.sort(1)).narrow(1, 0, T - r);
+  if (keep_out != nullptr) *keep_out = keep;
+  result.merges.push_back(std::move(decision));
+  return merge_refine_->forward(gather_tokens(y, keep), keys, values);
+}
+
+torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
+                                          at::Generator generator, ForwardResult& result,
+                                          const torch::Tensor& forced, torch::Tensor* chosen) {
+  const int64_t B = x.size(0), C = x.size(2);
+  auto [keys, values] = unmerge_refine_->key_values(x);
+  if (r == 0) return unmerge_refine_->forward(x, keys, values);
+  UnmergeContext ctx;
+  ctx.tokens = x;
+  ctx.r = r;
+  ctx.depth = depth;
+  ctx.generator = generator;
+  ctx.training = is_training();
+  ctx.forced = forced;
+  UnmergeDecision decision = policy_->choose_unmerges(ctx);
+  if (forced.defined()) {
+    if (!decision.index.defined() || !torch::equal(decision.index, forced))
+      throw Error("the policy ignored UnmergeContext::forced, so it cannot be teacher-forced "
+                  "(see docs/writing-a-plugin.md)");
+    result.unmerge_log_probs.push_back(decision.log_prob);
+  } else {
+    add_log_prob(result, decision.log_prob);
+  }
+
+  if (chosen != nullptr) *chosen = decision.index;
+  auto [first, second] = merge_->unmerge(gather_tokens(x, decision.index).reshape({B * r, C}));
+  first = first.view({B, r, C});
+  second = second.view({B, r, C});
+  if (options_.prob_scale && decision.log_prob.defined()) {
+    auto p = decision.log_prob.exp().unsqueeze(-1);
+    first = first * p;
+    second = second * p;
+  }
+  auto y = torch::cat({x.scatter(1, decision.index.unsqueeze(-1).expand({B, r, C}), first), second}, 1);
+  return unmerge_refine_->forward(y, keys, values);
+}
+
+torch::Tensor HtmModelImpl::decoder_layer(const torch::Tensor& x, int64_t r, int64_t depth,
+                                          at::Generator generator, ForwardResult& result,
+                                          const torch::Tensor& forced, torch::Tensor* chosen) {
+  torch::Tensor y;
+  {
+    RECORD_FUNCTION("htm::unmerge_layer", {});
+    y = unmerge_layer(x + timestep(depth), r, depth, generator, result, forced, chosen);
+  }
+  if (!options_.transformer) return y;
+  RECORD_FUNCTION("htm::decoder_block", {});
+  return decoder_block_->forward(y);
+}
+
+torch::Tensor HtmModelImpl::first_merge_logits(const torch::Tensor& input, int64_t r) {
+  auto x = adapter_->lift(input) + timestep(1);
+  torch::Tensor attention;
+  if (options_.transformer) x = encoder_block_->forward(x, policy_->needs_attention() ? &attention : nullptr);
+  MergeContext ctx;
+  ctx.tokens = x;
+  ctx.r = r;
+  ctx.attention = attention;
+  ctx.cross_keys = merge_refine_->key_values(x).first;
+  ctx.training = false;
+  return policy_->merge_logits(ctx);
+}
+
+torch::Tensor HtmModelImpl::enter(const torch::Tensor& x, int64_t d, const ForwardHooks* hooks) {
+  auto y = x + timestep(d);
+  if (hooks != nullptr && hooks->layer_entry) y = hooks->layer_entry(y, d);
+  return y;
+}
+
+ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vector<int64_t>& schedule,
+                                    at::Generator generator, const ForwardHooks* hooks) {
+  ForwardResult result;
+  torch::Tensor x;
+  {
+    RECORD_FUNCTION("htm::lift", {});
+    x = adapter_->lift(input);  // B×T×C
+  }
+  const int64_t B = x.size(0), depth = static_cast<int64_t>(schedule.size());
+  // The leaf/internal classifier's lessons: populations (detached) with 0 = leaf, 1 = internal,
+  // -1 = no label. The encoder's are labelled by where each token came from (slides).
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> lessons;
+  torch::Tensor internal;
+  if (options_.leaf_classifier) {
+    internal = torch::zeros({B, x.size(1)}, torch::kLong);
+    lessons.emplace_back(x, internal);
+  }
+
+  // Encoder: the same layer applied at every depth.
+  for (int64_t d = 1; d <= depth; ++d) {
+    x = enter(x, d, hooks);
+    result.encoder_tokens.push_back(x);
+    torch::Tensor attention, keep;
+    if (options_.transformer) {
+      RECORD_FUNCTION("htm::encoder_block", {});
+      x = encoder_block_->forward(x, policy_->needs_attention() ? &attention : nullptr);
+    }
+    RECORD_FUNCTION("htm::merge_layer", {});
+    x = merge_layer(x, schedule[d - 1], d, attention, generator, result, internal.defined() ? &keep : nullptr);
+    if (internal.defined()) {
+      if (schedule[d - 1] > 0) internal = internal.scatter(1, result.merges.back().dst, 1);
+      internal = internal.gather(1, keep);
+      lessons.emplace_back(x, internal);
+    }
+  }
+  result.root = x;
+  if (options_.classes > 0) {  // §4.1: encoder only, the root into a linear head
+    result.output = head_->forward(head_norm_->forward(x.mean(1)));
+    return result;
+  }
+
+  // Decoder: mirror image, same schedule and timestep signals. Its own populations teach the
+  // classifier where the label is certain: tokens it splits are internal, its last are leaves.
+  result.decoder_tokens.resize(depth);
+  for (int64_t d = depth; d >= 1; --d) {
+    const auto before = x;
+    torch::Tensor chosen;
+    x = decoder_layer(x, schedule[d - 1], d, generator, result, {}, internal.defined() ? &chosen : nullptr);
+    if (internal.defined() && chosen.defined())
+      lessons.emplace_back(before, torch::full({B, before.size(1)}, -1, torch::kLong).scatter(1, chosen, 1));
+    result.decoder_tokens[d - 1] = x;
+  }
+  if (internal.defined()) {
+    lessons.emplace_back(x, torch::zeros({B, x.size(1)}, torch::kLong));
+    std::vector<torch::Tensor> logits, targets;
+    for (const auto& [tokens, labels] : lessons) {
+      logits.push_back(leaf_logits(tokens));
+      targets.push_back(labels);
+    }
+    auto all_logits = torch::cat(logits, 1), all_targets = torch::cat(targets, 1);  // B×P×2, B×P
+    auto labelled = (all_targets >= 0).to(torch::kFloat);
+    auto ce = F::cross_entropy(all_logits.reshape({-1, 2}), all_targets.clamp_min(0).reshape({-1}),
+                               F::CrossEntropyFuncOptions().reduction(torch::kNone))
+                  .view_as(labelled);
+    result.leaf_loss = (ce * labelled).sum(1) / labelled.sum(1).clamp_min(1);
+    if (!is_training()) {
+      auto hits = (all_logits.argmax(-1) == all_targets).to(torch::kFloat) * labelled;
+      result.leaf_accuracy = hits.sum().item<double>() / std::max(1.0, labelled.sum().item<double>());
+    }
+  }
+  RECORD_FUNCTION("htm::unlift", {});
+  result.output = adapter_->unlift(x);
+  return result;
+}
+
+std::vector<torch::Tensor> HtmModelImpl::generate(const torch::Tensor& roots, const std::vector<int64_t>& schedule,
+                                                  at::Generator generator, bool by_classifier,
+                                                  double leaf_threshold) {
+  if (options_.classes > 0) throw Error("a classifier has no decoder to generate with");
+  if (by_classifier && !options_.leaf_classifier)
+    throw Error("decoding by the leaf/internal classifier needs a model trained with model.leaf_classifier = true");
+  torch::NoGradGuard no_grad;
+  const int64_t depth = static_cast<int64_t>(schedule.size());
+  ForwardResult scratch;
+  std::vector<torch::Tensor> outputs;
+  if (!by_classifier) {
+    auto x = roots;
+    for (int64_t d = depth; d >= 1; --d) x = decoder_layer(x, schedule[d - 1], d, generator, scratch);
+    auto out = adapter_->unlift(x);
+    for (int64_t b = 0; b < out.size(0); ++b) outputs.push_back(out[b]);
+    return outputs;
+  }
+  for (int64_t b = 0; b < roots.size(0); ++b) {
+    auto x = roots.narrow(0, b, 1);
+    for (int64_t d = depth; d >= 1; --d) {
+      auto p_leaf = torch::softmax(leaf_logits(x)[0], -1).select(-1, 0);
+      auto split = (p_leaf <= leaf_threshold).nonzero().view({1, -1});
+      if (split.size(1) == 0) break;
+      x = decoder_layer(x, split.size(1), d, generator, scratch, split);
+    }
+    outputs.push_back(adapter_->unlift(x)[0]);
+  }
+  return outputs;
+}
+
+torch::Tensor HtmModelImpl::reconstruction_error(const torch::Tensor& output, const torch::Tensor& input) {
+  return adapter_->reconstruction_error(output, input);
+}
+
+ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input,
+                                                   const std::vector<int64_t>& schedule,
+                                                   at::Generator generator, const ForwardHooks* hooks) {
+  if (options_.classes > 0) throw Error("a classifier has no decoder to teacher-force");
+  ForwardResult result;
+  auto x = adapter_->lift(input);
+  const int64_t B = x.size(0), C = x.size(2), depth = static_cast<int64_t>(schedule.size());
+  result.decoder_tokens.resize(depth);
+  for (int64_t d = 1; d <= depth; ++d) {
+    x = enter(x, d, hooks);
+    result.encoder_tokens.push_back(x);
+    const int64_t T = x.size(1), r = schedule[d - 1];
+    torch::Tensor attention, keep;
+    auto h = x;
+    if (options_.transformer) h = encoder_block_->forward(x, policy_->needs_attention() ? &attention : nullptr);
+    auto y = merge_layer(h, r, d, attention, generator, result, &keep);
+
+    // The mirroring decoder layer, given the true population, unmerges the true merged tokens.
+    torch::Tensor origin = keep;  // x-index of each decoded token
+    torch::Tensor forced;
+    if (r > 0) {
+      const MergeDecision& merges = result.merges.back();
+      auto position = torch::full({B, T}, -1, torch::kLong);  // x-index → position in y
+      position.scatter_(1, keep, torch::arange(T - r, torch::kLong).expand({B, T - r}).contiguous());
+      forced = position.gather(1, merges.dst);  // first child in place of dst, second appended
+      origin = torch::cat({keep, merges.src}, 1);
+    }
+    auto z = decoder_layer(y, r, d, generator, result, forced);
+    result.decoder_tokens[d - 1] =
+        torch::zeros_like(z).scatter(1, origin.unsqueeze(-1).expand({B, T, C}), z);
+    x = y;
+  }
+  result.root = x;
+  result.log_prob = torch::Tensor();
+  result.output = adapter_->unlift(result.decoder_tokens[0]);
+  return result;
+}
+
+ForwardResult Model::forward_teacher_forced(const torch::Tensor&, const std::vector<int64_t>&,
+                                            at::Generator, const ForwardHooks*) {
+  throw Error("this model has no teacher-forced pass (§3.2.2 needs the HTM decoder)");
+}
+
+torch::Tensor Model::first_merge_logits(const torch::Tensor&, int64_t) { return {}; }
+
+torch::Tensor Model::reconstruction_error(const torch::Tensor& output, const torch::Tensor& input) {
+  return (output - input).pow(2).flatten(1).mean(1);
+}
+
+int64_t count_parameters(const torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters()) n += p.numel();
+  return n;
+}
+
+int64_t participating_parameters(Model& model, const torch::Tensor& input,
+                                 const std::vector<int64_t>& schedule) {
+  auto params = model.parameters();
+  for (auto& p : params) p.mutable_grad() = torch::Tensor();
+  const bool was_training = model.is_training();
+  model.eval();  // no dropout draws
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
+  auto out = model.forward(input, schedule, gen);
+  auto total = out.output.sum();
+  if (out.log_prob.defined()) total = total + out.log_prob.sum();
+  total.backward();
+  model.train(was_training);
+  int64_t n = 0;
+  for (auto& p : params) {
+    if (p.grad().defined()) n += p.numel();
+    p.mutable_grad() = torch::Tensor();
+  }
+  return n;
+}
+
+}  // namespace htm

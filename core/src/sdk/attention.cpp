@@ -1,0 +1,204 @@
+// Fused multi-head attention for CPUs: softmax(QKᵀ/√d) V computed block by block, so the
+// B×h×Tq×Tk weights never exist in memory; backward recomputes them from the saved
+// log-sum-exp (the FlashAttention scheme). Dropout on the weights uses a counter-based mask
+// that forward and backward regenerate identically.
+#include <cmath>
+#include <mutex>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include "sdk/counter_rng.h"
+#include "sdk/gemm.h"
+#include "htm/layers.h"
+
+namespace htm {
+namespace {
+
+// Query rows per block: a rows×Tk block of scores (~64 KB) stays in cache, and short key
+// sets get tall blocks so each BLAS call has work enough to amortise its overhead.
+int64_t block_rows(int64_t tk) { return std::max<int64_t>(64, 16384 / std::max<int64_t>(1, tk)); }
+
+// x[i] ← exp(x[i] − shift) for i < n. A Cephes-style expf (range reduction by ln 2, degree-6
+// polynomial; relative error ~2e-7) in a plain loop the compiler vectorises for each target.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void exp_shifted(float* x, int64_t n, float shift) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] - shift;
+    v = v < -87.0f ? -87.0f : (v > 88.0f ? 88.0f : v);
+    const float k = __builtin_floorf(v * 1.44269504088896341f + 0.5f);
+    const float r = v - k * 0.693359375f + k * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
+    float scale;
+    __builtin_memcpy(&scale, &bits, sizeof scale);
+    x[i] = p * scale;
+  }
+}
+
+// Multiplies row `row` (length tk) of the weights by the dropout mask: 0 or 1/(1-p).
+void apply_mask(float* w, int64_t tk, uint64_t seed, uint64_t row, uint32_t threshold, float scale) {
+  const uint64_t base = counter_bits(seed, row);
+  for (int64_t j = 0; j < tk; j += 4) {
+    const uint64_t bits = splitmix64(base + static_cast<uint64_t>(j));
+    for (int64_t t = 0; t < 4 && j + t < tk; ++t)
+      w[j + t] *= ((bits >> (16 * t)) & 0xffff) >= threshold ? scale : 0.0f;
+  }
+}
+
+struct Shapes {
+  int64_t B, Bq, Tq, Tk, C, h, d;
+  int64_t q_row, k_row, v_row;  // row strides (elements) of q, k, v
+};
+
+Shapes shapes_of(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads) {
+  return {k.size(0), q.size(0), q.size(1), k.size(1), q.size(2), heads, q.size(2) / heads,
+          q.stride(1), k.stride(1), v.stride(1)};
+}
+
+// Scores of query rows [i0, i0+rows) of head hh against every key: S = (Q Kᵀ)/√d.
+void scores(const Shapes& s, const float* q, const float* k, int64_t i0, int64_t rows, float* out) {
+  gemm(false, true, rows, s.Tk, s.d, 1.0f / std::sqrt(static_cast<float>(s.d)), q + i0 * s.q_row,
+       s.q_row, k, s.k_row, 0.0f, out, s.Tk);
+}
+
+class FusedAttention : public torch::autograd::Function<FusedAttention> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
+                               const torch::Tensor& k, const torch::Tensor& v, int64_t heads,
+                               double dropout) {
+    const Shapes s = shapes_of(q, k, v, heads);
+    auto out = torch::empty({s.B, s.Tq, s.C}, q.options());
+    auto lse = torch::empty({s.B, s.h, s.Tq}, q.options());
+    const uint64_t seed = dropout > 0 ? next_seed() : 0;
+    const uint32_t threshold = static_cast<uint32_t>(std::lround(dropout * 65536.0));
+    const float scale = static_cast<float>(1.0 / (1.0 - dropout));
+    const float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>();
+    float *op = out.data_ptr<float>(), *lp = lse.data_ptr<float>();
+
+    at::parallel_for(0, s.B * s.h, 1, [&](int64_t begin, int64_t end) {
+      const int64_t block = block_rows(s.Tk);
+      std::vector<float> w(block * s.Tk);
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / s.h, hh = bh % s.h;
+        const float* qh = qp + (s.Bq == 1 ? 0 : b * q.stride(0)) + hh * s.d;
+        const float* kh = kp + b * k.stride(0) + hh * s.d;
+        const float* vh = vp + b * v.stride(0) + hh * s.d;
+        for (int64_t i0 = 0; i0 < s.Tq; i0 += block) {
+          const int64_t rows = std::min(block, s.Tq - i0);
+          scores(s, qh, kh, i0, rows, w.data());
+          for (int64_t i = 0; i < rows; ++i) {
+            float* wi = w.data() + i * s.Tk;
+            const float m = *std::max_element(wi, wi + s.Tk);
+            exp_shifted(wi, s.Tk, m);
+            float sum = 0;
+            for (int64_t j = 0; j < s.Tk; ++j) sum += wi[j];
+            const float inv = 1.0f / sum;
+            for (int64_t j = 0; j < s.Tk; ++j) wi[j] *= inv;
+            lp[bh * s.Tq + i0 + i] = m + std::log(sum);
+            if (dropout > 0) apply_mask(wi, s.Tk, seed, bh * s.Tq + i0 + i, threshold, scale);
+          }
+          gemm(false, false, rows, s.d, s.Tk, 1.0f, w.data(), s.Tk, vh, s.v_row, 0.0f,
+               op + b * s.Tq * s.C + i0 * s.C + hh * s.d, s.C);
+        }
+      }
+    });
+    ctx->save_for_backward({q, k, v, lse});
+    ctx->saved_data["heads"] = heads;
+    ctx->saved_data["dropout"] = dropout;
+    ctx->saved_data["seed"] = static_cast<int64_t>(seed);
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &lse = saved[3];
+    const int64_t heads = ctx->saved_data["heads"].toInt();
+    const double dropout = ctx->saved_data["dropout"].toDouble();
+    const uint64_t seed = static_cast<uint64_t>(ctx->saved_data["seed"].toInt());
+    const Shapes s = shapes_of(q, k, v, heads);
+    const uint32_t threshold = static_cast<uint32_t>(std::lround(dropout * 65536.0));
+    const float scale = static_cast<float>(1.0 / (1.0 - dropout));
+    const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(s.d));
+    auto grad_out = grads[0].contiguous();
+    // Broadcast queries collect one gradient per key batch, summed at the end.
+    auto dq = torch::zeros({s.B, s.Tq, s.C}, q.options());
+    auto dk = torch::zeros({s.B, s.Tk, s.C}, q.options());
+    auto dv = torch::zeros({s.B, s.Tk, s.C}, q.options());
+    const float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>();
+    const float *gp = grad_out.data_ptr<float>(), *lp = lse.data_ptr<float>();
+    float *dqp = dq.data_ptr<float>(), *dkp = dk.data_ptr<float>(), *dvp = dv.data_ptr<float>();
+
+    at::parallel_for(0, s.B * s.h, 1, [&](int64_t begin, int64_t end) {
+      const int64_t block = block_rows(s.Tk);
+      std::vector<float> p(block * s.Tk), dp(block * s.Tk);
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / s.h, hh = bh % s.h;
+        const float* qh = qp + (s.Bq == 1 ? 0 : b * q.stride(0)) + hh * s.d;
+        const float* kh = kp + b * k.stride(0) + hh * s.d;
+        const float* vh = vp + b * v.stride(0) + hh * s.d;
+        const float* gh = gp + b * s.Tq * s.C + hh * s.d;
+        float* dqh = dqp + b * s.Tq * s.C + hh * s.d;
+        float* dkh = dkp + b * s.Tk * s.C + hh * s.d;
+        float* dvh = dvp + b * s.Tk * s.C + hh * s.d;
+        for (int64_t i0 = 0; i0 < s.Tq; i0 += block) {
+          const int64_t rows = std::min(block, s.Tq - i0);
+          scores(s, qh, kh, i0, rows, p.data());  // recompute P from the saved log-sum-exp
+          for (int64_t i = 0; i < rows; ++i) {
+            float* pi = p.data() + i * s.Tk;
+            exp_shifted(pi, s.Tk, lp[bh * s.Tq + i0 + i]);
+          }
+          // dP̃ = dO Vᵀ (gradient wrt the dropped-out weights), then through the mask.
+          gemm(false, true, rows, s.Tk, s.d, 1.0f, gh + i0 * s.C, s.C, vh, s.v_row, 0.0f, dp.data(), s.Tk);
+          for (int64_t i = 0; i < rows; ++i) {
+            float *pi = p.data() + i * s.Tk, *dpi = dp.data() + i * s.Tk;
+            if (dropout > 0) apply_mask(dpi, s.Tk, seed, bh * s.Tq + i0 + i, threshold, scale);
+            float dot = 0;
+            for (int64_t j = 0; j < s.Tk; ++j) dot += pi[j] * dpi[j];
+            // dV needs the dropped-out weights P̃ = P∘M: reuse dp's row after dS is formed.
+            for (int64_t j = 0; j < s.Tk; ++j) dpi[j] = pi[j] * (dpi[j] - dot);  // dS
+            if (dropout > 0) apply_mask(pi, s.Tk, seed, bh * s.Tq + i0 + i, threshold, scale);  // P̃
+          }
+          gemm(true, false, s.Tk, s.d, rows, 1.0f, p.data(), s.Tk, gh + i0 * s.C, s.C, 1.0f, dvh, s.C);
+          gemm(false, false, rows, s.d, s.Tk, inv_sqrt_d, dp.data(), s.Tk, kh, s.k_row, 1.0f,
+               dqh + i0 * s.C, s.C);
+          gemm(true, false, s.Tk, s.d, rows, inv_sqrt_d, dp.data(), s.Tk, qh + i0 * s.q_row, s.q_row,
+               1.0f, dkh, s.C);
+        }
+      }
+    });
+    if (s.Bq == 1 && s.B > 1) dq = dq.sum(0, /*keepdim=*/true);
+    return {dq, dk, dv, torch::Tensor(), torch::Tensor()};
+  }
+
+ private:
+  static uint64_t next_seed() {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    return at::check_generator<at::CPUGeneratorImpl>(gen)->random64();
+  }
+};
+
+}  // namespace
+
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              int64_t heads, double dropout, bool training) {
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "fused_attention: q, k, v must be 3-D");
+  TORCH_CHECK(q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat &&
+                  v.scalar_type() == torch::kFloat, "fused_attention: float tensors only");
+  TORCH_CHECK(q.size(0) == k.size(0) || q.size(0) == 1, "fused_attention: query batch must be 1 or B");
+  TORCH_CHECK(k.sizes() == v.sizes() && q.size(2) == k.size(2) && q.size(2) % heads == 0,
+              "fused_attention: inconsistent shapes");
+  auto inner = [](const torch::Tensor& t) { return t.stride(2) == 1 ? t : t.contiguous(); };
+  return FusedAttention::apply(inner(q), inner(k), inner(v), heads, training ? dropout : 0.0);
+}
+
+}  // namespace htm

@@ -1,0 +1,184 @@
+// Pair and token samplers shared by the policies. Shapes: B batch, T tokens, r draws.
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <numeric>
+#include <vector>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include "sdk/counter_rng.h"
+#include "htm/error.h"
+#include "htm/layers.h"
+#include "htm/policy.h"
+
+namespace htm {
+namespace {
+
+// Gumbel(0,1) noise as -log(E), E ~ Exp(1): one draw per entry from `generator`.
+torch::Tensor gumbel_like(const torch::Tensor& t, at::Generator generator) {
+  auto e = torch::empty(t.sizes(), t.options().dtype(torch::kFloat)).exponential_(1.0, generator);
+  return -e.log_();
+}
+
+// A small fast generator for the per-sample streams of the pair sampler.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t next() { return splitmix64(state_++); }
+  float exponential() {  // -log U, U uniform on (0, 1) with 24 random bits
+    return -std::log((static_cast<float>(next() >> 40) + 0.5f) * (1.0f / 16777216.0f));
+  }
+
+ private:
+  uint64_t state_;
+};
+
+void check_pairs_args(const torch::Tensor& logits, int64_t r) {
+  if (logits.dim() != 3 || logits.size(1) != logits.size(2))
+    throw Error("sample_disjoint_pairs: logits must be B×T×T");
+  if (r < 0 || 2 * r > logits.size(1))
+    throw Error("sample_disjoint_pairs: cannot draw " + std::to_string(r) +
+                " disjoint pairs from " + std::to_string(logits.size(1)) + " tokens");
+}
+
+}  // namespace
+
+std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tensor& logits,
+                                                              int64_t r, at::Generator generator) {
+  check_pairs_args(logits, r);
+  torch::NoGradGuard no_grad;
+  const int64_t B = logits.size(0), T = logits.size(1);
+  auto values = logits.detach().to(torch::kFloat).contiguous();
+  auto src = torch::empty({B, r}, torch::kLong);
+  auto dst = torch::empty({B, r}, torch::kLong);
+  const float* logits_all = values.data_ptr<float>();
+  int64_t* src_all = src.data_ptr<int64_t>();
+  int64_t* dst_all = dst.data_ptr<int64_t>();
+  // One stream per sample, seeded from `generator` in order: same draws for any thread count.
+  std::vector<uint64_t> seeds(B);
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    auto* gen = at::check_generator<at::CPUGeneratorImpl>(generator);
+    for (auto& seed : seeds) seed = gen->random64();
+  }
+
+  // Greedy scan in descending order of Gumbel-perturbed logits: the first pair whose tokens are
+  // both unused is a draw from the softmax renormalised over the allowed pairs (exponential
+  // races are memoryless), so the accepted sequence has the one-pair-at-a-time distribution.
+  // As a race, pair (i,j) arrives at E_ij / rate_ij with E ~ Exp(1), rate = exp(logit − max):
+  // the same order as logit + Gumbel. Memorylessness lets a round stop at any fixed time τ —
+  // no allowed pair has arrived after the scan, so the tokens still unused race afresh. τ is
+  // set so about 4m of the m² candidates arrive before it: each round keeps and sorts only
+  // those, making a draw O(T²) per sample with one logarithm per candidate.
+  at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
+    std::vector<std::pair<float, int32_t>> arrivals;
+    std::vector<float> rate(T * T);
+    std::vector<int32_t> unused;
+    std::vector<char> used(T);
+    for (int64_t b = begin; b < end; ++b) {
+      const float* lg = logits_all + b * T * T;
+      float top = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j)
+          if (i != j) top = std::max(top, lg[i * T + j]);
+      for (int64_t n = 0; n < T * T; ++n) rate[n] = std::isfinite(top) ? std::exp(lg[n] - top) : 1.0f;
+      SplitMix64 rng(seeds[b]);
+      std::fill(used.begin(), used.end(), 0);
+      int64_t accepted = 0;
+      while (accepted < r) {
+        unused.clear();
+        for (int32_t t = 0; t < T; ++t)
+          if (!used[t]) unused.push_back(t);
+        double total_rate = 0;
+        for (int32_t i : unused)
+          for (int32_t j : unused)
+            if (i != j) total_rate += rate[i * T + j];
+        if (!(total_rate > 0))  // every allowed pair has probability 0: treat them as equal
+          for (int32_t i : unused)
+            for (int32_t j : unused) rate[i * T + j] = 1.0f, total_rate += 1.0;
+        const float tau = static_cast<float>(4.0 * unused.size() / total_rate);
+        arrivals.clear();
+        for (int32_t i : unused)
+          for (int32_t j : unused) {
+            const float e = rng.exponential(), rt = rate[i * T + j];
+            if (i != j && e < tau * rt) arrivals.emplace_back(e / rt, i * static_cast<int32_t>(T) + j);
+          }
+        std::sort(arrivals.begin(), arrivals.end(),
+                  [](const auto& a, const auto& c) { return a.first < c.first; });
+        for (size_t n = 0; n < arrivals.size() && accepted < r; ++n) {
+          const int32_t i = arrivals[n].second / T, j = arrivals[n].second % T;
+          if (used[i] || used[j]) continue;
+          used[i] = used[j] = 1;
+          src_all[b * r + accepted] = i;
+          dst_all[b * r + accepted] = j;
+          ++accepted;
+        }
+      }
+    }
+  });
+  return {src, dst};
+}
+
+std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(
+    const torch::Tensor& logits, int64_t r, at::Generator generator) {
+  check_pairs_args(logits, r);
+  torch::NoGradGuard no_grad;
+  const int64_t B = logits.size(0), T = logits.size(1);
+  auto base = logits.detach().to(torch::kFloat).clone();
+  base.diagonal(0, 1, 2).fill_(-std::numeric_limits<float>::infinity());
+  auto used = torch::zeros({B, T}, torch::kBool);
+  auto src = torch::empty({B, r}, torch::kLong);
+  auto dst = torch::empty({B, r}, torch::kLong);
+  for (int64_t k = 0; k < r; ++k) {
+    // Renormalise over the pairs whose tokens are both still unused, then draw one.
+    auto blocked = used.unsqueeze(2).logical_or(used.unsqueeze(1));
+    auto probs = torch::softmax(base.masked_fill(blocked, -std::numeric_limits<float>::infinity()).view({B, T * T}), 1);
+    auto flat = torch::multinomial(probs, 1, false, generator).squeeze(1);
+    auto i = flat.div(T, "floor"), j = flat.remainder(T);
+    src.select(1, k).copy_(i);
+    dst.select(1, k).copy_(j);
+    used.scatter_(1, i.unsqueeze(1), true);
+    used.scatter_(1, j.unsqueeze(1), true);
+  }
+  return {src, dst};
+}
+
+torch::Tensor sample_without_replacement(const torch::Tensor& scores, int64_t r,
+                                         at::Generator generator) {
+  if (scores.dim() != 2 || r < 0 || r > scores.size(1))
+    throw Error("sample_without_replacement: need B×T scores and 0 ≤ r ≤ T");
+  torch::NoGradGuard no_grad;
+  auto perturbed = scores.detach().to(torch::kFloat) + gumbel_like(scores, generator);
+  return std::get<1>(perturbed.topk(r, 1, /*largest=*/true, /*sorted=*/true));
+}
+
+UnmergeScorerImpl::UnmergeScorerImpl(int64_t dim, int64_t hidden) {
+  score_ = register_module("score", torch::nn::Sequential(
+      torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})), Linear(dim, hidden),
+      torch::nn::GELU(), Linear(hidden, 1)));
+}
+
+UnmergeDecision UnmergeScorerImpl::choose(const UnmergeContext& ctx) {
+  auto scores = score_->forward(ctx.tokens.detach()).squeeze(-1);  // B×T
+  auto index = ctx.forced.defined() ? ctx.forced : sample_without_replacement(scores, ctx.r, ctx.generator);
+  return {index, torch::log_softmax(scores, 1).gather(1, index)};
+}
+
+UnmergeDecision uniform_unmerges(const UnmergeContext& ctx) {
+  if (ctx.forced.defined()) return {ctx.forced, torch::Tensor()};
+  auto scores = torch::zeros({ctx.tokens.size(0), ctx.tokens.size(1)});
+  return {sample_without_replacement(scores, ctx.r, ctx.generator), torch::Tensor()};
+}
+
+torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& src,
+                            const torch::Tensor& dst) {
+  const int64_t B = logits.size(0), T = logits.size(1);
+  auto eye = torch::eye(T, logits.options().dtype(torch::kBool));
+  auto masked = logits.masked_fill(eye, -std::numeric_limits<float>::infinity());
+  auto log_p = torch::log_softmax(masked.view({B, T * T}), 1);
+  return log_p.gather(1, src * T + dst);
+}
+
+}  // namespace htm

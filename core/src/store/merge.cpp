@@ -1,0 +1,101 @@
+// Importing another results database: every run this one lacks (by uuid), with everything
+// recorded under it, in one transaction.
+#include <filesystem>
+
+#include "htm/error.h"
+#include "store/results_store.h"
+#include "store/sqlite.h"
+
+namespace htm {
+
+using store::kSchemaVersion;
+using store::Statement;
+using store::Transaction;
+
+int64_t ResultsStore::merge_from(const std::string& other_path) {
+  std::string refusal = "cannot merge '" + other_path + "' into results database '" + path_ + "': ";
+  std::error_code ec;
+  if (!std::filesystem::exists(other_path, ec)) throw Error(refusal + "no such file");
+  if (std::filesystem::equivalent(path_, other_path, ec)) {
+    throw Error(refusal + "it is the same database");
+  }
+
+  struct Detach {
+    sqlite3* db;
+    bool attached = false;
+    ~Detach() {
+      if (attached) sqlite3_exec(db, "DETACH DATABASE merge_source", nullptr, nullptr, nullptr);
+    }
+  } detach{db_};
+
+  int64_t imported = 0;
+  try {
+    Statement(db_, path_, "ATTACH DATABASE ? AS merge_source").bind_text(1, other_path).run();
+    detach.attached = true;
+    Transaction transaction(db_, path_);  // ends (commit or rollback) before the detach
+    sqlite3_stmt* version = nullptr;
+    sqlite3_prepare_v2(db_, "SELECT value FROM merge_source.meta WHERE key = 'schema_version'",
+                       -1, &version, nullptr);
+    bool known = version && sqlite3_step(version) == SQLITE_ROW &&
+                 sqlite3_column_int(version, 0) == kSchemaVersion;
+    sqlite3_finalize(version);
+    if (!known) {
+      throw Error(refusal + "it is not an htm results database of schema version " +
+                  std::to_string(kSchemaVersion));
+    }
+    // merge_runs maps each imported run's id there to its new id here; runs already here
+    // (same uuid) are skipped with everything recorded under them.
+    exec(R"sql(
+      INSERT OR IGNORE INTO main.experiments(name, created_at)
+        SELECT name, created_at FROM merge_source.experiments;
+      DROP TABLE IF EXISTS temp.merge_runs;
+      CREATE TEMP TABLE merge_runs(old_id INTEGER PRIMARY KEY, uuid TEXT UNIQUE, new_id INTEGER);
+      INSERT INTO temp.merge_runs(old_id, uuid)
+        SELECT id, uuid FROM merge_source.runs WHERE uuid NOT IN (SELECT uuid FROM main.runs);
+      INSERT INTO main.runs(uuid, experiment_id, variant, seed, status, started_at, ended_at,
+                            source_file, config_toml, config_hash, git_revision, torch_version,
+                            htm_version, host, artifact_dir, error)
+        SELECT s.uuid, me.id, s.variant, s.seed, s.status, s.started_at, s.ended_at,
+               s.source_file, s.config_toml, s.config_hash, s.git_revision, s.torch_version,
+               s.htm_version, s.host, s.artifact_dir, s.error
+        FROM temp.merge_runs map
+        JOIN merge_source.runs s ON s.id = map.old_id
+        JOIN merge_source.experiments se ON se.id = s.experiment_id
+        JOIN main.experiments me ON me.name = se.name
+        ORDER BY s.id;
+      UPDATE temp.merge_runs SET new_id = (SELECT id FROM main.runs r WHERE r.uuid = merge_runs.uuid);
+      INSERT INTO main.params(run_id, key, value)
+        SELECT map.new_id, x.key, x.value FROM merge_source.params x
+        JOIN temp.merge_runs map ON map.old_id = x.run_id;
+      INSERT INTO main.run_plugins(run_id, kind, name, version)
+        SELECT map.new_id, x.kind, x.name, x.version FROM merge_source.run_plugins x
+        JOIN temp.merge_runs map ON map.old_id = x.run_id;
+      INSERT INTO main.tags(run_id, key, value)
+        SELECT map.new_id, x.key, x.value FROM merge_source.tags x
+        JOIN temp.merge_runs map ON map.old_id = x.run_id;
+      INSERT INTO main.metrics(run_id, step, epoch, split, name, value, time)
+        SELECT map.new_id, x.step, x.epoch, x.split, x.name, x.value, x.time
+        FROM merge_source.metrics x JOIN temp.merge_runs map ON map.old_id = x.run_id
+        ORDER BY x.rowid;
+      INSERT INTO main.artifacts(run_id, kind, path, step, created_at)
+        SELECT map.new_id, x.kind, x.path, x.step, x.created_at
+        FROM merge_source.artifacts x JOIN temp.merge_runs map ON map.old_id = x.run_id
+        ORDER BY x.rowid;
+    )sql");
+    {
+      Statement count(db_, path_, "SELECT count(*) FROM temp.merge_runs");
+      count.step();
+      imported = count.column_int(0);
+    }
+    exec("DROP TABLE temp.merge_runs");
+    transaction.commit();
+  } catch (const Error& error) {
+    std::string message = error.what();
+    if (message.rfind(refusal, 0) == 0) throw;
+    size_t cause = message.find("': ");  // drop "results database 'PATH'", already in refusal
+    throw Error(refusal + (cause == std::string::npos ? message : message.substr(cause + 3)));
+  }
+  return imported;
+}
+
+}  // namespace htm

@@ -1,0 +1,106 @@
+// Evaluation at the full schedule, with the hierarchy scores and their references where the
+// data knows its true trees, and the policy's spread across inputs (Figure 4).
+#include <map>
+#include <random>
+
+#include <torch/torch.h>
+
+#include "hierarchy/policy_metrics.h"
+#include "hierarchy/tree_scoring.h"
+#include "train/trainer.h"
+
+namespace htm {
+
+Trainer::Eval Trainer::evaluate() {
+  torch::NoGradGuard no_grad;
+  ex_.model->eval();
+  const int64_t n = eval_samples_;
+  const int64_t bs = ex_.config.settings.train.eval_batch_size;
+  // A fixed generator: the same model evaluates to the same number.
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 7919);
+  double error_sum = 0, leaf_hits = 0;
+  int64_t reconstructed = 0, correct = 0, labelled = 0;
+  std::map<std::string, double> loss_sums;
+  TreeScoreMean learned;
+  const ForwardHooks eval_hooks = hooks(0, 0, false);
+  for (int64_t i = 0; i < n; i += bs) {
+    if (interrupt_requested()) throw Interrupted();
+    Batch batch = ex_.dataset->get(Split::test, torch::arange(i, std::min(n, i + bs)));
+    auto out = ex_.model->forward(batch.input, ex_.schedule, gen, &eval_hooks);
+    const int64_t B = batch.input.size(0);
+    if (out.output.sizes() == batch.input.sizes()) {
+      error_sum += ex_.model->reconstruction_error(out.output, batch.input).sum().item<double>();
+      reconstructed += B;
+    } else if (out.output.dim() == 2 && batch.labels.defined()) {
+      correct += (out.output.argmax(1) == batch.labels).sum().item<int64_t>();
+      labelled += B;
+    }
+    if (batch.tree.defined() && !out.merges.empty()) {
+      const auto truth = true_trees(batch.tree);
+      const auto predicted = merge_trees(out.merges, batch.input.size(1));
+      for (size_t b = 0; b < truth.size(); ++b) learned.add(predicted[b], truth[b]);
+    }
+    if (out.leaf_loss.defined()) leaf_hits += out.leaf_accuracy * static_cast<double>(B);
+    std::vector<Metric> terms;
+    training_objective(ex_.losses, out, batch, 0, 0, false, false, &terms);
+    if (out.leaf_loss.defined()) terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
+    for (const auto& t : terms) loss_sums[t.name] += t.value * static_cast<double>(B);
+  }
+  ex_.model->train();
+  Eval e;
+  e.mse = reconstructed > 0 ? error_sum / static_cast<double>(reconstructed) : std::nan("");
+  e.accuracy = labelled > 0 ? static_cast<double>(correct) / static_cast<double>(labelled) : std::nan("");
+  for (const auto& [name, sum] : loss_sums) e.metrics.push_back({name, sum / static_cast<double>(n)});
+  if (loss_sums.count("loss/leaf_classifier")) e.metrics.push_back({"leaf_accuracy", leaf_hits / static_cast<double>(n)});
+  if (learned.samples() > 0) {
+    for (const auto& m : learned.metrics("")) e.metrics.push_back(m);
+    for (const auto& m : reference_scores(n)) e.metrics.push_back(m);
+  }
+  return e;
+}
+
+const std::vector<Metric>& Trainer::reference_scores(int64_t n_samples) {
+  if (!reference_scores_.empty()) return reference_scores_;
+  const Batch batch = ex_.dataset->get(Split::test, torch::arange(n_samples));
+  const auto truth = true_trees(batch.tree);
+  std::mt19937_64 rng(static_cast<uint64_t>(seed_) + 104729);
+  TreeScoreMean random, agglomerative;
+  int64_t reachable = 0;
+  std::map<std::string, bool> reachable_shape;  // the answer depends on the tree's shape alone
+  for (size_t b = 0; b < truth.size(); ++b) {
+    random.add(random_merges(truth[b].leaves, ex_.schedule, rng), truth[b]);
+    agglomerative.add(agglomerative_merges(token_positions(batch.input[b]), ex_.schedule), truth[b]);
+    auto [it, fresh] = reachable_shape.try_emplace(shape_code(truth[b]), false);
+    if (fresh) it->second = schedule_reaches(truth[b], ex_.schedule);
+    reachable += it->second ? 1 : 0;
+  }
+  const int64_t n = static_cast<int64_t>(truth.size());
+  if (reachable < n) {
+    std::string schedule;
+    for (int64_t r : ex_.schedule) schedule += (schedule.empty() ? "" : ", ") + std::to_string(r);
+    std::fprintf(stderr, "[%s] note: the merge schedule [%s] cannot build the true tree of %lld of %lld "
+                 "test samples, so no policy can score 1 on them\n", label_.c_str(), schedule.c_str(),
+                 static_cast<long long>(n - reachable), static_cast<long long>(n));
+  }
+  reference_scores_ = random.metrics("random/");
+  for (const auto& m : agglomerative.metrics("agglomerative/")) reference_scores_.push_back(m);
+  reference_scores_.push_back({"truth_reachable", static_cast<double>(reachable) / static_cast<double>(n)});
+  return reference_scores_;
+}
+
+void Trainer::log_policy_spread(int64_t step, int64_t epoch) {
+  // Figure 4's question, as two numbers over the first test inputs (see policy_metrics.h).
+  const int64_t n = std::min<int64_t>(64, ex_.dataset->size(Split::test));
+  if (n < 2 || ex_.schedule.empty() || ex_.schedule[0] == 0) return;
+  torch::NoGradGuard no_grad;
+  ex_.model->eval();
+  auto logits = ex_.model->first_merge_logits(ex_.dataset->get(Split::test, torch::arange(n)).input,
+                                              ex_.schedule[0]);
+  ex_.model->train();
+  if (!logits.defined()) return;
+  PolicySpread spread = policy_spread(logits);
+  store_.log_metrics(run_id_, step, epoch, "test",
+                     {{"policy_variation", spread.variation}, {"policy_structure", spread.structure}});
+}
+
+}  // namespace htm

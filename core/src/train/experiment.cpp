@@ -1,0 +1,137 @@
+#include "train/experiment.h"
+
+#include <cstdlib>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "htm/adapter.h"
+#include "htm/error.h"
+#include "htm/merge.h"
+#include "htm/policy.h"
+#include "model/vit.h"
+#include "train/estimator.h"
+
+namespace htm {
+
+void set_threads(int64_t threads) {
+  const int64_t n = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+  at::set_num_threads(static_cast<int>(n));
+}
+
+namespace {
+
+ModelOptions model_options(const ResolvedConfig& config, const BuildContext& ctx) {
+  ModelOptions options;
+  options.dim = ctx.dim;
+  options.heads = ctx.heads;
+  options.mlp_ratio = ctx.mlp_ratio;
+  options.dropout = ctx.dropout;
+  options.transformer = config.settings.model.transformer;
+  options.cross_attention = config.settings.model.cross_attention;
+  options.prob_scale = Estimator(config.settings.estimator).scales_by_probability();
+  if (config.settings.model.task == Task::classify) options.classes = ctx.num_classes;
+  options.leaf_classifier = config.settings.model.leaf_classifier;
+  options.timestep_scale = config.settings.model.timestep_scale;
+  return options;
+}
+
+// The HTM model of `config` at width ctx.dim, with its schedule.
+std::shared_ptr<HtmModelImpl> build_htm(const ResolvedConfig& config, const PluginFactory& plugins,
+                                        const BuildContext& ctx, std::vector<int64_t>& schedule) {
+  auto adapter = plugins.create<Adapter>(PluginKind::adapter, config.adapter.name, config.adapter.params, ctx);
+  auto policy = plugins.create<Policy>(PluginKind::policy, config.policy.name, config.policy.params, ctx);
+  auto merge = plugins.create<MergeOperator>(PluginKind::merge, config.merge.name, config.merge.params, ctx);
+  const int64_t tokens = adapter->num_tokens();
+  schedule = config.settings.model.schedule;
+  if (schedule.empty())
+    schedule = make_schedule(tokens, config.settings.model.merge_fraction, config.settings.model.layers);
+  check_schedule(tokens, schedule);
+  ModelOptions options = model_options(config, ctx);
+  const std::string& policy_name = config.policy.name;
+  if (policy->needs_attention() && !options.transformer)
+    throw Error("policy '" + policy_name + "' reads the encoder transformer block's attention; "
+                "set model.transformer = true");
+  if (policy->needs_cross_keys() && !options.cross_attention)
+    throw Error("policy '" + policy_name + "' reads the merging block's cross-attention keys; "
+                "set model.cross_attention = true");
+  return std::make_shared<HtmModelImpl>(options, adapter, policy, merge);
+}
+
+std::shared_ptr<VitImpl> build_vit(const ResolvedConfig& config, const PluginFactory& plugins, BuildContext ctx,
+                                   int64_t dim) {
+  ctx.dim = dim;
+  VitOptions options;
+  options.block = model_options(config, ctx);
+  options.layers = config.settings.model.layers;
+  options.classes = ctx.num_classes;
+  auto adapter = plugins.create<Adapter>(PluginKind::adapter, config.adapter.name, config.adapter.params, ctx);
+  return std::make_shared<VitImpl>(options, adapter);
+}
+
+// §4.1 sizes the ViT to the HTM classifier's parameter count: the width (a multiple of 2·heads)
+// whose count of participating parameters is closest.
+int64_t matching_vit_dim(const ResolvedConfig& config, const PluginFactory& plugins, const BuildContext& ctx,
+                         const torch::Tensor& probe) {
+  std::vector<int64_t> schedule;
+  const int64_t target = participating_parameters(*build_htm(config, plugins, ctx, schedule), probe, schedule);
+  const int64_t step = 2 * ctx.heads;
+  auto count = [&](int64_t dim) {
+    return participating_parameters(*build_vit(config, plugins, ctx, dim), probe, {});
+  };
+  int64_t lo = 1, hi = 1;  // in units of step; counts grow with the width
+  while (count(hi * step) < target) hi *= 2;
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    (count(mid * step) < target ? lo : hi) = mid;
+  }
+  return std::llabs(count(lo * step) - target) <= std::llabs(count(hi * step) - target) ? lo * step : hi * step;
+}
+
+}  // namespace
+
+Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, int64_t seed) {
+  torch::manual_seed(static_cast<uint64_t>(seed));
+  Experiment ex;
+  ex.config = config;
+  BuildContext ctx;
+  const ModelSettings& model = config.settings.model;
+  ctx.dim = model.dim;
+  ctx.heads = model.heads;
+  ctx.mlp_ratio = model.mlp_ratio;
+  ctx.dropout = model.dropout;
+  ex.dataset = plugins.create<Dataset>(PluginKind::dataset, config.dataset.name,
+                                        config.dataset.params, ctx);
+  ctx.sample_shape = ex.dataset->sample_shape();
+  ctx.num_classes = ex.dataset->num_classes();
+
+  const bool classify = model.task == Task::classify;
+  const bool vit = model.architecture == Architecture::vit;
+  if (classify && ctx.num_classes < 2)
+    throw Error("model.task = \"classify\" needs a dataset with classes; '" + config.dataset.name + "' has none");
+  if (vit && !classify) throw Error("model.architecture = \"vit\" is a classifier: set model.task = \"classify\"");
+  auto probe = ex.dataset->get(Split::train, torch::arange(std::min<int64_t>(2, ex.dataset->size(Split::train)))).input;
+  if (vit) {
+    int64_t dim = model.vit_dim;
+    if (dim == 0) dim = matching_vit_dim(config, plugins, ctx, probe);
+    if (dim % ctx.heads != 0)
+      throw Error("model.vit_dim (" + std::to_string(dim) + ") must be a multiple of model.heads");
+    torch::manual_seed(static_cast<uint64_t>(seed));  // the search drew weights; start again
+    ex.model = build_vit(config, plugins, ctx, dim);
+    ex.schedule = {};
+  } else {
+    auto htm_model = build_htm(config, plugins, ctx, ex.schedule);
+    if (!classify) ex.latent_floats = tokens_after(htm_model->num_tokens(), ex.schedule, ex.schedule.size()) * ctx.dim;
+    ex.model = htm_model;
+  }
+  for (const auto& [name, choice] : config.losses) {
+    auto loss = plugins.create<Loss>(PluginKind::loss, name, choice.params, ctx);
+    ex.model->register_module("loss_" + name, loss);  // learnable loss parts train too
+    ex.losses.push_back({name, choice.weight, loss});
+  }
+  ex.parameters = count_parameters(*ex.model);
+  ex.participating = participating_parameters(*ex.model, probe, ex.schedule);
+  return ex;
+}
+
+}  // namespace htm

@@ -1,0 +1,42 @@
+// An experiment assembled from a resolved config: its dataset, the model built from the
+// chosen plugins, and the weighted losses. Used by `htm run`, `htm bench`, `htm sample`, tests.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/experiment_config.h"
+#include "htm/dataset.h"
+#include "htm/loss.h"
+#include "model/model.h"
+
+namespace htm {
+
+struct WeightedLoss {
+  std::string name;
+  double weight;
+  std::shared_ptr<Loss> loss;
+};
+
+struct Experiment {
+  ResolvedConfig config;
+  std::shared_ptr<Dataset> dataset;
+  std::shared_ptr<Model> model;
+  std::vector<WeightedLoss> losses;
+  std::vector<int64_t> schedule;  ///< the full merging schedule (empty for a ViT)
+  int64_t parameters = 0;         ///< every parameter of the model and its plugins
+  int64_t participating = 0;      ///< those a training step updates (participating_parameters)
+  int64_t latent_floats = 0;      ///< floats at an autoencoder's bottleneck (tokens × width); 0: none
+};
+
+/// Builds dataset, adapter, policy, merge operator, losses and the model of one resolved config.
+/// Seeds torch's global generator with `seed` first, so initial weights depend on it alone.
+/// Throws htm::Error for combinations that cannot work (a vit that does not classify, ...).
+Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, int64_t seed);
+
+/// Threads for torch: `threads`, or every core when it is 0.
+void set_threads(int64_t threads);
+
+}  // namespace htm

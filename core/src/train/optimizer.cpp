@@ -1,0 +1,57 @@
+#include "train/optimizer.h"
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "htm/error.h"
+
+namespace htm {
+
+FusedAdamW::FusedAdamW(std::vector<torch::Tensor> params, double lr, double weight_decay, double beta1,
+                       double beta2, double eps)
+    : params_(std::move(params)), lr_(lr), weight_decay_(weight_decay), beta1_(beta1), beta2_(beta2), eps_(eps) {
+  for (const auto& p : params_) {
+    if (p.scalar_type() != torch::kFloat || !p.is_contiguous())
+      throw Error("FusedAdamW needs contiguous float32 parameters");
+    exp_avg_.push_back(torch::zeros_like(p));
+    exp_avg_sq_.push_back(torch::zeros_like(p));
+    steps_.push_back(0);
+  }
+}
+
+void FusedAdamW::zero_grad() {
+  for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+}
+
+void FusedAdamW::step() {
+  torch::NoGradGuard no_grad;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const torch::Tensor& grad = params_[k].grad();
+    if (!grad.defined()) continue;
+    const torch::Tensor g_tensor = grad.contiguous();
+    const int64_t t = ++steps_[k];
+    const double bias1 = 1 - std::pow(beta1_, static_cast<double>(t));
+    const double bias2 = 1 - std::pow(beta2_, static_cast<double>(t));
+    // In float, as torch computes: p ← p(1 − lr·wd); m ← β₁m + (1−β₁)g; v ← β₂v + (1−β₂)g²;
+    // p ← p − (lr/bias1) · m / (√v/√bias2 + ε)
+    const float decay = static_cast<float>(1 - lr_ * weight_decay_);
+    const float b1 = static_cast<float>(beta1_), b2 = static_cast<float>(beta2_);
+    const float a1 = static_cast<float>(1 - beta1_), a2 = static_cast<float>(1 - beta2_);
+    const float step_size = static_cast<float>(lr_ / bias1);
+    const float root_bias2 = static_cast<float>(std::sqrt(bias2)), eps = static_cast<float>(eps_);
+    float* p = params_[k].data_ptr<float>();
+    float* m = exp_avg_[k].data_ptr<float>();
+    float* v = exp_avg_sq_[k].data_ptr<float>();
+    const float* g = g_tensor.data_ptr<float>();
+    const int64_t n = params_[k].numel();
+    for (int64_t i = 0; i < n; ++i) {
+      p[i] *= decay;
+      m[i] = b1 * m[i] + a1 * g[i];
+      v[i] = b2 * v[i] + a2 * g[i] * g[i];
+      p[i] -= step_size * m[i] / (std::sqrt(v[i]) / root_bias2 + eps);
+    }
+  }
+}
+
+}  // namespace htm

@@ -1,0 +1,257 @@
+#include "train/trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include <torch/torch.h>
+
+#include "htm/error.h"
+#include "train/baselines.h"
+#include "train/estimator.h"
+#include "train/optimizer.h"
+#include "train/schedules.h"
+
+namespace htm {
+namespace {
+
+std::atomic<bool> g_interrupt{false};
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string clock_text(double seconds) {
+  const long s = std::lround(std::max(0.0, seconds));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  return buf;
+}
+
+int64_t limit(int64_t requested, int64_t available) {
+  return requested > 0 ? std::min(requested, available) : available;
+}
+
+}  // namespace
+
+void request_interrupt() { g_interrupt = true; }
+bool interrupt_requested() { return g_interrupt; }
+void reset_interrupt() { g_interrupt = false; }
+
+Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id,
+                 std::string artifact_dir, int64_t seed, std::string label)
+    : ex_(experiment),
+      store_(store),
+      run_id_(run_id),
+      artifact_dir_(std::move(artifact_dir)),
+      seed_(seed),
+      label_(std::move(label)),
+      generator_(at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed))),
+      eval_samples_(limit(experiment.config.settings.train.eval_samples, experiment.dataset->size(Split::test))) {}
+
+ForwardHooks Trainer::hooks(int64_t epoch, int64_t step, bool training) {
+  ForwardHooks h;
+  h.layer_entry = [this, epoch, step, training](const torch::Tensor& tokens, int64_t depth) {
+    LayerEntry entry{depth, epoch, step, training, generator_};
+    auto x = tokens;
+    for (auto& term : ex_.losses) x = term.loss->enter_layer(x, entry);
+    return x;
+  };
+  return h;
+}
+
+torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const ForwardResult& out,
+                                 const Batch& batch, int64_t epoch, int64_t step, bool training,
+                                 bool teacher_forced, std::vector<Metric>* terms) {
+  LossContext ctx;
+  ctx.input = batch.input;
+  ctx.output = out.output;
+  ctx.labels = batch.labels;
+  ctx.encoder_tokens = out.encoder_tokens;
+  ctx.decoder_tokens = out.decoder_tokens;
+  ctx.epoch = epoch;
+  ctx.step = step;
+  ctx.training = training;
+  ctx.teacher_forced = teacher_forced;
+  if (teacher_forced) {
+    for (const auto& m : out.merges) ctx.merge_log_probs.push_back(m.log_prob);
+    ctx.unmerge_log_probs = out.unmerge_log_probs;
+  }
+  torch::Tensor total;
+  for (const auto& term : losses) {
+    if (term.weight == 0) continue;
+    auto value = term.loss->per_sample(ctx);
+    if (value.dim() != 1 || value.size(0) != batch.input.size(0))
+      throw Error("loss plugin '" + term.name + "' returned shape " +
+                  c10::str(value.sizes()) + ", expected one value per sample");
+    if (terms != nullptr) terms->push_back({"loss/" + term.name, value.mean().item<double>()});
+    total = total.defined() ? total + term.weight * value : term.weight * value;
+  }
+  if (!total.defined()) throw Error("no loss has a non-zero weight");
+  return total;  // B
+}
+
+void Trainer::progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho,
+                       int64_t depth, double images_per_s, double elapsed_s, bool final_line) {
+  static const bool tty = isatty(fileno(stderr));
+  const double eta = step > 0 ? elapsed_s / step * (total_steps - step) : 0;
+  std::fprintf(stderr, "%s[%s] epoch %lld step %lld/%lld loss %.5f rho %.2f depth %lld %.1f img/s ETA %s%s",
+               tty ? "\r" : "", label_.c_str(), static_cast<long long>(epoch + 1),
+               static_cast<long long>(step), static_cast<long long>(total_steps), loss, rho,
+               static_cast<long long>(depth), images_per_s, clock_text(eta).c_str(),
+               tty && !final_line ? "   " : "\n");
+  std::fflush(stderr);
+}
+
+TrainSummary Trainer::run() {
+  const TrainSettings& train = ex_.config.settings.train;
+  Dataset& data = *ex_.dataset;
+  std::filesystem::create_directories(artifact_dir_);
+
+  const int64_t n_train = limit(train.train_samples, data.size(Split::train));
+  const int64_t batch_size = train.batch_size;
+  const int64_t epochs = train.epochs;
+  const int64_t steps_per_epoch = (n_train + batch_size - 1) / batch_size;
+  const int64_t total_steps = limit(train.max_steps, epochs * steps_per_epoch);
+  const int64_t log_every = std::max<int64_t>(1, train.log_every);
+  const int64_t eval_every = train.eval_every;
+  const int64_t layers = static_cast<int64_t>(ex_.schedule.size());
+  double lr = train.lr;
+
+  FusedAdamW optimizer(ex_.model->parameters(), lr, train.weight_decay);
+  Estimator estimator(ex_.config.settings.estimator);
+  auto data_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 1);
+
+  TrainSummary summary;
+  summary.reference = baseline_scores(data, *ex_.model, n_train, eval_samples_, ex_.latent_floats);
+  const BaselineScores& reference = summary.reference;
+  std::vector<Metric> first = {{"baseline_mse", reference.mean_mse},
+                               {"parameters", static_cast<double>(ex_.parameters)},
+                               {"participating_parameters", static_cast<double>(ex_.participating)}};
+  if (!std::isnan(reference.pca_mse)) {
+    first.push_back({"baseline/pca_mse", reference.pca_mse});
+    first.push_back({"baseline/pca_components", static_cast<double>(reference.pca_components)});
+  }
+  if (!std::isnan(reference.linear_accuracy)) first.push_back({"baseline/linear_accuracy", reference.linear_accuracy});
+  store_.log_metrics(run_id_, 0, 0, "test", first);
+  std::fprintf(stderr, "[%s] model: %lld parameters, %lld of them trained by this objective\n",
+               label_.c_str(), static_cast<long long>(ex_.parameters),
+               static_cast<long long>(ex_.participating));
+  int64_t teacher_forced_steps = 0;  // §3.2.2's pre-training stage, if a loss asks for one
+  for (const auto& term : ex_.losses)
+    if (term.weight != 0) teacher_forced_steps = std::max(teacher_forced_steps, term.loss->teacher_forced_steps());
+
+  auto log_eval = [&](int64_t step, int64_t epoch) {
+    Eval e = evaluate();
+    std::vector<Metric> m = e.metrics;
+    if (!std::isnan(e.mse)) m.push_back({"mse", e.mse});
+    if (!std::isnan(e.accuracy)) m.push_back({"accuracy", e.accuracy});
+    store_.log_metrics(run_id_, step, epoch, "test", m);
+    summary.test_mse = e.mse;
+    summary.accuracy = e.accuracy;
+    return e;
+  };
+
+  ex_.model->train();
+  const auto t0 = Clock::now();
+  double images_per_s = 0, running_loss = 0;
+  int64_t step = 0, images = 0;
+  for (int64_t epoch = 0; epoch < epochs && step < total_steps; ++epoch) {
+    // ---- epoch set-up
+    auto order = torch::randperm(data.size(Split::train), data_gen).narrow(0, 0, n_train);
+    double epoch_loss = 0;
+    int64_t epoch_batches = 0;
+
+    for (int64_t b = 0; b < steps_per_epoch && step < total_steps; ++b) {
+      if (interrupt_requested()) throw Interrupted();
+      const auto step_t0 = Clock::now();
+      // ---- learning rate and ρ for this step
+      lr = lr_at(train, step, epoch, total_steps);
+      optimizer.set_lr(lr);
+      const double rho = rho_for(train, step, epoch, total_steps);
+      // ---- forward at a sampled depth of the stochastic merging schedule
+      // (a teacher-forced stage trains every layer at once, so it uses the full schedule)
+      const bool teacher_forced = step < teacher_forced_steps;
+      const int64_t depth = layers == 0                            ? 0
+                            : teacher_forced || !train.stochastic_depth ? layers
+                                                                  : sample_depth(rho, layers, generator_);
+      const std::vector<int64_t> schedule(ex_.schedule.begin(), ex_.schedule.begin() + depth);
+      Batch batch = data.get(Split::train, order.narrow(0, b * batch_size,
+                                                       std::min(batch_size, n_train - b * batch_size)));
+      const int64_t B = batch.input.size(0);
+      const ForwardHooks step_hooks = hooks(epoch, step, true);
+      auto out = teacher_forced
+                     ? ex_.model->forward_teacher_forced(batch.input, schedule, generator_, &step_hooks)
+                     : ex_.model->forward(batch.input, schedule, generator_, &step_hooks);
+      std::vector<Metric> terms;
+      auto per_sample = training_objective(ex_.losses, out, batch, epoch, step, true, teacher_forced, &terms);
+      auto loss = per_sample.mean();
+
+      // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
+      auto total = estimator.objective(per_sample, out.log_prob);
+      if (out.leaf_loss.defined()) {  // a probe on detached tokens: outside the policy's reward
+        total = total + out.leaf_loss.mean();
+        terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
+      }
+
+      // ---- backward and update
+      optimizer.zero_grad();
+      total.backward();
+      const bool log_now = (step + 1) % log_every == 0 || step + 1 == total_steps;
+      if (log_now) {  // per-block gradient norms, before clipping: where the signal reaches
+        for (const auto& child : ex_.model->named_children()) {
+          const auto params = child.value()->parameters();
+          if (params.empty()) continue;
+          std::vector<torch::Tensor> norms;
+          for (const auto& p : params)
+            if (p.grad().defined()) norms.push_back(p.grad().norm());
+          const double norm = norms.empty() ? 0.0 : torch::stack(norms).norm().item<double>();
+          terms.push_back({"grad_norm/" + child.key(), norm});
+        }
+      }
+      if (train.grad_clip > 0) torch::nn::utils::clip_grad_norm_(ex_.model->parameters(), train.grad_clip);
+      optimizer.step();
+
+      // ---- bookkeeping
+      ++step;
+      images += B;
+      const double loss_value = loss.item<double>();
+      if (!std::isfinite(loss_value)) throw Error("training diverged: loss is " + std::to_string(loss_value) + " at step " + std::to_string(step));
+      epoch_loss += loss_value;
+      ++epoch_batches;
+      running_loss = step == 1 ? loss_value : 0.9 * running_loss + 0.1 * loss_value;
+      const double step_ips = B / std::max(1e-9, seconds_since(step_t0));
+      images_per_s = step == 1 ? step_ips : 0.9 * images_per_s + 0.1 * step_ips;
+      if (log_now) {
+        terms.push_back({"loss", loss_value});
+        terms.push_back({"rho", rho});
+        terms.push_back({"depth", static_cast<double>(depth)});
+        terms.push_back({"images_per_s", images_per_s});
+        terms.push_back({"lr", lr});
+        store_.log_metrics(run_id_, step, epoch, "train", terms);
+        progress(epoch, step, total_steps, running_loss, rho, depth, images_per_s,
+                 seconds_since(t0), step == total_steps);
+      }
+      if (eval_every > 0 && step % eval_every == 0 && step != total_steps) log_eval(step, epoch);
+    }
+    // ---- end of epoch: evaluation at the full schedule, checkpoint
+    store_.log_metrics(run_id_, step, epoch, "train",
+                       {{"epoch_loss", epoch_loss / std::max<int64_t>(1, epoch_batches)}});
+    if (!(eval_every > 0 && step % eval_every == 0 && step != total_steps)) log_eval(step, epoch);
+    if (train.checkpoint) save_checkpoint(step);
+  }
+  log_policy_spread(step, epochs - 1);
+  save_pictures(step, "final");
+  summary.steps = step;
+  summary.seconds = seconds_since(t0);
+  summary.images_per_s = images / std::max(1e-9, summary.seconds);
+  return summary;
+}
+
+}  // namespace htm
