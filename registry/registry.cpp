@@ -1,5 +1,7 @@
 #include "registry.h"
 
+#include "config/search_path.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -27,15 +29,7 @@ bool is_plugin_file(const fs::path& p) {
 }  // namespace
 
 std::vector<std::string> Registry::default_search_path() {
-  std::vector<std::string> path;
-  if (const char* extra = std::getenv("HTM_PLUGIN_PATH")) {
-    std::stringstream ss(extra);
-    for (std::string dir; std::getline(ss, dir, ':');)
-      if (!dir.empty()) path.push_back(dir);
-  }
-  path.push_back(HTM_BUILD_PLUGIN_DIR);
-  path.push_back(HTM_INSTALL_PLUGIN_DIR);
-  return path;
+  return htm::search_path("HTM_PLUGIN_PATH", {HTM_BUILD_PLUGIN_DIR, HTM_INSTALL_PLUGIN_DIR});
 }
 
 Registry::Registry(const std::vector<std::string>& search_path) : search_path_(search_path) {

@@ -1,13 +1,13 @@
 // Reading experiment files: `extends` chains (relative to the including file, then htm's own
 // experiments), `--set` overrides, and the variant list.
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "config/experiment_config.h"
 #include "config/layering.h"
+#include "config/search_path.h"
 #include "htm/error.h"
 
 namespace htm {
@@ -91,15 +91,7 @@ Node read_text(const std::string& text, const std::string& path, Chain& chain) {
 }  // namespace
 
 std::vector<std::string> experiment_search_path() {
-  std::vector<std::string> path;
-  if (const char* extra = std::getenv("HTM_EXPERIMENTS_PATH")) {
-    std::stringstream folders(extra);
-    for (std::string folder; std::getline(folders, folder, ':');)
-      if (!folder.empty()) path.push_back(folder);
-  }
-  path.push_back(HTM_INSTALL_EXPERIMENTS_DIR);
-  path.push_back(std::string(HTM_SOURCE_DIR) + "/experiments");
-  return path;
+  return search_path("HTM_EXPERIMENTS_PATH", {HTM_INSTALL_EXPERIMENTS_DIR, std::string(HTM_SOURCE_DIR) + "/experiments"});
 }
 
 ExperimentFile ExperimentFile::load(const std::string& name, const std::vector<std::string>& overrides) {
