@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "config/settings.h"
 #include "registry.h"
 
 namespace htm {
@@ -11,7 +12,7 @@ namespace htm {
 struct SampleRequest {
   int64_t run_id = 0;
   int64_t count = 16;  ///< samples to generate
-  std::string db = "results/htm.sqlite";
+  std::string db = kDefaultResultsPath;
   std::string out;                  ///< PNG path; empty: the run's artifact folder/samples.png
   int64_t components = 8;           ///< Gaussians in the mixture
   std::string covariance = "auto";  ///< full, diag, or auto: full up to 128 dimensions
