@@ -383,7 +383,7 @@ TEST_F(ConfigTest, ErrorsInVariantsPointIntoTheVariant) {
             exp() +
                 ":5:7: unknown key 'model.dimm'; expected one of: architecture, cross_attention, dim, "
                 "dropout, heads, layers, leaf_classifier, merge_fraction, mlp_ratio, schedule, task, timestep_scale, "
-                "transformer, vit_dim");
+                "transformer, unmerge, vit_dim");
   EXPECT_EQ(resolve_error("[grid]\n\"model.dim\" = [1.5]\n", {}, "model.dim=1.5"),
             exp() + ":2:15: 'model.dim' expects an int, got a float");
   EXPECT_EQ(resolve_error("[grid]\n\"model.dim\" = 4\n"),

@@ -74,6 +74,12 @@ TEST(MergeOperators, ResidualFormStartsAsTheMeanAndTheCopy) {
       if (p.grad().defined()) g += p.grad().abs().sum().item<double>();
     EXPECT_GT(g, 0) << name;
 
+    if (name == "mlp") {  // merge.init_scale: the last layers start away from zero
+      Params scaled = registry().default_params(PluginKind::merge, name);
+      scaled.set("init_scale", 1.0);
+      auto op2 = registry().create<MergeOperator>(PluginKind::merge, name, scaled, ctx);
+      EXPECT_FALSE(torch::allclose(op2->merge(src, dst), 0.5 * (src + dst), 1e-3, 1e-3));
+    }
     Params paper = registry().default_params(PluginKind::merge, name);
     paper.set("residual", false);
     auto plain = registry().create<MergeOperator>(PluginKind::merge, name, paper, ctx);
@@ -147,11 +153,12 @@ TEST(Schedule, RhoRampsByStep) {
 
 // ---- fresh models: gradients reach every block
 
-ResolvedConfig tiny_config(const std::string& dir, const std::string& task, bool residual) {
+ResolvedConfig tiny_config(const std::string& dir, const std::string& task, bool residual,
+                           const std::string& model_extra = "") {
   std::ofstream(dir + "/t.toml") << "[adapter]\nplugin = \"image\"\npatch = 7\nfourier_bands = 4\n"
                                  << "[merge]\nplugin = \"mlp\"\nresidual = " << (residual ? "true" : "false") << "\n"
                                  << "[model]\ndim = 32\nheads = 2\nlayers = 4\ndropout = 0.0\ntask = \"" << task << "\"\n"
-                                 << (task == "classify" ? "[loss.cross_entropy]\n" : "");
+                                 << model_extra << (task == "classify" ? "[loss.cross_entropy]\n" : "");
   ExperimentFile file = ExperimentFile::load(dir + "/t.toml", {});
   return file.resolve(file.variants()[0], registry());
 }
@@ -202,6 +209,36 @@ TEST(FreshModel, GradientsReachEveryBlockThroughTheMergeChain) {
     return norms["adapter"] / norms["head"];
   };
   EXPECT_GT(lifter(true), 3 * lifter(false));
+}
+
+// model.unmerge = "mirror": the decoder splits exactly the tokens the encoder merged, so the
+// unmerge policy's scores change nothing; under "policy" (the paper) they choose what is split.
+TEST(FreshModel, MirroredUnmergingIgnoresTheUnmergePolicy) {
+  const std::string dir = htm::testing::fresh_dir("mirror");
+  for (const std::string mode : {"mirror", "policy"}) {
+    // 16 tokens -> 12 -> 10: the decoder chooses 2 of 10 tokens to split, then 4 of 12.
+    Experiment ex = assemble(tiny_config(dir, "reconstruct", true, "schedule = [4, 2]\nunmerge = \"" + mode + "\"\n"),
+                             registry(), 0);
+    ex.model->eval();
+    auto batch = ex.dataset->get(Split::train, torch::arange(16));
+    auto run = [&] {
+      torch::NoGradGuard no_grad;
+      return ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(3));
+    };
+    auto before = run();
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : ex.model->named_parameters())
+        if (p.key().find("policy.unmerge.") == 0) p.value().normal_(0, 10);
+    }
+    auto after = run();
+    if (mode == "mirror") {
+      EXPECT_TRUE(torch::equal(before.output, after.output));
+      EXPECT_EQ(after.unmerge_log_probs.size(), 2u);  // the forced choices, kept out of the surrogate
+    } else {
+      EXPECT_FALSE(torch::allclose(before.output, after.output));
+    }
+  }
 }
 
 }  // namespace

@@ -95,6 +95,9 @@ std::vector<HostSection> build_schema() {
                "train the slides' leaf/internal token classifier (two logits per token), used by `htm sample`")
           .add("timestep_scale", &M::timestep_scale, 1.0,
                "multiplies the depth signal added to every token entering a layer (eq. 7; 1: the paper)")
+          .choice("unmerge", &M::unmerge, {{"policy", Unmerge::policy}, {"mirror", Unmerge::mirror}},
+                  "which tokens the decoder splits: policy (the paper: the unmerge policy chooses) or mirror "
+                  "(the ones the encoder merged, in reverse; the tree's merge flags become part of the code)")
           .add("vit_dim", &M::vit_dim, int64_t{0},
                "width of the vit; 0: the width whose parameter count is closest to the htm classifier's")
           .done());

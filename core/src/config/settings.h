@@ -17,6 +17,7 @@ namespace htm {
 
 enum class Task { reconstruct, classify };
 enum class Architecture { htm, vit };
+enum class Unmerge { policy, mirror };
 enum class LrDecay { step, cosine };
 enum class RhoSchedule { epoch, step };
 enum class EstimatorMethod { score_function, prob_scale };
@@ -43,6 +44,7 @@ struct ModelSettings {
   Architecture architecture = Architecture::htm;
   bool leaf_classifier = false;
   double timestep_scale = 0;
+  Unmerge unmerge = Unmerge::policy;
   int64_t vit_dim = 0;  ///< 0: matched to the htm classifier's parameter count
 };
 

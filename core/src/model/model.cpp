@@ -95,6 +95,26 @@ torch::Tensor gather_tokens(const torch::Tensor& x, const torch::Tensor& index) 
   return x.gather(1, index.unsqueeze(-1).expand({index.size(0), index.size(1), x.size(2)}));
 }
 
+// How the decoder layer mirroring a merge layer undoes it: `forced`, the positions of the merged
+// (dst) tokens in the merged population, and `origin`, the index in the T tokens before the merge
+// of each token the unmerge produces (the first child takes dst's place, the second is appended).
+struct Mirror {
+  torch::Tensor forced, origin;
+};
+
+Mirror mirror_of(const torch::Tensor& keep, const MergeDecision* merges, int64_t T, int64_t r) {
+  if (r == 0 || merges == nullptr) return {{}, keep};
+  const int64_t B = keep.size(0);
+  auto position = torch::full({B, T}, -1, torch::kLong);  // index before the merge → position after
+  position.scatter_(1, keep, torch::arange(T - r, torch::kLong).expand({B, T - r}).contiguous());
+  return {position.gather(1, merges->dst), torch::cat({keep, merges->src}, 1)};
+}
+
+// The decoded population put back in the order of the tokens before the merge.
+torch::Tensor reorder(const torch::Tensor& z, const torch::Tensor& origin) {
+  return torch::zeros_like(z).scatter(1, origin.unsqueeze(-1).expand_as(z), z);
+}
+
 }  // namespace
 
 HtmModelImpl::HtmModelImpl(const ModelOptions& options, std::shared_ptr<Adapter> adapter,
@@ -263,6 +283,7 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
   }
 
   // Encoder: the same layer applied at every depth.
+  std::vector<Mirror> mirrors;
   for (int64_t d = 1; d <= depth; ++d) {
     x = enter(x, d, hooks);
     result.encoder_tokens.push_back(x);
@@ -272,7 +293,13 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
       x = encoder_block_->forward(x, policy_->needs_attention() ? &attention : nullptr);
     }
     RECORD_FUNCTION("htm::merge_layer", {});
-    x = merge_layer(x, schedule[d - 1], d, attention, generator, result, internal.defined() ? &keep : nullptr);
+    const int64_t T = x.size(1), merged_before = static_cast<int64_t>(result.merges.size());
+    const bool need_keep = internal.defined() || options_.mirror_unmerge;
+    x = merge_layer(x, schedule[d - 1], d, attention, generator, result, need_keep ? &keep : nullptr);
+    if (options_.mirror_unmerge) {
+      const bool merged = static_cast<int64_t>(result.merges.size()) > merged_before;
+      mirrors.push_back(mirror_of(keep, merged ? &result.merges.back() : nullptr, T, schedule[d - 1]));
+    }
     if (internal.defined()) {
       if (schedule[d - 1] > 0) internal = internal.scatter(1, result.merges.back().dst, 1);
       internal = internal.gather(1, keep);
@@ -291,7 +318,12 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
   for (int64_t d = depth; d >= 1; --d) {
     const auto before = x;
     torch::Tensor chosen;
-    x = decoder_layer(x, schedule[d - 1], d, generator, result, {}, internal.defined() ? &chosen : nullptr);
+    if (options_.mirror_unmerge) {
+      const Mirror& mirror = mirrors[d - 1];
+      x = reorder(decoder_layer(x, schedule[d - 1], d, generator, result, mirror.forced, &chosen), mirror.origin);
+    } else {
+      x = decoder_layer(x, schedule[d - 1], d, generator, result, {}, internal.defined() ? &chosen : nullptr);
+    }
     if (internal.defined() && chosen.defined())
       lessons.emplace_back(before, torch::full({B, before.size(1)}, -1, torch::kLong).scatter(1, chosen, 1));
     result.decoder_tokens[d - 1] = x;
@@ -359,7 +391,7 @@ ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input,
   if (options_.classes > 0) throw Error("a classifier has no decoder to teacher-force");
   ForwardResult result;
   auto x = adapter_->lift(input);
-  const int64_t B = x.size(0), C = x.size(2), depth = static_cast<int64_t>(schedule.size());
+  const int64_t depth = static_cast<int64_t>(schedule.size());
   result.decoder_tokens.resize(depth);
   for (int64_t d = 1; d <= depth; ++d) {
     x = enter(x, d, hooks);
@@ -371,18 +403,8 @@ ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input,
     auto y = merge_layer(h, r, d, attention, generator, result, &keep);
 
     // The mirroring decoder layer, given the true population, unmerges the true merged tokens.
-    torch::Tensor origin = keep;  // x-index of each decoded token
-    torch::Tensor forced;
-    if (r > 0) {
-      const MergeDecision& merges = result.merges.back();
-      auto position = torch::full({B, T}, -1, torch::kLong);  // x-index → position in y
-      position.scatter_(1, keep, torch::arange(T - r, torch::kLong).expand({B, T - r}).contiguous());
-      forced = position.gather(1, merges.dst);  // first child in place of dst, second appended
-      origin = torch::cat({keep, merges.src}, 1);
-    }
-    auto z = decoder_layer(y, r, d, generator, result, forced);
-    result.decoder_tokens[d - 1] =
-        torch::zeros_like(z).scatter(1, origin.unsqueeze(-1).expand({B, T, C}), z);
+    const Mirror mirror = mirror_of(keep, r > 0 ? &result.merges.back() : nullptr, T, r);
+    result.decoder_tokens[d - 1] = reorder(decoder_layer(y, r, d, generator, result, mirror.forced), mirror.origin);
     x = y;
   }
   result.root = x;

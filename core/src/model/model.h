@@ -29,6 +29,7 @@ struct ModelOptions {
   int64_t classes = 0;          ///< > 0: encoder-only classifier with this many classes (§4.1)
   bool leaf_classifier = false; ///< the slides' leaf/internal classifier, used in generation
   double timestep_scale = 1.0;  ///< multiplies the depth signal of eq. 7 (1: the paper)
+  bool mirror_unmerge = false;  ///< the decoder splits the tokens the encoder merged (not the policy's choice)
 };
 
 /// r per layer: r_l = floor(fraction · T_l / 2), for `layers` layers, starting from T tokens.

@@ -33,6 +33,7 @@ ModelOptions model_options(const ResolvedConfig& config, const BuildContext& ctx
   if (config.settings.model.task == Task::classify) options.classes = ctx.num_classes;
   options.leaf_classifier = config.settings.model.leaf_classifier;
   options.timestep_scale = config.settings.model.timestep_scale;
+  options.mirror_unmerge = config.settings.model.unmerge == Unmerge::mirror;
   return options;
 }
 

@@ -1,4 +1,6 @@
 // The paper's merge and unmerge operators (§3.1.2-3.1.3): 2C → hC → C and C → hC → 2C MLPs.
+#include <cmath>
+
 #include <torch/torch.h>
 
 #include "htm/layers.h"
@@ -13,7 +15,10 @@ htm::Manifest manifest() {
             "hidden width as a multiple of the model's width C"},
            {"residual", htm::ValueType::boolean, true,
             "merge = (src + dst)/2 + MLP(LN(src; dst)), children = parent + MLP(LN(parent)) halves, "
-            "the MLPs' last layers starting at zero (not in the paper; false: the paper's plain MLPs)"}}};
+            "the MLPs' last layers starting at zero (not in the paper; false: the paper's plain MLPs)"},
+           {"init_scale", htm::ValueType::floating, 0.0,
+            "residual form only: the MLPs' last layers start at this multiple of the default "
+            "initialisation (0: at zero, so a merge starts as the mean and an unmerge as a copy)"}}};
 }
 
 class MlpMerge : public htm::MergeOperator {
@@ -23,6 +28,14 @@ class MlpMerge : public htm::MergeOperator {
     if (hidden <= 0) throw htm::Error("hidden_ratio must be positive");
     merge_ = register_module("merge", htm::TokenMlp(2 * c, hidden, c, residual_));
     unmerge_ = register_module("unmerge", htm::TokenMlp(c, hidden, 2 * c, residual_));
+    const double scale = params.number("init_scale");
+    if (scale != 0.0 && residual_) {
+      torch::NoGradGuard no_grad;
+      const double bound = scale / std::sqrt(static_cast<double>(hidden));  // torch::nn::Linear's, scaled
+      for (auto* mlp : {&merge_, &unmerge_})
+        for (auto& p : (*mlp)->named_parameters())
+          if (p.key().rfind("fc2.", 0) == 0) p.value().uniform_(-bound, bound);
+    }
   }
 
   torch::Tensor merge(const torch::Tensor& src, const torch::Tensor& dst) override {
