@@ -326,6 +326,32 @@ TEST_F(ConfigTest, SetErrorsNameTheOverride) {
             "--set train.epochs: expected KEY=VALUE, like train.epochs=2");
 }
 
+// Values of the right type but outside what the setting means are refused where they are
+// written, before anything runs (values that used to crash or train nothing: heads = 0 divided
+// by zero, epochs = 0 recorded a "finished" run of 0 steps, lr = nan failed mid-run).
+TEST_F(ConfigTest, OutOfRangeValuesAreRefusedWhereTheyAreWritten) {
+  EXPECT_EQ(resolve_error("[model]\nheads = 0\n"), exp() + ":2:9: 'model.heads' expects at least 1, got 0");
+  EXPECT_EQ(resolve_error("[train]\nbatch_size = 0\n"),
+            exp() + ":2:14: 'train.batch_size' expects at least 1, got 0");
+  EXPECT_EQ(resolve_error("", {"train.epochs=0"}), "--set train.epochs=0: 'train.epochs' expects at least 1, got 0");
+  EXPECT_EQ(resolve_error("", {"train.epochs=-3"}), "--set train.epochs=-3: 'train.epochs' expects at least 1, got -3");
+  EXPECT_EQ(resolve_error("[train]\nlr = nan\n"), exp() + ":2:6: 'train.lr' expects a finite number above 0.0, got nan");
+  EXPECT_EQ(resolve_error("", {"train.lr=-1"}), "--set train.lr=-1: 'train.lr' expects a finite number above 0.0, got -1.0");
+  EXPECT_EQ(resolve_error("[model]\ndropout = 2.0\n"),
+            exp() + ":2:11: 'model.dropout' expects a number in [0.0, 1.0], got 2.0");
+  EXPECT_EQ(resolve_error("[model]\nschedule = [4, -1]\n"),
+            exp() + ":2:12: 'model.schedule' expects entries of at least 0, got [4, -1]");
+  EXPECT_EQ(resolve_error("", {"train.train_samples=-5"}),
+            "--set train.train_samples=-5: 'train.train_samples' expects at least 0, got -5");
+  EXPECT_EQ(resolve_error("", {"train.rho0=nan"}),
+            "--set train.rho0=nan: 'train.rho0' expects a finite number above 0.0, got nan");
+  // Settings that must agree: the heads split the width.
+  EXPECT_EQ(resolve_error("[model]\ndim = 64\nheads = 3\n"), exp() + ":3:9: 'model.heads' (3) must divide 'model.dim' (64)");
+  EXPECT_EQ(resolve_error("", {"model.dim=100"}), "--set model.dim=100: 'model.heads' (8) must divide 'model.dim' (100)");
+  // The edges are allowed.
+  EXPECT_NO_THROW(resolve("[model]\ndropout = 0.0\nmerge_fraction = 1.0\n[train]\nmax_steps = 0\n"));
+}
+
 TEST_F(ConfigTest, MalformedTomlPointsAtTheSpot) {
   const std::string message = resolve_error("[train]\nlr = = 1\n");
   EXPECT_TRUE(starts_with(message, exp() + ":2:6: ")) << message;

@@ -65,7 +65,22 @@ void resolve_section(const HostSection& section, const Node* table, std::map<std
       fail(entry.node.key_at, "unknown key '" + key + "'; expected one of: " + join(names));
     }
     values[key] = checked(entry.node, setting->spec, key, setting->choices);
+    if (setting->range) {
+      const std::string expected = setting->range(values[key]);
+      if (!expected.empty())
+        fail(entry.node.value_at, "'" + key + "' expects " + expected + ", got " + to_toml(values[key]));
+    }
   }
+}
+
+// Settings that must agree with each other: attention heads split the width evenly.
+void check_model_shape(const ModelSettings& model, const Node* table, const Where& start) {
+  if (model.dim % model.heads == 0) return;
+  const Node* heads = table ? table->find("heads") : nullptr;
+  const Node* dim = table ? table->find("dim") : nullptr;
+  const Node* at = heads ? heads : dim;
+  fail(at ? at->value_at : start, "'model.heads' (" + std::to_string(model.heads) + ") must divide 'model.dim' (" +
+                                      std::to_string(model.dim) + ")");
 }
 
 const Manifest& find_manifest(const PluginCatalog& catalog, PluginKind kind, const std::string& name, const Where& at) {
@@ -215,6 +230,7 @@ ResolvedConfig ExperimentFile::resolve(const std::string& variant, const PluginC
   auto& name = std::get<std::string>(resolved.host_values_["experiment.name"]);
   if (name.empty()) name = std::filesystem::path(path_).stem().string();
   resolved.settings = typed_settings(resolved.host_values_);
+  check_model_shape(resolved.settings.model, config.find("model"), Where{path_, 1, 1});
   resolved.experiment = name;
   const Where start{path_, 1, 1};
   for (const config::Slot& slot : config::slots())

@@ -1,6 +1,8 @@
 // The host settings' schema, each entry bound to the struct member it fills.
 #include "config/settings.h"
 
+#include <cmath>
+#include <limits>
 #include <utility>
 
 #include "config/toml_tree.h"
@@ -28,11 +30,12 @@ class Section {
   Section(std::string name, S HostSettings::*section) : out_{std::move(name), {}}, section_(section) {}
 
   template <class T>
-  Section& add(const char* key, T S::*member, T default_value, const char* description) {
+  Section& add(const char* key, T S::*member, T default_value, const char* description, RangeCheck range = {}) {
     auto section = section_;
     out_.settings.push_back({{key, value_type<T>(), std::move(default_value), description},
                              {},
-                             [section, member](HostSettings& s, const Value& v) { s.*section.*member = std::get<T>(v); }});
+                             [section, member](HostSettings& s, const Value& v) { s.*section.*member = std::get<T>(v); },
+                             std::move(range)});
     return *this;
   }
 
@@ -62,6 +65,36 @@ class Section {
 using Ints = std::vector<int64_t>;
 using Text = std::string;
 
+// The ranges settings are checked against when an experiment is resolved.
+RangeCheck at_least(int64_t low) {
+  return [low](const Value& v) -> std::string {
+    if (const auto* list = std::get_if<Ints>(&v)) {
+      for (int64_t x : *list)
+        if (x < low) return "entries of at least " + std::to_string(low);
+      return {};
+    }
+    return std::get<int64_t>(v) >= low ? std::string() : "at least " + std::to_string(low);
+  };
+}
+
+// A finite real in [low, high] (high may be infinite); `open_low` excludes low itself.
+RangeCheck real_in(double low, double high, bool open_low = false) {
+  return [=](const Value& v) -> std::string {
+    const double x = std::get<double>(v);
+    const bool ok = std::isfinite(x) && (open_low ? x > low : x >= low) && x <= high;
+    if (ok) return {};
+    auto text = [](double d) { return to_toml(Value(d)); };
+    if (std::isinf(high)) return std::string("a finite number ") + (open_low ? "above " : "of at least ") + text(low);
+    return "a number in " + std::string(open_low ? "(" : "[") + text(low) + ", " + text(high) + "]";
+  };
+}
+
+RangeCheck finite() {
+  return [](const Value& v) { return std::isfinite(std::get<double>(v)) ? std::string() : std::string("a finite number"); };
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
 std::vector<HostSection> build_schema() {
   using E = ExperimentSettings;
   using M = ModelSettings;
@@ -73,17 +106,17 @@ std::vector<HostSection> build_schema() {
       Section<E>("experiment", &HostSettings::experiment)
           .add("name", &E::name, Text(), "name results are filed under; empty: the file's name without .toml")
           .add("description", &E::description, Text(), "one line saying what the experiment asks")
-          .add("seeds", &E::seeds, Ints{0}, "every variant runs once per seed")
+          .add("seeds", &E::seeds, Ints{0}, "every variant runs once per seed", at_least(0))
           .done());
   schema.push_back(
       Section<M>("model", &HostSettings::model)
-          .add("dim", &M::dim, int64_t{256}, "token width C")
-          .add("heads", &M::heads, int64_t{8}, "attention heads h")
-          .add("dropout", &M::dropout, 0.1, "dropout rate")
-          .add("mlp_ratio", &M::mlp_ratio, int64_t{4}, "MLP hidden width as a multiple of dim")
-          .add("schedule", &M::schedule, Ints{}, "pairs merged at each layer; empty: derived from merge_fraction")
-          .add("merge_fraction", &M::merge_fraction, 1.0, "fraction of tokens merged per layer: r_l = floor(f * T_l / 2)")
-          .add("layers", &M::layers, int64_t{8}, "merging layers L, in the encoder and in the decoder")
+          .add("dim", &M::dim, int64_t{256}, "token width C", at_least(1))
+          .add("heads", &M::heads, int64_t{8}, "attention heads h", at_least(1))
+          .add("dropout", &M::dropout, 0.1, "dropout rate", real_in(0, 1))
+          .add("mlp_ratio", &M::mlp_ratio, int64_t{4}, "MLP hidden width as a multiple of dim", at_least(1))
+          .add("schedule", &M::schedule, Ints{}, "pairs merged at each layer; empty: derived from merge_fraction", at_least(0))
+          .add("merge_fraction", &M::merge_fraction, 1.0, "fraction of tokens merged per layer: r_l = floor(f * T_l / 2)", real_in(0, 1))
+          .add("layers", &M::layers, int64_t{8}, "merging layers L, in the encoder and in the decoder", at_least(1))
           .add("transformer", &M::transformer, true, "transformer blocks around merging and unmerging (§4.4)")
           .add("cross_attention", &M::cross_attention, true,
                "cross-attention from merged tokens to the unmerged ones (§4.4)")
@@ -94,41 +127,41 @@ std::vector<HostSection> build_schema() {
           .add("leaf_classifier", &M::leaf_classifier, false,
                "train the slides' leaf/internal token classifier (two logits per token), used by `htm sample`")
           .add("timestep_scale", &M::timestep_scale, 1.0,
-               "multiplies the depth signal added to every token entering a layer (eq. 7; 1: the paper)")
+               "multiplies the depth signal added to every token entering a layer (eq. 7; 1: the paper)", finite())
           .choice("unmerge", &M::unmerge, {{"policy", Unmerge::policy}, {"mirror", Unmerge::mirror}},
                   "which tokens the decoder splits: policy (the paper: the unmerge policy chooses) or mirror "
                   "(the ones the encoder merged, in reverse; the tree's merge flags become part of the code)")
           .add("vit_dim", &M::vit_dim, int64_t{0},
-               "width of the vit; 0: the width whose parameter count is closest to the htm classifier's")
+               "width of the vit; 0: the width whose parameter count is closest to the htm classifier's", at_least(0))
           .done());
   schema.push_back(
       Section<Tr>("train", &HostSettings::train)
-          .add("epochs", &Tr::epochs, int64_t{1}, "passes over the training set")
-          .add("batch_size", &Tr::batch_size, int64_t{256}, "samples per step")
-          .add("lr", &Tr::lr, 1e-4, "AdamW learning rate")
-          .add("weight_decay", &Tr::weight_decay, 0.01, "AdamW weight decay")
-          .add("warmup_steps", &Tr::warmup_steps, int64_t{0}, "steps over which the learning rate rises linearly from 0")
+          .add("epochs", &Tr::epochs, int64_t{1}, "passes over the training set", at_least(1))
+          .add("batch_size", &Tr::batch_size, int64_t{256}, "samples per step", at_least(1))
+          .add("lr", &Tr::lr, 1e-4, "AdamW learning rate", real_in(0, kInf, true))
+          .add("weight_decay", &Tr::weight_decay, 0.01, "AdamW weight decay", real_in(0, kInf))
+          .add("warmup_steps", &Tr::warmup_steps, int64_t{0}, "steps over which the learning rate rises linearly from 0", at_least(0))
           .choice("lr_schedule", &Tr::lr_schedule, {{"step", LrDecay::step}, {"cosine", LrDecay::cosine}},
                   "step (the paper: multiplied down at lr_decay_epochs) or cosine (to 0 at the last step)")
-          .add("lr_decay_epochs", &Tr::lr_decay_epochs, Ints{}, "epochs at which the learning rate is multiplied down")
-          .add("lr_decay_factor", &Tr::lr_decay_factor, 0.1, "what the learning rate is multiplied by at each decay epoch")
-          .add("rho0", &Tr::rho0, 0.05, "initial rho of the stochastic schedule, P(depth d) ~ rho^d (§3.1.4)")
-          .add("rho_step", &Tr::rho_step, 0.01, "added to rho after each epoch, up to 1")
+          .add("lr_decay_epochs", &Tr::lr_decay_epochs, Ints{}, "epochs at which the learning rate is multiplied down", at_least(1))
+          .add("lr_decay_factor", &Tr::lr_decay_factor, 0.1, "what the learning rate is multiplied by at each decay epoch", real_in(0, kInf, true))
+          .add("rho0", &Tr::rho0, 0.05, "initial rho of the stochastic schedule, P(depth d) ~ rho^d (§3.1.4)", real_in(0, kInf, true))
+          .add("rho_step", &Tr::rho_step, 0.01, "added to rho after each epoch, up to 1", finite())
           .choice("rho_schedule", &Tr::rho_schedule, {{"epoch", RhoSchedule::epoch}, {"step", RhoSchedule::step}},
                   "epoch (the paper: rho0 + rho_step per epoch) or step (rho0 rising linearly to rho_end over "
                   "the first rho_ramp of the steps)")
-          .add("rho_end", &Tr::rho_end, 1.0, "rho reached by a step-wise ramp; above 1 favours the full depth")
-          .add("rho_ramp", &Tr::rho_ramp, 0.5, "fraction of the steps over which a step-wise ramp rises")
+          .add("rho_end", &Tr::rho_end, 1.0, "rho reached by a step-wise ramp; above 1 favours the full depth", real_in(0, kInf, true))
+          .add("rho_ramp", &Tr::rho_ramp, 0.5, "fraction of the steps over which a step-wise ramp rises", real_in(0, 1))
           .add("stochastic_depth", &Tr::stochastic_depth, true,
                "draw each step's depth from the rho schedule (§3.1.4); false: always the full schedule")
-          .add("max_steps", &Tr::max_steps, int64_t{0}, "stop after this many steps; 0: no cap")
-          .add("train_samples", &Tr::train_samples, int64_t{0}, "training samples used; 0: all")
-          .add("eval_samples", &Tr::eval_samples, int64_t{0}, "evaluation samples used; 0: all")
-          .add("eval_every", &Tr::eval_every, int64_t{0}, "also evaluate every N steps; 0: only at each epoch's end")
-          .add("log_every", &Tr::log_every, int64_t{10}, "record training metrics every N steps")
-          .add("eval_batch_size", &Tr::eval_batch_size, int64_t{256}, "samples per evaluation batch")
-          .add("grad_clip", &Tr::grad_clip, 0.0, "clip the gradient norm to this; 0: off")
-          .add("images", &Tr::images, int64_t{8}, "samples shown in the reconstruction picture")
+          .add("max_steps", &Tr::max_steps, int64_t{0}, "stop after this many steps; 0: no cap", at_least(0))
+          .add("train_samples", &Tr::train_samples, int64_t{0}, "training samples used; 0: all", at_least(0))
+          .add("eval_samples", &Tr::eval_samples, int64_t{0}, "evaluation samples used; 0: all", at_least(0))
+          .add("eval_every", &Tr::eval_every, int64_t{0}, "also evaluate every N steps; 0: only at each epoch's end", at_least(0))
+          .add("log_every", &Tr::log_every, int64_t{10}, "record training metrics every N steps", at_least(1))
+          .add("eval_batch_size", &Tr::eval_batch_size, int64_t{256}, "samples per evaluation batch", at_least(1))
+          .add("grad_clip", &Tr::grad_clip, 0.0, "clip the gradient norm to this; 0: off", real_in(0, kInf))
+          .add("images", &Tr::images, int64_t{8}, "samples shown in the reconstruction picture", at_least(0))
           .add("checkpoint", &Tr::checkpoint, true, "save a checkpoint with the run")
           .done());
   schema.push_back(
@@ -140,11 +173,11 @@ std::vector<HostSection> build_schema() {
                   "score-function reward: the batch's loss, or each sample's")
           .choice("baseline", &Es::baseline, {{"none", RewardBaseline::none}, {"ema", RewardBaseline::ema}},
                   "subtracted from the reward: none, or ema (moving average)")
-          .add("baseline_decay", &Es::baseline_decay, 0.9, "decay of the ema baseline")
+          .add("baseline_decay", &Es::baseline_decay, 0.9, "decay of the ema baseline", real_in(0, 1))
           .done());
   schema.push_back(
       Section<R>("runtime", &HostSettings::runtime)
-          .add("threads", &R::threads, int64_t{0}, "torch threads; 0: all cores")
+          .add("threads", &R::threads, int64_t{0}, "torch threads; 0: all cores", at_least(0))
           .add("results", &R::results, Text(kDefaultResultsPath), "the results database")
           .add("artifacts", &R::artifacts, Text("results/runs"), "folder of per-run checkpoints and images")
           .done());

@@ -98,11 +98,16 @@ struct HostSettings {
   RuntimeSettings runtime;
 };
 
+/// What a value of the right type must also satisfy: empty when it does, else what was
+/// expected ("at least 1", "in [0, 1]").
+using RangeCheck = std::function<std::string(const Value&)>;
+
 /// One host setting: what a file may write, and where its checked value lands.
 struct HostSetting {
   ParamSpec spec;                    ///< name, type, default and description
   std::vector<std::string> choices;  ///< the words a string setting accepts; empty: any text
   std::function<void(HostSettings&, const Value&)> assign;  ///< stores a checked value
+  RangeCheck range;                  ///< empty: any value of the type
 };
 
 struct HostSection {
