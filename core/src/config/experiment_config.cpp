@@ -230,9 +230,9 @@ ResolvedConfig ExperimentFile::resolve(const std::string& variant, const PluginC
   auto& name = std::get<std::string>(resolved.host_values_["experiment.name"]);
   if (name.empty()) name = std::filesystem::path(path_).stem().string();
   resolved.settings = typed_settings(resolved.host_values_);
-  check_model_shape(resolved.settings.model, config.find("model"), Where{path_, 1, 1});
-  resolved.experiment = name;
   const Where start{path_, 1, 1};
+  check_model_shape(resolved.settings.model, config.find("model"), start);
+  resolved.experiment = name;
   for (const config::Slot& slot : config::slots())
     resolved.*slot.choice = resolve_slot(slot, config.find(slot.section), start, catalog);
   resolved.losses = resolve_losses(config.find("loss"), start, catalog);

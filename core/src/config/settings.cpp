@@ -83,9 +83,9 @@ RangeCheck real_in(double low, double high, bool open_low = false) {
     const double x = std::get<double>(v);
     const bool ok = std::isfinite(x) && (open_low ? x > low : x >= low) && x <= high;
     if (ok) return {};
-    auto text = [](double d) { return to_toml(Value(d)); };
-    if (std::isinf(high)) return std::string("a finite number ") + (open_low ? "above " : "of at least ") + text(low);
-    return "a number in " + std::string(open_low ? "(" : "[") + text(low) + ", " + text(high) + "]";
+    const std::string from = to_toml(Value(low));
+    if (std::isinf(high)) return std::string("a finite number ") + (open_low ? "above " : "of at least ") + from;
+    return std::string("a number in ") + (open_low ? "(" : "[") + from + ", " + to_toml(Value(high)) + "]";
   };
 }
 

@@ -102,12 +102,14 @@ struct Mirror {
   torch::Tensor forced, origin;
 };
 
-Mirror mirror_of(const torch::Tensor& keep, const MergeDecision* merges, int64_t T, int64_t r) {
-  if (r == 0 || merges == nullptr) return {{}, keep};
+// `merges` is ForwardResult::merges just after the layer: a layer that merged (r > 0) added its
+// decision last.
+Mirror mirror_of(const torch::Tensor& keep, const std::vector<MergeDecision>& merges, int64_t T, int64_t r) {
+  if (r == 0) return {{}, keep};
   const int64_t B = keep.size(0);
   auto position = torch::full({B, T}, -1, torch::kLong);  // index before the merge → position after
   position.scatter_(1, keep, torch::arange(T - r, torch::kLong).expand({B, T - r}).contiguous());
-  return {position.gather(1, merges->dst), torch::cat({keep, merges->src}, 1)};
+  return {position.gather(1, merges.back().dst), torch::cat({keep, merges.back().src}, 1)};
 }
 
 // The decoded population put back in the order of the tokens before the merge.
@@ -293,13 +295,10 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
       x = encoder_block_->forward(x, policy_->needs_attention() ? &attention : nullptr);
     }
     RECORD_FUNCTION("htm::merge_layer", {});
-    const int64_t T = x.size(1), merged_before = static_cast<int64_t>(result.merges.size());
+    const int64_t T = x.size(1);
     const bool need_keep = internal.defined() || options_.mirror_unmerge;
     x = merge_layer(x, schedule[d - 1], d, attention, generator, result, need_keep ? &keep : nullptr);
-    if (options_.mirror_unmerge) {
-      const bool merged = static_cast<int64_t>(result.merges.size()) > merged_before;
-      mirrors.push_back(mirror_of(keep, merged ? &result.merges.back() : nullptr, T, schedule[d - 1]));
-    }
+    if (options_.mirror_unmerge) mirrors.push_back(mirror_of(keep, result.merges, T, schedule[d - 1]));
     if (internal.defined()) {
       if (schedule[d - 1] > 0) internal = internal.scatter(1, result.merges.back().dst, 1);
       internal = internal.gather(1, keep);
@@ -318,12 +317,10 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
   for (int64_t d = depth; d >= 1; --d) {
     const auto before = x;
     torch::Tensor chosen;
-    if (options_.mirror_unmerge) {
-      const Mirror& mirror = mirrors[d - 1];
-      x = reorder(decoder_layer(x, schedule[d - 1], d, generator, result, mirror.forced, &chosen), mirror.origin);
-    } else {
-      x = decoder_layer(x, schedule[d - 1], d, generator, result, {}, internal.defined() ? &chosen : nullptr);
-    }
+    const Mirror* mirror = options_.mirror_unmerge ? &mirrors[d - 1] : nullptr;
+    x = decoder_layer(x, schedule[d - 1], d, generator, result, mirror ? mirror->forced : torch::Tensor(),
+                      internal.defined() ? &chosen : nullptr);
+    if (mirror) x = reorder(x, mirror->origin);
     if (internal.defined() && chosen.defined())
       lessons.emplace_back(before, torch::full({B, before.size(1)}, -1, torch::kLong).scatter(1, chosen, 1));
     result.decoder_tokens[d - 1] = x;
@@ -403,7 +400,7 @@ ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input,
     auto y = merge_layer(h, r, d, attention, generator, result, &keep);
 
     // The mirroring decoder layer, given the true population, unmerges the true merged tokens.
-    const Mirror mirror = mirror_of(keep, r > 0 ? &result.merges.back() : nullptr, T, r);
+    const Mirror mirror = mirror_of(keep, result.merges, T, r);
     result.decoder_tokens[d - 1] = reorder(decoder_layer(y, r, d, generator, result, mirror.forced), mirror.origin);
     x = y;
   }
