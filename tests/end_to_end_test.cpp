@@ -57,7 +57,7 @@ TEST(EndToEnd, TrainsRecordsAndSkipsWhatIsDone) {
   EXPECT_EQ(cell(store, "SELECT count(*) FROM metrics WHERE name='grad_norm/loss_mse'"), "0");  // no parameters
   // Resolved config, versions and artifacts are recorded.
   EXPECT_THAT(cell(store, "SELECT config_toml FROM runs"), ::testing::HasSubstr("patch = 7"));
-  EXPECT_EQ(cell(store, "SELECT version FROM run_plugins WHERE name='learned'"), "1.0.0");
+  EXPECT_EQ(cell(store, "SELECT version FROM run_plugins WHERE name='learned'"), "1.1.0");
   EXPECT_EQ(cell(store, "SELECT value FROM params WHERE key='model.dim'"), "16");
   for (const char* kind : {"checkpoint", "reconstructions"}) {
     const std::string path = cell(store, std::string("SELECT path FROM artifacts WHERE kind='") + kind + "'");

@@ -124,11 +124,11 @@ TEST(PairSampler, SameSeedSameDrawsAndRejectsImpossibleR) {
   EXPECT_THROW(sample_disjoint_pairs(logits, 9, at::make_generator<at::CPUGeneratorImpl>(9)), Error);
 }
 
-TEST(PairSampler, LogProbIsTheMaskedLogSoftmax) {
+TEST(PairSampler, PaperLogProbIsTheMaskedLogSoftmax) {
   auto logits = torch::randn({2, 4, 4});
   auto src = torch::tensor({{0, 2}, {3, 1}}, torch::kLong);
   auto dst = torch::tensor({{1, 3}, {0, 2}}, torch::kLong);
-  auto lp = pair_log_prob(logits, src, dst);
+  auto lp = pair_log_prob(logits, src, dst, LogProbForm::paper);
   for (int64_t b = 0; b < 2; ++b) {
     double z = 0;
     for (int i = 0; i < 4; ++i)

@@ -29,6 +29,11 @@ TEST(HostSchemaTest, DefaultsReachTheTypedSettings) {
   EXPECT_EQ(s.train.lr_schedule, LrDecay::step);
   EXPECT_EQ(s.train.checkpoint, true);
   EXPECT_EQ(s.estimator.method, EstimatorMethod::score_function);
+  // Issue 12: the unbiased estimator is the default; the paper's is spelled out where wanted.
+  EXPECT_EQ(s.estimator.log_prob, LogProbForm::exact);
+  EXPECT_EQ(s.estimator.reward, RewardScope::sample);
+  EXPECT_EQ(s.estimator.baseline, RewardBaseline::ema);
+  EXPECT_EQ(s.estimator.rollouts, 1);
   EXPECT_EQ(s.runtime.results, kDefaultResultsPath);
   EXPECT_EQ(s.experiment.seeds, Ints{0});
 }

@@ -104,6 +104,19 @@ int cmd_bench(const Args& args) {
                 "one-pair-at-a-time: median %.1f ms   (%.0fx)\n",
                 (long long)batch, (long long)T, (long long)r, median(fast), median(slow),
                 median(slow) / median(fast));
+    // The log-probabilities of that draw, forward and backward, in each form (issue 12: the
+    // exact form must not undo the sampler's speed).
+    auto [src, dst] = sample_disjoint_pairs(logits, r, gen);
+    auto leaf = logits.clone().requires_grad_(true);
+    auto log_prob_ms = [&](LogProbForm form) {
+      return time_ms(20, [&] {
+        pair_log_prob(leaf, src, dst, form).sum().backward();
+        leaf.mutable_grad() = torch::Tensor();
+      });
+    };
+    auto exact = log_prob_ms(LogProbForm::exact), paper = log_prob_ms(LogProbForm::paper);
+    std::printf("log-prob of the r pairs, forward + backward: exact median %.2f ms   paper median %.2f ms\n",
+                median(exact), median(paper));
   }
 
   // ---- one training step at the full schedule: forward, the losses and the estimator's
@@ -116,9 +129,11 @@ int cmd_bench(const Args& args) {
     torch::Tensor total;
     {
       RECORD_FUNCTION("htm::forward", {});
-      auto out = ex.model->forward(data.input, ex.schedule, gen);
+      ForwardHooks truth;
+      truth.tree = data.tree;
+      auto out = ex.model->forward(data.input, ex.schedule, gen, &truth);
       auto per_sample = training_objective(ex.losses, out, data, 0, 0, true, false);
-      total = estimator.objective(per_sample, out.log_prob);
+      total = estimator.objective(per_sample, out.log_prob, out.entropy);
     }
     optimizer.zero_grad();
     {

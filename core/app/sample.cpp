@@ -55,7 +55,9 @@ std::vector<double> root_embeddings(Experiment& ex, HtmModelImpl& model, int64_t
   std::vector<torch::Tensor> roots;
   for (int64_t i = 0; i < n; i += 256) {
     auto batch = ex.dataset->get(Split::train, torch::arange(i, std::min(n, i + 256)));
-    roots.push_back(model.forward(batch.input, ex.schedule, gen).root.flatten(1));
+    ForwardHooks truth;  // for a model trained under an oracle policy
+    truth.tree = batch.tree;
+    roots.push_back(model.forward(batch.input, ex.schedule, gen, &truth).root.flatten(1));
   }
   auto all = torch::cat(roots).to(torch::kDouble).contiguous();
   *dim = all.size(1);

@@ -76,6 +76,10 @@ MergeContext merge_context(const torch::Tensor& tokens, int64_t r, uint64_t seed
   ctx.attention = torch::softmax(torch::randn({tokens.size(0), tokens.size(1), tokens.size(1)}), -1);
   ctx.cross_keys = torch::randn(tokens.sizes());
   ctx.generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  // A truth for oracle policies: tokens 2k and 2k+1 are siblings.
+  const int64_t T = tokens.size(1);
+  ctx.siblings = torch::zeros({tokens.size(0), T, T});
+  for (int64_t k = 0; k + 1 < T; k += 2) ctx.siblings.select(1, k).select(1, k + 1).fill_(1), ctx.siblings.select(1, k + 1).select(1, k).fill_(1);
   return ctx;
 }
 
@@ -151,9 +155,12 @@ TEST_P(PolicyConformance, MergeLogitsAreTheSampledDistribution) {
   auto logits = policy->merge_logits(ctx);
   ASSERT_TRUE(logits.defined()) << GetParam() << " does not expose merge_logits";
   ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{3, 10, 10}));
-  MergeDecision d = policy->choose_merges(ctx);
-  if (d.log_prob.defined())
-    EXPECT_TRUE(torch::allclose(d.log_prob, pair_log_prob(logits, d.src, d.dst), 1e-5, 1e-5));
+  for (LogProbForm form : {LogProbForm::exact, LogProbForm::paper}) {
+    ctx.log_prob_form = form;
+    MergeDecision d = policy->choose_merges(ctx);
+    if (d.log_prob.defined())
+      EXPECT_TRUE(torch::allclose(d.log_prob, pair_log_prob(logits, d.src, d.dst, form), 1e-5, 1e-5));
+  }
   // Teacher forcing: forced unmerges come back as given.
   UnmergeContext u = unmerge_context(torch::randn({3, 7, 16}), 2, 2);
   u.forced = torch::tensor({0, 5, 6, 1, 2, 3}, torch::kLong).view({3, 2});

@@ -10,7 +10,7 @@ namespace htm {
 
 /// The SDK's binary interface version. Bump it whenever a header in core/include/htm changes
 /// a class layout or a virtual signature; the registry refuses plugins built for another one.
-constexpr int kSdkAbiVersion = 3;
+constexpr int kSdkAbiVersion = 4;
 
 enum class PluginKind { policy, merge, loss, adapter, dataset };
 

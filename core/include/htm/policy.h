@@ -4,6 +4,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
 
+#include "htm/log_prob_form.h"
 #include "htm/plugin.h"
 
 namespace htm {
@@ -17,14 +18,22 @@ struct MergeContext {
   torch::Tensor cross_keys;  ///< B×T×C keys of the merging block's cross-attention (if needs_cross_keys())
   at::Generator generator;   ///< seeded; every random draw must use it
   bool training = true;
+  LogProbForm log_prob_form = LogProbForm::exact;  ///< what MergeDecision::log_prob must hold
+  /// B×T×T, 1 where tokens i and j are the two children of one node of the data's true
+  /// hierarchy (Batch::tree), else 0; filled only for policies whose needs_truth() is true and
+  /// only when the batch has a tree (undefined otherwise). For oracle studies, never for learning.
+  torch::Tensor siblings;
 };
 
 /// r disjoint ordered pairs: token src[b,k] is merged into token dst[b,k].
 struct MergeDecision {
   torch::Tensor src;       ///< B×r int64
   torch::Tensor dst;       ///< B×r int64
-  torch::Tensor log_prob;  ///< B×r log-probability of each chosen pair under the unconstrained
-                           ///< policy, in the graph; undefined when the policy has nothing to learn
+  torch::Tensor log_prob;  ///< B×r log-probability of each chosen pair in the form
+                           ///< MergeContext::log_prob_form asks for, in the graph; undefined when
+                           ///< the policy has nothing to learn
+  torch::Tensor entropy;   ///< B entropy of the distribution the first pair is drawn from, in the
+                           ///< graph (for `estimator.entropy`); undefined when nothing is learned
 };
 
 struct UnmergeContext {
@@ -33,6 +42,7 @@ struct UnmergeContext {
   int64_t depth = 1;     ///< 1-based depth this decoder layer mirrors
   at::Generator generator;
   bool training = true;
+  LogProbForm log_prob_form = LogProbForm::exact;  ///< what UnmergeDecision::log_prob must hold
   /// When defined (B×r int64), teacher forcing (§3.2.2): the policy must return exactly these
   /// tokens, with their log-probabilities under its own distribution (the cross-entropy target).
   torch::Tensor forced;
@@ -55,6 +65,9 @@ class Policy : public Plugin, public torch::nn::Module {
   virtual bool needs_attention() const { return false; }
   /// Whether the host must fill MergeContext::cross_keys.
   virtual bool needs_cross_keys() const { return false; }
+  /// Whether the host must fill MergeContext::siblings (oracle policies; the host refuses to
+  /// train or evaluate such a policy on data without a known hierarchy).
+  virtual bool needs_truth() const { return false; }
   /// The unconstrained merge policy as B×T×T logits, row i scoring token i merged into each j
   /// (the diagonal is ignored); undefined when the policy cannot say. Used to measure how much
   /// the policy varies across inputs (paper Figure 4), never to sample.
@@ -92,8 +105,18 @@ torch::Tensor sample_without_replacement(const torch::Tensor& scores, int64_t r,
 /// Uniform unmerging for policies with nothing to learn there: r distinct tokens drawn uniformly,
 /// or, under teacher forcing, exactly UnmergeContext::forced. log_prob is undefined.
 UnmergeDecision uniform_unmerges(const UnmergeContext& ctx);
-/// log_softmax over the flattened T×T matrix with the diagonal masked, gathered at the pairs.
+/// B×r log-probabilities of the pairs sample_disjoint_pairs drew from `logits`, in draw order.
+/// exact: pair k under the softmax over the pairs of tokens unused by pairs 0..k−1 (their sum
+/// is the log-probability of the draw); paper: every pair under the softmax over all T(T−1).
+/// The diagonal is masked in both.
 torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& src,
-                            const torch::Tensor& dst);
+                            const torch::Tensor& dst, LogProbForm form);
+/// B×r log-probabilities of the tokens sample_without_replacement drew from `scores` (B×T), in
+/// draw order. exact: token k under the softmax over the tokens not drawn before it
+/// (Plackett–Luce), and undefined when r = T (every token is chosen: nothing was decided);
+/// paper: every token under the softmax over all T.
+torch::Tensor token_log_prob(const torch::Tensor& scores, const torch::Tensor& index, LogProbForm form);
+/// B: entropy of softmax(logits) over the T(T−1) off-diagonal pairs (the first draw's distribution).
+torch::Tensor pair_entropy(const torch::Tensor& logits);
 
 }  // namespace htm

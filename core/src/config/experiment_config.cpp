@@ -83,6 +83,16 @@ void check_model_shape(const ModelSettings& model, const Node* table, const Wher
                                       std::to_string(model.dim) + ")");
 }
 
+// Cross-setting rules of [estimator], reported where the file wrote the setting at fault.
+void check_estimator(const EstimatorSettings& estimator, const Node* table, const Where& start) {
+  if (estimator.baseline != RewardBaseline::rloo || estimator.rollouts >= 2) return;
+  const Node* at = table ? table->find("rollouts") : nullptr;
+  if (!at && table) at = table->find("baseline");
+  fail(at ? at->value_at : start, "'estimator.baseline' = \"rloo\" compares each rollout with the same input's "
+                                  "others: set 'estimator.rollouts' to at least 2 (it is " +
+                                      std::to_string(estimator.rollouts) + ")");
+}
+
 const Manifest& find_manifest(const PluginCatalog& catalog, PluginKind kind, const std::string& name, const Where& at) {
   if (const Manifest* manifest = catalog.find(kind, name)) return *manifest;
   const std::vector<std::string> known = catalog.names(kind);
@@ -232,10 +242,18 @@ ResolvedConfig ExperimentFile::resolve(const std::string& variant, const PluginC
   resolved.settings = typed_settings(resolved.host_values_);
   const Where start{path_, 1, 1};
   check_model_shape(resolved.settings.model, config.find("model"), start);
+  check_estimator(resolved.settings.estimator, config.find("estimator"), start);
   resolved.experiment = name;
   for (const config::Slot& slot : config::slots())
     resolved.*slot.choice = resolve_slot(slot, config.find(slot.section), start, catalog);
   resolved.losses = resolve_losses(config.find("loss"), start, catalog);
+  const Node* train = config.find("train");
+  const Node* eval_policies = train ? train->find("eval_policies") : nullptr;
+  for (const std::string& policy : resolved.settings.train.eval_policies) {
+    const Manifest& manifest =
+        find_manifest(catalog, PluginKind::policy, policy, eval_policies ? eval_policies->value_at : start);
+    resolved.eval_policies.push_back({policy, plugin_params(manifest, {}, nullptr, "train.eval_policies")});
+  }
   resolved.toml = to_document(resolved, resolved.host_values_);
   resolved.hash = fnv1a_hex(resolved.toml);
   return resolved;

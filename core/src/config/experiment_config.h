@@ -31,6 +31,7 @@ struct ResolvedConfig {
   HostSettings settings;   ///< the host's settings, typed
   PluginChoice dataset, adapter, policy, merge;
   std::map<std::string, LossChoice> losses;  ///< by plugin name
+  std::vector<PluginChoice> eval_policies;   ///< train.eval_policies at their defaults
   std::string toml;  ///< the resolved config as a TOML document (stored with the run)
   std::string hash;  ///< stable hash of `toml` (hex)
 

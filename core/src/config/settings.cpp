@@ -17,8 +17,9 @@ constexpr ValueType value_type() {
   else if constexpr (std::is_same_v<T, double>) return ValueType::floating;
   else if constexpr (std::is_same_v<T, bool>) return ValueType::boolean;
   else if constexpr (std::is_same_v<T, std::string>) return ValueType::string;
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>) return ValueType::string_list;
   else {
-    static_assert(std::is_same_v<T, std::vector<int64_t>>, "a host setting is a scalar or an int list");
+    static_assert(std::is_same_v<T, std::vector<int64_t>>, "a host setting is a scalar or a list");
     return ValueType::integer_list;
   }
 }
@@ -64,6 +65,7 @@ class Section {
 
 using Ints = std::vector<int64_t>;
 using Text = std::string;
+using Words = std::vector<std::string>;
 
 // The ranges settings are checked against when an experiment is resolved.
 RangeCheck at_least(int64_t low) {
@@ -163,17 +165,32 @@ std::vector<HostSection> build_schema() {
           .add("grad_clip", &Tr::grad_clip, 0.0, "clip the gradient norm to this; 0: off", real_in(0, kInf))
           .add("images", &Tr::images, int64_t{8}, "samples shown in the reconstruction picture", at_least(0))
           .add("checkpoint", &Tr::checkpoint, true, "save a checkpoint with the run")
+          .add("eval_policies", &Tr::eval_policies, Words{},
+               "also evaluate the trained weights with each of these policy plugins in place of the "
+               "trained one (at their defaults), logged as under/<policy>/<metric>: e.g. [\"random\", \"oracle\"]")
           .done());
   schema.push_back(
       Section<Es>("estimator", &HostSettings::estimator)
           .choice("method", &Es::method,
                   {{"score_function", EstimatorMethod::score_function}, {"prob_scale", EstimatorMethod::prob_scale}},
                   "gradient through the merges: score_function (eq. 2-4) or prob_scale (A.4)")
-          .choice("reward", &Es::reward, {{"batch", RewardScope::batch}, {"sample", RewardScope::sample}},
-                  "score-function reward: the batch's loss, or each sample's")
-          .choice("baseline", &Es::baseline, {{"none", RewardBaseline::none}, {"ema", RewardBaseline::ema}},
-                  "subtracted from the reward: none, or ema (moving average)")
+          .choice("log_prob", &Es::log_prob, {{"exact", LogProbForm::exact}, {"paper", LogProbForm::paper}},
+                  "log-probability of the sampled decisions: exact (each draw renormalised over what is "
+                  "still allowed: unbiased) or paper (the unconstrained softmax, §3.1.5: biased)")
+          .choice("reward", &Es::reward, {{"sample", RewardScope::sample}, {"batch", RewardScope::batch}},
+                  "score-function reward: each sample's loss, or the batch's (the paper)")
+          .choice("baseline", &Es::baseline,
+                  {{"ema", RewardBaseline::ema}, {"none", RewardBaseline::none}, {"rloo", RewardBaseline::rloo}},
+                  "subtracted from the reward: ema (moving average of the loss), none (the paper), or rloo "
+                  "(the mean loss of the same input's other rollouts; needs rollouts >= 2)")
           .add("baseline_decay", &Es::baseline_decay, 0.9, "decay of the ema baseline", real_in(0, 1))
+          .add("rollouts", &Es::rollouts, int64_t{1},
+               "decisions drawn for each input per step (the batch is repeated this many times)", at_least(1))
+          .add("entropy", &Es::entropy, 0.0,
+               "weight of an entropy bonus on each layer's merge distribution (first draw)", real_in(0, kInf))
+          .add("policy_lr", &Es::policy_lr, 0.0,
+               "learning rate of the policy's own AdamW (it follows train.lr's schedule); 0: one optimiser at train.lr",
+               real_in(0, kInf))
           .done());
   schema.push_back(
       Section<R>("runtime", &HostSettings::runtime)

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "htm/manifest.h"
+#include "htm/log_prob_form.h"
 #include "htm/value.h"
 
 namespace htm {
@@ -22,7 +23,7 @@ enum class LrDecay { step, cosine };
 enum class RhoSchedule { epoch, step };
 enum class EstimatorMethod { score_function, prob_scale };
 enum class RewardScope { batch, sample };
-enum class RewardBaseline { none, ema };
+enum class RewardBaseline { none, ema, rloo };
 
 struct ExperimentSettings {
   std::string name;  ///< results are filed under it; the file's stem when the file names none
@@ -72,13 +73,18 @@ struct TrainSettings {
   double grad_clip = 0;  ///< 0: off
   int64_t images = 0;
   bool checkpoint = false;
+  std::vector<std::string> eval_policies;  ///< also evaluate the same weights under these policies
 };
 
 struct EstimatorSettings {
   EstimatorMethod method = EstimatorMethod::score_function;
-  RewardScope reward = RewardScope::batch;
-  RewardBaseline baseline = RewardBaseline::none;
+  LogProbForm log_prob = LogProbForm::exact;
+  RewardScope reward = RewardScope::sample;
+  RewardBaseline baseline = RewardBaseline::ema;
   double baseline_decay = 0;
+  int64_t rollouts = 1;       ///< draws of each input's decisions per step (rloo needs ≥ 2)
+  double entropy = 0;         ///< weight of the entropy bonus on the merge distributions
+  double policy_lr = 0;       ///< 0: the policy trains at train.lr, in the model's optimiser
 };
 
 /// The results database when neither a file nor a command line names one.

@@ -156,6 +156,23 @@ torch::Tensor HtmModelImpl::timestep(int64_t depth) const {
   return timesteps_[depth];
 }
 
+std::optional<HtmModelImpl::Truth> HtmModelImpl::truth_for(const torch::Tensor& input, const ForwardHooks* hooks) {
+  if (!policy().needs_truth()) return std::nullopt;
+  if (hooks == nullptr || !hooks->tree.defined())
+    throw Error("this policy decides from the data's true hierarchy, and the dataset gives none "
+                "(oracle policies are for data with a known tree, such as trees or crosses)");
+  const auto& tree = hooks->tree;  // B×(N−1)×2
+  const int64_t B = tree.size(0), N = tree.size(1) + 1;
+  if (input.size(0) != B || num_tokens() != N)
+    throw Error("the batch's tree has " + std::to_string(N) + " leaves, but the adapter makes " +
+                std::to_string(num_tokens()) + " tokens: the truth cannot be followed");
+  auto parent = torch::full({B, 2 * N - 1}, -1, torch::kLong);
+  auto internal = torch::arange(N, 2 * N - 1, torch::kLong).expand({B, N - 1});
+  parent.scatter_(1, tree.select(2, 0), internal);
+  parent.scatter_(1, tree.select(2, 1), internal);
+  return Truth{torch::arange(N, torch::kLong).expand({B, N}).contiguous(), parent};
+}
+
 void HtmModelImpl::add_log_prob(ForwardResult& result, const torch::Tensor& log_prob) const {
   if (!log_prob.defined() || options_.prob_scale) return;
   auto per_sample = log_prob.sum(1);
@@ -164,7 +181,7 @@ void HtmModelImpl::add_log_prob(ForwardResult& result, const torch::Tensor& log_
 
 torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
                                         const torch::Tensor& attention, at::Generator generator,
-                                        ForwardResult& result, torch::Tensor* keep_out) {
+                                        ForwardResult& result, torch::Tensor* keep_out, Truth* truth) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   auto [keys, values] = merge_refine_->key_values(x);
   if (r == 0) {
@@ -180,8 +197,18 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
   ctx.cross_keys = keys;
   ctx.generator = generator;
   ctx.training = is_training();
-  MergeDecision decision = policy_->choose_merges(ctx);
+  ctx.log_prob_form = options_.log_prob_form;
+  torch::Tensor parent_of_node;  // B×T: the truth's parent of each token's node (−1: none)
+  if (truth != nullptr) {
+    parent_of_node = truth->parent.gather(1, truth->node.clamp_min(0)).masked_fill(truth->node < 0, -1);
+    auto same = parent_of_node.unsqueeze(2) == parent_of_node.unsqueeze(1);
+    ctx.siblings = (same & (parent_of_node >= 0).unsqueeze(2)).to(torch::kFloat);
+    ctx.siblings.diagonal(0, 1, 2).zero_();
+  }
+  MergeDecision decision = policy().choose_merges(ctx);
   add_log_prob(result, decision.log_prob);
+  if (decision.entropy.defined())
+    result.entropy = result.entropy.defined() ? result.entropy + decision.entropy : decision.entropy;
 
   auto merged = merge_->merge(gather_tokens(x, decision.src).reshape({B * r, C}),
                               gather_tokens(x, decision.dst).reshape({B * r, C}))
@@ -194,6 +221,11 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
   order_key.scatter_add_(1, decision.src, torch::full({B, r}, T, torch::kLong));
   auto keep = std::get<1>(order_key.sort(1)).narrow(1, 0, T - r);
   if (keep_out != nullptr) *keep_out = keep;
+  if (truth != nullptr) {  // a merge of true siblings is their parent; any other merge is no node
+    auto src_parent = parent_of_node.gather(1, decision.src), dst_parent = parent_of_node.gather(1, decision.dst);
+    auto merged_node = src_parent.masked_fill((src_parent != dst_parent) | (src_parent < 0), -1);
+    truth->node = truth->node.scatter(1, decision.dst, merged_node).gather(1, keep);
+  }
   result.merges.push_back(std::move(decision));
   return merge_refine_->forward(gather_tokens(y, keep), keys, values);
 }
@@ -210,8 +242,9 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
   ctx.depth = depth;
   ctx.generator = generator;
   ctx.training = is_training();
+  ctx.log_prob_form = options_.log_prob_form;
   ctx.forced = forced;
-  UnmergeDecision decision = policy_->choose_unmerges(ctx);
+  UnmergeDecision decision = policy().choose_unmerges(ctx);
   if (forced.defined()) {
     if (!decision.index.defined() || !torch::equal(decision.index, forced))
       throw Error("the policy ignored UnmergeContext::forced, so it cannot be teacher-forced "
@@ -250,14 +283,14 @@ torch::Tensor HtmModelImpl::decoder_layer(const torch::Tensor& x, int64_t r, int
 torch::Tensor HtmModelImpl::first_merge_logits(const torch::Tensor& input, int64_t r) {
   auto x = adapter_->lift(input) + timestep(1);
   torch::Tensor attention;
-  if (options_.transformer) x = encoder_block_->forward(x, policy_->needs_attention() ? &attention : nullptr);
+  if (options_.transformer) x = encoder_block_->forward(x, policy().needs_attention() ? &attention : nullptr);
   MergeContext ctx;
   ctx.tokens = x;
   ctx.r = r;
   ctx.attention = attention;
   ctx.cross_keys = merge_refine_->key_values(x).first;
   ctx.training = false;
-  return policy_->merge_logits(ctx);
+  return policy().merge_logits(ctx);
 }
 
 torch::Tensor HtmModelImpl::enter(const torch::Tensor& x, int64_t d, const ForwardHooks* hooks) {
@@ -286,18 +319,20 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
 
   // Encoder: the same layer applied at every depth.
   std::vector<Mirror> mirrors;
+  auto truth = truth_for(input, hooks);
   for (int64_t d = 1; d <= depth; ++d) {
     x = enter(x, d, hooks);
     result.encoder_tokens.push_back(x);
     torch::Tensor attention, keep;
     if (options_.transformer) {
       RECORD_FUNCTION("htm::encoder_block", {});
-      x = encoder_block_->forward(x, policy_->needs_attention() ? &attention : nullptr);
+      x = encoder_block_->forward(x, policy().needs_attention() ? &attention : nullptr);
     }
     RECORD_FUNCTION("htm::merge_layer", {});
     const int64_t T = x.size(1);
     const bool need_keep = internal.defined() || options_.mirror_unmerge;
-    x = merge_layer(x, schedule[d - 1], d, attention, generator, result, need_keep ? &keep : nullptr);
+    x = merge_layer(x, schedule[d - 1], d, attention, generator, result, need_keep ? &keep : nullptr,
+                    truth ? &*truth : nullptr);
     if (options_.mirror_unmerge) mirrors.push_back(mirror_of(keep, result.merges, T, schedule[d - 1]));
     if (internal.defined()) {
       if (schedule[d - 1] > 0) internal = internal.scatter(1, result.merges.back().dst, 1);
@@ -390,14 +425,15 @@ ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input,
   auto x = adapter_->lift(input);
   const int64_t depth = static_cast<int64_t>(schedule.size());
   result.decoder_tokens.resize(depth);
+  auto truth = truth_for(input, hooks);
   for (int64_t d = 1; d <= depth; ++d) {
     x = enter(x, d, hooks);
     result.encoder_tokens.push_back(x);
     const int64_t T = x.size(1), r = schedule[d - 1];
     torch::Tensor attention, keep;
     auto h = x;
-    if (options_.transformer) h = encoder_block_->forward(x, policy_->needs_attention() ? &attention : nullptr);
-    auto y = merge_layer(h, r, d, attention, generator, result, &keep);
+    if (options_.transformer) h = encoder_block_->forward(x, policy().needs_attention() ? &attention : nullptr);
+    auto y = merge_layer(h, r, d, attention, generator, result, &keep, truth ? &*truth : nullptr);
 
     // The mirroring decoder layer, given the true population, unmerges the true merged tokens.
     const Mirror mirror = mirror_of(keep, result.merges, T, r);
@@ -428,13 +464,15 @@ int64_t count_parameters(const torch::nn::Module& model) {
 }
 
 int64_t participating_parameters(Model& model, const torch::Tensor& input,
-                                 const std::vector<int64_t>& schedule) {
+                                 const std::vector<int64_t>& schedule, const torch::Tensor& tree) {
   auto params = model.parameters();
   for (auto& p : params) p.mutable_grad() = torch::Tensor();
   const bool was_training = model.is_training();
   model.eval();  // no dropout draws
   auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
-  auto out = model.forward(input, schedule, gen);
+  ForwardHooks hooks;
+  hooks.tree = tree;
+  auto out = model.forward(input, schedule, gen, &hooks);
   auto total = out.output.sum();
   if (out.log_prob.defined()) total = total + out.log_prob.sum();
   total.backward();

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <torch/nn/module.h>
@@ -30,6 +31,7 @@ struct ModelOptions {
   bool leaf_classifier = false; ///< the slides' leaf/internal classifier, used in generation
   double timestep_scale = 1.0;  ///< multiplies the depth signal of eq. 7 (1: the paper)
   bool mirror_unmerge = false;  ///< the decoder splits the tokens the encoder merged (not the policy's choice)
+  LogProbForm log_prob_form = LogProbForm::exact;  ///< asked of the policy (estimator.log_prob)
 };
 
 /// r per layer: r_l = floor(fraction · T_l / 2), for `layers` layers, starting from T tokens.
@@ -75,6 +77,9 @@ TORCH_MODULE(RefineBlock);
 struct ForwardHooks {
   /// Rewrites the B×T×C tokens entering encoder layer `depth` (1-based); empty: unchanged.
   std::function<torch::Tensor(const torch::Tensor&, int64_t depth)> layer_entry;
+  /// Batch::tree of the input, when the data has one: the host fills MergeContext::siblings from
+  /// it for a policy that needs_truth().
+  torch::Tensor tree;
 };
 
 /// Everything one forward pass produces.
@@ -82,6 +87,7 @@ struct ForwardResult {
   torch::Tensor output;    ///< B×sample_shape
   torch::Tensor root;      ///< B×T_D×C tokens at the bottleneck
   torch::Tensor log_prob;  ///< B: Σ log p over every merge and unmerge decision (undefined if none)
+  torch::Tensor entropy;   ///< B: Σ over merge layers of MergeDecision::entropy (undefined if none)
   std::vector<torch::Tensor> encoder_tokens;  ///< [d] enters encoder layer d+1
   std::vector<torch::Tensor> decoder_tokens;  ///< [d] leaves the decoder layer mirroring it
   std::vector<MergeDecision> merges;          ///< per encoder layer
@@ -143,16 +149,28 @@ class HtmModelImpl : public Model {
 
   int64_t num_tokens() const { return adapter_->num_tokens(); }
   Adapter& adapter() { return *adapter_; }
-  Policy& policy() { return *policy_; }
+  /// The policy deciding now: the trained one, or the one switch_policy() put in its place.
+  Policy& policy() { return switched_ ? *switched_ : *policy_; }
+  /// Decides with `policy` instead of the trained one until called with nullptr (evaluating the
+  /// same weights under another policy); the trained policy's parameters stay where they are.
+  void switch_policy(std::shared_ptr<Policy> policy) { switched_ = std::move(policy); }
 
  private:
+  /// Where each token of the current population sits in the data's true tree, for policies
+  /// that read it: node (B×T, −1 when the token is no node of the truth), parent (B×(2N−1), −1
+  /// at the root).
+  struct Truth {
+    torch::Tensor node, parent;
+  };
+  /// The truth's tracker for this pass, or nothing when the policy does not read it.
+  std::optional<Truth> truth_for(const torch::Tensor& input, const ForwardHooks* hooks);
   /// Tokens entering encoder layer d: depth signal, then the hooks.
   torch::Tensor enter(const torch::Tensor& x, int64_t d, const ForwardHooks* hooks);
   /// Returns the merged population; `keep` (if given) receives, for each of its tokens, the
   /// index in x it came from (B×(T−r)).
   torch::Tensor merge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
                             const torch::Tensor& attention, at::Generator generator,
-                            ForwardResult& result, torch::Tensor* keep = nullptr);
+                            ForwardResult& result, torch::Tensor* keep = nullptr, Truth* truth = nullptr);
   /// `forced` (B×r): teacher forcing, unmerge these tokens. `chosen` (if given) receives the
   /// B×r indices unmerged.
   torch::Tensor unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
@@ -171,6 +189,7 @@ class HtmModelImpl : public Model {
   ModelOptions options_;
   std::shared_ptr<Adapter> adapter_;
   std::shared_ptr<Policy> policy_;
+  std::shared_ptr<Policy> switched_;  ///< deciding instead of policy_ when set
   std::shared_ptr<MergeOperator> merge_;
   TransformerBlock encoder_block_{nullptr}, decoder_block_{nullptr};
   RefineBlock merge_refine_{nullptr}, unmerge_refine_{nullptr};
@@ -184,8 +203,9 @@ TORCH_MODULE(HtmModel);
 /// Parameters of `model` that one training step on `input` would update: those the output or
 /// the decisions' log-probabilities depend on (unused parts of plugins, such as an image
 /// adapter's unlifter in a classifier, do not count). Leaves every gradient cleared.
+/// `tree` is the input's Batch::tree, for policies that read the truth.
 int64_t participating_parameters(Model& model, const torch::Tensor& input,
-                                 const std::vector<int64_t>& schedule);
+                                 const std::vector<int64_t>& schedule, const torch::Tensor& tree = {});
 /// All parameters of `model`.
 int64_t count_parameters(const torch::nn::Module& model);
 

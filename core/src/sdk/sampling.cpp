@@ -162,8 +162,11 @@ UnmergeScorerImpl::UnmergeScorerImpl(int64_t dim, int64_t hidden) {
 
 UnmergeDecision UnmergeScorerImpl::choose(const UnmergeContext& ctx) {
   auto scores = score_->forward(ctx.tokens.detach()).squeeze(-1);  // B×T
-  auto index = ctx.forced.defined() ? ctx.forced : sample_without_replacement(scores, ctx.r, ctx.generator);
-  return {index, torch::log_softmax(scores, 1).gather(1, index)};
+  // Teacher forcing asks for the true tokens' log-probabilities as a cross-entropy target, each
+  // under the softmax over all T: a supervised term, not a score function.
+  if (ctx.forced.defined()) return {ctx.forced, torch::log_softmax(scores, 1).gather(1, ctx.forced)};
+  auto index = sample_without_replacement(scores, ctx.r, ctx.generator);
+  return {index, token_log_prob(scores, index, ctx.log_prob_form)};
 }
 
 UnmergeDecision uniform_unmerges(const UnmergeContext& ctx) {
@@ -172,13 +175,55 @@ UnmergeDecision uniform_unmerges(const UnmergeContext& ctx) {
   return {sample_without_replacement(scores, ctx.r, ctx.generator), torch::Tensor()};
 }
 
+namespace {
+
+// B×r×T: 1 where token t was drawn before draw k (by any of `drawn`, each B×r).
+torch::Tensor drawn_before(std::initializer_list<torch::Tensor> drawn, int64_t T) {
+  torch::Tensor now;
+  for (const auto& index : drawn) {
+    auto hot = torch::one_hot(index, T);
+    now = now.defined() ? now + hot : hot;
+  }
+  return now.cumsum(1) - now;
+}
+
+}  // namespace
+
 torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& src,
-                            const torch::Tensor& dst) {
+                            const torch::Tensor& dst, LogProbForm form) {
   const int64_t B = logits.size(0), T = logits.size(1);
   auto eye = torch::eye(T, logits.options().dtype(torch::kBool));
   auto masked = logits.masked_fill(eye, -std::numeric_limits<float>::infinity());
-  auto log_p = torch::log_softmax(masked.view({B, T * T}), 1);
-  return log_p.gather(1, src * T + dst);
+  if (form == LogProbForm::paper) return torch::log_softmax(masked.view({B, T * T}), 1).gather(1, src * T + dst);
+
+  // Draw k's normaliser is Σ over pairs (i, j) of unused tokens, i ≠ j, of exp(logit): with u_k
+  // the unused-token indicator, u_kᵀ E u_k for E = exp(logits) with a zero diagonal — one batched
+  // product, O(r·T²) per sample like the draw itself, never a B×r×T×T tensor. In double, shifted
+  // by each sample's largest logit, so the later (smaller) normalisers keep their precision.
+  auto top = std::get<0>(masked.detach().view({B, T * T}).max(1)).view({B, 1, 1});
+  auto weights = (masked - top).to(torch::kDouble).exp();                         // B×T×T
+  auto unused = 1.0 - drawn_before({src, dst}, T).to(torch::kDouble);             // B×r×T
+  auto normaliser = (torch::bmm(unused, weights) * unused).sum(2);                // B×r
+  auto chosen = masked.view({B, T * T}).gather(1, src * T + dst);
+  return chosen - (normaliser.clamp_min(1e-300).log() + top.view({B, 1})).to(logits.scalar_type());
+}
+
+torch::Tensor token_log_prob(const torch::Tensor& scores, const torch::Tensor& index, LogProbForm form) {
+  const int64_t T = scores.size(1), r = index.size(1);
+  if (form == LogProbForm::paper) return torch::log_softmax(scores, 1).gather(1, index);
+  if (r == T) return {};  // all T chosen: one outcome, nothing decided
+  auto drawn = drawn_before({index}, T).to(torch::kBool);                          // B×r×T
+  auto normaliser = torch::logsumexp(
+      scores.unsqueeze(1).masked_fill(drawn, -std::numeric_limits<float>::infinity()), 2);
+  return scores.gather(1, index) - normaliser;
+}
+
+torch::Tensor pair_entropy(const torch::Tensor& logits) {
+  const int64_t B = logits.size(0), T = logits.size(1);
+  auto eye = torch::eye(T, logits.options().dtype(torch::kBool));
+  auto log_p = torch::log_softmax(logits.masked_fill(eye, -std::numeric_limits<float>::infinity()).view({B, T * T}), 1);
+  // 0·log 0 = 0 on the diagonal.
+  return -(log_p.exp() * log_p.masked_fill(eye.view({1, T * T}), 0)).sum(1);
 }
 
 }  // namespace htm

@@ -28,7 +28,9 @@ void Trainer::save_pictures(int64_t step, const std::string& tag) {
   ex_.model->eval();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 7919);
   Batch batch = ex_.dataset->get(Split::test, torch::arange(n));
-  auto out = ex_.model->forward(batch.input, ex_.schedule, gen);
+  ForwardHooks with_tree;  // a policy that reads the truth gets it
+  with_tree.tree = batch.tree;
+  auto out = ex_.model->forward(batch.input, ex_.schedule, gen, &with_tree);
   ex_.model->train();
   if (out.output.sizes() != batch.input.sizes()) return;
   const std::string path = artifact_dir_ + "/reconstructions_" + tag + ".png";

@@ -2,20 +2,35 @@
 
 #include <torch/torch.h>
 
+#include "htm/error.h"
+
 namespace htm {
 
-Estimator::Estimator(const EstimatorSettings& settings) : settings_(settings) {}
+Estimator::Estimator(const EstimatorSettings& settings) : settings_(settings) {
+  if (settings_.baseline == RewardBaseline::rloo && settings_.rollouts < 2)
+    throw Error("estimator.baseline = \"rloo\" needs estimator.rollouts of at least 2");
+}
 
-torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob) {
+torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
+                                   const torch::Tensor& entropy) {
   auto loss = per_sample_loss.mean();
   torch::Tensor total = loss;
   if (log_prob.defined() && !scales_by_probability()) {
-    const double b = baseline();
-    if (settings_.reward == RewardScope::sample)
-      total = loss + ((per_sample_loss.detach() - b) * log_prob).mean();
-    else
-      total = loss + (loss.detach() - b) * log_prob.sum();
+    auto g = per_sample_loss.detach();
+    if (settings_.baseline == RewardBaseline::rloo) {
+      const int64_t K = settings_.rollouts;
+      if (g.size(0) % K != 0)
+        throw Error("a batch of " + std::to_string(g.size(0)) + " rows is not " + std::to_string(K) + " rollouts of each input");
+      auto per_input = g.view({-1, K});
+      auto others = (per_input.sum(1, true) - per_input) / static_cast<double>(K - 1);
+      total = loss + ((per_input - others).view(-1) * log_prob).mean();
+    } else if (settings_.reward == RewardScope::sample) {
+      total = loss + ((g - baseline()) * log_prob).mean();
+    } else {
+      total = loss + (loss.detach() - baseline()) * log_prob.sum();
+    }
   }
+  if (entropy.defined() && settings_.entropy > 0) total = total - settings_.entropy * entropy.mean();
   if (settings_.baseline == RewardBaseline::ema) {
     const double value = loss.item<double>();
     const double decay = settings_.baseline_decay;

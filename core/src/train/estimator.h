@@ -17,15 +17,24 @@ class Estimator {
   /// flows through that product instead of a score-function term.
   bool scales_by_probability() const { return settings_.method == EstimatorMethod::prob_scale; }
 
-  /// The objective to differentiate, from the per-sample loss (B) and the per-sample sum of
-  /// the decisions' log-probabilities (B; undefined when nothing was sampled):
-  ///   batch reward (paper):  mean_b g_b + sg[mean_b g_b − baseline] · Σ_b log p_b
-  ///   per-sample reward:     mean_b g_b + mean_b (sg[g_b] − baseline) · log p_b
-  /// With prob_scale, or no log-probabilities, it is the plain mean. Then updates the baseline
-  /// with this batch's loss (an ema baseline lags one step: it never includes its own reward).
-  torch::Tensor objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob);
+  /// How many times each input is repeated in a step's batch (estimator.rollouts): the rows of
+  /// one input are adjacent, so a batch of B·K rows holds K rollouts of each of B inputs.
+  int64_t rollouts() const { return settings_.rollouts; }
 
-  /// What objective() subtracts from the reward now.
+  /// The objective to differentiate, from the per-sample loss g (B), the per-sample sum of the
+  /// decisions' log-probabilities (B; undefined when nothing was sampled) and of the merge
+  /// distributions' entropies H (B; undefined when none):
+  ///   batch reward (paper):  mean_b g_b + sg[mean_b g_b − c] · Σ_b log p_b
+  ///   per-sample reward:     mean_b g_b + mean_b (sg[g_b] − c_b) · log p_b
+  /// with c the baseline: 0 (none), a moving average of earlier batches' mean loss (ema), or
+  /// the mean loss of the same input's other rollouts (rloo, always per sample). With an
+  /// entropy weight w, − w · mean_b H_b is added. With prob_scale, or no log-probabilities, the
+  /// first term alone. Then updates the ema baseline with this batch's loss (it lags one step:
+  /// it never includes its own reward).
+  torch::Tensor objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
+                          const torch::Tensor& entropy = {});
+
+  /// What objective() subtracts from the reward now (the ema baseline; 0 for none and rloo).
   double baseline() const { return have_baseline_ ? baseline_ : 0.0; }
 
  private:

@@ -1,5 +1,6 @@
 // Evaluation at the full schedule, with the hierarchy scores and their references where the
 // data knows its true trees, and the policy's spread across inputs (Figure 4).
+#include <cmath>
 #include <map>
 #include <random>
 
@@ -12,6 +13,31 @@
 namespace htm {
 
 Trainer::Eval Trainer::evaluate() {
+  Eval e = evaluate_once();
+  if (e.learned_trees) {
+    for (const auto& m : reference_scores(eval_samples_)) e.metrics.push_back(m);
+  }
+  // The same weights deciding with each of train.eval_policies instead (the "switch").
+  auto* htm_model = dynamic_cast<HtmModelImpl*>(ex_.model.get());
+  for (const auto& [name, policy] : ex_.eval_policies) {
+    htm_model->switch_policy(policy);
+    Eval under;
+    try {
+      under = evaluate_once();
+    } catch (...) {
+      htm_model->switch_policy(nullptr);
+      throw;
+    }
+    htm_model->switch_policy(nullptr);
+    const std::string prefix = "under/" + name + "/";
+    if (!std::isnan(under.mse)) e.metrics.push_back({prefix + "mse", under.mse});
+    if (!std::isnan(under.accuracy)) e.metrics.push_back({prefix + "accuracy", under.accuracy});
+    for (const auto& m : under.metrics) e.metrics.push_back({prefix + m.name, m.value});
+  }
+  return e;
+}
+
+Trainer::Eval Trainer::evaluate_once() {
   torch::NoGradGuard no_grad;
   ex_.model->eval();
   const int64_t n = eval_samples_;
@@ -22,10 +48,11 @@ Trainer::Eval Trainer::evaluate() {
   int64_t reconstructed = 0, correct = 0, labelled = 0;
   std::map<std::string, double> loss_sums;
   TreeScoreMean learned;
-  const ForwardHooks eval_hooks = hooks(0, 0, false);
+  ForwardHooks eval_hooks = hooks(0, 0, false);
   for (int64_t i = 0; i < n; i += bs) {
     if (interrupt_requested()) throw Interrupted();
     Batch batch = ex_.dataset->get(Split::test, torch::arange(i, std::min(n, i + bs)));
+    eval_hooks.tree = batch.tree;
     auto out = ex_.model->forward(batch.input, ex_.schedule, gen, &eval_hooks);
     const int64_t B = batch.input.size(0);
     if (out.output.sizes() == batch.input.sizes()) {
@@ -54,7 +81,7 @@ Trainer::Eval Trainer::evaluate() {
   if (loss_sums.count("loss/leaf_classifier")) e.metrics.push_back({"leaf_accuracy", leaf_hits / static_cast<double>(n)});
   if (learned.samples() > 0) {
     for (const auto& m : learned.metrics("")) e.metrics.push_back(m);
-    for (const auto& m : reference_scores(n)) e.metrics.push_back(m);
+    e.learned_trees = true;
   }
   return e;
 }

@@ -34,7 +34,17 @@ ModelOptions model_options(const ResolvedConfig& config, const BuildContext& ctx
   options.leaf_classifier = config.settings.model.leaf_classifier;
   options.timestep_scale = config.settings.model.timestep_scale;
   options.mirror_unmerge = config.settings.model.unmerge == Unmerge::mirror;
+  options.log_prob_form = config.settings.estimator.log_prob;
   return options;
+}
+
+void check_policy_fits(const Policy& policy, const std::string& name, const ModelOptions& options) {
+  if (policy.needs_attention() && !options.transformer)
+    throw Error("policy '" + name + "' reads the encoder transformer block's attention; "
+                "set model.transformer = true");
+  if (policy.needs_cross_keys() && !options.cross_attention)
+    throw Error("policy '" + name + "' reads the merging block's cross-attention keys; "
+                "set model.cross_attention = true");
 }
 
 // The HTM model of `config` at width ctx.dim, with its schedule.
@@ -49,13 +59,7 @@ std::shared_ptr<HtmModelImpl> build_htm(const ResolvedConfig& config, const Plug
     schedule = make_schedule(tokens, config.settings.model.merge_fraction, config.settings.model.layers);
   check_schedule(tokens, schedule);
   ModelOptions options = model_options(config, ctx);
-  const std::string& policy_name = config.policy.name;
-  if (policy->needs_attention() && !options.transformer)
-    throw Error("policy '" + policy_name + "' reads the encoder transformer block's attention; "
-                "set model.transformer = true");
-  if (policy->needs_cross_keys() && !options.cross_attention)
-    throw Error("policy '" + policy_name + "' reads the merging block's cross-attention keys; "
-                "set model.cross_attention = true");
+  check_policy_fits(*policy, config.policy.name, options);
   return std::make_shared<HtmModelImpl>(options, adapter, policy, merge);
 }
 
@@ -111,7 +115,8 @@ Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, 
   if (classify && ctx.num_classes < 2)
     throw Error("model.task = \"classify\" needs a dataset with classes; '" + config.dataset.name + "' has none");
   if (vit && !classify) throw Error("model.architecture = \"vit\" is a classifier: set model.task = \"classify\"");
-  auto probe = ex.dataset->get(Split::train, torch::arange(std::min<int64_t>(2, ex.dataset->size(Split::train)))).input;
+  const Batch probe_batch = ex.dataset->get(Split::train, torch::arange(std::min<int64_t>(2, ex.dataset->size(Split::train))));
+  const torch::Tensor& probe = probe_batch.input;
   if (vit) {
     int64_t dim = model.vit_dim;
     if (dim == 0) dim = matching_vit_dim(config, plugins, ctx, probe);
@@ -131,7 +136,13 @@ Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, 
     ex.losses.push_back({name, choice.weight, loss});
   }
   ex.parameters = count_parameters(*ex.model);
-  ex.participating = participating_parameters(*ex.model, probe, ex.schedule);
+  ex.participating = participating_parameters(*ex.model, probe, ex.schedule, probe_batch.tree);
+  for (const PluginChoice& choice : config.eval_policies) {
+    if (vit) throw Error("train.eval_policies needs the htm model: a vit has no policy to switch");
+    auto policy = plugins.create<Policy>(PluginKind::policy, choice.name, choice.params, ctx);
+    check_policy_fits(*policy, choice.name, model_options(config, ctx));
+    ex.eval_policies.push_back({choice.name, policy});
+  }
   return ex;
 }
 

@@ -29,6 +29,8 @@ struct Experiment {
   int64_t parameters = 0;         ///< every parameter of the model and its plugins
   int64_t participating = 0;      ///< those a training step updates (participating_parameters)
   int64_t latent_floats = 0;      ///< floats at an autoencoder's bottleneck (tokens × width); 0: none
+  /// train.eval_policies, built at their defaults: evaluation also runs the same weights under each.
+  std::vector<std::pair<std::string, std::shared_ptr<Policy>>> eval_policies;
 };
 
 /// Builds dataset, adapter, policy, merge operator, losses and the model of one resolved config.

@@ -124,7 +124,13 @@ TrainSummary Trainer::run() {
   const int64_t layers = static_cast<int64_t>(ex_.schedule.size());
   double lr = train.lr;
 
-  FusedAdamW optimizer(ex_.model->parameters(), lr, train.weight_decay);
+  // The policy gets its own optimiser when estimator.policy_lr asks for its own rate.
+  const double policy_lr = ex_.config.settings.estimator.policy_lr;
+  std::vector<torch::Tensor> model_params, policy_params;
+  for (const auto& p : ex_.model->named_parameters())
+    (policy_lr > 0 && p.key().rfind("policy.", 0) == 0 ? policy_params : model_params).push_back(p.value());
+  FusedAdamW optimizer(model_params, lr, train.weight_decay);
+  FusedAdamW policy_optimizer(policy_params, policy_lr, train.weight_decay);
   Estimator estimator(ex_.config.settings.estimator);
   auto data_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 1);
 
@@ -174,6 +180,7 @@ TrainSummary Trainer::run() {
       // ---- learning rate and ρ for this step
       lr = lr_at(train, step, epoch, total_steps);
       optimizer.set_lr(lr);
+      policy_optimizer.set_lr(policy_lr * lr / train.lr);
       const double rho = rho_for(train, step, epoch, total_steps);
       // ---- forward at a sampled depth of the stochastic merging schedule
       // (a teacher-forced stage trains every layer at once, so it uses the full schedule)
@@ -185,7 +192,14 @@ TrainSummary Trainer::run() {
       Batch batch = data.get(Split::train, order.narrow(0, b * batch_size,
                                                        std::min(batch_size, n_train - b * batch_size)));
       const int64_t B = batch.input.size(0);
-      const ForwardHooks step_hooks = hooks(epoch, step, true);
+      if (estimator.rollouts() > 1) {  // K adjacent copies of each input, each drawing its own decisions
+        const int64_t K = estimator.rollouts();
+        batch.input = batch.input.repeat_interleave(K, 0);
+        if (batch.labels.defined()) batch.labels = batch.labels.repeat_interleave(K, 0);
+        if (batch.tree.defined()) batch.tree = batch.tree.repeat_interleave(K, 0);
+      }
+      ForwardHooks step_hooks = hooks(epoch, step, true);
+      step_hooks.tree = batch.tree;
       auto out = teacher_forced
                      ? ex_.model->forward_teacher_forced(batch.input, schedule, generator_, &step_hooks)
                      : ex_.model->forward(batch.input, schedule, generator_, &step_hooks);
@@ -194,7 +208,7 @@ TrainSummary Trainer::run() {
       auto loss = per_sample.mean();
 
       // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
-      auto total = estimator.objective(per_sample, out.log_prob);
+      auto total = estimator.objective(per_sample, out.log_prob, out.entropy);
       if (out.leaf_loss.defined()) {  // a probe on detached tokens: outside the policy's reward
         total = total + out.leaf_loss.mean();
         terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
@@ -202,6 +216,7 @@ TrainSummary Trainer::run() {
 
       // ---- backward and update
       optimizer.zero_grad();
+      policy_optimizer.zero_grad();
       total.backward();
       const bool log_now = (step + 1) % log_every == 0 || step + 1 == total_steps;
       if (log_now) {  // per-block gradient norms, before clipping: where the signal reaches
@@ -217,6 +232,7 @@ TrainSummary Trainer::run() {
       }
       if (train.grad_clip > 0) torch::nn::utils::clip_grad_norm_(ex_.model->parameters(), train.grad_clip);
       optimizer.step();
+      policy_optimizer.step();
 
       // ---- bookkeeping
       ++step;
@@ -234,6 +250,7 @@ TrainSummary Trainer::run() {
         terms.push_back({"depth", static_cast<double>(depth)});
         terms.push_back({"images_per_s", images_per_s});
         terms.push_back({"lr", lr});
+        if (out.entropy.defined()) terms.push_back({"policy_entropy", out.entropy.mean().item<double>()});
         store_.log_metrics(run_id_, step, epoch, "train", terms);
         progress(epoch, step, total_steps, running_loss, rho, depth, images_per_s,
                  seconds_since(t0), step == total_steps);

@@ -52,8 +52,12 @@ class Trainer {
     double mse = 0;
     double accuracy = 0;  ///< NaN unless the model classifies
     std::vector<Metric> metrics;  ///< loss terms, and the hierarchy scores where there is a truth
+    bool learned_trees = false;   ///< whether metrics hold hierarchy scores
   };
+  /// One evaluation with the trained policy, then one with each of train.eval_policies.
   Eval evaluate();
+  /// One pass over the evaluation samples with the policy deciding now.
+  Eval evaluate_once();
   /// The losses' enter_layer() calls, as the model's hook.
   ForwardHooks hooks(int64_t epoch, int64_t step, bool training);
   void log_policy_spread(int64_t step, int64_t epoch);

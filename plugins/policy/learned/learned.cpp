@@ -11,7 +11,7 @@ namespace {
 
 htm::Manifest manifest() {
   using htm::ValueType;
-  return {"learned", htm::PluginKind::policy, "1.0.0", htm::kSdkAbiVersion,
+  return {"learned", htm::PluginKind::policy, "1.1.0", htm::kSdkAbiVersion,
           "Learned merge policy (QK^T over detached tokens, heads mixed by learned weights) and "
           "learned unmerge scoring MLP; paper §3.1.2-3.1.3",
           {{"heads", ValueType::integer, int64_t{0}, "policy heads; 0 = the model's heads"},
@@ -37,7 +37,7 @@ class LearnedPolicy : public htm::Policy {
   htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
     auto logits = logits_of(ctx.tokens);
     auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
-    return {src, dst, htm::pair_log_prob(logits, src, dst)};
+    return {src, dst, htm::pair_log_prob(logits, src, dst, ctx.log_prob_form), htm::pair_entropy(logits)};
   }
 
   htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {

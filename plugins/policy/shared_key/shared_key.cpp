@@ -10,7 +10,7 @@
 namespace {
 
 htm::Manifest manifest() {
-  return {"shared_key", htm::PluginKind::policy, "1.0.0", htm::kSdkAbiVersion,
+  return {"shared_key", htm::PluginKind::policy, "1.1.0", htm::kSdkAbiVersion,
           "Merge logits Q·sg[K]ᵀ/√d with K the merging block's cross-attention keys, heads mixed "
           "by learned weights; learned unmerge scoring MLP; paper A.3",
           {{"score_hidden", htm::ValueType::integer, int64_t{0},
@@ -33,7 +33,7 @@ class SharedKeyPolicy : public htm::Policy {
   htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
     auto logits = merge_logits(ctx);
     auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
-    return {src, dst, htm::pair_log_prob(logits, src, dst)};
+    return {src, dst, htm::pair_log_prob(logits, src, dst, ctx.log_prob_form), htm::pair_entropy(logits)};
   }
 
   torch::Tensor merge_logits(const htm::MergeContext& ctx) override {

@@ -1,0 +1,152 @@
+// The policy studies' tools (issue 12, docs/policy.md): the oracle policy that follows the
+// data's true tree, evaluating the same weights under another policy (train.eval_policies),
+// and the policy's own optimiser (estimator.policy_lr).
+#include <filesystem>
+#include <fstream>
+
+#include <torch/torch.h>
+
+#include "config/experiment_config.h"
+#include "hierarchy/tree_scoring.h"
+#include "registry.h"
+#include "runner.h"
+#include "store/results_store.h"
+#include "test_util.h"
+#include "train/experiment.h"
+#include "train/trainer.h"
+
+namespace htm {
+namespace {
+
+const Registry& registry() {
+  static const Registry r({HTM_PLUGIN_DIR});
+  return r;
+}
+
+// 16-point Trees, merged [8, 4, 2, 1]: the schedule can build every true tree.
+std::string trees_file(const std::string& dir, const std::string& extra) {
+  const std::string path = dir + "/signal.toml";
+  std::ofstream(path) << "[experiment]\nname = \"signal\"\nseeds = [0]\n"
+                      << "[dataset]\nplugin = \"trees\"\ntokens = 16\ntrain_size = 128\ntest_size = 64\n"
+                      << "[adapter]\nplugin = \"points\"\n"
+                      << "[loss.point_set]\n"
+                      << "[model]\ndim = 16\nheads = 2\nlayers = 4\nmlp_ratio = 2\ndropout = 0.0\n"
+                      << "[train]\nepochs = 1\nbatch_size = 32\nlog_every = 1\nrho0 = 1.0\nlr = 0.001\nimages = 0\n"
+                      << "checkpoint = false\n"
+                      << "[runtime]\nthreads = 1\nresults = \"" << dir << "/htm.sqlite\"\n"
+                      << "artifacts = \"" << dir << "/runs\"\n"
+                      << extra;
+  return path;
+}
+
+ResolvedConfig resolve(const std::string& path, const std::vector<std::string>& overrides = {}) {
+  ExperimentFile file = ExperimentFile::load(path, overrides);
+  return file.resolve(file.variants()[0], registry());
+}
+
+double metric(ResultsStore& store, const std::string& name) {
+  auto r = store.query("SELECT value FROM latest_metrics WHERE split = 'test' AND name = '" + name + "'");
+  return r.rows.empty() ? -1 : std::stod(r.rows[0][0]);
+}
+
+TEST(OraclePolicy, MergesExactlyTheTrueTree) {
+  const std::string dir = htm::testing::fresh_dir("oracle");
+  Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"oracle\"\n")), registry(), 0);
+  Batch batch = ex.dataset->get(Split::test, torch::arange(32));
+  ForwardHooks hooks;
+  hooks.tree = batch.tree;
+  Experiment mixed = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"oracle\"\ntruth_fraction = 0.5\n")), registry(), 0);
+  torch::NoGradGuard no_grad;
+  auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1), &hooks);
+  const auto truth = true_trees(batch.tree);
+  const auto merged = merge_trees(out.merges, 16);
+  TreeScoreMean score;
+  for (size_t b = 0; b < truth.size(); ++b) score.add(merged[b], truth[b]);
+  for (const Metric& m : score.metrics("")) EXPECT_DOUBLE_EQ(m.value, 1.0) << m.name;
+
+  // Half the samples follow the truth, the others merge at random.
+  auto half = mixed.model->forward(batch.input, mixed.schedule, at::make_generator<at::CPUGeneratorImpl>(1), &hooks);
+  TreeScoreMean half_score;
+  const auto half_trees = merge_trees(half.merges, 16);
+  int64_t exact = 0;
+  for (size_t b = 0; b < truth.size(); ++b) {
+    TreeScoreMean one;
+    one.add(half_trees[b], truth[b]);
+    exact += one.metrics("")[2].value == 1.0 ? 1 : 0;  // sibling F1
+  }
+  EXPECT_GT(exact, 6);   // ~16 of 32 expected
+  EXPECT_LT(exact, 26);
+}
+
+TEST(OraclePolicy, IsRefusedOnDataWithoutATree) {
+  const std::string dir = htm::testing::fresh_dir("no_tree");
+  std::ofstream(dir + "/img.toml") << "[adapter]\nplugin = \"image\"\npatch = 7\nfourier_bands = 4\n"
+                                   << "[policy]\nplugin = \"oracle\"\n"
+                                   << "[model]\ndim = 16\nheads = 2\nlayers = 2\n";
+  EXPECT_THAT(htm::testing::error_of([&] { assemble(resolve(dir + "/img.toml"), registry(), 0); }),
+              ::testing::HasSubstr("true hierarchy"));
+}
+
+TEST(EvalPolicies, TheSameWeightsAreScoredUnderEachPolicy) {
+  const std::string dir = htm::testing::fresh_dir("switch");
+  RunRequest request;
+  request.file = trees_file(dir, "[policy]\nplugin = \"random\"\n");
+  request.overrides = {"train.eval_policies=[\"oracle\", \"random\"]"};
+  ASSERT_EQ(run_experiment(request, registry()), 0);
+  ResultsStore store(dir + "/htm.sqlite");
+  // Under the oracle the evaluation's trees are the truth; under random they are at its floor.
+  EXPECT_DOUBLE_EQ(metric(store, "under/oracle/sibling_f1"), 1.0);
+  EXPECT_DOUBLE_EQ(metric(store, "under/oracle/cluster_f1"), 1.0);
+  EXPECT_LT(metric(store, "under/random/sibling_f1"), 0.4);
+  // The trained policy is random too: its own scores match the switched random evaluation's
+  // scale, and each evaluation reports its own reconstruction error.
+  EXPECT_LT(metric(store, "sibling_f1"), 0.4);
+  for (const char* name : {"under/oracle/mse", "under/random/mse", "under/oracle/loss/point_set"})
+    EXPECT_GT(metric(store, name), 0) << name;
+  // Under the same random policy and the same evaluation draws, the switched run repeats the trained one.
+  EXPECT_DOUBLE_EQ(metric(store, "under/random/mse"), metric(store, "mse"));
+}
+
+TEST(EvalPolicies, AnUnknownPolicyIsNamedWhereItIsWritten) {
+  const std::string dir = htm::testing::fresh_dir("unknown");
+  const std::string message = htm::testing::error_of([&] { resolve(trees_file(dir, ""), {"train.eval_policies=[\"orcale\"]"}); });
+  EXPECT_THAT(message, ::testing::HasSubstr("unknown policy plugin 'orcale'"));
+  EXPECT_THAT(message, ::testing::HasSubstr("oracle"));  // the known names are listed
+  // rloo without rollouts is refused at the setting.
+  const std::string rloo = htm::testing::error_of([&] { resolve(trees_file(dir, "[estimator]\nbaseline = \"rloo\"\n")); });
+  EXPECT_THAT(rloo, ::testing::HasSubstr("signal.toml:"));
+  EXPECT_THAT(rloo, ::testing::HasSubstr("rollouts"));
+}
+
+TEST(PolicyOptimiser, ThePolicyTrainsAtItsOwnRate) {
+  const std::string dir = htm::testing::fresh_dir("policy_lr");
+  auto policy_params = [](Experiment& ex) {
+    std::vector<torch::Tensor> out;
+    for (const auto& p : ex.model->named_parameters())
+      if (p.key().rfind("policy.", 0) == 0) out.push_back(p.value().detach().clone());
+    return out;
+  };
+  auto run = [&](const std::string& extra, const std::string& name) {
+    Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n" + extra)), registry(), 0);
+    auto before = policy_params(ex);
+    ResultsStore store(dir + "/" + name + ".sqlite");
+    RunInfo info;
+    info.experiment = "signal";
+    info.variant = name;
+    info.config_toml = ex.config.toml;
+    info.config_hash = ex.config.hash;
+    Trainer trainer(ex, store, store.begin_run(info), dir + "/runs", 0, name);
+    trainer.run();
+    auto after = policy_params(ex);
+    double change = 0;
+    for (size_t k = 0; k < before.size(); ++k) change = std::max(change, (after[k] - before[k]).abs().max().item<double>());
+    return change;
+  };
+  const double shared = run("", "shared");
+  const double slow = run("[estimator]\npolicy_lr = 1e-9\n", "slow");
+  EXPECT_GT(shared, 1e-4);
+  EXPECT_LT(slow, 1e-6);
+}
+
+}  // namespace
+}  // namespace htm
