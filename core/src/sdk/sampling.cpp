@@ -177,6 +177,12 @@ UnmergeDecision uniform_unmerges(const UnmergeContext& ctx) {
 
 namespace {
 
+// The logits with the diagonal (a token merged into itself) at −∞.
+torch::Tensor without_diagonal(const torch::Tensor& logits) {
+  auto eye = torch::eye(logits.size(1), logits.options().dtype(torch::kBool));
+  return logits.masked_fill(eye, -std::numeric_limits<float>::infinity());
+}
+
 // B×r×T: 1 where token t was drawn before draw k (by any of `drawn`, each B×r).
 torch::Tensor drawn_before(std::initializer_list<torch::Tensor> drawn, int64_t T) {
   torch::Tensor now;
@@ -192,8 +198,7 @@ torch::Tensor drawn_before(std::initializer_list<torch::Tensor> drawn, int64_t T
 torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& src,
                             const torch::Tensor& dst, LogProbForm form) {
   const int64_t B = logits.size(0), T = logits.size(1);
-  auto eye = torch::eye(T, logits.options().dtype(torch::kBool));
-  auto masked = logits.masked_fill(eye, -std::numeric_limits<float>::infinity());
+  auto masked = without_diagonal(logits);
   if (form == LogProbForm::paper) return torch::log_softmax(masked.view({B, T * T}), 1).gather(1, src * T + dst);
 
   // Draw k's normaliser is Σ over pairs (i, j) of unused tokens, i ≠ j, of exp(logit): with u_k
@@ -220,10 +225,9 @@ torch::Tensor token_log_prob(const torch::Tensor& scores, const torch::Tensor& i
 
 torch::Tensor pair_entropy(const torch::Tensor& logits) {
   const int64_t B = logits.size(0), T = logits.size(1);
-  auto eye = torch::eye(T, logits.options().dtype(torch::kBool));
-  auto log_p = torch::log_softmax(logits.masked_fill(eye, -std::numeric_limits<float>::infinity()).view({B, T * T}), 1);
+  auto log_p = torch::log_softmax(without_diagonal(logits).view({B, T * T}), 1);
   // 0·log 0 = 0 on the diagonal.
-  return -(log_p.exp() * log_p.masked_fill(eye.view({1, T * T}), 0)).sum(1);
+  return -(log_p.exp() * log_p.masked_fill(torch::isinf(log_p), 0)).sum(1);
 }
 
 }  // namespace htm

@@ -20,15 +20,12 @@ Trainer::Eval Trainer::evaluate() {
   // The same weights deciding with each of train.eval_policies instead (the "switch").
   auto* htm_model = dynamic_cast<HtmModelImpl*>(ex_.model.get());
   for (const auto& [name, policy] : ex_.eval_policies) {
+    struct Switch {  // the trained policy is back however the evaluation ends
+      HtmModelImpl* model;
+      ~Switch() { model->switch_policy(nullptr); }
+    } restore{htm_model};
     htm_model->switch_policy(policy);
-    Eval under;
-    try {
-      under = evaluate_once();
-    } catch (...) {
-      htm_model->switch_policy(nullptr);
-      throw;
-    }
-    htm_model->switch_policy(nullptr);
+    const Eval under = evaluate_once();
     const std::string prefix = "under/" + name + "/";
     if (!std::isnan(under.mse)) e.metrics.push_back({prefix + "mse", under.mse});
     if (!std::isnan(under.accuracy)) e.metrics.push_back({prefix + "accuracy", under.accuracy});
