@@ -2,6 +2,7 @@
 // handshake, reads its manifest, and creates objects that keep their library loaded.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,10 +40,14 @@ class Registry : public PluginFactory {
 
   const std::vector<PluginEntry>& entries() const { return entries_; }
   const std::vector<std::string>& rejected() const { return rejected_; }
+  /// Folders or files that could not be read (a symlink loop), and plugins shadowed by one of
+  /// the same kind and name earlier on the path: one sentence each.
+  const std::vector<std::string>& warnings() const { return warnings_; }
   const std::vector<std::string>& search_path() const { return search_path_; }
 
   const Manifest* find(PluginKind kind, const std::string& name) const override;
   std::vector<std::string> names(PluginKind kind) const override;
+  std::string why_missing(PluginKind kind, const std::string& name) const override;
   const PluginEntry& entry(PluginKind kind, const std::string& name) const;
   /// Every declared parameter of a plugin at its default.
   Params default_params(PluginKind kind, const std::string& name) const;
@@ -52,10 +57,24 @@ class Registry : public PluginFactory {
   std::shared_ptr<Plugin> build(PluginKind kind, const std::string& name, const Params& params,
                                 const BuildContext& ctx) const override;
 
+  /// "policy plugin 'nearest' 1.0.0 (/path/htm_policy_nearest.so)" for an object this registry
+  /// built (its most-derived address, as PluginScope records it), else "a plugin".
+  std::string describe(const void* object) const;
+  /// The SHA-256 of a library file, computed once per path.
+  std::string sha256(const std::string& path) const;
+
  private:
   std::vector<std::string> search_path_;
   std::vector<PluginEntry> entries_;
   std::vector<std::string> rejected_;
+  std::vector<std::string> warnings_;
+  struct Built {
+    const void* object;
+    PluginKind kind;
+    std::string name;
+  };
+  mutable std::vector<Built> built_;
+  mutable std::map<std::string, std::string> sha256_;
 };
 
 }  // namespace htm

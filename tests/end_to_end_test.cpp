@@ -101,7 +101,7 @@ TEST(EndToEnd, APluginThatThrowsMidRunMarksTheRunFailedAndKeepsItsMetrics) {
   EXPECT_EQ(cell(store, "PRAGMA integrity_check"), "ok");
 }
 
-TEST(EndToEnd, InterruptMarksTheRunInterrupted) {
+TEST(EndToEnd, AnInterruptBeforeARunStartsLeavesItUnstarted) {
   const std::string dir = htm::testing::fresh_dir("interrupt");
   Registry registry({HTM_PLUGIN_DIR});
   RunRequest request;
@@ -111,7 +111,27 @@ TEST(EndToEnd, InterruptMarksTheRunInterrupted) {
   reset_interrupt();
   EXPECT_EQ(code, 130);
   ResultsStore store(dir + "/htm.sqlite");
-  EXPECT_EQ(cell(store, "SELECT status FROM runs"), "interrupted");
+  EXPECT_EQ(cell(store, "SELECT count(*) FROM runs"), "0");  // never started: nothing to resume
+}
+
+TEST(EndToEnd, APluginThatFailsInTheFirstForwardPassIsNamedAndRecorded) {
+  const std::string dir = htm::testing::fresh_dir("faulty");
+  Registry registry({HTM_PLUGIN_DIR, HTM_TEST_PLUGIN_DIR});
+  RunRequest request;
+  for (const char* fault : {"throw", "shape"}) {
+    request.file = tiny_experiment(dir, std::string("[policy]\nplugin = \"faulty\"\nfault = \"") + fault + "\"\n");
+    EXPECT_EQ(run_experiment(request, registry), 1) << fault;
+  }
+  ResultsStore store(dir + "/htm.sqlite");
+  auto rows = store.query("SELECT status, error FROM runs ORDER BY id");
+  ASSERT_EQ(rows.rows.size(), 2u);
+  const std::string plugin = "policy plugin 'faulty' 0.9.1 (" + std::string(HTM_TEST_PLUGIN_DIR) + "/htm_policy_faulty.so) failed: ";
+  EXPECT_EQ(rows.rows[0][0], "failed");
+  EXPECT_EQ(rows.rows[0][1], plugin + "boom from faulty scoring");
+  EXPECT_EQ(rows.rows[1][1], plugin + "its merge decision's src is Long of shape [2, 1], expected int64 of shape [2, 8]");
+  // Each library that ran is recorded with its path and SHA-256.
+  EXPECT_EQ(cell(store, "SELECT count(*) FROM run_plugins WHERE length(sha256) = 64 AND path LIKE '%.so'"),
+            cell(store, "SELECT count(*) FROM run_plugins"));
 }
 
 TEST(EndToEnd, BadInputFailsBeforeAnythingIsRecorded) {

@@ -1,7 +1,12 @@
 // Plugin discovery, the ABI handshake, and object lifetime against library lifetime.
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
 #include <torch/torch.h>
 
 #include "htm/merge.h"
+#include "file_checks.h"
 #include "registry.h"
 #include "test_util.h"
 
@@ -80,6 +85,67 @@ TEST(Registry, PluginPathEnvironmentComesFirst) {
   EXPECT_EQ(path[0], "/a");
   EXPECT_EQ(path[1], "/b");
   EXPECT_EQ(path[2], HTM_PLUGIN_DIR);
+}
+
+// A scratch plugin folder holding copies and damaged copies of real plugins.
+std::string plugin_folder(const std::string& name) {
+  const std::string dir = htm::testing::fresh_dir(name);
+  return dir;
+}
+
+void copy_bytes(const std::string& from, const std::string& to, int64_t keep = -1) {
+  std::ifstream in(from, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (keep >= 0) bytes.resize(static_cast<size_t>(keep));
+  std::ofstream(to, std::ios::binary) << bytes;
+}
+
+TEST(Registry, SurvivesTruncatedAndGarbageLibrariesAndSymlinkLoops) {
+  const std::string dir = plugin_folder("damaged");
+  const std::string good = std::string(HTM_PLUGIN_DIR) + "/htm_policy_random.so";
+  copy_bytes(good, dir + "/htm_policy_truncated.so", static_cast<int64_t>(std::filesystem::file_size(good) / 2));
+  std::ofstream(dir + "/htm_policy_garbage.so") << "this is not a shared library at all, just some bytes";
+  std::ofstream(dir + "/htm_policy_empty.so");
+  std::filesystem::create_symlink(dir + "/htm_loss_loop_b.so", dir + "/htm_loss_loop_a.so");
+  std::filesystem::create_symlink(dir + "/htm_loss_loop_a.so", dir + "/htm_loss_loop_b.so");
+  std::filesystem::create_directory_symlink(dir + "/folder_loop", dir + "/folder_loop");
+  copy_bytes(good, dir + "/htm_policy_random.so");
+
+  Registry registry({dir, dir + "/folder_loop", HTM_PLUGIN_DIR});
+  EXPECT_NE(registry.find(PluginKind::policy, "random"), nullptr);  // the intact copy loads
+  std::string rejected;
+  for (const auto& r : registry.rejected()) rejected += r + "\n";
+  EXPECT_THAT(rejected, ::testing::HasSubstr("htm_policy_truncated.so': it is truncated: the file has"));
+  EXPECT_THAT(rejected, ::testing::HasSubstr("htm_policy_garbage.so': it is not a shared library (invalid ELF header)"));
+  EXPECT_THAT(rejected, ::testing::HasSubstr("htm_policy_empty.so': it is not a shared library"));
+  std::string warnings;
+  for (const auto& w : registry.warnings()) warnings += w + "\n";
+  EXPECT_THAT(warnings, ::testing::HasSubstr("htm_loss_loop_a.so' skipped: Too many levels of symbolic links"));
+  EXPECT_THAT(warnings, ::testing::HasSubstr("folder_loop' skipped"));
+  // The copy earlier on the path shadows the built-in, and that is said.
+  EXPECT_THAT(warnings, ::testing::HasSubstr("policy plugin 'random' in '" + dir + "/htm_policy_random.so' shadows the one in '"));
+  EXPECT_EQ(registry.entry(PluginKind::policy, "random").path, dir + "/htm_policy_random.so");
+}
+
+TEST(Registry, APluginRefusedForItsAbiIsNamedWhenAskedFor) {
+  Registry registry({HTM_TEST_PLUGIN_DIR, HTM_PLUGIN_DIR});
+  const std::string message = htm::testing::error_of([&] { registry.entry(PluginKind::policy, "bad_abi"); });
+  EXPECT_THAT(message, ::testing::HasSubstr("policy plugin 'bad_abi' was found but not loaded: "));
+  EXPECT_THAT(message, ::testing::HasSubstr("built for htm SDK ABI 999"));
+  EXPECT_THAT(registry.why_missing(PluginKind::policy, "bad_abi"), ::testing::HasSubstr("ABI 999"));
+  EXPECT_EQ(registry.why_missing(PluginKind::policy, "learned"), "");
+}
+
+TEST(Registry, Sha256MatchesThePublishedVectorsAndFingerprintsFiles) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  const std::string dir = plugin_folder("sha");
+  std::ofstream(dir + "/f", std::ios::binary) << "abc";
+  EXPECT_EQ(sha256_file(dir + "/f"), sha256_hex("abc"));
+  EXPECT_EQ(elf_problem(std::string(HTM_PLUGIN_DIR) + "/htm_policy_random.so"), "");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "table.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,68 +14,13 @@
 #include <limits>
 
 #include "htm/error.h"
+#include "store_test_util.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace htm {
 namespace {
-
-class ResultsStoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "htm_results_XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string db_path(const std::string& name = "htm.sqlite") const {
-    return (dir_ / name).string();
-  }
-
-  fs::path dir_;
-};
-
-RunInfo make_run(const std::string& variant = "learned", int64_t seed = 0,
-                 const std::string& hash = "hash-a") {
-  RunInfo info;
-  info.experiment = "quickstart";
-  info.source_file = "experiments/quickstart.toml";
-  info.variant = variant;
-  info.seed = seed;
-  info.config_toml = "[train]\nepochs = 2\n";
-  info.config_hash = hash;
-  info.git_revision = "abc123";
-  info.torch_version = "1.13.0";
-  info.htm_version = "0.1.0";
-  info.host = "testhost";
-  info.params = {{"train.epochs", int64_t{2}},
-                 {"model.policy", std::string("learned")},
-                 {"train.amp", false},
-                 {"model.schedule", std::vector<int64_t>{4, 2, 1}}};
-  info.plugins = {{"policy", "learned", "1"},
-                  {"merge", "mlp", "2"},
-                  {"merge", "mlp", "2"}};  // one plugin filling two slots is recorded once
-  return info;
-}
-
-std::string single(ResultsStore& store, const std::string& sql) {
-  QueryResult result = store.query(sql);
-  EXPECT_EQ(result.rows.size(), 1u) << sql;
-  EXPECT_EQ(result.columns.size(), 1u) << sql;
-  return result.rows.empty() || result.rows[0].empty() ? "<none>" : result.rows[0][0];
-}
-
-template <typename F>
-std::string error_of(F&& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "<no error>";
-}
 
 TEST_F(ResultsStoreTest, CreatesSchemaAndParentDirectories) {
   std::string path = db_path("nested/deeper/htm.sqlite");
@@ -90,7 +36,7 @@ TEST_F(ResultsStoreTest, CreatesSchemaAndParentDirectories) {
                          "table artifacts", "table experiments", "view latest_metrics",
                          "table meta", "table metrics", "table params", "table run_plugins",
                          "view run_summary", "table runs", "table tags"}));
-    EXPECT_EQ(single(store, "SELECT value FROM meta WHERE key = 'schema_version'"), "1");
+    EXPECT_EQ(single(store, "SELECT value FROM meta WHERE key = 'schema_version'"), "2");
     EXPECT_EQ(single(store, "PRAGMA journal_mode"), "wal");
     EXPECT_EQ(single(store, "PRAGMA foreign_keys"), "1");
     EXPECT_EQ(single(store, "PRAGMA busy_timeout"), "30000");
@@ -103,11 +49,11 @@ TEST_F(ResultsStoreTest, CreatesSchemaAndParentDirectories) {
 TEST_F(ResultsStoreTest, RefusesAnotherSchemaVersion) {
   {
     ResultsStore store(db_path());
-    store.query("UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+    store.query("UPDATE meta SET value = '9' WHERE key = 'schema_version'", {}, true);
   }
   std::string message = error_of([&] { ResultsStore store(db_path()); });
   EXPECT_NE(message.find(db_path()), std::string::npos) << message;
-  EXPECT_NE(message.find("schema version 2"), std::string::npos) << message;
+  EXPECT_NE(message.find("schema version 9"), std::string::npos) << message;
 }
 
 TEST_F(ResultsStoreTest, UncreatableLocationNamesThePath) {
@@ -331,7 +277,7 @@ TEST_F(ResultsStoreTest, MergeImportsEachRunOnce) {
     source.log_metrics(first, 2, 1, "test", {{"mse", 0.25}});
     source.add_artifact(first, "image", "results/a/recon.png", 2);
     source.query("INSERT INTO tags(run_id, key, value) VALUES (" + std::to_string(first) +
-                 ", 'note', 'baseline')");
+                 ", 'note', 'baseline')", {}, true);
     source.finish_run(first, RunStatus::finished);
     int64_t second = source.begin_run(make_run("uniform", 0));
     source.finish_run(second, RunStatus::failed, "out of memory");

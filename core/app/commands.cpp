@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "store/results_store.h"
 #include "config/settings.h"
 #include "runner.h"
+#include "signals.h"
 #include "sample.h"
 #include "table.h"
 
@@ -32,7 +34,8 @@ struct Command {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> list = {
-      {"run", cmd_run, "run every variant x seed of an experiment file"},
+      {"run", cmd_run, "run every variant x seed of an experiment file (resuming unfinished ones)"},
+      {"resume", cmd_resume, "continue an interrupted or killed run from its last checkpoint"},
       {"config", cmd_config, "print the resolved config of an experiment's variants"},
       {"plugins", cmd_plugins, "list the plugins found on the search path"},
       {"runs", cmd_runs, "list recorded runs"},
@@ -84,7 +87,26 @@ int cmd_run(const Args& args) {
   if (!parse_options("run", args, opts, pos, vm, "FILE [options]")) return 0;
   if (req.jobs < 1) throw Error("--jobs must be at least 1");
   Registry registry;
+  set_graceful_stop(true);  // Ctrl-C checkpoints and records the run interrupted
   return run_experiment(req, registry);
+}
+
+int cmd_resume(const Args& args) {
+  po::options_description opts("options");
+  int64_t run_id = 0;
+  std::string db;
+  std::vector<std::string> overrides;
+  opts.add_options()
+      ("run", po::value(&run_id)->required(), "run id (see htm runs): an interrupted or killed run")
+      ("set", po::value(&overrides)->composing(), "the --set options the run was started with")
+      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
+  po::positional_options_description pos;
+  pos.add("run", 1);
+  po::variables_map vm;
+  if (!parse_options("resume", args, opts, pos, vm, "RUN [--set k=v ...] [--db PATH]")) return 0;
+  Registry registry;
+  set_graceful_stop(true);
+  return resume_run(run_id, db, overrides, registry);
 }
 
 int cmd_config(const Args& args) {
@@ -129,6 +151,7 @@ int cmd_plugins(const Args& args) {
     }
   }
   for (const auto& r : registry.rejected()) std::fprintf(stderr, "warning: %s\n", r.c_str());
+  for (const auto& w : registry.warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
   std::string path;
   for (const auto& p : registry.search_path()) path += (path.empty() ? "" : ":") + p;
   std::printf("\nsearch path: %s\n", path.c_str());
@@ -142,10 +165,17 @@ int cmd_runs(const Args& args) {
   opts.add_options()
       ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database")
       ("experiment,e", po::value(&experiment), "only this experiment")
-      ("limit,n", po::value(&limit)->default_value(50), "most recent runs to show");
+      ("limit,n", po::value(&limit)->default_value(50), "most recent runs to show")
+      ("clean", "record runs whose process is gone as killed (htm run resumes them)");
   po::variables_map vm;
   if (!parse_options("runs", args, opts, {}, vm, "[options]")) return 0;
-  ResultsStore store(db);
+  if (vm.count("clean")) {
+    ResultsStore store(db);
+    const auto settled = store.settle_stale();
+    std::printf("%zu run(s) whose process was gone recorded as killed\n", settled.size());
+  }
+  ResultsStore store(db, OpenMode::read_only);
+  const std::vector<int64_t> stale = store.stale_runs();
   std::vector<SqlValue> params;
   if (!experiment.empty()) params.push_back(experiment);
   params.push_back(static_cast<int64_t>(limit));
@@ -156,7 +186,12 @@ int cmd_runs(const Args& args) {
       "(SELECT printf('%.4f', value) FROM latest_metrics m WHERE m.run_id = s.id AND m.split = 'test' "
       "AND m.name = 'accuracy') AS test_accuracy, s.error FROM run_summary s" +
       std::string(experiment.empty() ? "" : " WHERE s.experiment = ?") + " ORDER BY s.id DESC LIMIT ?", params);
+  for (auto& row : result.rows)  // a running row whose process is gone is shown as what it is
+    if (std::find(stale.begin(), stale.end(), std::atoll(row[0].c_str())) != stale.end()) row[4] = "killed*";
   std::printf("%s", format_table(result).c_str());
+  if (!stale.empty())
+    std::printf("\n* its process is gone; `htm runs --clean` (or the next `htm run`) records it killed, and "
+                "`htm run` resumes it\n");
   return 0;
 }
 
@@ -165,13 +200,15 @@ int cmd_query(const Args& args) {
   std::string db, sql;
   opts.add_options()
       ("sql", po::value(&sql)->required(), "SQL statement")
-      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
+      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database")
+      ("write", "allow a statement that changes the database (UPDATE, DELETE, ...)");
   po::positional_options_description pos;
   pos.add("sql", 1);
   po::variables_map vm;
-  if (!parse_options("query", args, opts, pos, vm, "\"SQL\" [--db PATH]")) return 0;
-  ResultsStore store(db);
-  std::printf("%s", format_table(store.query(sql)).c_str());
+  if (!parse_options("query", args, opts, pos, vm, "\"SQL\" [--db PATH] [--write]")) return 0;
+  const bool write = vm.count("write") > 0;
+  ResultsStore store(db, write ? OpenMode::read_write : OpenMode::read_only);
+  std::printf("%s", format_table(store.query(sql, {}, write)).c_str());
   return 0;
 }
 
@@ -240,6 +277,7 @@ int cmd_check_plugin(const Args& args) {
   for (auto& word : words) argv.push_back(word.data());
   argv.push_back(nullptr);
   std::fflush(stdout);
+  unblock_signals();
   execv(argv[0], argv.data());
   throw Error("cannot run " + beside.string() + ": " + std::strerror(errno));
 }

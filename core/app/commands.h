@@ -13,6 +13,7 @@ using Args = std::vector<std::string>;
 int cmd_run(const Args& args);
 int cmd_config(const Args& args);
 int cmd_plugins(const Args& args);
+int cmd_resume(const Args& args);
 int cmd_runs(const Args& args);
 int cmd_query(const Args& args);
 int cmd_merge(const Args& args);

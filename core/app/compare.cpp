@@ -72,7 +72,7 @@ int cmd_compare(const Args& args) {
   if (!parse_options("compare", args, opts, pos, vm, "EXPERIMENT [--metric M] [--reference VARIANT]")) return 0;
 
   // The last value of the metric in every finished run, grouped by variant in run order.
-  ResultsStore store(db);
+  ResultsStore store(db, OpenMode::read_only);
   auto rows = store.query(
       "SELECT r.variant, m.value, r.config_hash FROM runs r JOIN experiments e ON e.id = r.experiment_id "
       "JOIN latest_metrics m ON m.run_id = r.id WHERE e.name = ? AND r.status = 'finished' "

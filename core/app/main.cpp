@@ -1,11 +1,8 @@
 // htm: run experiments, list plugins, query results. See `htm --help`.
-#include <csignal>
-
 #include "commands.h"
-#include "train/trainer.h"
+#include "signals.h"
 
 int main(int argc, char** argv) {
-  std::signal(SIGINT, [](int) { htm::request_interrupt(); });
-  std::signal(SIGTERM, [](int) { htm::request_interrupt(); });
+  htm::install_signal_thread();  // before any thread starts, so every thread inherits the mask
   return htm::dispatch(argc, argv);
 }

@@ -4,11 +4,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include <torch/torch.h>
@@ -17,6 +20,9 @@
 #include "htm/error.h"
 #include "htm/merge.h"
 #include "htm/policy.h"
+#include "htm/sets.h"
+#include "model/plugin_scope.h"
+#include "signals.h"
 #include "store/results_store.h"
 
 extern char** environ;
@@ -56,7 +62,8 @@ RunInfo describe(const ResolvedConfig& config, const Registry& registry, const s
   info.host = hostname();
   info.params = config.flattened();
   auto add = [&](PluginKind kind, const std::string& name) {
-    info.plugins.push_back({kind_name(kind), name, registry.entry(kind, name).manifest.version});
+    const PluginEntry& entry = registry.entry(kind, name);
+    info.plugins.push_back({kind_name(kind), name, entry.manifest.version, entry.path, registry.sha256(entry.path)});
   };
   add(PluginKind::dataset, config.dataset.name);
   add(PluginKind::adapter, config.adapter.name);
@@ -69,8 +76,9 @@ RunInfo describe(const ResolvedConfig& config, const Registry& registry, const s
 // results/runs/<experiment>/<variant>-seed<S>-<time>-<pid>: unique without asking the database.
 std::string artifact_dir(const ResolvedConfig& config, const std::string& variant, int64_t seed) {
   std::string name = variant + "-seed" + std::to_string(seed);
-  for (char& c : name)
-    if (c == '/' || c == ' ') c = '_';
+  for (char& c : name)  // a variant's name may hold anything TOML allows: keep one safe component
+    if (!std::isalnum(static_cast<unsigned char>(c)) && std::string("-_.=,+").find(c) == std::string::npos) c = '_';
+  if (name[0] == '.') name[0] = '_';
   char stamp[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
@@ -80,25 +88,87 @@ std::string artifact_dir(const ResolvedConfig& config, const std::string& varian
 
 enum class Outcome { finished, skipped, failed, interrupted };
 
+constexpr int kRunBusyTimeoutMs = 10 * 60 * 1000;  // a run waits up to 10 minutes for an outside lock
+
+// The first line of an exception's text, without libtorch's backtrace; the whole text goes to
+// the run's error.log.
+std::string one_line(const std::exception& e, std::string* full) {
+  std::string text = e.what();
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) text = c10->what_without_backtrace();
+  *full = e.what();
+  const size_t newline = text.find('\n');
+  return newline == std::string::npos ? text : text.substr(0, newline) + " (more in error.log)";
+}
+
 Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t seed, bool force,
-                const Registry& registry) {
+                const Registry& registry, int64_t expected_run = 0) {
   ResolvedConfig config = file.resolve(variant, registry);
   set_threads(config.settings.runtime.threads);
   const std::string label = config.experiment + "/" + variant + " seed " + std::to_string(seed);
   ResultsStore store(config.settings.runtime.results);
-  if (!force && store.find_finished(config.experiment, variant, seed, config.hash)) {
-    std::printf("[%s] already finished in %s; skipped (use --force to run again)\n", label.c_str(),
-                store.path().c_str());
-    return Outcome::skipped;
+  store.set_busy_timeout(kRunBusyTimeoutMs);
+  if (!force && expected_run == 0) {  // the cheap answer first: no need to load data for a finished run
+    if (auto done = store.find_finished(config.experiment, variant, seed, config.hash)) {
+      std::printf("[%s] already finished as run %lld in %s; skipped (use --force to run again)\n", label.c_str(),
+                  static_cast<long long>(*done), store.path().c_str());
+      return Outcome::skipped;
+    }
   }
-  Experiment ex = assemble(config, registry, seed);
+  // Assembling builds the plugins and runs a first forward pass. A bad setting a plugin refuses
+  // (htm::Error from its constructor) is bad input: nothing is recorded. An exception out of a
+  // plugin's code is that plugin's fault: the run is recorded as failed with it.
+  std::optional<Experiment> ex;
+  std::string early_message, early_full;
+  take_plugin_fault();
+  try {
+    ex = assemble(config, registry, seed);
+  } catch (const std::exception& e) {
+    const PluginFault fault = take_plugin_fault();
+    if (fault.object == nullptr && dynamic_cast<const Error*>(&e) != nullptr) throw;
+    early_message = one_line(e, &early_full);
+    if (fault.object != nullptr) early_message = registry.describe(fault.object) + " failed: " + early_message;
+  }
 
   RunInfo info = describe(config, registry, file.path(), seed);
   info.artifact_dir = artifact_dir(config, variant, seed);
-  const int64_t run_id = store.begin_run(info);
-  const std::string& artifacts = info.artifact_dir;
+  const Claim claim = store.claim_run(info, force);
+  if (expected_run != 0 && claim.run_id != expected_run && claim.outcome != Claim::Outcome::finished)
+    throw Error("run " + std::to_string(expected_run) + " is not the latest unfinished run of " + label +
+                " (that is run " + std::to_string(claim.run_id) + ")");
+  switch (claim.outcome) {
+    case Claim::Outcome::finished:
+      std::printf("[%s] already finished as run %lld in %s; skipped (use --force to run again)\n", label.c_str(),
+                  static_cast<long long>(claim.run_id), store.path().c_str());
+      return Outcome::skipped;
+    case Claim::Outcome::taken:
+      std::printf("[%s] run %lld is being trained by another process (%s); skipped\n", label.c_str(),
+                  static_cast<long long>(claim.run_id), claim.detail.c_str());
+      return Outcome::skipped;
+    case Claim::Outcome::resumed:
+      std::fprintf(stderr, "[%s] resuming run %lld (it was %s)\n", label.c_str(), static_cast<long long>(claim.run_id),
+                   claim.detail.c_str());
+      break;
+    case Claim::Outcome::started: break;
+  }
+  const int64_t run_id = claim.run_id;
+  const std::string artifacts = claim.artifact_dir;
+  auto record_failure = [&](const std::string& message, const std::string& full) {
+    std::error_code ec;
+    std::filesystem::create_directories(artifacts, ec);
+    if (FILE* log = std::fopen((artifacts + "/error.log").c_str(), "w")) {  // the backtrace, if any, is here
+      std::fprintf(log, "%s\n\n%s\n", message.c_str(), full.c_str());
+      std::fclose(log);
+    }
+    store.finish_run(run_id, RunStatus::failed, message);
+    std::fprintf(stderr, "\nerror: [%s] run %lld failed: %s\n", label.c_str(), static_cast<long long>(run_id),
+                 message.c_str());
+    return Outcome::failed;
+  };
+  if (!ex) return record_failure(early_message, early_full);
   try {
-    Trainer trainer(ex, store, run_id, artifacts, seed, label);
+    TrainerOptions options;
+    options.resume = claim.outcome == Claim::Outcome::resumed;
+    Trainer trainer(*ex, store, run_id, artifacts, seed, label, options);
     TrainSummary s = trainer.run();
     store.finish_run(run_id, RunStatus::finished);
     if (std::isnan(s.accuracy))
@@ -111,7 +181,7 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
       std::printf("[%s] run %lld finished: test accuracy %.4f, %lld parameters, %lld steps in %.1f s "
                   "(%.1f img/s)\n",
                   label.c_str(), static_cast<long long>(run_id), s.accuracy,
-                  static_cast<long long>(ex.participating), static_cast<long long>(s.steps),
+                  static_cast<long long>(ex->participating), static_cast<long long>(s.steps),
                   s.seconds, s.images_per_s);
     const BaselineScores& r = s.reference;
     if (!std::isnan(r.pca_mse) && std::isnan(s.accuracy))
@@ -123,32 +193,58 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
                   r.linear_accuracy);
     return Outcome::finished;
   } catch (const Interrupted&) {
-    store.finish_run(run_id, RunStatus::interrupted, "interrupted by the user");
-    std::fprintf(stderr, "\n[%s] run %lld interrupted; recorded as such\n", label.c_str(),
-                 static_cast<long long>(run_id));
+    store.finish_run(run_id, RunStatus::interrupted, "interrupted by a signal; htm run resumes it");
+    std::fprintf(stderr, "\n[%s] run %lld interrupted; recorded as such (running the same command resumes it)\n",
+                 label.c_str(), static_cast<long long>(run_id));
     return Outcome::interrupted;
   } catch (const std::exception& e) {
-    store.finish_run(run_id, RunStatus::failed, e.what());
-    std::fprintf(stderr, "\nerror: [%s] run %lld failed: %s\n", label.c_str(),
-                 static_cast<long long>(run_id), e.what());
-    return Outcome::failed;
+    std::string full, message = one_line(e, &full);
+    const PluginFault fault = take_plugin_fault();
+    if (dynamic_cast<const NonFinite*>(&e) != nullptr) message = "training diverged: " + message;
+    else if (fault.object != nullptr) message = registry.describe(fault.object) + " failed: " + message;
+    return record_failure(message, full);
   }
 }
 
-// --jobs N: each variant × seed in its own process, N at a time.
+// --jobs N: each variant × seed in its own process, N at a time. Workers get their own process
+// group (a terminal's Ctrl-C reaches the parent alone, which forwards it once) and die with
+// the parent (HTM_WORKER_OF: they ask the kernel for SIGTERM when it goes).
 int run_parallel(const RunRequest& request, const std::vector<std::pair<std::string, int64_t>>& work) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   bool user_threads = false;
   for (const auto& o : request.overrides) user_threads |= o.rfind("runtime.threads", 0) == 0;
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::string(*e).rfind("HTM_WORKER_OF=", 0) != 0) environment.push_back(*e);
+  environment.push_back("HTM_WORKER_OF=" + std::to_string(getpid()));
+  std::vector<char*> envp;
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
+  struct Attr {
+    posix_spawnattr_t* attr;
+    ~Attr() { posix_spawnattr_destroy(attr); }
+  } attr_owner{&attr};
+
   size_t next = 0;
   int running = 0, worst = 0;
   auto reap = [&]() {
     int status = 0;
-    if (wait(&status) > 0) {
+    const pid_t pid = wait(&status);
+    if (pid > 0) {
       --running;
-      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+      forget_worker(pid);
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       worst = std::max(worst, code);
+    } else if (errno == ECHILD) {
+      running = 0;
     }
   };
   while (next < work.size() || running > 0) {
@@ -163,14 +259,20 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
       pid_t pid;
-      if (posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
+      if (posix_spawn(&pid, self.c_str(), nullptr, &attr, argv.data(), envp.data()) != 0)
         throw Error("cannot start a worker process for " + work[next].first);
+      remember_worker(pid);
       ++running;
       ++next;
     } else {
       reap();
-      if (interrupt_requested() && next < work.size()) next = work.size();
     }
+  }
+  if (interrupt_requested()) {
+    for (size_t i = next; i < work.size(); ++i)
+      std::fprintf(stderr, "[%s seed %lld] not started (interrupted before its turn)\n", work[i].first.c_str(),
+                   static_cast<long long>(work[i].second));
+    return 130;
   }
   return worst;
 }
@@ -187,19 +289,30 @@ std::string git_revision() {
 }
 
 int run_experiment(const RunRequest& request, const Registry& registry) {
+  for (const auto& warning : registry.warnings()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   ExperimentFile file = ExperimentFile::load(request.file, request.overrides);
   std::vector<std::string> variants = request.variants.empty() ? file.variants() : request.variants;
   std::vector<std::pair<std::string, int64_t>> work;
+  std::string results;
   for (const auto& variant : variants) {
     // Resolving every variant first reports any config error before a single run starts.
     ResolvedConfig config = file.resolve(variant, registry);
+    results = config.settings.runtime.results;
     auto seeds = request.seeds.empty() ? config.settings.experiment.seeds : request.seeds;
-    for (int64_t seed : seeds) work.emplace_back(variant, seed);
+    for (int64_t seed : seeds)
+      if (std::find(work.begin(), work.end(), std::make_pair(variant, seed)) == work.end())  // repeats collapse
+        work.emplace_back(variant, seed);
+  }
+  {  // runs whose process is gone are recorded killed; they resume below when asked for again
+    ResultsStore store(results);
+    for (int64_t id : store.settle_stale())
+      std::fprintf(stderr, "note: run %lld had lost its process; recorded as killed\n", static_cast<long long>(id));
   }
   if (request.jobs > 1 && work.size() > 1) return run_parallel(request, work);
 
   int code = 0;
   for (const auto& [variant, seed] : work) {
+    if (interrupt_requested()) return 130;
     switch (run_one(file, variant, seed, request.force, registry)) {
       case Outcome::interrupted: return 130;
       case Outcome::failed: code = 1; break;
@@ -207,6 +320,38 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
     }
   }
   return code;
+}
+
+int resume_run(int64_t run_id, const std::string& db, const std::vector<std::string>& overrides,
+               const Registry& registry) {
+  std::string source, variant;
+  int64_t seed = 0;
+  std::string hash;
+  {
+    ResultsStore store(db);
+    store.settle_stale();
+    auto row = store.query("SELECT source_file, variant, seed, config_hash, status FROM runs WHERE id = ?", {run_id});
+    if (row.rows.empty()) throw Error("results database '" + db + "' has no run " + std::to_string(run_id));
+    const auto& r = row.rows[0];
+    if (r[4] == "finished") throw Error("run " + std::to_string(run_id) + " has finished: nothing to resume");
+    if (r[4] == "failed")
+      throw Error("run " + std::to_string(run_id) + " failed; a failed run is not resumed (htm run starts it again)");
+    if (r[4] == "running") throw Error("run " + std::to_string(run_id) + " is still running under its process");
+    source = r[0], variant = r[1], seed = std::atoll(r[2].c_str()), hash = r[3];
+  }
+  std::vector<std::string> settings = overrides;
+  settings.push_back("runtime.results=" + to_toml(Value(db)));  // the database it is recorded in
+  ExperimentFile file = ExperimentFile::load(source, settings);
+  const ResolvedConfig config = file.resolve(variant, registry);
+  if (config.hash != hash)
+    throw Error("'" + source + "' now resolves to another config for variant '" + variant + "' (hash " + config.hash +
+                "; run " + std::to_string(run_id) + " has " + hash +
+                "): give the --set options it was started with, or restore the file");
+  switch (run_one(file, variant, seed, false, registry, run_id)) {
+    case Outcome::interrupted: return 130;
+    case Outcome::failed: return 1;
+    default: return 0;
+  }
 }
 
 }  // namespace htm

@@ -25,6 +25,11 @@ struct RunRequest {
 /// 1 any failed, 130 interrupted). Prints one summary line per run.
 int run_experiment(const RunRequest& request, const Registry& registry);
 
+/// `htm resume RUN`: continues an interrupted or killed run from its checkpoint. The experiment
+/// file (with `overrides`) must still resolve to the run's config hash.
+int resume_run(int64_t run_id, const std::string& db, const std::vector<std::string>& overrides,
+               const Registry& registry);
+
 /// The checkout's git revision (with "-dirty" for uncommitted changes), or "unknown".
 std::string git_revision();
 

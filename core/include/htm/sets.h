@@ -8,10 +8,20 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "htm/error.h"
+
 namespace htm {
 
+/// Thrown where a computation meets NaN or infinity it cannot go on with (a diverged model's
+/// outputs); the trainer reports it as "training diverged at step N".
+class NonFinite : public Error {
+ public:
+  using Error::Error;
+};
+
 /// The minimum-cost assignment of an n×n cost matrix (row-major), by the Hungarian method
-/// (Kuhn-Munkres with potentials, O(n³)): column assigned to each row.
+/// (Kuhn-Munkres with potentials, O(n³)): column assigned to each row. Throws NonFinite when a
+/// cost is NaN or infinite (the method would never end).
 std::vector<int64_t> hungarian(const std::vector<double>& cost, int64_t n);
 
 /// For each sample, the target element matched to each predicted one so that the summed squared

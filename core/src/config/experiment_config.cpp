@@ -83,6 +83,19 @@ void check_model_shape(const ModelSettings& model, const Node* table, const Wher
                                       std::to_string(model.dim) + ")");
 }
 
+// The name becomes a folder under runtime.artifacts: one safe path component, no more.
+void check_experiment_name(const std::string& name, const Node* table, const Where& start) {
+  const bool safe = !name.empty() && name.size() <= 100 && name[0] != '.' && name[0] != '-' &&
+                    std::all_of(name.begin(), name.end(), [](char c) {
+                      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+                    });
+  if (safe) return;
+  const Node* at = table ? table->find("name") : nullptr;
+  fail(at ? at->value_at : start, "'experiment.name' (" + to_toml(Value(name)) +
+                                      ") must be one folder name: letters, digits, '-', '_' and '.', not starting "
+                                      "with '.' or '-', at most 100 characters");
+}
+
 // Cross-setting rules of [estimator], reported where the file wrote the setting at fault.
 void check_estimator(const EstimatorSettings& estimator, const Node* table, const Where& start) {
   if (estimator.baseline != RewardBaseline::rloo || estimator.rollouts >= 2) return;
@@ -95,6 +108,8 @@ void check_estimator(const EstimatorSettings& estimator, const Node* table, cons
 
 const Manifest& find_manifest(const PluginCatalog& catalog, PluginKind kind, const std::string& name, const Where& at) {
   if (const Manifest* manifest = catalog.find(kind, name)) return *manifest;
+  const std::string refused = catalog.why_missing(kind, name);
+  if (!refused.empty()) fail(at, std::string(kind_name(kind)) + " plugin '" + name + "' was found but not loaded: " + refused);
   const std::vector<std::string> known = catalog.names(kind);
   fail(at, std::string("unknown ") + kind_name(kind) + " plugin '" + name +
                "'; known: " + (known.empty() ? "none" : join(known)));
@@ -181,9 +196,13 @@ void write_table(std::string& out, const std::string& header, const std::map<std
   for (const auto& [key, value] : values) out += toml_key(key) + " = " + to_toml(value) + "\n";
 }
 
-std::string to_document(const ResolvedConfig& config, const std::map<std::string, Value>& host_values) {
+// With `identity_only`, the sections that do not change what a run computes ([experiment]: its
+// name, description and seed list; [runtime]: threads, files, checkpoint intervals) are left out.
+std::string to_document(const ResolvedConfig& config, const std::map<std::string, Value>& host_values,
+                        bool identity_only = false) {
   std::string out;
   for (const HostSection& section : host_schema()) {
+    if (identity_only && (section.name == "experiment" || section.name == "runtime")) continue;
     std::map<std::string, Value> values;
     for (const HostSetting& setting : section.settings)
       values[setting.spec.name] = host_values.at(section.name + "." + setting.spec.name);
@@ -239,6 +258,7 @@ ResolvedConfig ExperimentFile::resolve(const std::string& variant, const PluginC
     resolve_section(section, config.find(section.name), resolved.host_values_);
   auto& name = std::get<std::string>(resolved.host_values_["experiment.name"]);
   if (name.empty()) name = std::filesystem::path(path_).stem().string();
+  check_experiment_name(name, config.find("experiment"), Where{path_, 1, 1});
   resolved.settings = typed_settings(resolved.host_values_);
   const Where start{path_, 1, 1};
   check_model_shape(resolved.settings.model, config.find("model"), start);
@@ -255,7 +275,7 @@ ResolvedConfig ExperimentFile::resolve(const std::string& variant, const PluginC
     resolved.eval_policies.push_back({policy, plugin_params(manifest, {}, nullptr, "train.eval_policies")});
   }
   resolved.toml = to_document(resolved, resolved.host_values_);
-  resolved.hash = fnv1a_hex(resolved.toml);
+  resolved.hash = fnv1a_hex(to_document(resolved, resolved.host_values_, true));
   return resolved;
 }
 

@@ -111,6 +111,9 @@ ExperimentFile ExperimentFile::parse(const std::string& text, const std::string&
   file.parsed_ = std::make_unique<Parsed>();
   Chain chain = {{canonical(label), label}};
   file.parsed_->root = read_text(text, label, chain);
+  if (file.parsed_->root.children.empty() && overrides.empty())
+    throw Error(label + ": the file sets nothing (it is empty or holds only comments); an experiment file names at "
+                        "least its [experiment] or a plugin");
   config::check_sections(file.parsed_->root, true);
   config::variant_list(file.parsed_->root);  // reports a malformed variant or grid now rather than at resolve
   for (const std::string& item : overrides) file.parsed_->overrides.push_back(config::parse_override(item));

@@ -19,6 +19,9 @@ class PluginCatalog {
   virtual const Manifest* find(PluginKind kind, const std::string& name) const = 0;
   /// Known names of a kind, sorted, for "expected one of" messages.
   virtual std::vector<std::string> names(PluginKind kind) const = 0;
+  /// Why plugin `name` of `kind` is missing when a library that would have been it was
+  /// refused (built for another ABI, truncated): a sentence, or empty.
+  virtual std::string why_missing(PluginKind /*kind*/, const std::string& /*name*/) const { return ""; }
 };
 
 /// A catalog that also builds plugin objects.

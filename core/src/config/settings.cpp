@@ -116,7 +116,7 @@ std::vector<HostSection> build_schema() {
           .add("heads", &M::heads, int64_t{8}, "attention heads h", at_least(1))
           .add("dropout", &M::dropout, 0.1, "dropout rate", real_in(0, 1))
           .add("mlp_ratio", &M::mlp_ratio, int64_t{4}, "MLP hidden width as a multiple of dim", at_least(1))
-          .add("schedule", &M::schedule, Ints{}, "pairs merged at each layer; empty: derived from merge_fraction", at_least(0))
+          .add("schedule", &M::schedule, Ints{}, "pairs merged at each layer (0: a layer that merges nothing); empty: derived from merge_fraction", at_least(0))
           .add("merge_fraction", &M::merge_fraction, 1.0, "fraction of tokens merged per layer: r_l = floor(f * T_l / 2)", real_in(0, 1))
           .add("layers", &M::layers, int64_t{8}, "merging layers L, in the encoder and in the decoder", at_least(1))
           .add("transformer", &M::transformer, true, "transformer blocks around merging and unmerging (§4.4)")
@@ -197,6 +197,11 @@ std::vector<HostSection> build_schema() {
           .add("threads", &R::threads, int64_t{0}, "torch threads; 0: all cores", at_least(0))
           .add("results", &R::results, Text(kDefaultResultsPath), "the results database")
           .add("artifacts", &R::artifacts, Text("results/runs"), "folder of per-run checkpoints and images")
+          .add("checkpoint_every", &R::checkpoint_every, int64_t{0},
+               "steps between checkpoints, besides the one at each epoch's end (0: none); a killed run "
+               "resumes from its last checkpoint", at_least(0))
+          .add("checkpoint_minutes", &R::checkpoint_minutes, 10.0,
+               "minutes between checkpoints (0: none): at most this much work is lost to a kill", real_in(0, kInf))
           .done());
   return schema;
 }

@@ -94,6 +94,8 @@ struct RuntimeSettings {
   int64_t threads = 0;  ///< 0: every core
   std::string results;
   std::string artifacts;
+  int64_t checkpoint_every = 0;   ///< steps between checkpoints besides each epoch's end; 0: none
+  double checkpoint_minutes = 0;  ///< minutes between checkpoints; 0: none
 };
 
 struct HostSettings {

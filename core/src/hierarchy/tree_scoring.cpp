@@ -8,9 +8,8 @@
 
 namespace htm {
 
-std::vector<MergeTree> merge_trees(const std::vector<MergeDecision>& decisions, int64_t tokens) {
-  if (decisions.empty()) return {};
-  int64_t B = 0;
+std::vector<MergeTree> merge_trees(const std::vector<MergeDecision>& decisions, int64_t tokens, int64_t batch) {
+  int64_t B = batch;
   for (const auto& d : decisions)
     if (d.src.defined()) B = d.src.size(0);
   std::vector<MergeTree> trees(B);

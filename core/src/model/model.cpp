@@ -6,6 +6,8 @@
 #include <torch/torch.h>
 
 #include "htm/error.h"
+#include "model/plugin_calls.h"
+#include "model/plugin_scope.h"
 
 namespace htm {
 namespace F = torch::nn::functional;
@@ -156,23 +158,6 @@ torch::Tensor HtmModelImpl::timestep(int64_t depth) const {
   return timesteps_[depth];
 }
 
-std::optional<HtmModelImpl::Truth> HtmModelImpl::truth_for(const torch::Tensor& input, const ForwardHooks* hooks) {
-  if (!policy().needs_truth()) return std::nullopt;
-  if (hooks == nullptr || !hooks->tree.defined())
-    throw Error("this policy decides from the data's true hierarchy, and the dataset gives none "
-                "(oracle policies are for data with a known tree, such as trees or crosses)");
-  const auto& tree = hooks->tree;  // B×(N−1)×2
-  const int64_t B = tree.size(0), N = tree.size(1) + 1;
-  if (input.size(0) != B || num_tokens() != N)
-    throw Error("the batch's tree has " + std::to_string(N) + " leaves, but the adapter makes " +
-                std::to_string(num_tokens()) + " tokens: the truth cannot be followed");
-  auto parent = torch::full({B, 2 * N - 1}, -1, torch::kLong);
-  auto internal = torch::arange(N, 2 * N - 1, torch::kLong).expand({B, N - 1});
-  parent.scatter_(1, tree.select(2, 0), internal);
-  parent.scatter_(1, tree.select(2, 1), internal);
-  return Truth{torch::arange(N, torch::kLong).expand({B, N}).contiguous(), parent};
-}
-
 void HtmModelImpl::add_log_prob(ForwardResult& result, const torch::Tensor& log_prob) const {
   if (!log_prob.defined() || options_.prob_scale) return;
   auto per_sample = log_prob.sum(1);
@@ -205,14 +190,26 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
     ctx.siblings = (same & (parent_of_node >= 0).unsqueeze(2)).to(torch::kFloat);
     ctx.siblings.diagonal(0, 1, 2).zero_();
   }
-  MergeDecision decision = policy().choose_merges(ctx);
+  MergeDecision decision;
+  {
+    PluginScope scope(PluginKind::policy, &policy());
+    decision = policy().choose_merges(ctx);
+    check_decision(decision.src, "merge decision's src", B, r, T);
+    check_decision(decision.dst, "merge decision's dst", B, r, T);
+    check_log_prob(decision.log_prob, "merge decision's log_prob", B, r);
+  }
   add_log_prob(result, decision.log_prob);
   if (decision.entropy.defined())
     result.entropy = result.entropy.defined() ? result.entropy + decision.entropy : decision.entropy;
 
-  auto merged = merge_->merge(gather_tokens(x, decision.src).reshape({B * r, C}),
-                              gather_tokens(x, decision.dst).reshape({B * r, C}))
-                    .view({B, r, C});
+  torch::Tensor merged;
+  {
+    PluginScope scope(PluginKind::merge, merge_.get());
+    merged = merge_->merge(gather_tokens(x, decision.src).reshape({B * r, C}),
+                           gather_tokens(x, decision.dst).reshape({B * r, C}));
+    check_tokens(merged, "merge operator's merge()", B * r, C);
+    merged = merged.view({B, r, C});
+  }
   if (options_.prob_scale && decision.log_prob.defined())
     merged = merged * decision.log_prob.exp().unsqueeze(-1);
   auto y = x.scatter(1, decision.dst.unsqueeze(-1).expand({B, r, C}), merged);
@@ -244,7 +241,14 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
   ctx.training = is_training();
   ctx.log_prob_form = options_.log_prob_form;
   ctx.forced = forced;
-  UnmergeDecision decision = policy().choose_unmerges(ctx);
+  const int64_t T = x.size(1);
+  UnmergeDecision decision;
+  {
+    PluginScope scope(PluginKind::policy, &policy());
+    decision = policy().choose_unmerges(ctx);
+    check_decision(decision.index, "unmerge decision's index", B, r, T);
+    check_log_prob(decision.log_prob, "unmerge decision's log_prob", B, r);
+  }
   if (forced.defined()) {
     if (!decision.index.defined() || !torch::equal(decision.index, forced))
       throw Error("the policy ignored UnmergeContext::forced, so it cannot be teacher-forced "
@@ -255,7 +259,13 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
   }
 
   if (chosen != nullptr) *chosen = decision.index;
-  auto [first, second] = merge_->unmerge(gather_tokens(x, decision.index).reshape({B * r, C}));
+  torch::Tensor first, second;
+  {
+    PluginScope scope(PluginKind::merge, merge_.get());
+    std::tie(first, second) = merge_->unmerge(gather_tokens(x, decision.index).reshape({B * r, C}));
+    check_tokens(first, "merge operator's unmerge() (first)", B * r, C);
+    check_tokens(second, "merge operator's unmerge() (second)", B * r, C);
+  }
   first = first.view({B, r, C});
   second = second.view({B, r, C});
   if (options_.prob_scale && decision.log_prob.defined()) {
@@ -281,7 +291,7 @@ torch::Tensor HtmModelImpl::decoder_layer(const torch::Tensor& x, int64_t r, int
 }
 
 torch::Tensor HtmModelImpl::first_merge_logits(const torch::Tensor& input, int64_t r) {
-  auto x = adapter_->lift(input) + timestep(1);
+  auto x = lift(input) + timestep(1);
   torch::Tensor attention;
   if (options_.transformer) x = encoder_block_->forward(x, policy().needs_attention() ? &attention : nullptr);
   MergeContext ctx;
@@ -305,7 +315,7 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
   torch::Tensor x;
   {
     RECORD_FUNCTION("htm::lift", {});
-    x = adapter_->lift(input);  // B×T×C
+    x = lift(input);  // B×T×C
   }
   const int64_t B = x.size(0), depth = static_cast<int64_t>(schedule.size());
   // The leaf/internal classifier's lessons: populations (detached) with 0 = leaf, 1 = internal,
@@ -379,7 +389,7 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
     }
   }
   RECORD_FUNCTION("htm::unlift", {});
-  result.output = adapter_->unlift(x);
+  result.output = unlift(x);
   return result;
 }
 
@@ -396,7 +406,7 @@ std::vector<torch::Tensor> HtmModelImpl::generate(const torch::Tensor& roots, co
   if (!by_classifier) {
     auto x = roots;
     for (int64_t d = depth; d >= 1; --d) x = decoder_layer(x, schedule[d - 1], d, generator, scratch);
-    auto out = adapter_->unlift(x);
+    auto out = unlift(x);
     for (int64_t b = 0; b < out.size(0); ++b) outputs.push_back(out[b]);
     return outputs;
   }
@@ -408,12 +418,13 @@ std::vector<torch::Tensor> HtmModelImpl::generate(const torch::Tensor& roots, co
       if (split.size(1) == 0) break;
       x = decoder_layer(x, split.size(1), d, generator, scratch, split);
     }
-    outputs.push_back(adapter_->unlift(x)[0]);
+    outputs.push_back(unlift(x)[0]);
   }
   return outputs;
 }
 
 torch::Tensor HtmModelImpl::reconstruction_error(const torch::Tensor& output, const torch::Tensor& input) {
+  PluginScope scope(PluginKind::adapter, adapter_.get());
   return adapter_->reconstruction_error(output, input);
 }
 
@@ -422,7 +433,7 @@ ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input,
                                                    at::Generator generator, const ForwardHooks* hooks) {
   if (options_.classes > 0) throw Error("a classifier has no decoder to teacher-force");
   ForwardResult result;
-  auto x = adapter_->lift(input);
+  auto x = lift(input);
   const int64_t depth = static_cast<int64_t>(schedule.size());
   result.decoder_tokens.resize(depth);
   auto truth = truth_for(input, hooks);
@@ -442,7 +453,7 @@ ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input,
   }
   result.root = x;
   result.log_prob = torch::Tensor();
-  result.output = adapter_->unlift(result.decoder_tokens[0]);
+  result.output = unlift(result.decoder_tokens[0]);
   return result;
 }
 

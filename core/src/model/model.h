@@ -187,6 +187,9 @@ class HtmModelImpl : public Model {
   void add_log_prob(ForwardResult& result, const torch::Tensor& log_prob) const;
 
   ModelOptions options_;
+  /// The adapter's lift and unlift, marked as the adapter's calls (plugin_scope.h).
+  torch::Tensor lift(const torch::Tensor& input);
+  torch::Tensor unlift(const torch::Tensor& tokens);
   std::shared_ptr<Adapter> adapter_;
   std::shared_ptr<Policy> policy_;
   std::shared_ptr<Policy> switched_;  ///< deciding instead of policy_ when set

@@ -1,5 +1,6 @@
 #include "htm/sets.h"
 
+#include <cmath>
 #include <limits>
 
 #include <torch/torch.h>
@@ -10,6 +11,8 @@ namespace htm {
 
 std::vector<int64_t> hungarian(const std::vector<double>& cost, int64_t n) {
   if (static_cast<int64_t>(cost.size()) != n * n) throw Error("hungarian: cost is not n×n");
+  for (double c : cost)
+    if (!std::isfinite(c)) throw NonFinite("the matching costs hold NaN or infinity");
   // Potentials u (rows), v (columns); p[j] is the row matched to column j (1-based, 0 = none).
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<double> u(n + 1, 0), v(n + 1, 0);

@@ -36,11 +36,10 @@ int64_t ResultsStore::merge_from(const std::string& other_path) {
     sqlite3_stmt* version = nullptr;
     sqlite3_prepare_v2(db_, "SELECT value FROM merge_source.meta WHERE key = 'schema_version'",
                        -1, &version, nullptr);
-    bool known = version && sqlite3_step(version) == SQLITE_ROW &&
-                 sqlite3_column_int(version, 0) == kSchemaVersion;
+    const int source_version = version && sqlite3_step(version) == SQLITE_ROW ? sqlite3_column_int(version, 0) : 0;
     sqlite3_finalize(version);
-    if (!known) {
-      throw Error(refusal + "it is not an htm results database of schema version " +
+    if (source_version != 1 && source_version != kSchemaVersion) {  // version 1's columns are a subset
+      throw Error(refusal + "it is not an htm results database of schema version 1 or " +
                   std::to_string(kSchemaVersion));
     }
     // merge_runs maps each imported run's id there to its new id here; runs already here
@@ -82,6 +81,15 @@ int64_t ResultsStore::merge_from(const std::string& other_path) {
         FROM merge_source.artifacts x JOIN temp.merge_runs map ON map.old_id = x.run_id
         ORDER BY x.rowid;
     )sql");
+    if (source_version >= 2)
+      exec(R"sql(
+        UPDATE main.run_plugins SET
+          path = (SELECT x.path FROM merge_source.run_plugins x JOIN temp.merge_runs map ON map.old_id = x.run_id
+                  WHERE map.new_id = run_plugins.run_id AND x.kind = run_plugins.kind AND x.name = run_plugins.name),
+          sha256 = (SELECT x.sha256 FROM merge_source.run_plugins x JOIN temp.merge_runs map ON map.old_id = x.run_id
+                    WHERE map.new_id = run_plugins.run_id AND x.kind = run_plugins.kind AND x.name = run_plugins.name)
+        WHERE run_id IN (SELECT new_id FROM temp.merge_runs);
+      )sql");
     {
       Statement count(db_, path_, "SELECT count(*) FROM temp.merge_runs");
       count.step();

@@ -6,7 +6,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <fstream>
 #include <random>
+#include <set>
+#include <sstream>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "htm/error.h"
 #include "store/sqlite.h"
@@ -19,6 +25,7 @@ using store::fail;
 using store::run_sql;
 using store::kBusyTimeoutMs;
 using store::kSchemaVersion;
+using store::now_seconds;
 using store::Statement;
 using store::Transaction;
 
@@ -41,7 +48,7 @@ CREATE TABLE IF NOT EXISTS runs (
   variant       TEXT,
   seed          INTEGER,
   status        TEXT NOT NULL
-                CHECK (status IN ('running', 'finished', 'failed', 'interrupted')),
+                CHECK (status IN ('running', 'finished', 'failed', 'interrupted', 'killed')),
   started_at    REAL,
   ended_at      REAL,
   source_file   TEXT,
@@ -52,7 +59,12 @@ CREATE TABLE IF NOT EXISTS runs (
   htm_version   TEXT,
   host          TEXT,
   artifact_dir  TEXT,
-  error         TEXT
+  error         TEXT,
+  owner_host    TEXT,
+  owner_pid     INTEGER,
+  owner_start   INTEGER,
+  heartbeat_at  REAL,
+  resumes       INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_by_identity ON runs(experiment_id, variant, seed, config_hash);
 CREATE TABLE IF NOT EXISTS run_plugins (
@@ -60,6 +72,8 @@ CREATE TABLE IF NOT EXISTS run_plugins (
   kind    TEXT NOT NULL,
   name    TEXT NOT NULL,
   version TEXT,
+  path    TEXT,
+  sha256  TEXT,
   PRIMARY KEY (run_id, kind, name)
 );
 CREATE TABLE IF NOT EXISTS params (
@@ -106,10 +120,6 @@ SELECT r.id AS id, e.name AS experiment, r.variant AS variant, r.seed AS seed,
 FROM runs r JOIN experiments e ON e.id = r.experiment_id;
 )sql";
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // 128 random bits as 32 hex digits. random_device reads the OS on every call, so processes
 // forked from one parent still get distinct ids.
@@ -129,6 +139,61 @@ void require_run(sqlite3* db, const std::string& path, int64_t run_id) {
   if (!find.bind_int(1, run_id).step()) fail(path, "no run with id " + std::to_string(run_id));
 }
 
+// The runs table as kSchema defines it, created under another name (the v1 → v2 rebuild).
+std::string runs_table_as(const std::string& name) {
+  const std::string schema = kSchema, head = "CREATE TABLE IF NOT EXISTS runs (";
+  const size_t begin = schema.find(head), end = schema.find("\n);", begin);
+  return "CREATE TABLE " + name + " (" + schema.substr(begin + head.size(), end - begin - head.size()) + "\n);";
+}
+
+// Version 1 → 2: 'killed' joins the statuses (a CHECK, so the table is rebuilt, SQLite's
+// documented way), runs gain their owner and heartbeat, run_plugins the library's path and hash.
+constexpr const char* kMigrateFrom1 = R"sql(
+DROP VIEW IF EXISTS run_summary;
+INSERT INTO runs_v2(id, uuid, experiment_id, variant, seed, status, started_at, ended_at,
+                    source_file, config_toml, config_hash, git_revision, torch_version,
+                    htm_version, host, artifact_dir, error)
+  SELECT id, uuid, experiment_id, variant, seed, status, started_at, ended_at, source_file,
+         config_toml, config_hash, git_revision, torch_version, htm_version, host,
+         artifact_dir, error FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_v2 RENAME TO runs;
+ALTER TABLE run_plugins ADD COLUMN path TEXT;
+ALTER TABLE run_plugins ADD COLUMN sha256 TEXT;
+UPDATE meta SET value = '2' WHERE key = 'schema_version';
+)sql";
+
+// While it lives, statements prepared on `db` may not ATTACH or DETACH a database nor set a
+// PRAGMA (sqlite3_stmt_readonly() answers for everything else, and calls every PRAGMA writing).
+struct ReadOnlyGuard {
+  sqlite3* db;
+  bool active;
+  bool denied = false;
+  bool reporting_pragma = false;
+  ReadOnlyGuard(sqlite3* db, bool active) : db(db), active(active) {
+    if (active) sqlite3_set_authorizer(db, authorize, this);
+  }
+  ~ReadOnlyGuard() {
+    if (active) sqlite3_set_authorizer(db, nullptr, nullptr);
+  }
+  static int authorize(void* self, int action, const char* a, const char* b, const char*, const char*) {
+    static const std::set<std::string> reporting = {
+        "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
+        "foreign_key_list", "foreign_key_check", "integrity_check", "quick_check", "database_list",
+        "collation_list", "function_list", "pragma_list", "compile_options"};
+    auto* guard = static_cast<ReadOnlyGuard*>(self);
+    if (action == SQLITE_PRAGMA && (b == nullptr || reporting.count(a ? a : "") > 0)) {
+      guard->reporting_pragma = true;
+      return SQLITE_OK;
+    }
+    if (action == SQLITE_PRAGMA || action == SQLITE_ATTACH || action == SQLITE_DETACH) {
+      guard->denied = true;
+      return SQLITE_DENY;
+    }
+    return SQLITE_OK;
+  }
+};
+
 }  // namespace
 
 const char* status_name(RunStatus status) {
@@ -137,26 +202,59 @@ const char* status_name(RunStatus status) {
     case RunStatus::finished: return "finished";
     case RunStatus::failed: return "failed";
     case RunStatus::interrupted: return "interrupted";
+    case RunStatus::killed: return "killed";
   }
   return "unknown";
 }
 
-ResultsStore::ResultsStore(const std::string& path) : path_(path) {
-  if (path_ != ":memory:") {
+ResultsStore::ResultsStore(const std::string& path, OpenMode mode) : path_(path), mode_(mode) {
+  const bool read_only = mode_ == OpenMode::read_only;
+  std::error_code ec;
+  if (read_only && path_ != ":memory:" && !std::filesystem::is_regular_file(path_, ec))
+    fail(path_, "no such database (nothing has been recorded there yet)");
+  if (!read_only && path_ != ":memory:") {
     std::filesystem::path parent = std::filesystem::path(path_).parent_path();
-    std::error_code ec;
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
     if (ec) fail(path_, "cannot create directory '" + parent.string() + "': " + ec.message());
   }
-  int rc = sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                           nullptr);
+  int rc = sqlite3_open_v2(path_.c_str(), &db_,
+                           read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   try {
     if (rc != SQLITE_OK) fail(path_, db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
     sqlite3_extended_result_codes(db_, 1);
     sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+    if (read_only) {
+      // A WAL database on read-only media cannot create its -shm file: read it as immutable.
+      if (sqlite3_exec(db_, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) != SQLITE_OK) {
+        sqlite3_close_v2(db_);
+        db_ = nullptr;
+        const std::string uri = "file:" + path_ + "?immutable=1";
+        if (sqlite3_open_v2(uri.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) != SQLITE_OK)
+          fail(path_, db_ ? sqlite3_errmsg(db_) : "cannot open it read-only");
+      }
+      exec("PRAGMA query_only=1");
+      check_identity();
+      const int found = stored_version();
+      if (found != kSchemaVersion) {
+        if (found == 1 && access(path_.c_str(), W_OK) == 0) {  // upgrade once, then read
+          sqlite3_close_v2(db_);
+          db_ = nullptr;
+          { ResultsStore upgrade(path_); }
+          ResultsStore reopened(path_, OpenMode::read_only);
+          std::swap(db_, reopened.db_);
+          return;
+        }
+        fail(path_, found == 0 ? std::string("holds no htm results yet")
+                               : "schema version " + std::to_string(found) + " is not the version " +
+                                     std::to_string(kSchemaVersion) + " this htm understands");
+      }
+      return;
+    }
     exec("PRAGMA busy_timeout=" + std::to_string(kBusyTimeoutMs));
+    check_identity();
     enable_wal(db_, path_);
     exec("PRAGMA synchronous=NORMAL");
+    if (stored_version() == 1) migrate(1);
     exec("PRAGMA foreign_keys=ON");
 
     Transaction transaction(db_, path_);
@@ -178,14 +276,57 @@ ResultsStore::ResultsStore(const std::string& path) : path_(path) {
   }
 }
 
+// An empty file, or one with htm's meta table, is ours; anything else is another program's
+// database, and htm neither adds tables to it nor switches its journal.
+void ResultsStore::check_identity() {
+  Statement tables(db_, path_, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+  std::string names;
+  bool meta = false;
+  while (tables.step()) {
+    const std::string name = tables.column_text(0);
+    meta |= name == "meta";
+    if (names.size() < 80) names += (names.empty() ? "" : ", ") + name;
+  }
+  if (names.empty()) return;
+  if (meta) {
+    Statement version(db_, path_, "SELECT 1 FROM meta WHERE key = 'schema_version'");
+    if (version.step()) return;
+  }
+  fail(path_, "not an htm results database: it has tables (" + names +
+                  ") but no htm schema_version in a meta table; htm leaves it unchanged (name another file with --db)");
+}
+
+int ResultsStore::stored_version() {
+  Statement meta(db_, path_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'");
+  if (!meta.step()) return 0;
+  Statement version(db_, path_, "SELECT value FROM meta WHERE key = 'schema_version'");
+  return version.step() ? std::atoi(version.column_text(0).c_str()) : 0;
+}
+
+void ResultsStore::migrate(int from_version) {
+  Transaction transaction(db_, path_);
+  if (stored_version() != from_version) return;  // another process upgraded it meanwhile
+  exec(runs_table_as("runs_v2"));
+  exec(kMigrateFrom1);
+  transaction.commit();
+}
+
 ResultsStore::~ResultsStore() {
   if (db_) sqlite3_close_v2(db_);
 }
+
+void ResultsStore::set_busy_timeout(int milliseconds) { sqlite3_busy_timeout(db_, milliseconds); }
 
 void ResultsStore::exec(const std::string& sql) { run_sql(db_, path_, sql.c_str()); }
 
 int64_t ResultsStore::begin_run(const RunInfo& info) {
   Transaction transaction(db_, path_);
+  const int64_t run_id = insert_run(info, RunOwner::self());
+  transaction.commit();
+  return run_id;
+}
+
+int64_t ResultsStore::insert_run(const RunInfo& info, const RunOwner& owner) {
   double now = now_seconds();
   Statement(db_, path_, "INSERT OR IGNORE INTO experiments(name, created_at) VALUES (?, ?)")
       .bind_text(1, info.experiment)
@@ -195,8 +336,8 @@ int64_t ResultsStore::begin_run(const RunInfo& info) {
   Statement insert(db_, path_,
                    "INSERT INTO runs(uuid, experiment_id, variant, seed, status, started_at, "
                    "source_file, config_toml, config_hash, git_revision, torch_version, "
-                   "htm_version, host, artifact_dir) "
-                   "SELECT ?, id, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ? "
+                   "htm_version, host, artifact_dir, owner_host, owner_pid, owner_start, heartbeat_at) "
+                   "SELECT ?, id, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
                    "FROM experiments WHERE name = ?");
   insert.bind_text(1, random_uuid())
       .bind_text(2, info.variant)
@@ -210,7 +351,11 @@ int64_t ResultsStore::begin_run(const RunInfo& info) {
       .bind_text_or_null(10, info.htm_version)
       .bind_text_or_null(11, info.host)
       .bind_text_or_null(12, info.artifact_dir)
-      .bind_text(13, info.experiment)
+      .bind_text(13, owner.host)
+      .bind_int(14, owner.pid)
+      .bind_int(15, owner.start)
+      .bind_real(16, now)
+      .bind_text(17, info.experiment)
       .run();
   int64_t run_id = sqlite3_last_insert_rowid(db_);
 
@@ -220,13 +365,12 @@ int64_t ResultsStore::begin_run(const RunInfo& info) {
   }
   // One plugin may fill several slots (merge and unmerge); it is recorded once.
   Statement plugin(db_, path_,
-                   "INSERT OR IGNORE INTO run_plugins(run_id, kind, name, version) "
-                   "VALUES (?, ?, ?, ?)");
+                   "INSERT OR IGNORE INTO run_plugins(run_id, kind, name, version, path, sha256) "
+                   "VALUES (?, ?, ?, ?, ?, ?)");
   for (const auto& p : info.plugins) {
     plugin.bind_int(1, run_id).bind_text(2, p.kind).bind_text(3, p.name).bind_text(4, p.version);
-    plugin.run();
+    plugin.bind_text_or_null(5, p.path).bind_text_or_null(6, p.sha256).run();
   }
-  transaction.commit();
   return run_id;
 }
 
@@ -288,16 +432,21 @@ std::optional<int64_t> ResultsStore::find_finished(const std::string& experiment
   return find.column_int(0);
 }
 
-QueryResult ResultsStore::query(const std::string& sql, const std::vector<SqlValue>& params) {
+QueryResult ResultsStore::query(const std::string& sql, const std::vector<SqlValue>& params, bool allow_write) {
   auto failed = [&](const std::string& message) { return Error("query failed: " + message); };
+  const std::string refused = "'" + sql.substr(0, 60) + (sql.size() > 60 ? "...'" : "'") +
+                              " would change a database; queries only read unless writing is asked for "
+                              "(htm query --write)";
   sqlite3_stmt* stmt = nullptr;
   const char* tail = nullptr;
+  ReadOnlyGuard guard(db_, !allow_write);
   if (sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &stmt, &tail) !=
       SQLITE_OK) {
-    throw failed(sqlite3_errmsg(db_));
+    throw failed(guard.denied ? refused : std::string(sqlite3_errmsg(db_)));
   }
   std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> owner(stmt, sqlite3_finalize);
   if (!stmt) throw failed("no SQL statement given");
+  if (!allow_write && !sqlite3_stmt_readonly(stmt) && !guard.reporting_pragma) throw failed(refused);
 
   // Whatever follows the first statement must be whitespace or comments: preparing it must
   // give no statement. Running only part of what the user wrote would be a silent surprise.

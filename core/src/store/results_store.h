@@ -17,11 +17,46 @@ struct sqlite3;
 
 namespace htm {
 
-enum class RunStatus { running, finished, failed, interrupted };
+enum class RunStatus { running, finished, failed, interrupted, killed };
 const char* status_name(RunStatus status);
+
+/// How a store is opened: commands that only read (runs, query, compare) open it read-only,
+/// which also works on read-only media and never changes the file.
+enum class OpenMode { read_write, read_only };
 
 struct PluginVersion {
   std::string kind, name, version;
+  std::string path;    ///< the library file that ran (empty: not recorded)
+  std::string sha256;  ///< of that file
+};
+
+/// The process that owns a running run: host name, pid and the pid's start time (clock ticks
+/// since boot, /proc/PID/stat), so a reused pid is not mistaken for the owner.
+struct RunOwner {
+  std::string host;
+  int64_t pid = 0;
+  int64_t start = 0;
+  static RunOwner self();
+  static RunOwner of(int64_t pid);  ///< a process of this host
+};
+
+/// Whether the owner of a running run is still there: on this host, its pid runs with the same
+/// start time; on another host, its heartbeat is younger than kHeartbeatTimeoutS.
+bool owner_alive(const RunOwner& owner, double heartbeat_at, double now);
+inline constexpr double kHeartbeatTimeoutS = 600;
+
+/// What claim_run() found for a run's identity (experiment, variant, seed, config hash).
+struct Claim {
+  enum class Outcome {
+    started,   ///< a new row, owned by this process
+    resumed,   ///< an unfinished row (interrupted or killed), now owned by this process
+    finished,  ///< already finished: nothing to do
+    taken,     ///< running under a live owner: another process's work
+  };
+  Outcome outcome = Outcome::started;
+  int64_t run_id = 0;
+  std::string artifact_dir;  ///< the row's artifact folder (resumed: where its checkpoint is)
+  std::string detail;        ///< taken: the owner ("host h pid p"); resumed: the status it had
 };
 
 /// Everything recorded when a run starts.
@@ -54,14 +89,30 @@ using SqlValue = std::variant<int64_t, double, std::string>;
 /// an instance is not shared between threads.
 class ResultsStore {
  public:
-  /// Opens or creates the database and its schema. Throws htm::Error with the path on failure.
-  explicit ResultsStore(const std::string& path);
+  /// Opens or creates the database and its schema (read_only: opens an existing one, never
+  /// writes). Refuses a file that holds another application's tables. Throws htm::Error with
+  /// the path on failure.
+  explicit ResultsStore(const std::string& path, OpenMode mode = OpenMode::read_write);
   ~ResultsStore();
   ResultsStore(const ResultsStore&) = delete;
   ResultsStore& operator=(const ResultsStore&) = delete;
 
-  /// Records a new run with status `running`; returns its id.
+  /// Records a new run with status `running`, owned by this process; returns its id.
   int64_t begin_run(const RunInfo& info);
+  /// Atomically takes the work of one run identity for this process: a finished run is left
+  /// alone (unless `force`), a running one with a live owner is someone else's, an unfinished
+  /// one (interrupted, killed, or running under a dead owner, which is first recorded killed)
+  /// is resumed, and otherwise a new row is begun from `info`.
+  Claim claim_run(const RunInfo& info, bool force);
+  /// Refreshes the owner's heartbeat; throws htm::Error when the run is no longer this
+  /// process's (another process settled it as killed and took it over).
+  void heartbeat(int64_t run_id);
+  /// Records `killed` for every running run whose owner is gone; returns their ids.
+  std::vector<int64_t> settle_stale();
+  /// Ids of running runs whose owner is gone (what settle_stale() would record).
+  std::vector<int64_t> stale_runs();
+  /// Drops the metrics and artifacts a run logged after `step`: a resumed run logs them again.
+  void truncate_after(int64_t run_id, int64_t step);
   /// Appends metrics of one step in one transaction.
   void log_metrics(int64_t run_id, int64_t step, int64_t epoch, const std::string& split,
                    const std::vector<Metric>& metrics);
@@ -73,17 +124,29 @@ class ResultsStore {
   std::optional<int64_t> find_finished(const std::string& experiment, const std::string& variant,
                                        int64_t seed, const std::string& config_hash);
   /// Runs one SQL statement with `params` bound to its `?`s in order; throws htm::Error
-  /// carrying SQLite's message on failure, or when more than one statement is given.
-  QueryResult query(const std::string& sql, const std::vector<SqlValue>& params = {});
+  /// carrying SQLite's message on failure, or when more than one statement is given. Unless
+  /// `allow_write`, a statement that could change a database (also ATTACH, DETACH, VACUUM
+  /// INTO, a PRAGMA that sets) is refused.
+  QueryResult query(const std::string& sql, const std::vector<SqlValue>& params = {},
+                    bool allow_write = false);
   /// Copies every run of another database that this one lacks (matched by run uuid).
   /// Returns the number of runs imported.
   int64_t merge_from(const std::string& other_path);
+
+  /// How long a write waits for another process's lock before failing (30 s by default). A
+  /// training run waits longer: it would rather pause than fail for someone's open shell.
+  void set_busy_timeout(int milliseconds);
 
   const std::string& path() const { return path_; }
 
  private:
   void exec(const std::string& sql);
+  void check_identity();
+  int stored_version();  ///< meta's schema_version; 0 when there is none
+  void migrate(int from_version);
+  int64_t insert_run(const RunInfo& info, const RunOwner& owner);
   std::string path_;
+  OpenMode mode_;
   sqlite3* db_ = nullptr;
 };
 

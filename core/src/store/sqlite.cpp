@@ -8,6 +8,10 @@
 
 namespace htm::store {
 
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 void fail(const std::string& path, const std::string& message) {
   throw Error("results database '" + path + "': " + message);
 }
@@ -106,6 +110,8 @@ void Statement::run() {
 }
 
 int64_t Statement::column_int(int index) { return sqlite3_column_int64(stmt_, index); }
+
+double Statement::column_real(int index) { return sqlite3_column_double(stmt_, index); }
 
 std::string Statement::column_text(int index) {
   auto text = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, index));

@@ -11,9 +11,11 @@
 
 namespace htm::store {
 
-inline constexpr int kSchemaVersion = 1;  ///< what this htm writes and reads (docs/results.md)
+inline constexpr int kSchemaVersion = 2;  ///< what this htm writes and reads (docs/results.md)
 inline constexpr int kBusyTimeoutMs = 30000;
 
+/// Seconds since the Unix epoch, as the store records times.
+double now_seconds();
 /// Throws htm::Error "results database 'PATH': message".
 [[noreturn]] void fail(const std::string& path, const std::string& message);
 /// Runs SQL that returns no rows (several statements allowed).
@@ -48,6 +50,7 @@ class Statement {
   /// Runs a statement that returns no rows, then readies it for new bindings.
   void run();
   int64_t column_int(int index);
+  double column_real(int index);
   std::string column_text(int index);
 
  private:

@@ -1,22 +1,127 @@
 // What a run leaves besides metrics: its checkpoint and its pictures.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <sstream>
 
 #include <torch/torch.h>
 
 #include "hierarchy/tree_scoring.h"
 #include "report/pictures.h"
+#include "htm/error.h"
+#include "train/estimator.h"
+#include "train/optimizer.h"
 #include "train/trainer.h"
 
 namespace htm {
 
-void Trainer::save_checkpoint(int64_t step) {
-  // Written beside its final name, then renamed: a crash never leaves a torn checkpoint.
-  const std::string path = artifact_dir_ + "/checkpoint.pt", tmp = path + ".tmp";
+namespace {
+
+// Writes `bytes` to `path` through `path`.tmp, synced, then renamed over it. On any failure the
+// temporary file is removed and the old checkpoint stays.
+void write_atomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  FILE* file = std::fopen(tmp.c_str(), "wb");
+  bool ok = file != nullptr && std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size() &&
+            std::fflush(file) == 0 && fsync(fileno(file)) == 0;
+  int error = errno;
+  if (file != nullptr && std::fclose(file) != 0 && ok) ok = false, error = errno;
+  if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) ok = false, error = errno;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    throw Error("cannot write the checkpoint '" + path + "': " + std::strerror(error));
+  }
+}
+
+torch::Tensor scalar(int64_t v) { return torch::tensor({v}, torch::kLong); }
+torch::Tensor scalar(double v) { return torch::tensor({v}, torch::kDouble); }
+
+template <class T>
+T read_scalar(torch::serialize::InputArchive& archive, const std::string& key) {
+  torch::Tensor t;
+  archive.read(key, t);
+  return t.item<T>();
+}
+
+void set_state(at::Generator generator, const torch::Tensor& state) {  // a handle: shares the stream
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+}  // namespace
+
+void Trainer::save_checkpoint(const LoopState& s, const FusedAdamW& optimizer, const FusedAdamW& policy_optimizer,
+                              const Estimator& estimator, const at::Generator& data_gen) {
+  const std::string path = artifact_dir_ + "/checkpoint.pt";
   torch::serialize::OutputArchive archive;
   ex_.model->save(archive);
-  archive.save_to(tmp);
-  std::filesystem::rename(tmp, path);
-  store_.add_artifact(run_id_, "checkpoint", path, step);
+  torch::serialize::OutputArchive state;
+  state.write("step", scalar(s.step));
+  state.write("epoch", scalar(s.epoch));
+  state.write("batch", scalar(s.batch));
+  if (s.order.defined()) state.write("order", s.order);
+  state.write("epoch_loss", scalar(s.epoch_loss));
+  state.write("epoch_batches", scalar(s.epoch_batches));
+  state.write("running_loss", scalar(s.running_loss));
+  state.write("images_per_s", scalar(s.images_per_s));
+  state.write("images", scalar(s.images));
+  state.write("seconds", scalar(s.seconds));
+  state.write("test_mse", scalar(s.test_mse));
+  state.write("accuracy", scalar(s.accuracy));
+  state.write("baseline", scalar(estimator.baseline()));
+  state.write("has_baseline", scalar(static_cast<int64_t>(estimator.has_baseline())));
+  state.write("generator", generator_.get_state());
+  state.write("data_generator", data_gen.get_state());
+  state.write("default_generator", at::detail::getDefaultCPUGenerator().get_state());
+  optimizer.save(state, "optimizer");
+  policy_optimizer.save(state, "policy_optimizer");
+  archive.write("htm_resume", state);
+  // Serialised in memory first: libtorch's file writer aborts the process when the disk fills.
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  write_atomically(path, bytes.str());
+  store_.add_artifact(run_id_, "checkpoint", path, s.step);
+}
+
+bool Trainer::load_checkpoint(LoopState& s, FusedAdamW& optimizer, FusedAdamW& policy_optimizer, Estimator& estimator,
+                              at::Generator& data_gen) {
+  const std::string path = artifact_dir_ + "/checkpoint.pt";
+  if (!std::filesystem::exists(path)) return false;
+  torch::serialize::InputArchive archive, state;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& e) {
+    throw Error("cannot resume from '" + path + "': " + e.what_without_backtrace());
+  }
+  if (!archive.try_read("htm_resume", state)) return false;  // weights only: an older htm wrote it
+  ex_.model->load(archive);
+  s.step = read_scalar<int64_t>(state, "step");
+  s.epoch = read_scalar<int64_t>(state, "epoch");
+  s.batch = read_scalar<int64_t>(state, "batch");
+  state.try_read("order", s.order);
+  s.epoch_loss = read_scalar<double>(state, "epoch_loss");
+  s.epoch_batches = read_scalar<int64_t>(state, "epoch_batches");
+  s.running_loss = read_scalar<double>(state, "running_loss");
+  s.images_per_s = read_scalar<double>(state, "images_per_s");
+  s.images = read_scalar<int64_t>(state, "images");
+  s.seconds = read_scalar<double>(state, "seconds");
+  s.test_mse = read_scalar<double>(state, "test_mse");
+  s.accuracy = read_scalar<double>(state, "accuracy");
+  estimator.restore_baseline(read_scalar<double>(state, "baseline"), read_scalar<int64_t>(state, "has_baseline") != 0);
+  torch::Tensor generator, data_generator, default_generator;
+  state.read("generator", generator);
+  state.read("data_generator", data_generator);
+  state.read("default_generator", default_generator);
+  set_state(generator_, generator);
+  set_state(data_gen, data_generator);
+  set_state(at::detail::getDefaultCPUGenerator(), default_generator);
+  optimizer.load(state, "optimizer");
+  policy_optimizer.load(state, "policy_optimizer");
+  return true;
 }
 
 void Trainer::save_pictures(int64_t step, const std::string& tag) {
@@ -40,7 +145,7 @@ void Trainer::save_pictures(int64_t step, const std::string& tag) {
   if (!batch.tree.defined() || out.merges.empty()) return;
   // The slides' policy diagrams: the merges of each layer, learned beside true.
   const auto truth = true_trees(batch.tree);
-  const auto learned = merge_trees(out.merges, batch.input.size(1));
+  const auto learned = merge_trees(out.merges, batch.input.size(1), batch.input.size(0));
   std::vector<std::vector<MergeTree>> panels;
   for (size_t b = 0; b < truth.size(); ++b) panels.push_back({learned[b], truth[b]});
   const std::string policy_path = artifact_dir_ + "/policy_" + tag + ".png";

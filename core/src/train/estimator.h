@@ -36,6 +36,9 @@ class Estimator {
 
   /// What objective() subtracts from the reward now (the ema baseline; 0 for none and rloo).
   double baseline() const { return have_baseline_ ? baseline_ : 0.0; }
+  /// The ema baseline's state, and its restoration (a resumed run).
+  bool has_baseline() const { return have_baseline_; }
+  void restore_baseline(double value, bool have) { baseline_ = value, have_baseline_ = have; }
 
  private:
   EstimatorSettings settings_;

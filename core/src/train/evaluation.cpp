@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "hierarchy/policy_metrics.h"
+#include "model/plugin_scope.h"
 #include "hierarchy/tree_scoring.h"
 #include "train/trainer.h"
 
@@ -48,7 +49,11 @@ Trainer::Eval Trainer::evaluate_once() {
   ForwardHooks eval_hooks = hooks(0, 0, false);
   for (int64_t i = 0; i < n; i += bs) {
     if (interrupt_requested()) throw Interrupted();
-    Batch batch = ex_.dataset->get(Split::test, torch::arange(i, std::min(n, i + bs)));
+    Batch batch;
+    {
+      PluginScope scope(PluginKind::dataset, ex_.dataset.get());
+      batch = ex_.dataset->get(Split::test, torch::arange(i, std::min(n, i + bs)));
+    }
     eval_hooks.tree = batch.tree;
     auto out = ex_.model->forward(batch.input, ex_.schedule, gen, &eval_hooks);
     const int64_t B = batch.input.size(0);
@@ -61,7 +66,7 @@ Trainer::Eval Trainer::evaluate_once() {
     }
     if (batch.tree.defined() && !out.merges.empty()) {
       const auto truth = true_trees(batch.tree);
-      const auto predicted = merge_trees(out.merges, batch.input.size(1));
+      const auto predicted = merge_trees(out.merges, batch.input.size(1), batch.input.size(0));
       for (size_t b = 0; b < truth.size(); ++b) learned.add(predicted[b], truth[b]);
     }
     if (out.leaf_loss.defined()) leaf_hits += out.leaf_accuracy * static_cast<double>(B);

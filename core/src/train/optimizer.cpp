@@ -55,3 +55,34 @@ void FusedAdamW::step() {
 }
 
 }  // namespace htm
+
+namespace htm {
+
+void FusedAdamW::save(torch::serialize::OutputArchive& archive, const std::string& prefix) const {
+  archive.write(prefix + "/steps", torch::tensor(steps_, torch::kLong));
+  for (size_t k = 0; k < params_.size(); ++k) {
+    archive.write(prefix + "/exp_avg/" + std::to_string(k), exp_avg_[k]);
+    archive.write(prefix + "/exp_avg_sq/" + std::to_string(k), exp_avg_sq_[k]);
+  }
+}
+
+void FusedAdamW::load(torch::serialize::InputArchive& archive, const std::string& prefix) {
+  torch::Tensor steps;
+  archive.read(prefix + "/steps", steps);
+  if (steps.numel() != static_cast<int64_t>(params_.size()))
+    throw Error("the checkpoint's optimiser holds " + std::to_string(steps.numel()) + " parameters, this model " +
+                std::to_string(params_.size()));
+  torch::NoGradGuard no_grad;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    steps_[k] = steps[static_cast<int64_t>(k)].item<int64_t>();
+    torch::Tensor m, v;
+    archive.read(prefix + "/exp_avg/" + std::to_string(k), m);
+    archive.read(prefix + "/exp_avg_sq/" + std::to_string(k), v);
+    if (m.sizes() != exp_avg_[k].sizes() || v.sizes() != exp_avg_sq_[k].sizes())
+      throw Error("the checkpoint's optimiser state does not fit this model's parameters");
+    exp_avg_[k].copy_(m);
+    exp_avg_sq_[k].copy_(v);
+  }
+}
+
+}  // namespace htm

@@ -4,9 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+
+namespace torch::serialize {
+class OutputArchive;
+class InputArchive;
+}  // namespace torch::serialize
 
 namespace htm {
 
@@ -19,6 +25,10 @@ class FusedAdamW {
   void zero_grad();
   /// One update of every parameter that has a gradient (float32, contiguous).
   void step();
+  /// The moments and step counts, under `prefix` (a resumed run continues bit for bit).
+  void save(torch::serialize::OutputArchive& archive, const std::string& prefix) const;
+  /// Restores what save() wrote; throws htm::Error when it was written for other parameters.
+  void load(torch::serialize::InputArchive& archive, const std::string& prefix);
 
  private:
   std::vector<at::Tensor> params_, exp_avg_, exp_avg_sq_;

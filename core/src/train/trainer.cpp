@@ -12,6 +12,8 @@
 #include <torch/torch.h>
 
 #include "htm/error.h"
+#include "htm/sets.h"
+#include "model/plugin_scope.h"
 #include "train/baselines.h"
 #include "train/estimator.h"
 #include "train/optimizer.h"
@@ -46,6 +48,10 @@ void reset_interrupt() { g_interrupt = false; }
 
 Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id,
                  std::string artifact_dir, int64_t seed, std::string label)
+    : Trainer(experiment, store, run_id, std::move(artifact_dir), seed, std::move(label), TrainerOptions{}) {}
+
+Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, std::string artifact_dir,
+                 int64_t seed, std::string label, TrainerOptions options)
     : ex_(experiment),
       store_(store),
       run_id_(run_id),
@@ -53,14 +59,18 @@ Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id,
       seed_(seed),
       label_(std::move(label)),
       generator_(at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed))),
-      eval_samples_(limit(experiment.config.settings.train.eval_samples, experiment.dataset->size(Split::test))) {}
+      eval_samples_(limit(experiment.config.settings.train.eval_samples, experiment.dataset->size(Split::test))),
+      options_(std::move(options)) {}
 
 ForwardHooks Trainer::hooks(int64_t epoch, int64_t step, bool training) {
   ForwardHooks h;
   h.layer_entry = [this, epoch, step, training](const torch::Tensor& tokens, int64_t depth) {
     LayerEntry entry{depth, epoch, step, training, generator_};
     auto x = tokens;
-    for (auto& term : ex_.losses) x = term.loss->enter_layer(x, entry);
+    for (auto& term : ex_.losses) {
+      PluginScope scope(PluginKind::loss, term.loss.get());
+      x = term.loss->enter_layer(x, entry);
+    }
     return x;
   };
   return h;
@@ -86,10 +96,11 @@ torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const 
   torch::Tensor total;
   for (const auto& term : losses) {
     if (term.weight == 0) continue;
+    PluginScope scope(PluginKind::loss, term.loss.get());
     auto value = term.loss->per_sample(ctx);
-    if (value.dim() != 1 || value.size(0) != batch.input.size(0))
-      throw Error("loss plugin '" + term.name + "' returned shape " +
-                  c10::str(value.sizes()) + ", expected one value per sample");
+    if (!value.defined() || value.dim() != 1 || value.size(0) != batch.input.size(0))
+      throw Error("its per_sample() returned " + (value.defined() ? "shape " + c10::str(value.sizes()) : std::string("nothing")) +
+                  ", expected one value per sample");
     if (terms != nullptr) terms->push_back({"loss/" + term.name, value.mean().item<double>()});
     total = total.defined() ? total + term.weight * value : term.weight * value;
   }
@@ -111,6 +122,7 @@ void Trainer::progress(int64_t epoch, int64_t step, int64_t total_steps, double 
 
 TrainSummary Trainer::run() {
   const TrainSettings& train = ex_.config.settings.train;
+  const RuntimeSettings& runtime = ex_.config.settings.runtime;
   Dataset& data = *ex_.dataset;
   std::filesystem::create_directories(artifact_dir_);
 
@@ -137,15 +149,24 @@ TrainSummary Trainer::run() {
   TrainSummary summary;
   summary.reference = baseline_scores(data, *ex_.model, n_train, eval_samples_, ex_.latent_floats);
   const BaselineScores& reference = summary.reference;
-  std::vector<Metric> first = {{"baseline_mse", reference.mean_mse},
-                               {"parameters", static_cast<double>(ex_.parameters)},
-                               {"participating_parameters", static_cast<double>(ex_.participating)}};
-  if (!std::isnan(reference.pca_mse)) {
-    first.push_back({"baseline/pca_mse", reference.pca_mse});
-    first.push_back({"baseline/pca_components", static_cast<double>(reference.pca_components)});
+  LoopState state;
+  if (options_.resume && load_checkpoint(state, optimizer, policy_optimizer, estimator, data_gen)) {
+    store_.truncate_after(run_id_, state.step);  // what was logged after the checkpoint comes again
+    resumed_from_ = state.step;
+    std::fprintf(stderr, "[%s] resumed from its checkpoint at step %lld of %lld\n", label_.c_str(),
+                 static_cast<long long>(state.step), static_cast<long long>(total_steps));
+  } else {
+    if (options_.resume) store_.truncate_after(run_id_, -1);  // nothing to continue: start over
+    std::vector<Metric> first = {{"baseline_mse", reference.mean_mse},
+                                 {"parameters", static_cast<double>(ex_.parameters)},
+                                 {"participating_parameters", static_cast<double>(ex_.participating)}};
+    if (!std::isnan(reference.pca_mse)) {
+      first.push_back({"baseline/pca_mse", reference.pca_mse});
+      first.push_back({"baseline/pca_components", static_cast<double>(reference.pca_components)});
+    }
+    if (!std::isnan(reference.linear_accuracy)) first.push_back({"baseline/linear_accuracy", reference.linear_accuracy});
+    store_.log_metrics(run_id_, 0, 0, "test", first);
   }
-  if (!std::isnan(reference.linear_accuracy)) first.push_back({"baseline/linear_accuracy", reference.linear_accuracy});
-  store_.log_metrics(run_id_, 0, 0, "test", first);
   std::fprintf(stderr, "[%s] model: %lld parameters, %lld of them trained by this objective\n",
                label_.c_str(), static_cast<long long>(ex_.parameters),
                static_cast<long long>(ex_.participating));
@@ -159,23 +180,31 @@ TrainSummary Trainer::run() {
     if (!std::isnan(e.mse)) m.push_back({"mse", e.mse});
     if (!std::isnan(e.accuracy)) m.push_back({"accuracy", e.accuracy});
     store_.log_metrics(run_id_, step, epoch, "test", m);
-    summary.test_mse = e.mse;
-    summary.accuracy = e.accuracy;
-    return e;
+    state.test_mse = e.mse;
+    state.accuracy = e.accuracy;
   };
 
   ex_.model->train();
   const auto t0 = Clock::now();
-  double images_per_s = 0, running_loss = 0;
-  int64_t step = 0, images = 0;
-  for (int64_t epoch = 0; epoch < epochs && step < total_steps; ++epoch) {
-    // ---- epoch set-up
-    auto order = torch::randperm(data.size(Split::train), data_gen).narrow(0, 0, n_train);
-    double epoch_loss = 0;
-    int64_t epoch_batches = 0;
-
-    for (int64_t b = 0; b < steps_per_epoch && step < total_steps; ++b) {
-      if (interrupt_requested()) throw Interrupted();
+  auto last_checkpoint = t0, last_heartbeat = t0;
+  const double seconds_before = state.seconds;
+  int64_t& step = state.step;
+  for (; state.epoch < epochs && step < total_steps; ++state.epoch, state.batch = 0) {
+    const int64_t epoch = state.epoch;
+    if (state.batch == 0) {  // ---- epoch set-up
+      state.order = torch::randperm(data.size(Split::train), data_gen).narrow(0, 0, n_train);
+      state.epoch_loss = 0;
+      state.epoch_batches = 0;
+    }
+    for (; state.batch < steps_per_epoch && step < total_steps;) {
+      const int64_t b = state.batch;
+      if (interrupt_requested()) {  // between two steps: the state is whole, keep it
+        if (train.checkpoint && step > resumed_from_) {
+          state.seconds = seconds_before + seconds_since(t0);
+          save_checkpoint(state, optimizer, policy_optimizer, estimator, data_gen);
+        }
+        throw Interrupted();
+      }
       const auto step_t0 = Clock::now();
       // ---- learning rate and ρ for this step
       lr = lr_at(train, step, epoch, total_steps);
@@ -189,8 +218,11 @@ TrainSummary Trainer::run() {
                             : teacher_forced || !train.stochastic_depth ? layers
                                                                   : sample_depth(rho, layers, generator_);
       const std::vector<int64_t> schedule(ex_.schedule.begin(), ex_.schedule.begin() + depth);
-      Batch batch = data.get(Split::train, order.narrow(0, b * batch_size,
-                                                       std::min(batch_size, n_train - b * batch_size)));
+      Batch batch;
+      {
+        PluginScope scope(PluginKind::dataset, &data);
+        batch = data.get(Split::train, state.order.narrow(0, b * batch_size, std::min(batch_size, n_train - b * batch_size)));
+      }
       const int64_t B = batch.input.size(0);
       if (estimator.rollouts() > 1) {  // K adjacent copies of each input, each drawing its own decisions
         const int64_t K = estimator.rollouts();
@@ -203,8 +235,16 @@ TrainSummary Trainer::run() {
       auto out = teacher_forced
                      ? ex_.model->forward_teacher_forced(batch.input, schedule, generator_, &step_hooks)
                      : ex_.model->forward(batch.input, schedule, generator_, &step_hooks);
+      // A diverged model is caught here, before any loss matches its outputs.
+      if (out.output.defined() && !torch::isfinite(out.output).all().item<bool>())
+        throw Error("training diverged at step " + std::to_string(step + 1) + ": the model's output holds NaN or infinity");
       std::vector<Metric> terms;
-      auto per_sample = training_objective(ex_.losses, out, batch, epoch, step, true, teacher_forced, &terms);
+      torch::Tensor per_sample;
+      try {
+        per_sample = training_objective(ex_.losses, out, batch, epoch, step, true, teacher_forced, &terms);
+      } catch (const NonFinite& e) {
+        throw Error("training diverged at step " + std::to_string(step + 1) + ": " + e.what());
+      }
       auto loss = per_sample.mean();
 
       // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
@@ -236,38 +276,56 @@ TrainSummary Trainer::run() {
 
       // ---- bookkeeping
       ++step;
-      images += B;
+      ++state.batch;
+      state.images += B;
       const double loss_value = loss.item<double>();
-      if (!std::isfinite(loss_value)) throw Error("training diverged: loss is " + std::to_string(loss_value) + " at step " + std::to_string(step));
-      epoch_loss += loss_value;
-      ++epoch_batches;
-      running_loss = step == 1 ? loss_value : 0.9 * running_loss + 0.1 * loss_value;
+      if (!std::isfinite(loss_value)) throw Error("training diverged at step " + std::to_string(step) + ": the loss is " + std::to_string(loss_value));
+      state.epoch_loss += loss_value;
+      ++state.epoch_batches;
+      state.running_loss = step == 1 ? loss_value : 0.9 * state.running_loss + 0.1 * loss_value;
       const double step_ips = B / std::max(1e-9, seconds_since(step_t0));
-      images_per_s = step == 1 ? step_ips : 0.9 * images_per_s + 0.1 * step_ips;
+      state.images_per_s = step == 1 ? step_ips : 0.9 * state.images_per_s + 0.1 * step_ips;
       if (log_now) {
         terms.push_back({"loss", loss_value});
         terms.push_back({"rho", rho});
         terms.push_back({"depth", static_cast<double>(depth)});
-        terms.push_back({"images_per_s", images_per_s});
+        terms.push_back({"images_per_s", state.images_per_s});
         terms.push_back({"lr", lr});
         if (out.entropy.defined()) terms.push_back({"policy_entropy", out.entropy.mean().item<double>()});
         store_.log_metrics(run_id_, step, epoch, "train", terms);
-        progress(epoch, step, total_steps, running_loss, rho, depth, images_per_s,
-                 seconds_since(t0), step == total_steps);
+        progress(epoch, step, total_steps, state.running_loss, rho, depth, state.images_per_s,
+                 seconds_before + seconds_since(t0), step == total_steps);
       }
-      if (eval_every > 0 && step % eval_every == 0 && step != total_steps) log_eval(step, epoch);
+      const bool epoch_end = state.batch == steps_per_epoch || step == total_steps;
+      const bool eval_now = eval_every > 0 && step % eval_every == 0 && step != total_steps;
+      if (eval_now) log_eval(step, epoch);
+      if (epoch_end) {  // ---- evaluation at the full schedule
+        store_.log_metrics(run_id_, step, epoch, "train",
+                           {{"epoch_loss", state.epoch_loss / std::max<int64_t>(1, state.epoch_batches)}});
+        if (!eval_now) log_eval(step, epoch);
+      }
+      // ---- checkpoint: at each epoch's end and at the runtime's interval
+      const bool interval = (runtime.checkpoint_every > 0 && step % runtime.checkpoint_every == 0) ||
+                            (runtime.checkpoint_minutes > 0 && seconds_since(last_checkpoint) >= 60 * runtime.checkpoint_minutes);
+      if (train.checkpoint && (epoch_end || interval)) {
+        state.seconds = seconds_before + seconds_since(t0);
+        save_checkpoint(state, optimizer, policy_optimizer, estimator, data_gen);
+        last_checkpoint = Clock::now();
+      }
+      if (seconds_since(last_heartbeat) >= 10) {  // the claim on this run stays ours
+        store_.heartbeat(run_id_);
+        last_heartbeat = Clock::now();
+      }
+      if (options_.after_step) options_.after_step(step);
     }
-    // ---- end of epoch: evaluation at the full schedule, checkpoint
-    store_.log_metrics(run_id_, step, epoch, "train",
-                       {{"epoch_loss", epoch_loss / std::max<int64_t>(1, epoch_batches)}});
-    if (!(eval_every > 0 && step % eval_every == 0 && step != total_steps)) log_eval(step, epoch);
-    if (train.checkpoint) save_checkpoint(step);
   }
   log_policy_spread(step, epochs - 1);
   save_pictures(step, "final");
+  summary.test_mse = state.test_mse;
+  summary.accuracy = state.accuracy;
   summary.steps = step;
-  summary.seconds = seconds_since(t0);
-  summary.images_per_s = images / std::max(1e-9, summary.seconds);
+  summary.seconds = seconds_before + seconds_since(t0);
+  summary.images_per_s = state.images / std::max(1e-9, summary.seconds);
   return summary;
 }
 

@@ -3,6 +3,7 @@
 // checkpoints and pictures (artifacts.cpp).
 #pragma once
 
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -31,6 +32,32 @@ torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const 
                                  const Batch& batch, int64_t epoch, int64_t step, bool training,
                                  bool teacher_forced, std::vector<Metric>* terms = nullptr);
 
+/// Where a run stands: what its checkpoint holds besides weights, optimiser moments and random
+/// streams, so that a resumed run continues exactly where the checkpoint was written.
+struct LoopState {
+  int64_t step = 0;    ///< steps done
+  int64_t epoch = 0;   ///< the epoch under way
+  int64_t batch = 0;   ///< the next batch of that epoch
+  at::Tensor order;    ///< this epoch's order of the training samples
+  double epoch_loss = 0;
+  int64_t epoch_batches = 0;
+  double running_loss = 0, images_per_s = 0;
+  int64_t images = 0;
+  double seconds = 0;  ///< training time spent before this process took over
+  double test_mse = std::numeric_limits<double>::quiet_NaN(), accuracy = std::numeric_limits<double>::quiet_NaN();
+};
+
+struct TrainerOptions {
+  /// Continue from the artifact folder's checkpoint when it holds a training state (metrics
+  /// logged after it are dropped and logged again); otherwise start at step 0.
+  bool resume = false;
+  /// Called after each step (and its checkpoint, if one was due): tests stop a run here.
+  std::function<void(int64_t step)> after_step;
+};
+
+class Estimator;
+class FusedAdamW;
+
 struct TrainSummary {
   double test_mse = 0;      ///< reconstruction MSE on the test split at the full schedule
   double accuracy = std::numeric_limits<double>::quiet_NaN();  ///< test accuracy of a classifier
@@ -45,7 +72,11 @@ class Trainer {
   /// `label` prefixes progress lines; artifacts go to `artifact_dir`.
   Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, std::string artifact_dir,
           int64_t seed, std::string label);
+  Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, std::string artifact_dir,
+          int64_t seed, std::string label, TrainerOptions options);
   TrainSummary run();
+  /// The step a resumed run continued from (0: it started afresh).
+  int64_t resumed_from() const { return resumed_from_; }
 
  private:
   struct Eval {
@@ -64,7 +95,14 @@ class Trainer {
   /// The floor (uniform random merges) and ceiling (agglomerative clustering) on the first `n`
   /// test samples, and whether the schedule can build their true trees; computed once.
   const std::vector<Metric>& reference_scores(int64_t n);
-  void save_checkpoint(int64_t step);
+  /// The model, both optimisers, the estimator's baseline, every random stream and `state`,
+  /// written to a temporary file and renamed (a kill never leaves a torn checkpoint; a failed
+  /// write removes the temporary file and throws htm::Error).
+  void save_checkpoint(const LoopState& state, const FusedAdamW& optimizer, const FusedAdamW& policy_optimizer,
+                       const Estimator& estimator, const at::Generator& data_gen);
+  /// Restores what save_checkpoint() wrote; false when there is no checkpoint with a state.
+  bool load_checkpoint(LoopState& state, FusedAdamW& optimizer, FusedAdamW& policy_optimizer,
+                       Estimator& estimator, at::Generator& data_gen);
   void save_pictures(int64_t step, const std::string& tag);
   void progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho,
                 int64_t depth, double images_per_s, double elapsed_s, bool final_line);
@@ -78,6 +116,8 @@ class Trainer {
   at::Generator generator_;
   int64_t eval_samples_;  ///< test samples each evaluation reads
   std::vector<Metric> reference_scores_;
+  TrainerOptions options_;
+  int64_t resumed_from_ = 0;
 };
 
 }  // namespace htm

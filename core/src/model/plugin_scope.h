@@ -1,0 +1,44 @@
+// Which plugin an exception came out of. The host marks each call into a plugin with a
+// PluginScope; a scope left by an exception records its plugin (the innermost one wins), and
+// the runner names that plugin in the run's error.
+#pragma once
+
+#include <exception>
+
+#include "htm/manifest.h"
+
+namespace htm {
+
+struct PluginFault {
+  PluginKind kind = PluginKind::policy;
+  const void* object = nullptr;  ///< the plugin object's most-derived address; nullptr: none failed
+};
+
+/// The plugin the last exception left, on this thread (cleared by take_plugin_fault()).
+inline thread_local PluginFault g_plugin_fault;
+
+inline PluginFault take_plugin_fault() {
+  PluginFault fault = g_plugin_fault;
+  g_plugin_fault = {};
+  return fault;
+}
+
+class PluginScope {
+ public:
+  /// `plugin`: the plugin object (recorded by its most-derived address, as the registry knows it).
+  template <class T>
+  PluginScope(PluginKind kind, const T* plugin)
+      : kind_(kind), object_(dynamic_cast<const void*>(plugin)), exceptions_(std::uncaught_exceptions()) {}
+  ~PluginScope() {
+    if (std::uncaught_exceptions() > exceptions_ && g_plugin_fault.object == nullptr) g_plugin_fault = {kind_, object_};
+  }
+  PluginScope(const PluginScope&) = delete;
+  PluginScope& operator=(const PluginScope&) = delete;
+
+ private:
+  PluginKind kind_;
+  const void* object_;
+  int exceptions_;
+};
+
+}  // namespace htm

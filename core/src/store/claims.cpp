@@ -1,0 +1,157 @@
+// Who trains which run: claims with an owner (host, pid, start time) and a heartbeat, so that
+// two processes split a study's runs, and a run whose process is gone is settled as killed and
+// resumed by the next one that asks for it.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "htm/error.h"
+#include "store/results_store.h"
+#include "store/sqlite.h"
+
+namespace htm {
+
+using store::fail;
+using store::now_seconds;
+using store::Statement;
+using store::Transaction;
+
+namespace {
+
+int64_t process_start(int64_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos) return 0;
+  std::istringstream fields(text.substr(paren + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i)  // field 22: start time in clock ticks
+    if (i == 22) return std::atoll(field.c_str());
+  return 0;
+}
+
+std::string this_host() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+std::string owner_text(const RunOwner& owner) {
+  return "host " + owner.host + " pid " + std::to_string(owner.pid);
+}
+
+}  // namespace
+
+RunOwner RunOwner::self() { return of(getpid()); }
+
+RunOwner RunOwner::of(int64_t pid) { return {this_host(), pid, process_start(pid)}; }
+
+bool owner_alive(const RunOwner& owner, double heartbeat_at, double now) {
+  if (owner.pid <= 0) return false;  // a row written before owners were recorded
+  if (owner.host == this_host()) {
+    if (kill(static_cast<pid_t>(owner.pid), 0) != 0 && errno != EPERM) return false;
+    return process_start(owner.pid) == owner.start;
+  }
+  return now - heartbeat_at < kHeartbeatTimeoutS;
+}
+
+Claim ResultsStore::claim_run(const RunInfo& info, bool force) {
+  Transaction transaction(db_, path_);  // BEGIN IMMEDIATE: one claimer at a time
+  const RunOwner me = RunOwner::self();
+  const double now = now_seconds();
+  Claim claim;
+  Statement latest(db_, path_,
+                   "SELECT r.id, r.status, r.artifact_dir, r.owner_host, r.owner_pid, r.owner_start, "
+                   "r.heartbeat_at FROM runs r JOIN experiments e ON e.id = r.experiment_id "
+                   "WHERE e.name = ? AND r.variant = ? AND r.seed = ? AND r.config_hash = ? "
+                   "AND r.status IN ('finished', 'running', 'interrupted', 'killed') "
+                   "ORDER BY (r.status = 'finished') DESC, r.id DESC LIMIT 1");
+  latest.bind_text(1, info.experiment).bind_text(2, info.variant).bind_int(3, info.seed).bind_text(4, info.config_hash);
+  const bool found = latest.step();
+  const std::string status = found ? latest.column_text(1) : "";
+  const int64_t id = found ? latest.column_int(0) : 0;
+  const std::string artifact_dir = found ? latest.column_text(2) : "";
+  const RunOwner owner{found ? latest.column_text(3) : "", found ? latest.column_int(4) : 0,
+                       found ? latest.column_int(5) : 0};
+  const double heartbeat_at = found ? latest.column_real(6) : 0;
+  if (found && status == "finished" && !force) {
+    transaction.commit();
+    return {Claim::Outcome::finished, id, artifact_dir, ""};
+  }
+  if (found && status == "running" && owner_alive(owner, heartbeat_at, now)) {
+    transaction.commit();
+    return {Claim::Outcome::taken, id, artifact_dir, owner_text(owner)};
+  }
+  if (found && status != "finished" && !force) {
+    Statement(db_, path_,
+              "UPDATE runs SET status = 'running', ended_at = NULL, error = NULL, owner_host = ?, "
+              "owner_pid = ?, owner_start = ?, heartbeat_at = ?, resumes = resumes + 1 WHERE id = ?")
+        .bind_text(1, me.host)
+        .bind_int(2, me.pid)
+        .bind_int(3, me.start)
+        .bind_real(4, now)
+        .bind_int(5, id)
+        .run();
+    transaction.commit();
+    return {Claim::Outcome::resumed, id, artifact_dir, status == "running" ? "killed" : status};
+  }
+  claim.run_id = insert_run(info, me);
+  claim.artifact_dir = info.artifact_dir;
+  transaction.commit();
+  return claim;
+}
+
+void ResultsStore::heartbeat(int64_t run_id) {
+  const RunOwner me = RunOwner::self();
+  Statement(db_, path_,
+            "UPDATE runs SET heartbeat_at = ? WHERE id = ? AND status = 'running' AND owner_host = ? "
+            "AND owner_pid = ? AND owner_start = ?")
+      .bind_real(1, now_seconds())
+      .bind_int(2, run_id)
+      .bind_text(3, me.host)
+      .bind_int(4, me.pid)
+      .bind_int(5, me.start)
+      .run();
+  if (sqlite3_changes(db_) == 0)
+    fail(path_, "run " + std::to_string(run_id) + " is no longer this process's: another process recorded it "
+                "killed (its heartbeat was older than " + std::to_string(static_cast<int>(kHeartbeatTimeoutS)) +
+                " s) and may have resumed it");
+}
+
+std::vector<int64_t> ResultsStore::stale_runs() {
+  std::vector<int64_t> stale;
+  const double now = now_seconds();
+  Statement running(db_, path_,
+                    "SELECT id, owner_host, owner_pid, owner_start, heartbeat_at FROM runs WHERE status = 'running'");
+  while (running.step()) {
+    const RunOwner owner{running.column_text(1), running.column_int(2), running.column_int(3)};
+    if (!owner_alive(owner, running.column_real(4), now)) stale.push_back(running.column_int(0));
+  }
+  return stale;
+}
+
+std::vector<int64_t> ResultsStore::settle_stale() {
+  Transaction transaction(db_, path_);
+  const std::vector<int64_t> stale = stale_runs();
+  Statement settle(db_, path_,
+                   "UPDATE runs SET status = 'killed', ended_at = coalesce(heartbeat_at, started_at), "
+                   "error = 'its process (' || coalesce('host ' || owner_host || ' pid ' || owner_pid, 'not recorded') "
+                   "|| ') ended without recording an outcome' WHERE id = ? AND status = 'running'");
+  for (int64_t id : stale) settle.bind_int(1, id).run();
+  transaction.commit();
+  return stale;
+}
+
+void ResultsStore::truncate_after(int64_t run_id, int64_t step) {
+  Transaction transaction(db_, path_);
+  Statement(db_, path_, "DELETE FROM metrics WHERE run_id = ? AND step > ?").bind_int(1, run_id).bind_int(2, step).run();
+  Statement(db_, path_, "DELETE FROM artifacts WHERE run_id = ? AND step > ?").bind_int(1, run_id).bind_int(2, step).run();
+  transaction.commit();
+}
+
+}  // namespace htm

@@ -1,0 +1,55 @@
+// What names a run: a file must set something, the experiment's name is one safe folder,
+// and the config hash covers what changes the result and nothing else.
+#include <filesystem>
+#include <fstream>
+
+#include "config/experiment_config.h"
+#include "registry.h"
+#include "test_util.h"
+
+namespace htm {
+namespace {
+
+bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+
+class ExperimentIdentity : public ::testing::Test {
+ protected:
+  ResolvedConfig resolve(const std::string& text, const std::vector<std::string>& overrides = {}) {
+    std::ofstream(exp()) << text;
+    return ExperimentFile::load(exp(), overrides).resolve("default", registry_);
+  }
+  std::string resolve_error(const std::string& text, const std::vector<std::string>& overrides = {}) {
+    return htm::testing::error_of([&] { resolve(text, overrides); });
+  }
+  std::string exp() const { return dir_ + "/exp.toml"; }
+
+  std::string dir_ = htm::testing::fresh_dir("identity");
+  Registry registry_{{HTM_PLUGIN_DIR}};
+};
+
+TEST_F(ExperimentIdentity, AFileThatSetsNothingIsRefused) {
+  for (const char* text : {"", "# only a comment\n\n   \n"})
+    EXPECT_EQ(resolve_error(text), exp() + ": the file sets nothing (it is empty or holds only comments); an "
+                                           "experiment file names at least its [experiment] or a plugin");
+  EXPECT_NO_THROW(resolve("", {"train.epochs=1"}));  // what --set names is something
+}
+
+TEST_F(ExperimentIdentity, ExperimentNamesStayOneFolder) {
+  for (const char* name : {"../../x", "a/b", ".hidden", "x y"}) {
+    const std::string message = resolve_error(std::string("[experiment]\nname = \"") + name + "\"\n");
+    EXPECT_TRUE(starts_with(message, exp() + ":2:")) << name << ": " << message;
+    EXPECT_NE(message.find("must be one folder name"), std::string::npos) << message;
+  }
+  EXPECT_NO_THROW(resolve("[experiment]\nname = \"paper-policy_v2.1\"\n"));
+}
+
+TEST_F(ExperimentIdentity, TheHashIgnoresWhatDoesNotChangeTheResult) {
+  const ResolvedConfig base = resolve("[train]\nlr = 0.001\n");
+  for (const char* text : {"[train]\nlr = 0.001\n[runtime]\nthreads = 1\ncheckpoint_every = 5\n",
+                           "[train]\nlr = 0.001\n[experiment]\nseeds = [4, 5]\ndescription = \"x\"\n"})
+    EXPECT_EQ(resolve(text).hash, base.hash) << text;
+  EXPECT_NE(resolve("[train]\nlr = 0.001\n[model]\nschedule = [2]\n").hash, base.hash);
+}
+
+}  // namespace
+}  // namespace htm

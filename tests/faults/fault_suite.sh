@@ -1,0 +1,276 @@
+#!/usr/bin/env bash
+# The fault-injection suite (ctest label `faults`): kills, signals, concurrent runs, a full
+# disk, damaged plugins and bad input against a real `htm`. Each section asserts what
+# docs/reliability.md promises; the last lines print the figures that page quotes.
+#   usage: fault_suite.sh HTM_BINARY SOURCE_DIR [SECTION...]   (sections: all by default)
+set -uo pipefail
+HTM=$(realpath "$1")
+SRC=$(realpath "$2")
+shift 2
+SECTIONS=${*:-kill signals concurrent jobs disk input plugins files}
+WORK=$(mktemp -d /tmp/htm-faults.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+STUDY=$SRC/tests/faults/tiny.toml
+export OMP_NUM_THREADS=1
+failures=0 injected=0 resumed=0 crashes=0 lost=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok() { [[ $failures == "$section_start" ]] && echo "$*" || echo "${1%%:*}: FAILED"; }  # a section's verdict
+section_start=0
+# A crash is an abort or a signal death other than the ones we sent: SIGABRT 134, SIGBUS 135,
+# SIGFPE 136, SIGSEGV 139; or glibc's heap-corruption words in the output.
+crashed() { # rc logfile
+  [[ $1 == 134 || $1 == 135 || $1 == 136 || $1 == 139 ]] && return 0
+  grep -qE 'corrupted|double free|free\(\)|terminate called|Segmentation|Aborted' "$2"
+}
+sql() { sqlite3 "$1" "$2"; }
+run_args() { # db artifacts
+  echo "--set runtime.results=\"$1\" --set runtime.artifacts=\"$2\""
+}
+# Every metric of one run but the timing, as text: two runs compare equal when their lines do.
+series() { # db run_id
+  sql "$1" "SELECT split, name, step, printf('%.17g', value) FROM metrics WHERE run_id = $2
+            AND name != 'images_per_s' ORDER BY split, name, step"
+}
+random_delay() { # lo hi (seconds, decimals)
+  awk -v lo="$1" -v hi="$2" -v seed="$RANDOM" 'BEGIN { srand(seed); printf "%.2f", lo + rand() * (hi - lo) }'
+}
+
+# ---- the reference: one uninterrupted run
+ref() {
+  if [[ ! -f ref.sqlite ]]; then
+    "$HTM" run "$STUDY" --variant learned --seed 0 $(run_args "$WORK/ref.sqlite" "$WORK/ref-runs") > ref.log 2>&1 ||
+      fail "the reference run failed: $(tail -2 ref.log)"
+  fi
+}
+
+section_kill() {  # kill -9 at random points, then the same command resumes; the result is the reference's
+  ref
+  local db=$WORK/kill.sqlite rc
+  for i in 1 2 3 4 5 6; do
+    "$HTM" run "$STUDY" --variant learned --seed 0 $(run_args "$db" "$WORK/kill-runs") > kill$i.log 2>&1 &
+    local pid=$!
+    sleep "$(random_delay 1.0 4.0)"
+    kill -9 $pid 2>/dev/null && injected=$((injected + 1))
+    wait $pid; rc=$?
+    crashed $rc kill$i.log && { crashes=$((crashes + 1)); fail "kill -9 round $i: crash (rc $rc)"; }
+    grep -q 'resuming run' kill$i.log && resumed=$((resumed + 1))
+  done
+  "$HTM" run "$STUDY" --variant learned --seed 0 $(run_args "$db" "$WORK/kill-runs") > kill-final.log 2>&1 ||
+    fail "after the kills the run did not finish: $(tail -2 kill-final.log)"
+  grep -q 'resuming run' kill-final.log && resumed=$((resumed + 1))
+  [[ $(sql "$db" "SELECT count(*) || ' ' || group_concat(status) FROM runs") == "1 finished" ]] ||
+    fail "kill: expected one finished run, got $(sql "$db" "SELECT group_concat(status) FROM runs")"
+  if [[ "$(series "$WORK/ref.sqlite" 1)" != "$(series "$db" 1)" ]]; then
+    fail "kill: the resumed run's metrics differ from the uninterrupted run's"
+    lost=$((lost + 1))
+  fi
+  [[ $(sql "$db" "PRAGMA integrity_check") == ok ]] || fail "kill: integrity_check"
+  local twice
+  twice=$(sql "$db" "SELECT count(*) FROM (SELECT 1 FROM metrics GROUP BY run_id, split, name, step HAVING count(*) > 1)")
+  [[ $twice == 0 ]] || fail "kill: $twice metrics logged twice"
+  ok "kill: 6 kill -9, run finished with the reference's metrics bit for bit"
+}
+
+section_signals() {  # SIGINT/SIGTERM x 20 at random points: never an abort; each resumes
+  local db=$WORK/sig.sqlite rc aborts=0
+  for i in $(seq 1 20); do
+    local sig=INT
+    (( i % 2 == 0 )) && sig=TERM
+    "$HTM" run "$STUDY" --variant learned --seed 1 $(run_args "$db" "$WORK/sig-runs") > sig$i.log 2>&1 &
+    local pid=$!
+    sleep "$(random_delay 0.3 2.5)"
+    kill -$sig $pid 2>/dev/null && injected=$((injected + 1))
+    wait $pid; rc=$?
+    grep -q 'resuming run' sig$i.log && resumed=$((resumed + 1))
+    if crashed $rc sig$i.log; then
+      aborts=$((aborts + 1)); crashes=$((crashes + 1)); fail "SIG$sig round $i: crash (rc $rc): $(tail -2 sig$i.log)"
+    elif [[ $rc != 0 && $rc != 130 && $rc != 143 ]]; then
+      fail "SIG$sig round $i: exit $rc: $(tail -2 sig$i.log)"
+    fi
+  done
+  local running
+  running=$(sql "$db" "SELECT count(*) FROM runs WHERE status = 'running'")
+  [[ $running == 0 ]] || fail "signals: $running run(s) left 'running' after a handled signal"
+  "$HTM" run "$STUDY" --variant learned --seed 1 $(run_args "$db" "$WORK/sig-runs") > sig-final.log 2>&1 ||
+    fail "signals: the run did not finish afterwards"
+  [[ $(sql "$db" "SELECT count(*) || ' ' || group_concat(status) FROM runs") == "1 finished" ]] ||
+    fail "signals: expected one finished run"
+  [[ $(sql "$db" "PRAGMA integrity_check") == ok ]] || fail "signals: integrity_check"
+  ok "signals: 20 SIGINT/SIGTERM, $aborts aborts"
+}
+
+section_concurrent() {  # two `htm run` of one study at once split the work
+  local db=$WORK/two.sqlite
+  "$HTM" run "$STUDY" $(run_args "$db" "$WORK/two-runs") > two-a.log 2>&1 &
+  local a=$!
+  "$HTM" run "$STUDY" --variant learned --variant learned --seed 0 --seed 0 --seed 1 --variant random \
+    $(run_args "$db" "$WORK/two-runs") > two-b.log 2>&1 &
+  local b=$!
+  wait $a || fail "concurrent: first process failed: $(tail -2 two-a.log)"
+  wait $b || fail "concurrent: second process failed: $(tail -2 two-b.log)"
+  [[ $(sql "$db" "SELECT count(*) FROM runs") == 4 ]] ||
+    fail "concurrent: expected 4 runs, got $(sql "$db" "SELECT group_concat(variant || seed || status) FROM runs")"
+  [[ $(sql "$db" "SELECT count(*) FROM runs WHERE status = 'finished'") == 4 ]] || fail "concurrent: not all finished"
+  [[ $(sql "$db" "SELECT count(*) FROM (SELECT 1 FROM runs GROUP BY variant, seed HAVING count(*) > 1)") == 0 ]] ||
+    fail "concurrent: a run was trained twice"
+  cat two-a.log two-b.log | grep -c 'being trained by another process\|already finished' > /dev/null ||
+    fail "concurrent: neither process skipped anything"
+  ok "concurrent: 2 processes, 4 runs, none trained twice"
+}
+
+section_jobs() {  # --jobs: a signal to the parent reaches the workers; a killed parent takes them along
+  local db=$WORK/jobs.sqlite rc
+  "$HTM" run "$STUDY" --jobs 2 $(run_args "$db" "$WORK/jobs-runs") > jobs.log 2>&1 &
+  local pid=$!
+  sleep 2.5
+  kill -TERM $pid; injected=$((injected + 1))
+  wait $pid; rc=$?
+  [[ $rc == 130 ]] || fail "jobs: parent exit $rc after SIGTERM, expected 130: $(tail -3 jobs.log)"
+  grep -q 'not started' jobs.log || fail "jobs: the runs never started were not listed"
+  [[ $(sql "$db" "SELECT count(*) FROM runs WHERE status = 'running'") == 0 ]] || fail "jobs: a worker's run left running"
+  [[ $(sql "$db" "SELECT count(*) FROM runs WHERE status = 'interrupted'") -ge 1 ]] || fail "jobs: no worker recorded interrupted"
+  "$HTM" run "$STUDY" --jobs 2 $(run_args "$db" "$WORK/jobs-runs") > jobs2.log 2>&1 &
+  pid=$!
+  sleep 2.5
+  kill -9 $pid; injected=$((injected + 1))
+  wait $pid
+  sleep 3
+  if pgrep -f "jobs-runs" > /dev/null; then
+    fail "jobs: workers outlived their killed parent"
+    pkill -9 -f "jobs-runs"
+  fi
+  "$HTM" run "$STUDY" --jobs 2 $(run_args "$db" "$WORK/jobs-runs") > jobs3.log 2>&1 || fail "jobs: the study did not finish"
+  resumed=$((resumed + $(grep -c 'resuming run' jobs3.log)))
+  [[ $(sql "$db" "SELECT count(*) || ' ' || sum(status = 'finished') FROM runs") == "4 4" ]] ||
+    fail "jobs: expected 4 finished runs, got $(sql "$db" "SELECT group_concat(variant || seed || status) FROM runs")"
+  ok "jobs: SIGTERM forwarded, orphans none, study finished"
+}
+
+section_disk() {  # a full disk while writing a checkpoint fails the run cleanly
+  mkdir -p full
+  if ! mount -t tmpfs -o size=48k tmpfs full 2> /dev/null; then
+    echo "disk: SKIPPED (cannot mount a tmpfs here; not root or no CAP_SYS_ADMIN)"
+    return
+  fi
+  local db=$WORK/disk.sqlite rc
+  "$HTM" run "$STUDY" --variant learned --seed 0 --set train.epochs=1 $(run_args "$db" "$WORK/full/runs") > disk.log 2>&1
+  rc=$?
+  injected=$((injected + 1))
+  crashed $rc disk.log && { crashes=$((crashes + 1)); fail "disk: crash (rc $rc)"; }
+  [[ $rc == 1 ]] || fail "disk: exit $rc, expected 1"
+  grep -q 'No space left on device' disk.log || fail "disk: no clear message: $(tail -2 disk.log)"
+  [[ $(sql "$db" "SELECT status FROM runs") == failed ]] || fail "disk: run not recorded failed"
+  [[ -z $(find full -name '*.tmp') ]] || fail "disk: a temporary checkpoint was left behind"
+  umount full
+  ok "disk: full tmpfs, run failed with a message, no temporary file left"
+}
+
+section_input() {  # bad values and files: one clear line, non-zero exit, no crash, no run row
+  local db=$WORK/input.sqlite n=0
+  local -a bad=(model.heads=0 train.batch_size=0 "model.schedule=[0]" train.batch_size=-1 train.epochs=0
+    train.epochs=-3 train.lr=nan train.lr=-1 train.lr=inf model.dim=0 model.dropout=2 train.rho0=nan
+    train.train_samples=-5 train.eval_batch_size=0 'experiment.name="../../x"' model.dim=15)
+  for value in "${bad[@]}"; do
+    "$HTM" run "$STUDY" --variant learned --seed 0 --set "$value" $(run_args "$db" "$WORK/input-runs") > in.log 2>&1
+    local rc=$?
+    n=$((n + 1))
+    crashed $rc in.log && { crashes=$((crashes + 1)); fail "--set $value: crash (rc $rc)"; }
+    [[ $rc == 1 ]] || fail "--set $value: exit $rc"
+    [[ $(grep -c '^error: ' in.log) == 1 ]] || fail "--set $value: not one error line: $(cat in.log)"
+    grep -q 'libtorch\|c10::' in.log && fail "--set $value: libtorch text: $(cat in.log)"
+  done
+  [[ ! -f $db ]] || [[ $(sql "$db" "SELECT count(*) FROM runs") == 0 ]] || fail "input: a bad config left a run row"
+  # A diverging Trees run ends with a message instead of hanging in the matcher.
+  timeout 120 "$HTM" run "$STUDY" --variant learned --seed 0 --set train.lr=1e308 $(run_args "$db" "$WORK/input-runs") > div.log 2>&1
+  local rc=$?
+  [[ $rc == 1 ]] || fail "lr=1e308: exit $rc (124 means it hung): $(tail -2 div.log)"
+  grep -q 'training diverged' div.log || fail "lr=1e308: no divergence message: $(tail -2 div.log)"
+  # Empty and comment-only files.
+  : > empty.toml
+  printf '# nothing\n\n' > comments.toml
+  for f in empty.toml comments.toml; do
+    "$HTM" run $f > in.log 2>&1; local rc=$?
+    n=$((n + 1))
+    [[ $rc == 1 ]] && grep -q 'sets nothing' in.log || fail "$f: exit $rc: $(cat in.log)"
+  done
+  # IDX files whose header lies, and an empty one.
+  mkdir -p idx
+  printf '\x00\x00\x08\x03\x7f\xff\xff\xff\x7f\xff\xff\xff\x00\x00\x00\x1c' > idx/train-images-idx3-ubyte
+  printf '\x00\x00\x08\x01\x00\x00\x00\x02\x01\x02' > idx/train-labels-idx1-ubyte
+  printf '\x00\x00\x08\x03\x00\x00\x00\x00\x00\x00\x00\x1c\x00\x00\x00\x1c' > idx/t10k-images-idx3-ubyte
+  printf '\x00\x00\x08\x01\x00\x00\x00\x00' > idx/t10k-labels-idx1-ubyte
+  "$HTM" run "$SRC/experiments/quickstart.toml" --set "dataset.root=\"$WORK/idx\"" $(run_args "$db" "$WORK/input-runs") > in.log 2>&1
+  local rc=$?
+  n=$((n + 1))
+  [[ $rc == 1 ]] && grep -q 'not a valid IDX file: its header declares more than 16 GiB' in.log ||
+    fail "huge IDX header: exit $rc: $(cat in.log)"
+  printf '\x00\x00\x08\x03\x00\x00\x00\x00\x00\x00\x00\x1c\x00\x00\x00\x1c' > idx/train-images-idx3-ubyte
+  "$HTM" run "$SRC/experiments/quickstart.toml" --set "dataset.root=\"$WORK/idx\"" $(run_args "$db" "$WORK/input-runs") > in.log 2>&1
+  rc=$?
+  n=$((n + 1))
+  [[ $rc == 1 ]] && grep -q 'holds no data' in.log || fail "empty IDX: exit $rc: $(cat in.log)"
+  injected=$((injected + n))
+  ok "input: $n bad values and files refused with one line each; a diverging run stops with a message"
+}
+
+section_plugins() {  # damaged libraries on the search path: every command still works, with warnings
+  mkdir -p plugins
+  local lib
+  lib=$(ls "$(dirname "$HTM")"/plugins/htm_policy_random.so)
+  head -c $(( $(stat -c %s "$lib") / 2 )) "$lib" > plugins/htm_policy_truncated.so
+  head -c 4096 /dev/urandom > plugins/htm_policy_garbage.so
+  ln -s htm_loss_b.so plugins/htm_loss_a.so
+  ln -s htm_loss_a.so plugins/htm_loss_b.so
+  HTM_PLUGIN_PATH=$WORK/plugins "$HTM" plugins > pl.log 2>&1
+  local rc=$?
+  injected=$((injected + 3))
+  crashed $rc pl.log && { crashes=$((crashes + 1)); fail "plugins: crash (rc $rc)"; }
+  [[ $rc == 0 ]] || fail "plugins: exit $rc"
+  grep -q 'htm_policy_truncated.so.: it is truncated' pl.log || fail "plugins: truncated not named"
+  grep -q 'invalid ELF header' pl.log || fail "plugins: garbage not named"
+  grep -q 'Too many levels of symbolic links' pl.log || fail "plugins: symlink loop not named"
+  HTM_PLUGIN_PATH=$WORK/plugins "$HTM" run "$STUDY" --variant random --seed 0 --set train.epochs=1 \
+    $(run_args "$WORK/pl.sqlite" "$WORK/pl-runs") > pl.log 2>&1 || fail "plugins: a run with damaged plugins on the path failed"
+  HTM_PLUGIN_PATH=$WORK/plugins "$HTM" run "$STUDY" --variant learned --seed 0 --set policy.plugin='"truncated"' \
+    $(run_args "$WORK/pl.sqlite" "$WORK/pl-runs") > pl.log 2>&1
+  grep -q "policy plugin 'truncated' was found but not loaded" pl.log || fail "plugins: the refused plugin not named: $(cat pl.log)"
+  ok "plugins: truncated, garbage and looping libraries named; commands work"
+}
+
+section_files() {  # other people's databases; htm query only reads
+  sqlite3 foreign.sqlite "CREATE TABLE notes(x); INSERT INTO notes VALUES (1);"
+  local before after
+  before=$(sha256sum foreign.sqlite)
+  for cmd in "runs --db foreign.sqlite" "query 'SELECT 1' --db foreign.sqlite"; do
+    eval "\"$HTM\" $cmd" > f.log 2>&1 && fail "foreign: '$cmd' accepted another program's database"
+    grep -q 'not an htm results database' f.log || fail "foreign: no clear message for '$cmd': $(cat f.log)"
+  done
+  "$HTM" run "$STUDY" --variant random --seed 0 --set train.epochs=1 $(run_args "$WORK/foreign.sqlite" "$WORK/f-runs") > f.log 2>&1 &&
+    fail "foreign: htm run wrote into another program's database"
+  after=$(sha256sum foreign.sqlite)
+  [[ $before == "$after" ]] || fail "foreign: the file changed"
+  [[ ! -e foreign.sqlite-wal ]] || fail "foreign: switched to WAL"
+  ref
+  cp ref.sqlite q.sqlite
+  for statement in "DELETE FROM runs" "DROP TABLE metrics" "UPDATE meta SET value = '1'" \
+    "ATTACH DATABASE 'x.sqlite' AS x" "VACUUM INTO 'copy.sqlite'" "PRAGMA journal_mode=DELETE"; do
+    "$HTM" query "$statement" --db q.sqlite > q.log 2>&1 && fail "query: '$statement' was run"
+  done
+  [[ ! -e x.sqlite && ! -e copy.sqlite ]] || fail "query: a file was written"
+  [[ $(sql q.sqlite "SELECT count(*) FROM runs") == 1 ]] || fail "query: rows changed"
+  "$HTM" query "DELETE FROM tags" --db q.sqlite --write > q.log 2>&1 || fail "query --write refused: $(cat q.log)"
+  ok "files: a foreign database refused and unchanged; query refused 6 writes"
+}
+
+for s in $SECTIONS; do
+  section_start=$failures
+  "section_$s"
+done
+echo
+echo "faults injected: $injected"
+echo "runs resumed: $resumed"
+echo "crashes: $crashes"
+echo "rows lost: $lost"
+if [[ $failures == 0 ]]; then echo "fault suite passed"; else echo "fault suite: $failures failure(s)"; exit 1; fi
