@@ -247,7 +247,7 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
       running = 0;
     }
   };
-  while (next < work.size() || running > 0) {
+  while ((next < work.size() && !interrupt_requested()) || running > 0) {
     if (next < work.size() && running < request.jobs && !interrupt_requested()) {
       std::vector<std::string> args = {self, "run", request.file, "--variant", work[next].first,
                                        "--seed", std::to_string(work[next].second)};
