@@ -21,8 +21,9 @@ TEST(Registry, RefusesAPluginBuiltForAnotherAbiWithASentence) {
     EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("was built for htm SDK ABI 999, but this htm uses ABI " + std::to_string(kSdkAbiVersion)));
   }
   Registry registry({HTM_TEST_PLUGIN_DIR});
-  ASSERT_EQ(registry.rejected().size(), 1u);
+  ASSERT_EQ(registry.rejected().size(), 2u);  // bad_abi's handshake, bad_manifest's manifest
   EXPECT_THAT(registry.rejected()[0], ::testing::HasSubstr("htm_policy_bad_abi.so"));
+  EXPECT_THAT(registry.rejected()[1], ::testing::HasSubstr("htm_policy_bad_manifest.so' declares SDK ABI 2 in its manifest"));
   EXPECT_NE(registry.find(PluginKind::loss, "throwing"), nullptr);  // the good fixture still loads
 }
 
