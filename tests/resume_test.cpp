@@ -46,15 +46,22 @@ std::vector<torch::Tensor> parameters_of(const Experiment& ex) {
   return out;
 }
 
-TEST(Resume, AStoppedAndAKilledRunEndWhereAnUninterruptedOneEnds) {
+// A scratch folder, the tiny config, one thread and a results store with a run description.
+class Resume : public ::testing::Test {
+ protected:
+  void SetUp() override { set_threads(1); }
   const std::string dir = htm::testing::fresh_dir("resume");
-  Registry registry({HTM_PLUGIN_DIR});
+  Registry registry{{HTM_PLUGIN_DIR}};
   const ResolvedConfig config = tiny(dir, registry);
-  set_threads(1);
-  ResultsStore store(dir + "/htm.sqlite");
-  RunInfo info;
-  info.experiment = "resume";
-  info.config_hash = config.hash;
+  ResultsStore store{dir + "/htm.sqlite"};
+  RunInfo info = [] {
+    RunInfo run;
+    run.experiment = "resume";
+    return run;
+  }();
+};
+
+TEST_F(Resume, AStoppedAndAKilledRunEndWhereAnUninterruptedOneEnds) {
 
   // Uninterrupted.
   Experiment straight = assemble(config, registry, 3);
@@ -108,14 +115,7 @@ TEST(Resume, AStoppedAndAKilledRunEndWhereAnUninterruptedOneEnds) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/b/checkpoint.pt.tmp"));
 }
 
-TEST(Resume, WithoutACheckpointARunStartsOverAndLogsNothingTwice) {
-  const std::string dir = htm::testing::fresh_dir("over");
-  Registry registry({HTM_PLUGIN_DIR});
-  const ResolvedConfig config = tiny(dir, registry);
-  set_threads(1);
-  ResultsStore store(dir + "/htm.sqlite");
-  RunInfo info;
-  info.experiment = "resume";
+TEST_F(Resume, WithoutACheckpointARunStartsOverAndLogsNothingTwice) {
   const int64_t run = store.begin_run(info);
   {
     Experiment ex = assemble(config, registry, 0);
