@@ -7,7 +7,7 @@ set -uo pipefail
 HTM=$(realpath "$1")
 SRC=$(realpath "$2")
 shift 2
-SECTIONS=${*:-kill signals concurrent jobs disk input plugins files}
+SECTIONS=${*:-kill signals concurrent jobs disk input plugins files lock}
 WORK=$(mktemp -d /tmp/htm-faults.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
@@ -55,6 +55,14 @@ section_kill() {  # kill -9 at random points, then the same command resumes; the
     kill -9 $pid 2>/dev/null
     wait $pid 2>/dev/null; rc=$?
     [[ $rc == 137 ]] && { injected=$((injected + 1)); kills=$((kills + 1)); }
+    if (( kills == 1 )) && [[ $rc == 137 && $(sql "$db" "SELECT status FROM runs") == running ]]; then
+      # The dead run shows as such, and --clean records it.
+      "$HTM" runs --db "$db" > runs.log 2>&1
+      grep -q 'killed\*' runs.log || fail "kill: htm runs does not show the dead run as killed*: $(tail -3 runs.log)"
+      "$HTM" runs --db "$db" --clean > runs.log 2>&1
+      grep -q '^1 run(s) whose process was gone recorded as killed' runs.log || fail "kill: htm runs --clean: $(head -2 runs.log)"
+      [[ $(sql "$db" "SELECT status FROM runs") == killed ]] || fail "kill: --clean did not record the run killed"
+    fi
     crashed $rc kill$i.log && { crashes=$((crashes + 1)); fail "kill -9 round $i: crash (rc $rc)"; }
     grep -q 'resuming run' kill$i.log && resumed=$((resumed + 1))
   done
@@ -284,6 +292,22 @@ section_files() {  # other people's databases; htm query only reads
     ro_media="; read-only media SKIPPED (no bind mount here)"
   fi
   ok "files: a foreign database refused and unchanged; query refused 6 writes$ro_media"
+}
+
+section_lock() {  # someone holds the database's write lock for 35 s: the run waits, then finishes
+  local db=$WORK/lock.sqlite rc
+  "$HTM" run "$STUDY" --variant random --seed 0 --set train.epochs=4 $(run_args "$db" "$WORK/lock-runs") > lock.log 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 100); do  # until the run's row exists (the store is open and its timeout set)
+    [[ -f $db && $(sql "$db" "SELECT count(*) FROM runs" 2> /dev/null) == 1 ]] && break
+    sleep 0.1
+  done
+  (echo "BEGIN IMMEDIATE;"; sleep 35; echo "COMMIT;") | sqlite3 "$db"
+  injected=$((injected + 1))
+  wait $pid; rc=$?
+  [[ $rc == 0 ]] || fail "lock: the run failed under an outside lock (rc $rc): $(tail -2 lock.log)"
+  [[ $(sql "$db" "SELECT status FROM runs") == finished ]] || fail "lock: run not finished"
+  ok "lock: an outside write lock held 35 s paused the run, which then finished"
 }
 
 for s in $SECTIONS; do
