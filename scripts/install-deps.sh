@@ -16,6 +16,8 @@ pkgs=(
   libcairo2-dev zlib1g-dev           # PNG pictures (cairo), gzip IDX files (zlib)
   libarmadillo-dev                   # Gaussian mixtures (gmm_full) for generation
   dataset-fashion-mnist              # the default real dataset
+  libjs-chart.js                     # charts inlined into `htm report` pages
+  chromium                           # the report's browser test (headless)
 )
 
 missing=()

@@ -16,6 +16,7 @@
 #include "registry.h"
 #include "store/results_store.h"
 #include "config/settings.h"
+#include "report.h"
 #include "runner.h"
 #include "signals.h"
 #include "sample.h"
@@ -42,6 +43,7 @@ const std::vector<Command>& commands() {
       {"query", cmd_query, "run SQL on the results database and print a table"},
       {"merge", cmd_merge, "copy the runs of other databases into this one"},
       {"compare", cmd_compare, "per-variant mean, sd and Welch t-test of a metric over seeds"},
+      {"report", cmd_report, "one self-contained HTML page of a study: settings, curves, final values, pictures"},
       {"sample", cmd_sample, "generate from a run: Gaussian mixture on root embeddings, then decode"},
       {"bench", cmd_bench, "time a training step and the pair sampler at the paper's size"},
       {"check-plugin", cmd_check_plugin, "run the plugin conformance suite on plugin libraries (out of tree too)"},

@@ -57,22 +57,9 @@ WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>
   return r;
 }
 
-int cmd_compare(const Args& args) {
-  po::options_description opts("options");
-  std::string experiment, metric, split, reference, db;
-  opts.add_options()
-      ("experiment", po::value(&experiment)->required(), "experiment name (as `htm runs` shows it)")
-      ("metric,m", po::value(&metric)->default_value("mse"), "metric name, e.g. mse")
-      ("split", po::value(&split)->default_value("test"), "metric split: test or train")
-      ("reference,r", po::value(&reference), "variant the others are compared with (default: the first run's)")
-      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
-  po::positional_options_description pos;
-  pos.add("experiment", 1);
-  po::variables_map vm;
-  if (!parse_options("compare", args, opts, pos, vm, "EXPERIMENT [--metric M] [--reference VARIANT]")) return 0;
-
+std::vector<CompareRow> compare_variants(ResultsStore& store, const std::string& experiment, const std::string& split,
+                                         const std::string& metric, std::string& reference) {
   // The last value of the metric in every finished run, grouped by variant in run order.
-  ResultsStore store(db, OpenMode::read_only);
   auto rows = store.query(
       "SELECT r.variant, m.value, r.config_hash FROM runs r JOIN experiments e ON e.id = r.experiment_id "
       "JOIN latest_metrics m ON m.run_id = r.id WHERE e.name = ? AND r.status = 'finished' "
@@ -91,25 +78,64 @@ int cmd_compare(const Args& args) {
                 "' in " + store.path());
   if (reference.empty()) reference = order.front();
   if (!values.count(reference)) throw Error("experiment '" + experiment + "' has no finished variant '" + reference + "'");
-
-  QueryResult table;
-  table.columns = {"variant", "n", "mean", "sd", "diff vs " + reference, "p (Welch)"};
-  const double ref_mean = mean(values[reference]);
+  const std::vector<double>& ref = values[reference];
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<CompareRow> out;
   for (const auto& variant : order) {
-    const auto& v = values[variant];
-    const bool is_ref = variant == reference;
-    table.rows.push_back({variant, std::to_string(v.size()), fixed(mean(v)),
-                          v.size() > 1 ? fixed(std::sqrt(variance(v))) : "",
-                          is_ref ? "" : fixed(mean(v) - ref_mean),
-                          is_ref ? "" : fixed(welch_t_test(v, values[reference]).p_value, 3)});
+    CompareRow row;
+    row.variant = variant;
+    row.values = values[variant];
+    row.mean = mean(row.values);
+    row.sd = row.values.size() > 1 ? std::sqrt(variance(row.values)) : nan;
+    row.diff = row.mean - mean(ref);
+    row.configs = configs[variant].size();
+    row.ci_low = row.ci_high = row.p_value = nan;
+    if (variant != reference) {
+      const WelchResult w = welch_t_test(row.values, ref);
+      row.p_value = w.p_value;
+      if (!std::isnan(w.p_value)) {
+        const double se = std::sqrt(variance(row.values) / row.values.size() + variance(ref) / ref.size());
+        const double t = boost::math::quantile(boost::math::students_t_distribution<double>(w.df), 0.975);
+        row.ci_low = row.diff - t * se;
+        row.ci_high = row.diff + t * se;
+      }
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+int cmd_compare(const Args& args) {
+  po::options_description opts("options");
+  std::string experiment, metric, split, reference, db;
+  opts.add_options()
+      ("experiment", po::value(&experiment)->required(), "experiment name (as `htm runs` shows it)")
+      ("metric,m", po::value(&metric)->default_value("mse"), "metric name, e.g. mse")
+      ("split", po::value(&split)->default_value("test"), "metric split: test or train")
+      ("reference,r", po::value(&reference), "variant the others are compared with (default: the first run's)")
+      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
+  po::positional_options_description pos;
+  pos.add("experiment", 1);
+  po::variables_map vm;
+  if (!parse_options("compare", args, opts, pos, vm, "EXPERIMENT [--metric M] [--reference VARIANT]")) return 0;
+
+  ResultsStore store(db, OpenMode::read_only);
+  const std::vector<CompareRow> rows = compare_variants(store, experiment, split, metric, reference);
+  QueryResult table;
+  table.columns = {"variant", "n", "mean", "sd", "diff vs " + reference, "p (Welch)", "95% CI of diff"};
+  for (const auto& r : rows) {
+    const bool is_ref = r.variant == reference;
+    table.rows.push_back({r.variant, std::to_string(r.values.size()), fixed(r.mean), fixed(r.sd),
+                          is_ref ? "" : fixed(r.diff), is_ref ? "" : fixed(r.p_value, 3),
+                          std::isnan(r.ci_low) ? "" : "[" + fixed(r.ci_low) + ", " + fixed(r.ci_high) + "]"});
   }
   std::printf("%s %s/%s, last value per finished run\n%s", experiment.c_str(), split.c_str(), metric.c_str(),
               format_table(table).c_str());
-  for (const auto& variant : order)
-    if (configs[variant].size() > 1)
+  for (const auto& r : rows)
+    if (r.configs > 1)
       std::printf("note: variant '%s' pools runs of %zu different resolved configs (--set overrides?); "
                   "see `htm query \"SELECT id, seed, config_hash FROM runs\"`\n",
-                  variant.c_str(), configs[variant].size());
+                  r.variant.c_str(), r.configs);
   return 0;
 }
 

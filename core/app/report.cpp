@@ -1,0 +1,337 @@
+#include "report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+
+#include <boost/program_options.hpp>
+
+#include "commands.h"
+#include "compare.h"
+#include "config/settings.h"
+#include "htm/error.h"
+
+namespace po = boost::program_options;
+
+namespace htm {
+namespace {
+
+// ---- JSON, written by hand: strings escaped, NaN and infinities as null.
+std::string quote(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '<': out += "\\u003c"; break;  // never "</script>" inside the page's script
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string number(double value) {
+  if (!std::isfinite(value)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", value);
+  return buf;
+}
+
+template <class T, class F>
+std::string array(const std::vector<T>& items, F&& render) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? "," : "") + render(items[i]);
+  return out + "]";
+}
+
+std::string numbers(const std::vector<double>& v) { return array(v, number); }
+
+std::string base64(const std::string& bytes) {
+  static const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const unsigned v = (static_cast<unsigned char>(bytes[i]) << 16) | (static_cast<unsigned char>(bytes[i + 1]) << 8) |
+                       static_cast<unsigned char>(bytes[i + 2]);
+    out += {table[v >> 18], table[(v >> 12) & 63], table[(v >> 6) & 63], table[v & 63]};
+  }
+  if (i + 1 == bytes.size()) {
+    const unsigned v = static_cast<unsigned char>(bytes[i]) << 16;
+    out += {table[v >> 18], table[(v >> 12) & 63], '=', '='};
+  } else if (i + 2 == bytes.size()) {
+    const unsigned v = (static_cast<unsigned char>(bytes[i]) << 16) | (static_cast<unsigned char>(bytes[i + 1]) << 8);
+    out += {table[v >> 18], table[(v >> 12) & 63], table[(v >> 6) & 63], '='};
+  }
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A TOML basic string as params stores it ("a \"b\"") back to its text.
+std::string unquoted(const std::string& toml) {
+  if (toml.size() < 2 || toml.front() != '"' || toml.back() != '"') return toml;
+  std::string out;
+  for (size_t i = 1; i + 1 < toml.size(); ++i) {
+    if (toml[i] != '\\' || i + 2 >= toml.size()) {
+      out += toml[i];
+      continue;
+    }
+    const char e = toml[++i];
+    out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+  }
+  return out;
+}
+
+struct Run {
+  int64_t id, seed;
+  std::string variant, status, error, git, artifacts;
+  double started, ended;
+};
+
+std::string in_list(const std::vector<Run>& runs) {
+  std::string ids;
+  for (const Run& r : runs) ids += (ids.empty() ? "" : ",") + std::to_string(r.id);
+  return "(" + ids + ")";
+}
+
+// What differs between the variants: each variant's first run's flattened config, and only the
+// keys whose values are not all equal ([experiment] and [runtime] never change a result).
+std::string differing_settings(ResultsStore& store, const std::vector<Run>& runs,
+                               const std::vector<std::string>& variants) {
+  std::map<std::string, std::map<std::string, std::string>> by_key;  // key → variant → value
+  std::set<int64_t> first;
+  for (const std::string& v : variants)
+    for (const Run& r : runs)
+      if (r.variant == v) {
+        first.insert(r.id);
+        break;
+      }
+  const auto rows = store.query("SELECT r.variant, p.key, p.value FROM params p JOIN runs r ON r.id = p.run_id "
+                                "WHERE p.run_id IN " + in_list(runs));
+  for (const auto& row : rows.rows) {
+    if (row[1].rfind("experiment.", 0) == 0 || row[1].rfind("runtime.", 0) == 0) continue;
+    by_key[row[1]].emplace(row[0], row[2]);  // the variant's first value stays
+  }
+  std::string keys = "[", values = "[";
+  size_t same = 0;
+  for (const auto& [key, per_variant] : by_key) {
+    std::set<std::string> distinct;
+    std::vector<std::string> line;
+    for (const std::string& v : variants) {
+      auto found = per_variant.find(v);
+      line.push_back(found == per_variant.end() ? "(unset)" : found->second);
+      distinct.insert(line.back());
+    }
+    if (distinct.size() < 2) {
+      ++same;
+      continue;
+    }
+    keys += (keys.size() > 1 ? "," : "") + quote(key);
+    values += (values.size() > 1 ? "," : "") + array(line, quote);
+  }
+  return "{\"keys\":" + keys + "],\"values\":" + values + "],\"same\":" + std::to_string(same) + "}";
+}
+
+// Every metric against step: per variant, the mean over runs with the min and max, at most
+// kPoints steps (evenly thinned) so that a long run's page stays small.
+constexpr size_t kPoints = 400;
+
+std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std::vector<std::string>& variants) {
+  std::map<int64_t, std::string> variant_of;
+  for (const Run& r : runs) variant_of[r.id] = r.variant;
+  // metric → variant → step → run → value (the last logged at that step)
+  std::map<std::string, std::map<std::string, std::map<int64_t, std::map<int64_t, double>>>> data;
+  const auto rows = store.query("SELECT run_id, split || '/' || name, step, value FROM metrics WHERE run_id IN " +
+                                in_list(runs) + " AND value IS NOT NULL ORDER BY rowid");
+  for (const auto& row : rows.rows) {
+    const int64_t run = std::stoll(row[0]);
+    data[row[1]][variant_of[run]][std::stoll(row[2])][run] = std::stod(row[3]);
+  }
+  std::string out = "[";
+  for (const auto& [metric, per_variant] : data) {
+    std::string series = "[";
+    double lo_all = INFINITY, hi_all = -INFINITY;
+    for (const std::string& variant : variants) {
+      auto found = per_variant.find(variant);
+      if (found == per_variant.end()) continue;
+      std::vector<double> steps, mean, lo, hi;
+      const size_t stride = std::max<size_t>(1, (found->second.size() + kPoints - 1) / kPoints);
+      size_t k = 0;
+      for (const auto& [step, values] : found->second) {
+        if (k++ % stride != 0 && k != found->second.size()) continue;
+        double sum = 0, mn = INFINITY, mx = -INFINITY;
+        for (const auto& [run, value] : values) sum += value, mn = std::min(mn, value), mx = std::max(mx, value);
+        steps.push_back(static_cast<double>(step));
+        mean.push_back(sum / static_cast<double>(values.size()));
+        lo.push_back(mn);
+        hi.push_back(mx);
+        lo_all = std::min(lo_all, mn);
+        hi_all = std::max(hi_all, mx);
+      }
+      series += (series.size() > 1 ? "," : "") + std::string("{\"variant\":") + quote(variant) +
+                ",\"step\":" + numbers(steps) + ",\"mean\":" + numbers(mean) + ",\"lo\":" + numbers(lo) +
+                ",\"hi\":" + numbers(hi) + "}";
+    }
+    // A metric spanning decades (both ends positive, a ratio over 100) is offered on a log scale.
+    const bool decades = lo_all > 0 && hi_all / lo_all > 100;
+    out += (out.size() > 1 ? "," : "") + std::string("{\"metric\":") + quote(metric) + ",\"log\":" +
+           (decades ? "true" : "false") + ",\"series\":" + series + "]}";
+  }
+  return out + "]";
+}
+
+// The final-values panel: `htm compare`'s numbers for each chosen metric.
+std::string finals(ResultsStore& store, ReportRequest& request, const std::vector<std::string>& metrics) {
+  std::string out = "[";
+  for (const std::string& metric : metrics) {
+    const size_t slash = metric.find('/');
+    std::string reference = request.reference;
+    std::string body;
+    try {
+      const auto rows = compare_variants(store, request.experiment, metric.substr(0, slash), metric.substr(slash + 1),
+                                         reference);
+      body = ",\"reference\":" + quote(reference) + ",\"rows\":" + array(rows, [](const CompareRow& r) {
+               return "{\"variant\":" + quote(r.variant) + ",\"n\":" + std::to_string(r.values.size()) +
+                      ",\"mean\":" + number(r.mean) + ",\"sd\":" + number(r.sd) + ",\"diff\":" + number(r.diff) +
+                      ",\"ci_low\":" + number(r.ci_low) + ",\"ci_high\":" + number(r.ci_high) +
+                      ",\"p\":" + number(r.p_value) + ",\"values\":" + numbers(r.values) + "}";
+             });
+    } catch (const Error& e) {
+      body = ",\"missing\":" + quote(e.what());  // an explicit "no data" panel
+    }
+    out += (out.size() > 1 ? "," : "") + std::string("{\"metric\":") + quote(metric) + body + "}";
+  }
+  return out + "]";
+}
+
+// The latest picture of each kind of each variant's first run, embedded as a data URI.
+std::string pictures(ResultsStore& store, const std::vector<Run>& runs, const std::vector<std::string>& variants) {
+  std::string out = "[";
+  for (const std::string& variant : variants) {
+    const Run* first = nullptr;
+    for (const Run& r : runs)
+      if (r.variant == variant && (first == nullptr || (first->status != "finished" && r.status == "finished"))) first = &r;
+    const auto rows = store.query("SELECT kind, path FROM artifacts WHERE run_id = ? AND path LIKE '%.png' "
+                                  "ORDER BY step, rowid", {first->id});
+    std::map<std::string, std::string> latest;
+    for (const auto& row : rows.rows) latest[row[0]] = row[1];
+    for (const auto& [kind, path] : latest) {
+      std::string picture = "{\"variant\":" + quote(variant) + ",\"seed\":" + std::to_string(first->seed) +
+                            ",\"kind\":" + quote(kind) + ",\"path\":" + quote(path);
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(path, ec)) picture += ",\"src\":" + quote("data:image/png;base64," + base64(read_file(path)));
+      out += (out.size() > 1 ? "," : "") + picture + "}";
+    }
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+std::string chart_js_source(const std::string& path) {
+  const std::vector<std::string> candidates =
+      path.empty() ? std::vector<std::string>{"/usr/share/javascript/chart.js/chart.min.js",
+                                              "/usr/share/javascript/chart.js/chart.js"}
+                   : std::vector<std::string>{path};
+  for (const auto& candidate : candidates) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(candidate, ec)) return read_file(candidate);
+  }
+  throw Error("Chart.js was not found at " + candidates.front() +
+              " (install Debian's libjs-chart.js: scripts/install-deps.sh does)");
+}
+
+std::string report_data(ResultsStore& store, ReportRequest& request) {
+  const auto rows = store.query(
+      "SELECT r.id, r.variant, r.seed, r.status, coalesce(r.error, ''), coalesce(r.git_revision, ''), "
+      "coalesce(r.artifact_dir, ''), r.started_at, coalesce(r.ended_at, r.heartbeat_at, r.started_at) "
+      "FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE e.name = ? ORDER BY r.id",
+      {request.experiment});
+  if (rows.rows.empty())
+    throw Error("no runs of experiment '" + request.experiment + "' in " + store.path() +
+                " (`htm runs` lists what is there)");
+  std::vector<Run> runs;
+  std::vector<std::string> variants;
+  for (const auto& r : rows.rows) {
+    runs.push_back({std::stoll(r[0]), std::stoll(r[2]), r[1], r[3], r[4], r[5], r[6], std::stod(r[7]), std::stod(r[8])});
+    if (std::find(variants.begin(), variants.end(), r[1]) == variants.end()) variants.push_back(r[1]);
+  }
+  std::vector<std::string> metrics = request.metrics;
+  if (metrics.empty()) {  // the task's own: whichever of these the runs logged
+    const auto logged = store.query("SELECT DISTINCT split || '/' || name FROM metrics WHERE run_id IN " + in_list(runs));
+    std::set<std::string> names;
+    for (const auto& row : logged.rows) names.insert(row[0]);
+    for (const char* m : {"test/mse", "test/accuracy", "test/cluster_f1", "test/sibling_f1"})
+      if (names.count(m)) metrics.push_back(m);
+    if (metrics.empty()) metrics.push_back("test/mse");
+  }
+  for (const std::string& m : metrics)
+    if (m.find('/') == std::string::npos) throw Error("--metric " + m + ": expected split/name, e.g. test/mse");
+  std::string description;
+  const auto described = store.query("SELECT value FROM params WHERE run_id = ? AND key = 'experiment.description'",
+                                     {runs.front().id});
+  if (!described.rows.empty()) description = described.rows[0][0];
+  const auto plugins = store.query("SELECT DISTINCT kind, name, coalesce(version, ''), coalesce(sha256, '') "
+                                   "FROM run_plugins WHERE run_id IN " + in_list(runs) + " ORDER BY kind, name");
+  return "{\"experiment\":" + quote(request.experiment) + ",\"description\":" + quote(description) +
+         ",\"database\":" + quote(store.path()) + ",\"variants\":" + array(variants, quote) +
+         ",\"runs\":" + array(runs, [](const Run& r) {
+           return "{\"id\":" + std::to_string(r.id) + ",\"variant\":" + quote(r.variant) + ",\"seed\":" +
+                  std::to_string(r.seed) + ",\"status\":" + quote(r.status) + ",\"error\":" + quote(r.error) +
+                  ",\"git\":" + quote(r.git) + ",\"started\":" + number(r.started) + ",\"ended\":" + number(r.ended) + "}";
+         }) +
+         ",\"plugins\":" + array(plugins.rows, [](const std::vector<std::string>& p) { return array(p, quote); }) +
+         ",\"differs\":" + differing_settings(store, runs, variants) + ",\"curves\":" + curves(store, runs, variants) +
+         ",\"finals\":" + finals(store, request, metrics) + ",\"pictures\":" + pictures(store, runs, variants) + "}";
+}
+
+int cmd_report(const Args& args) {
+  po::options_description opts("options");
+  ReportRequest request;
+  opts.add_options()
+      ("experiment", po::value(&request.experiment)->required(), "experiment name (as `htm runs` shows it)")
+      ("out,o", po::value(&request.out), "HTML file to write (default: results/reports/EXPERIMENT.html)")
+      ("metric,m", po::value(&request.metrics)->composing(),
+       "split/name of a metric in the final-values panel (repeatable; default: the task's, e.g. test/mse)")
+      ("reference,r", po::value(&request.reference), "variant the others are compared with (default: the first)")
+      ("chart-js", po::value(&request.chart_js), "Chart.js file to inline (default: Debian's libjs-chart.js)")
+      ("db", po::value(&request.db)->default_value(kDefaultResultsPath), "results database");
+  po::positional_options_description pos;
+  pos.add("experiment", 1);
+  po::variables_map vm;
+  if (!parse_options("report", args, opts, pos, vm, "EXPERIMENT [-o FILE.html] [--metric split/name] [--reference V]"))
+    return 0;
+  const std::string chart_js = chart_js_source(request.chart_js);
+  ResultsStore store(request.db, OpenMode::read_only);
+  const std::string data = report_data(store, request);
+  if (request.out.empty()) request.out = "results/reports/" + request.experiment + ".html";
+  const std::filesystem::path out(request.out);
+  std::error_code ec;
+  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path(), ec);
+  std::ofstream file(request.out, std::ios::binary);
+  file << report_page(data, chart_js, "htm report: " + request.experiment);
+  file.close();
+  if (!file) throw Error("cannot write the report '" + request.out + "'");
+  std::printf("%s\n", request.out.c_str());
+  return 0;
+}
+
+}  // namespace htm

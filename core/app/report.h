@@ -1,0 +1,33 @@
+// `htm report EXPERIMENT`: one self-contained HTML page of a study — what differs between its
+// variants, every metric's curve over steps (mean over seeds with the min–max band), the final
+// values against a reference variant as `htm compare` computes them, and the runs' pictures.
+// Charts are drawn by Chart.js, read from Debian's libjs-chart.js and inlined; the data goes in
+// as JSON. docs/report.md describes each panel.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "store/results_store.h"
+
+namespace htm {
+
+struct ReportRequest {
+  std::string experiment;
+  std::string db;
+  std::string out;                   ///< empty: results/reports/<experiment>.html
+  std::string reference;             ///< empty: the first variant
+  std::vector<std::string> metrics;  ///< "split/name" in the final-values panel; empty: the task's own
+  std::string chart_js;              ///< Chart.js to inline; empty: the Debian package's file
+};
+
+/// The page's JSON data: runs, differing settings, curves, final comparisons, pictures.
+std::string report_data(ResultsStore& store, ReportRequest& request);
+/// The whole page: `data` (report_data's JSON) and Chart.js inlined into the template.
+std::string report_page(const std::string& data, const std::string& chart_js, const std::string& title);
+/// The Chart.js source the page inlines; throws htm::Error naming the package when absent.
+std::string chart_js_source(const std::string& path = "");
+
+int cmd_report(const std::vector<std::string>& args);
+
+}  // namespace htm

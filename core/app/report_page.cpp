@@ -1,0 +1,201 @@
+// The page `htm report` writes: HTML, CSS and the script that draws report_data's JSON with
+// Chart.js. Everything is inline, so the file opens offline, from anywhere.
+#include "report.h"
+
+namespace htm {
+namespace {
+
+constexpr const char* kHead = R"html(<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>TITLE</title>
+<style>
+body { font: 14px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 1180px; padding: 16px 24px; color: #222; }
+h1 { font-size: 22px; margin: 4px 0; } h2 { font-size: 17px; margin: 26px 0 8px; border-bottom: 1px solid #ddd; }
+.muted { color: #666; } .bad { color: #b00020; } .chips span { display: inline-block; margin: 2px 6px 2px 0;
+  padding: 1px 8px; border-radius: 10px; background: #eef; }
+table { border-collapse: collapse; margin: 6px 0; } td, th { padding: 3px 10px; border-bottom: 1px solid #eee;
+  text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: 14px; }
+.panel { border: 1px solid #e3e3e3; border-radius: 6px; padding: 8px; }
+.panel h3 { font-size: 13px; margin: 0 0 4px; display: flex; justify-content: space-between; }
+.chart { position: relative; height: 230px; }  /* Chart.js sizes a canvas from a container of its own */
+.nodata { padding: 18px; color: #777; background: #fafafa; border: 1px dashed #ccc; border-radius: 6px; }
+figure { margin: 0; } figure img { max-width: 100%; border: 1px solid #eee; } figcaption { font-size: 12px; color: #555; }
+#errors:empty { display: none; } #errors { background: #fee; border: 1px solid #b00020; padding: 8px; }
+</style></head><body>
+<div id="errors"></div>
+<script>window.addEventListener('error', e => { document.getElementById('errors').textContent += 'error: ' + e.message + '\n'; });</script>
+)html";
+
+constexpr const char* kBody = R"html(
+<header id="header"></header>
+<h2>What differs between variants</h2><div id="differs"></div>
+<h2>Final values <span class="muted">(last value of each finished run; difference, 95% CI and Welch p against the reference)</span></h2>
+<div id="finals"></div>
+<h2>Curves <span class="muted">(mean over runs, band from min to max; dashed: references)</span></h2>
+<div id="curves" class="grid"></div>
+<h2>Every other metric</h2><div id="more-curves" class="grid"></div>
+<h2>Pictures <span class="muted">(latest of each variant's first run)</span></h2><div id="pictures" class="grid"></div>
+<script>
+"use strict";
+const D = JSON.parse(document.getElementById('data').textContent);
+const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
+const color = v => COLORS[D.variants.indexOf(v) % COLORS.length];
+const alpha = (c, a) => c + Math.round(a * 255).toString(16).padStart(2, '0');
+const el = (tag, attrs = {}, ...kids) => { const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v); for (const k of kids) e.append(k); return e; };
+const fmt = (x, d = 5) => x === null || x === undefined ? '' : Number(x).toPrecision(d).replace(/\.?0+(e|$)/, '$1');
+const nodata = text => el('div', {class: 'nodata'}, text);
+let charts = 0;
+
+// ---- header
+(() => {
+  const h = document.getElementById('header');
+  const count = {}; for (const r of D.runs) count[r.status] = (count[r.status] || 0) + 1;
+  const dates = D.runs.map(r => r.started).filter(x => x !== null);
+  const day = t => new Date(t * 1000).toISOString().replace('T', ' ').slice(0, 16);
+  const gits = [...new Set(D.runs.map(r => r.git).filter(g => g))];
+  h.append(el('h1', {}, 'htm report: ' + D.experiment));
+  if (D.description) h.append(el('p', {}, D.description));
+  h.append(el('p', {class: 'muted'}, `${D.runs.length} runs of ${D.variants.length} variant(s), ` +
+    Object.entries(count).map(([s, n]) => `${n} ${s}`).join(', ') +
+    (dates.length ? `; ${day(Math.min(...dates))} to ${day(Math.max(...dates))} UTC` : '') +
+    `; git ${gits.join(', ') || 'unknown'}; database ${D.database}`));
+  h.append(el('div', {class: 'chips'}, ...D.plugins.map(p => el('span', {title: p[3] ? 'sha256 ' + p[3] : ''}, `${p[0]} ${p[1]} ${p[2]}`))));
+  const failed = D.runs.filter(r => r.status === 'failed' || r.status === 'killed');
+  if (failed.length) {
+    const t = el('table', {id: 'failed'}, el('tr', {}, el('th', {}, 'run'), el('th', {}, 'variant'), el('th', {}, 'seed'),
+      el('th', {}, 'status'), el('th', {}, 'error')));
+    for (const r of failed) t.append(el('tr', {}, el('td', {}, r.id), el('td', {}, r.variant), el('td', {}, r.seed),
+      el('td', {class: 'bad'}, r.status), el('td', {}, r.error)));
+    h.append(el('h2', {}, 'Runs that did not finish'), t);
+  }
+})();
+
+// ---- what differs
+(() => {
+  const box = document.getElementById('differs');
+  if (!D.differs.keys.length) { box.append(nodata(D.variants.length < 2 ? 'One variant: nothing to compare.'
+    : 'The variants share every setting.')); return; }
+  const t = el('table', {}, el('tr', {}, el('th', {}, 'setting'), ...D.variants.map(v => el('th', {style: `color:${color(v)}`}, v))));
+  D.differs.keys.forEach((k, i) => t.append(el('tr', {}, el('td', {}, k), ...D.differs.values[i].map(x => el('td', {}, x)))));
+  box.append(t, el('p', {class: 'muted'}, `${D.differs.same} other settings are equal in every variant.`));
+})();
+
+// ---- final values: htm compare's table and the seeds' values
+(() => {
+  const box = document.getElementById('finals');
+  const grid = el('div', {class: 'grid'});
+  box.append(D.finals.length ? grid : nodata('No metric to compare.'));  // in the page before charts are drawn
+  for (const f of D.finals) {
+    const panel = el('div', {class: 'panel final', 'data-metric': f.metric}, el('h3', {}, f.metric));
+    if (f.missing) { panel.append(nodata(f.missing)); grid.append(panel); continue; }
+    const t = el('table', {class: 'compare'}, el('tr', {}, ...['variant', 'n', 'mean', 'sd', 'diff vs ' + f.reference, 'p (Welch)', '95% CI of diff'].map(c => el('th', {}, c))));
+    for (const r of f.rows) {
+      const ref = r.variant === f.reference;
+      t.append(el('tr', {}, el('td', {style: `color:${color(r.variant)}`}, r.variant), el('td', {class: 'num'}, r.n),
+        el('td', {class: 'num'}, fmt(r.mean)), el('td', {class: 'num'}, fmt(r.sd)), el('td', {class: 'num'}, ref ? '' : fmt(r.diff)),
+        el('td', {class: 'num'}, ref ? '' : fmt(r.p, 3)), el('td', {class: 'num'}, r.ci_low === null ? '' : `[${fmt(r.ci_low)}, ${fmt(r.ci_high)}]`)));
+    }
+    const canvas = el('canvas');
+    panel.append(t, el('div', {class: 'chart'}, canvas));
+    grid.append(panel);
+    const points = f.rows.flatMap((r, i) => r.values.map((y, k) => ({x: i + (k - (r.values.length - 1) / 2) * 0.08, y})));
+    new Chart(canvas, {type: 'scatter', data: {datasets: [{data: points, pointRadius: 4,
+        backgroundColor: f.rows.flatMap(r => r.values.map(() => color(r.variant)))}]},
+      options: {animation: false, maintainAspectRatio: false, plugins: {legend: {display: false}},
+        scales: {x: {min: -0.5, max: f.rows.length - 0.5, ticks: {stepSize: 1, callback: v => (f.rows[v] || {}).variant || ''}},
+                 y: {title: {display: true, text: f.metric}}}}});
+    charts++;
+  }
+})();
+
+// ---- curves
+const REFERENCES = {  // curve → reference metrics drawn as dashed lines
+  'test/mse': [['test/baseline_mse', 'mean image'], ['test/baseline/pca_mse', 'PCA, same size']],
+  'test/accuracy': [['test/baseline/linear_accuracy', 'linear classifier']],
+};
+const byMetric = Object.fromEntries(D.curves.map(c => [c.metric, c]));
+const referencesOf = m => {
+  const refs = (REFERENCES[m] || []).slice();
+  const [split, ...rest] = m.split('/'); const name = rest.join('/');
+  refs.push([`${split}/random/${name}`, 'random floor'], [`${split}/agglomerative/${name}`, 'agglomerative ceiling']);
+  return refs.filter(([r]) => byMetric[r] && r !== m).map(([r, label]) => {
+    const s = byMetric[r].series[0]; return {label, value: s.mean[s.mean.length - 1]}; });
+};
+const isReference = m => /\/(baseline|random|agglomerative)\/|baseline_mse$/.test(m);
+const main = m => /^(train\/loss|test\/mse|test\/accuracy|test\/.*f1|train\/epoch_loss)$/.test(m) && !isReference(m);
+function curve(c, box) {
+  const canvas = el('canvas');
+  const head = el('h3', {}, c.metric);
+  const panel = el('div', {class: 'panel curve', 'data-metric': c.metric}, head, el('div', {class: 'chart'}, canvas));
+  box.append(panel);
+  const datasets = [];
+  let lo = Infinity, hi = -Infinity;
+  for (const s of c.series) {
+    const col = color(s.variant), xy = ys => s.step.map((x, i) => ({x, y: ys[i]}));
+    datasets.push({label: s.variant + ' min', data: xy(s.lo), borderWidth: 0, pointRadius: 0, fill: false},
+                  {label: s.variant + ' max', data: xy(s.hi), borderWidth: 0, pointRadius: 0, fill: '-1', backgroundColor: alpha(col, 0.18)},
+                  {label: s.variant, data: xy(s.mean), borderColor: col, backgroundColor: col, borderWidth: 1.5,
+                   pointRadius: s.step.length < 3 ? 3 : 0});
+    lo = Math.min(lo, ...s.step); hi = Math.max(hi, ...s.step);
+  }
+  for (const r of referencesOf(c.metric))  // across the whole run, even when the curve has one point
+    datasets.push({label: r.label, data: [{x: Math.min(lo, 0), y: r.value}, {x: Math.max(hi, 1), y: r.value}], borderColor: '#555',
+                   borderDash: [6, 4], borderWidth: 1, pointRadius: 0});
+  const chart = new Chart(canvas, {type: 'line', data: {datasets},
+    options: {animation: false, maintainAspectRatio: false, parsing: true, normalized: true, interaction: {mode: 'nearest', intersect: false},
+      plugins: {legend: {labels: {boxWidth: 10, filter: i => !/ (min|max)$/.test(i.text)}}},
+      scales: {x: {type: 'linear', title: {display: true, text: 'step'}}, y: {type: c.log ? 'logarithmic' : 'linear'}}}});
+  if (c.log) {  // a metric spanning decades starts on a log scale, with a switch
+    const box = el('input', {type: 'checkbox', checked: ''});
+    box.addEventListener('change', () => { chart.options.scales.y.type = box.checked ? 'logarithmic' : 'linear'; chart.update(); });
+    head.append(el('label', {class: 'muted'}, box, ' log'));
+  }
+  charts++;
+}
+(() => {
+  const box = document.getElementById('curves'), more = document.getElementById('more-curves');
+  if (!D.curves.length) box.append(nodata('These runs logged no metrics.'));
+  for (const c of D.curves.filter(c => main(c.metric))) curve(c, box);
+  for (const c of D.curves.filter(c => !main(c.metric))) curve(c, more);
+})();
+
+// ---- pictures
+(() => {
+  const box = document.getElementById('pictures');
+  if (!D.pictures.length) box.append(nodata('No pictures were recorded.'));
+  for (const p of D.pictures)
+    box.append(el('figure', {}, p.src ? el('img', {src: p.src, alt: p.kind}) : nodata('missing file: ' + p.path),
+      el('figcaption', {}, `${p.variant}, seed ${p.seed}: ${p.kind}`)));
+})();
+// A self-check the browser test reads: how many charts were drawn, and how many canvases
+// stayed blank (every pixel transparent).
+const blank = [...document.querySelectorAll('canvas')].filter(c => {
+  if (!c.width || !c.height) return true;  // never laid out: as good as blank
+  const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  for (let i = 3; i < px.length; i += 4) if (px[i] !== 0) return false;
+  return true;
+}).length;
+document.body.dataset.charts = charts;
+document.body.dataset.canvases = document.querySelectorAll('canvas').length;
+document.body.dataset.blank = blank;
+document.body.dataset.ready = 'yes';
+</script></body></html>
+)html";
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+}  // namespace
+
+std::string report_page(const std::string& data, const std::string& chart_js, const std::string& title) {
+  std::string escaped_title = replace_all(replace_all(title, "&", "&amp;"), "<", "&lt;");
+  return replace_all(kHead, "TITLE", escaped_title) + "<script>" + chart_js + "</script>\n" +
+         "<script id=\"data\" type=\"application/json\">" + data + "</script>" + kBody;
+}
+
+}  // namespace htm
