@@ -288,7 +288,7 @@ std::string report_data(ResultsStore& store, ReportRequest& request) {
   std::string description;
   const auto described = store.query("SELECT value FROM params WHERE run_id = ? AND key = 'experiment.description'",
                                      {runs.front().id});
-  if (!described.rows.empty()) description = described.rows[0][0];
+  if (!described.rows.empty()) description = unquoted(described.rows[0][0]);
   const auto plugins = store.query("SELECT DISTINCT kind, name, coalesce(version, ''), coalesce(sha256, '') "
                                    "FROM run_plugins WHERE run_id IN " + in_list(runs) + " ORDER BY kind, name");
   return "{\"experiment\":" + quote(request.experiment) + ",\"description\":" + quote(description) +

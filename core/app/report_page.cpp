@@ -19,6 +19,10 @@ table { border-collapse: collapse; margin: 6px 0; } td, th { padding: 3px 10px; 
 .panel { border: 1px solid #e3e3e3; border-radius: 6px; padding: 8px; }
 .panel h3 { font-size: 13px; margin: 0 0 4px; display: flex; justify-content: space-between; }
 .chart { position: relative; height: 230px; }  /* Chart.js sizes a canvas from a container of its own */
+#finals .grid { grid-template-columns: 1fr; }
+#differs { overflow-x: auto; }
+.final-body { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; }
+.final-body .chart { flex: 1 1 380px; min-width: 320px; }
 .nodata { padding: 18px; color: #777; background: #fafafa; border: 1px dashed #ccc; border-radius: 6px; }
 figure { margin: 0; } figure img { max-width: 100%; border: 1px solid #eee; } figcaption { font-size: 12px; color: #555; }
 #errors:empty { display: none; } #errors { background: #fee; border: 1px solid #b00020; padding: 8px; }
@@ -98,13 +102,15 @@ let charts = 0;
         el('td', {class: 'num'}, ref ? '' : fmt(r.p, 3)), el('td', {class: 'num'}, r.ci_low === null ? '' : `[${fmt(r.ci_low)}, ${fmt(r.ci_high)}]`)));
     }
     const canvas = el('canvas');
-    panel.append(t, el('div', {class: 'chart'}, canvas));
+    panel.append(el('div', {class: 'final-body'}, t, el('div', {class: 'chart'}, canvas)));
     grid.append(panel);
     const points = f.rows.flatMap((r, i) => r.values.map((y, k) => ({x: i + (k - (r.values.length - 1) / 2) * 0.08, y})));
     new Chart(canvas, {type: 'scatter', data: {datasets: [{data: points, pointRadius: 4,
         backgroundColor: f.rows.flatMap(r => r.values.map(() => color(r.variant)))}]},
       options: {animation: false, maintainAspectRatio: false, plugins: {legend: {display: false}},
-        scales: {x: {min: -0.5, max: f.rows.length - 0.5, ticks: {stepSize: 1, callback: v => (f.rows[v] || {}).variant || ''}},
+        scales: {x: {min: -0.5, max: f.rows.length - 0.5, grid: {display: false},
+                     afterBuildTicks: axis => { axis.ticks = f.rows.map((_, i) => ({value: i})); },
+                     ticks: {autoSkip: false, callback: v => (f.rows[v] || {}).variant || ''}},
                  y: {title: {display: true, text: f.metric}}}}});
     charts++;
   }
@@ -124,7 +130,7 @@ const referencesOf = m => {
     const s = byMetric[r].series[0]; return {label, value: s.mean[s.mean.length - 1]}; });
 };
 const isReference = m => /\/(baseline|random|agglomerative)\/|baseline_mse$/.test(m);
-const main = m => /^(train\/loss|test\/mse|test\/accuracy|test\/.*f1|train\/epoch_loss)$/.test(m) && !isReference(m);
+const main = m => /^(train\/loss|test\/mse|test\/accuracy|test\/[^/]*f1|train\/epoch_loss)$/.test(m) && !isReference(m);
 function curve(c, box) {
   const canvas = el('canvas');
   const head = el('h3', {}, c.metric);
