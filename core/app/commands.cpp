@@ -43,6 +43,7 @@ const std::vector<Command>& commands() {
       {"query", cmd_query, "run SQL on the results database and print a table"},
       {"merge", cmd_merge, "copy the runs of other databases into this one"},
       {"compare", cmd_compare, "per-variant mean, sd and Welch t-test of a metric over seeds"},
+      {"export", cmd_export, "a run's or a study's metrics as CSV"},
       {"report", cmd_report, "one self-contained HTML page of a study: settings, curves, final values, pictures"},
       {"sample", cmd_sample, "generate from a run: Gaussian mixture on root embeddings, then decode"},
       {"bench", cmd_bench, "time a training step and the pair sampler at the paper's size"},
@@ -82,12 +83,17 @@ int cmd_run(const Args& args) {
       ("seed,s", po::value(&req.seeds)->composing(), "seed to run (repeatable; default: the file's seeds)")
       ("set", po::value(&req.overrides)->composing(), "override a setting, e.g. --set train.epochs=2")
       ("jobs,j", po::value(&req.jobs)->default_value(1), "runs executed at once, each in its own process")
-      ("force", po::bool_switch(&req.force), "run again even if a finished run with this config exists");
+      ("force", po::bool_switch(&req.force), "run again even if a finished run with this config exists")
+      ("tag", po::value(&req.tags)->composing(), "key=value stored on each run (repeatable; htm runs and report show it)")
+      ("note", po::value(&req.note), "free text stored on each run as the tag 'note'");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_options("run", args, opts, pos, vm, "FILE [options]")) return 0;
   if (req.jobs < 1) throw Error("--jobs must be at least 1");
+  for (const auto& tag : req.tags)
+    if (tag.find('=') == std::string::npos || tag.front() == '=')
+      throw Error("--tag " + tag + ": expected key=value");
   Registry registry;
   set_graceful_stop(true);  // Ctrl-C checkpoints and records the run interrupted
   return run_experiment(req, registry);
@@ -186,7 +192,9 @@ int cmd_runs(const Args& args) {
       "(SELECT printf('%.5f', value) FROM latest_metrics m WHERE m.run_id = s.id AND m.split = 'test' "
       "AND m.name = 'mse') AS test_mse, "
       "(SELECT printf('%.4f', value) FROM latest_metrics m WHERE m.run_id = s.id AND m.split = 'test' "
-      "AND m.name = 'accuracy') AS test_accuracy, s.error FROM run_summary s" +
+      "AND m.name = 'accuracy') AS test_accuracy, "
+      "(SELECT group_concat(key || '=' || value, ' ') FROM tags t WHERE t.run_id = s.id) AS tags, s.error "
+      "FROM run_summary s" +
       std::string(experiment.empty() ? "" : " WHERE s.experiment = ?") + " ORDER BY s.id DESC LIMIT ?", params);
   for (auto& row : result.rows)  // a running row whose process is gone is shown as what it is
     if (std::find(stale.begin(), stale.end(), std::atoll(row[0].c_str())) != stale.end()) row[4] = "killed*";

@@ -18,6 +18,7 @@ int cmd_runs(const Args& args);
 int cmd_query(const Args& args);
 int cmd_merge(const Args& args);
 int cmd_compare(const Args& args);
+int cmd_export(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_sample(const Args& args);
 int cmd_check_plugin(const Args& args);

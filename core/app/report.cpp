@@ -102,7 +102,7 @@ std::string unquoted(const std::string& toml) {
 
 struct Run {
   int64_t id, seed;
-  std::string variant, status, error, git, artifacts;
+  std::string variant, status, error, git, artifacts, tags;
   double started, ended;
 };
 
@@ -262,7 +262,8 @@ std::string chart_js_source(const std::string& path) {
 std::string report_data(ResultsStore& store, ReportRequest& request) {
   const auto rows = store.query(
       "SELECT r.id, r.variant, r.seed, r.status, coalesce(r.error, ''), coalesce(r.git_revision, ''), "
-      "coalesce(r.artifact_dir, ''), r.started_at, coalesce(r.ended_at, r.heartbeat_at, r.started_at) "
+      "coalesce(r.artifact_dir, ''), r.started_at, coalesce(r.ended_at, r.heartbeat_at, r.started_at), "
+      "coalesce((SELECT group_concat(key || '=' || value, ' ') FROM tags t WHERE t.run_id = r.id), '') "
       "FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE e.name = ? ORDER BY r.id",
       {request.experiment});
   if (rows.rows.empty())
@@ -271,7 +272,7 @@ std::string report_data(ResultsStore& store, ReportRequest& request) {
   std::vector<Run> runs;
   std::vector<std::string> variants;
   for (const auto& r : rows.rows) {
-    runs.push_back({std::stoll(r[0]), std::stoll(r[2]), r[1], r[3], r[4], r[5], r[6], std::stod(r[7]), std::stod(r[8])});
+    runs.push_back({std::stoll(r[0]), std::stoll(r[2]), r[1], r[3], r[4], r[5], r[6], r[9], std::stod(r[7]), std::stod(r[8])});
     if (std::find(variants.begin(), variants.end(), r[1]) == variants.end()) variants.push_back(r[1]);
   }
   std::vector<std::string> metrics = request.metrics;
@@ -296,7 +297,7 @@ std::string report_data(ResultsStore& store, ReportRequest& request) {
          ",\"runs\":" + array(runs, [](const Run& r) {
            return "{\"id\":" + std::to_string(r.id) + ",\"variant\":" + quote(r.variant) + ",\"seed\":" +
                   std::to_string(r.seed) + ",\"status\":" + quote(r.status) + ",\"error\":" + quote(r.error) +
-                  ",\"git\":" + quote(r.git) + ",\"started\":" + number(r.started) + ",\"ended\":" + number(r.ended) + "}";
+                  ",\"git\":" + quote(r.git) + ",\"tags\":" + quote(r.tags) + ",\"started\":" + number(r.started) + ",\"ended\":" + number(r.ended) + "}";
          }) +
          ",\"plugins\":" + array(plugins.rows, [](const std::vector<std::string>& p) { return array(p, quote); }) +
          ",\"differs\":" + differing_settings(store, runs, variants) + ",\"curves\":" + curves(store, runs, variants) +

@@ -66,6 +66,8 @@ let charts = 0;
     (dates.length ? `; ${day(Math.min(...dates))} to ${day(Math.max(...dates))} UTC` : '') +
     `; git ${gits.join(', ') || 'unknown'}; database ${D.database}`));
   h.append(el('div', {class: 'chips'}, ...D.plugins.map(p => el('span', {title: p[3] ? 'sha256 ' + p[3] : ''}, `${p[0]} ${p[1]} ${p[2]}`))));
+  const tags = [...new Set(D.runs.map(r => r.tags).filter(t => t))];
+  if (tags.length) h.append(el('p', {class: 'muted'}, 'tags: ' + tags.join('; ')));
   const failed = D.runs.filter(r => r.status === 'failed' || r.status === 'killed');
   if (failed.length) {
     const t = el('table', {id: 'failed'}, el('tr', {}, el('th', {}, 'run'), el('th', {}, 'variant'), el('th', {}, 'seed'),

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -88,6 +89,13 @@ std::string artifact_dir(const ResolvedConfig& config, const std::string& varian
 
 enum class Outcome { finished, skipped, failed, interrupted };
 
+std::map<std::string, std::string> tags_of(const RunRequest& request) {
+  std::map<std::string, std::string> tags;
+  for (const auto& t : request.tags) tags[t.substr(0, t.find('='))] = t.substr(t.find('=') + 1);
+  if (!request.note.empty()) tags["note"] = request.note;
+  return tags;
+}
+
 constexpr int kRunBusyTimeoutMs = 10 * 60 * 1000;  // a run waits up to 10 minutes for an outside lock
 
 // The first line of an exception's text, without libtorch's backtrace; the whole text goes to
@@ -101,7 +109,8 @@ std::string one_line(const std::exception& e, std::string* full) {
 }
 
 Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t seed, bool force,
-                const Registry& registry, int64_t expected_run = 0) {
+                const Registry& registry, const std::map<std::string, std::string>& tags = {},
+                int64_t expected_run = 0) {
   ResolvedConfig config = file.resolve(variant, registry);
   set_threads(config.settings.runtime.threads);
   const std::string label = config.experiment + "/" + variant + " seed " + std::to_string(seed);
@@ -152,6 +161,7 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   }
   const int64_t run_id = claim.run_id;
   const std::string artifacts = claim.artifact_dir;
+  store.set_tags(run_id, tags);
   auto record_failure = [&](const std::string& message, const std::string& full) {
     std::error_code ec;
     std::filesystem::create_directories(artifacts, ec);
@@ -252,6 +262,8 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
       std::vector<std::string> args = {self, "run", request.file, "--variant", work[next].first,
                                        "--seed", std::to_string(work[next].second)};
       if (request.force) args.push_back("--force");
+      for (const auto& t : request.tags) args.insert(args.end(), {"--tag", t});
+      if (!request.note.empty()) args.insert(args.end(), {"--note", request.note});
       for (const auto& o : request.overrides) args.insert(args.end(), {"--set", o});
       if (!user_threads)
         args.insert(args.end(), {"--set", "runtime.threads=" + std::to_string(std::max(1u, cores / request.jobs))});
@@ -313,7 +325,7 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
   int code = 0;
   for (const auto& [variant, seed] : work) {
     if (interrupt_requested()) return 130;
-    switch (run_one(file, variant, seed, request.force, registry)) {
+    switch (run_one(file, variant, seed, request.force, registry, tags_of(request))) {
       case Outcome::interrupted: return 130;
       case Outcome::failed: code = 1; break;
       default: break;
@@ -347,7 +359,7 @@ int resume_run(int64_t run_id, const std::string& db, const std::vector<std::str
     throw Error("'" + source + "' now resolves to another config for variant '" + variant + "' (hash " + config.hash +
                 "; run " + std::to_string(run_id) + " has " + hash +
                 "): give the --set options it was started with, or restore the file");
-  switch (run_one(file, variant, seed, false, registry, run_id)) {
+  switch (run_one(file, variant, seed, false, registry, {}, run_id)) {
     case Outcome::interrupted: return 130;
     case Outcome::failed: return 1;
     default: return 0;

@@ -19,6 +19,8 @@ struct RunRequest {
   std::vector<int64_t> seeds;          ///< empty: the file's [experiment] seeds
   int jobs = 1;
   bool force = false;                  ///< run again even when a finished run exists
+  std::vector<std::string> tags;       ///< --tag key=value, stored on each run (tags table)
+  std::string note;                    ///< --note TEXT, stored as the tag "note"
 };
 
 /// Runs every requested variant × seed; returns the process exit code (0 all finished,

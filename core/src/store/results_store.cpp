@@ -406,6 +406,15 @@ void ResultsStore::add_artifact(int64_t run_id, const std::string& kind, const s
   transaction.commit();
 }
 
+void ResultsStore::set_tags(int64_t run_id, const std::map<std::string, std::string>& tags) {
+  if (tags.empty()) return;
+  Transaction transaction(db_, path_);
+  require_run(db_, path_, run_id);
+  Statement insert(db_, path_, "INSERT OR REPLACE INTO tags(run_id, key, value) VALUES (?, ?, ?)");
+  for (const auto& [key, value] : tags) insert.bind_int(1, run_id).bind_text(2, key).bind_text(3, value).run();
+  transaction.commit();
+}
+
 void ResultsStore::finish_run(int64_t run_id, RunStatus status, const std::string& error) {
   Transaction transaction(db_, path_);
   Statement update(db_, path_, "UPDATE runs SET status = ?, ended_at = ?, error = ? WHERE id = ?");

@@ -118,6 +118,8 @@ class ResultsStore {
                    const std::vector<Metric>& metrics);
   void add_artifact(int64_t run_id, const std::string& kind, const std::string& path,
                     int64_t step);
+  /// Stores `tags` on the run (the tags table), replacing values of the same keys.
+  void set_tags(int64_t run_id, const std::map<std::string, std::string>& tags);
   /// Sets the final status, end time and (for failures) the error message.
   void finish_run(int64_t run_id, RunStatus status, const std::string& error = "");
   /// Id of a finished run with this identity, if any (lets a sweep skip what is done).
