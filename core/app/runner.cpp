@@ -201,6 +201,16 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
     if (!std::isnan(r.linear_accuracy) && !std::isnan(s.accuracy))
       std::printf("[%s] reference: a linear (ridge) classifier on the raw input %.4f\n", label.c_str(),
                   r.linear_accuracy);
+    // Data with a true hierarchy: the scores that matter, beside the random-merge floor.
+    const auto f1 = store.query("SELECT name, value FROM latest_metrics WHERE run_id = ? AND split = 'test' AND name IN "
+                                "('cluster_f1', 'sibling_f1', 'random/cluster_f1', 'random/sibling_f1') ORDER BY name",
+                                {run_id});
+    std::map<std::string, std::string> scores;
+    for (const auto& row : f1.rows) scores[row[0]] = row[1];
+    if (scores.count("cluster_f1"))
+      std::printf("[%s] hierarchy: cluster F1 %s (random merges %s), sibling F1 %s (random %s)\n", label.c_str(),
+                  scores["cluster_f1"].c_str(), scores["random/cluster_f1"].c_str(), scores["sibling_f1"].c_str(),
+                  scores["random/sibling_f1"].c_str());
     return Outcome::finished;
   } catch (const Interrupted&) {
     store.finish_run(run_id, RunStatus::interrupted, "interrupted by a signal; htm run resumes it");
