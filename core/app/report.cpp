@@ -48,7 +48,7 @@ std::string quote(const std::string& text) {
 std::string number(double value) {
   if (!std::isfinite(value)) return "null";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", value);
+  std::snprintf(buf, sizeof buf, "%.15g", value);
   return buf;
 }
 
@@ -159,7 +159,7 @@ std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std:
   for (const Run& r : runs) variant_of[r.id] = r.variant;
   // metric → variant → step → run → value (the last logged at that step)
   std::map<std::string, std::map<std::string, std::map<int64_t, std::map<int64_t, double>>>> data;
-  const auto rows = store.query("SELECT run_id, split || '/' || name, step, value FROM metrics WHERE run_id IN " +
+  const auto rows = store.query("SELECT run_id, split || '/' || name, step, printf('%.9g', value) FROM metrics WHERE run_id IN " +
                                 in_list(runs) + " AND value IS NOT NULL ORDER BY rowid");
   for (const auto& row : rows.rows) {
     const int64_t run = std::stoll(row[0]);
@@ -262,7 +262,8 @@ std::string chart_js_source(const std::string& path) {
 std::string report_data(ResultsStore& store, ReportRequest& request) {
   const auto rows = store.query(
       "SELECT r.id, r.variant, r.seed, r.status, coalesce(r.error, ''), coalesce(r.git_revision, ''), "
-      "coalesce(r.artifact_dir, ''), r.started_at, coalesce(r.ended_at, r.heartbeat_at, r.started_at), "
+      "coalesce(r.artifact_dir, ''), printf('%.3f', r.started_at), "  // query() cells keep 6 digits: times need more
+      "printf('%.3f', coalesce(r.ended_at, r.heartbeat_at, r.started_at)), "
       "coalesce((SELECT group_concat(key || '=' || value, ' ') FROM tags t WHERE t.run_id = r.id), '') "
       "FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE e.name = ? ORDER BY r.id",
       {request.experiment});
