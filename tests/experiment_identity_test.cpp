@@ -51,5 +51,27 @@ TEST_F(ExperimentIdentity, TheHashIgnoresWhatDoesNotChangeTheResult) {
   EXPECT_NE(resolve("[train]\nlr = 0.001\n[model]\nschedule = [2]\n").hash, base.hash);
 }
 
+TEST_F(ExperimentIdentity, SweepsAddGridAxesCrossedWithTheFilesVariants) {
+  std::ofstream(exp()) << "[experiment]\nname = \"sweep\"\n[variants.wide]\n[variants.narrow]\nmodel.dim = 32\n";
+  ExperimentFile file = ExperimentFile::load(exp());
+  file.add_sweep("train.lr=1e-3,3e-3");
+  file.add_sweep("policy.plugin=learned,random");  // bare words: strings
+  const std::vector<std::string> expected = {
+      "wide/train.lr=0.001,policy.plugin=learned",   "wide/train.lr=0.001,policy.plugin=random",
+      "wide/train.lr=0.003,policy.plugin=learned",   "wide/train.lr=0.003,policy.plugin=random",
+      "narrow/train.lr=0.001,policy.plugin=learned", "narrow/train.lr=0.001,policy.plugin=random",
+      "narrow/train.lr=0.003,policy.plugin=learned", "narrow/train.lr=0.003,policy.plugin=random"};
+  EXPECT_EQ(file.variants(), expected);
+  const ResolvedConfig config = file.resolve("narrow/train.lr=0.003,policy.plugin=random", registry_);
+  EXPECT_EQ(config.settings.train.lr, 3e-3);
+  EXPECT_EQ(config.settings.model.dim, 32);
+  EXPECT_EQ(config.policy.name, "random");
+  EXPECT_EQ(htm::testing::error_of([&] { file.add_sweep("nonsense"); }),
+            "--sweep nonsense: expected KEY=A,B,..., like train.lr=1e-3,3e-3");
+  file.add_sweep("train.lrr=1,2");  // a key is checked where settings are: at resolution
+  EXPECT_THAT(htm::testing::error_of([&] { file.resolve(file.variants().front(), registry_); }),
+              ::testing::HasSubstr("--sweep train.lrr=1,2: unknown key 'train.lrr'"));
+}
+
 }  // namespace
 }  // namespace htm

@@ -82,6 +82,7 @@ int cmd_run(const Args& args) {
       ("variant,v", po::value(&req.variants)->composing(), "variant to run (repeatable; default: all)")
       ("seed,s", po::value(&req.seeds)->composing(), "seed to run (repeatable; default: the file's seeds)")
       ("set", po::value(&req.overrides)->composing(), "override a setting, e.g. --set train.epochs=2")
+      ("sweep", po::value(&req.sweeps)->composing(), "one variant per value, e.g. --sweep train.lr=1e-3,3e-3 (a [grid] axis)")
       ("jobs,j", po::value(&req.jobs)->default_value(1), "runs executed at once, each in its own process")
       ("force", po::bool_switch(&req.force), "run again even if a finished run with this config exists")
       ("tag", po::value(&req.tags)->composing(), "key=value stored on each run (repeatable; htm runs and report show it)")
@@ -103,10 +104,11 @@ int cmd_resume(const Args& args) {
   po::options_description opts("options");
   int64_t run_id = 0;
   std::string db;
-  std::vector<std::string> overrides;
+  std::vector<std::string> overrides, sweeps;
   opts.add_options()
       ("run", po::value(&run_id)->required(), "run id (see htm runs): an interrupted or killed run")
       ("set", po::value(&overrides)->composing(), "the --set options the run was started with")
+      ("sweep", po::value(&sweeps)->composing(), "the --sweep options the run was started with")
       ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
   po::positional_options_description pos;
   pos.add("run", 1);
@@ -114,23 +116,25 @@ int cmd_resume(const Args& args) {
   if (!parse_options("resume", args, opts, pos, vm, "RUN [--set k=v ...] [--db PATH]")) return 0;
   Registry registry;
   set_graceful_stop(true);
-  return resume_run(run_id, db, overrides, registry);
+  return resume_run(run_id, db, overrides, sweeps, registry);
 }
 
 int cmd_config(const Args& args) {
   po::options_description opts("options");
   std::string file;
-  std::vector<std::string> variants, overrides;
+  std::vector<std::string> variants, overrides, sweeps;
   opts.add_options()
       ("file", po::value(&file)->required(), "experiment file (TOML)")
       ("variant,v", po::value(&variants)->composing(), "variant (repeatable; default: all)")
-      ("set", po::value(&overrides)->composing(), "override a setting");
+      ("set", po::value(&overrides)->composing(), "override a setting")
+      ("sweep", po::value(&sweeps)->composing(), "one variant per value, e.g. --sweep train.lr=1e-3,3e-3");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_options("config", args, opts, pos, vm, "FILE [options]")) return 0;
   Registry registry;
   ExperimentFile ex = ExperimentFile::load(file, overrides);
+  for (const auto& sweep : sweeps) ex.add_sweep(sweep);
   for (const auto& v : variants.empty() ? ex.variants() : variants) {
     ResolvedConfig config = ex.resolve(v, registry);
     std::printf("# variant %s (config hash %s)\n%s\n", v.c_str(), config.hash.c_str(), config.toml.c_str());

@@ -275,6 +275,7 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
       for (const auto& t : request.tags) args.insert(args.end(), {"--tag", t});
       if (!request.note.empty()) args.insert(args.end(), {"--note", request.note});
       for (const auto& o : request.overrides) args.insert(args.end(), {"--set", o});
+      for (const auto& w : request.sweeps) args.insert(args.end(), {"--sweep", w});
       if (!user_threads)
         args.insert(args.end(), {"--set", "runtime.threads=" + std::to_string(std::max(1u, cores / request.jobs))});
       std::vector<char*> argv;
@@ -313,6 +314,7 @@ std::string git_revision() {
 int run_experiment(const RunRequest& request, const Registry& registry) {
   for (const auto& warning : registry.warnings()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   ExperimentFile file = ExperimentFile::load(request.file, request.overrides);
+  for (const auto& sweep : request.sweeps) file.add_sweep(sweep);
   std::vector<std::string> variants = request.variants.empty() ? file.variants() : request.variants;
   std::vector<std::pair<std::string, int64_t>> work;
   std::string results;
@@ -345,7 +347,7 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
 }
 
 int resume_run(int64_t run_id, const std::string& db, const std::vector<std::string>& overrides,
-               const Registry& registry) {
+               const std::vector<std::string>& sweeps, const Registry& registry) {
   std::string source, variant;
   int64_t seed = 0;
   std::string hash;
@@ -364,6 +366,7 @@ int resume_run(int64_t run_id, const std::string& db, const std::vector<std::str
   std::vector<std::string> settings = overrides;
   settings.push_back("runtime.results=" + to_toml(Value(db)));  // the database it is recorded in
   ExperimentFile file = ExperimentFile::load(source, settings);
+  for (const auto& sweep : sweeps) file.add_sweep(sweep);
   const ResolvedConfig config = file.resolve(variant, registry);
   if (config.hash != hash)
     throw Error("'" + source + "' now resolves to another config for variant '" + variant + "' (hash " + config.hash +

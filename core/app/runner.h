@@ -15,6 +15,7 @@ namespace htm {
 struct RunRequest {
   std::string file;
   std::vector<std::string> overrides;  ///< --set k=v
+  std::vector<std::string> sweeps;     ///< --sweep k=a,b,c: grid axes added to the file's
   std::vector<std::string> variants;   ///< empty: all
   std::vector<int64_t> seeds;          ///< empty: the file's [experiment] seeds
   int jobs = 1;
@@ -30,7 +31,7 @@ int run_experiment(const RunRequest& request, const Registry& registry);
 /// `htm resume RUN`: continues an interrupted or killed run from its checkpoint. The experiment
 /// file (with `overrides`) must still resolve to the run's config hash.
 int resume_run(int64_t run_id, const std::string& db, const std::vector<std::string>& overrides,
-               const Registry& registry);
+               const std::vector<std::string>& sweeps, const Registry& registry);
 
 /// The checkout's git revision (with "-dirty" for uncommitted changes), or "unknown".
 std::string git_revision();

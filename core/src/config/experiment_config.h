@@ -60,6 +60,10 @@ class ExperimentFile {
   ExperimentFile& operator=(ExperimentFile&&) noexcept;
 
   const std::string& path() const { return path_; }
+  /// `--sweep key=a,b,c`: adds the axis `key` with those values (TOML, or bare words taken as
+  /// strings) to the file's [grid], so each value becomes a variant (crossed with the file's
+  /// variants and grid, as a [grid] axis would be). Throws htm::Error naming the option.
+  void add_sweep(const std::string& item);
   /// Variant names in the order the file declares them; {"default"} when it declares none.
   std::vector<std::string> variants() const;
   /// Resolves one variant: base tables, then the variant's overrides, then `--set` overrides,

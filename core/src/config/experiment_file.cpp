@@ -120,6 +120,11 @@ ExperimentFile ExperimentFile::parse(const std::string& text, const std::string&
   return file;
 }
 
+void ExperimentFile::add_sweep(const std::string& item) {
+  config::merge_layer(parsed_->root, config::parse_sweep(item));
+  config::variant_list(parsed_->root);  // a bad key or value is reported now, naming the option
+}
+
 ExperimentFile::~ExperimentFile() = default;
 ExperimentFile::ExperimentFile(ExperimentFile&&) noexcept = default;
 ExperimentFile& ExperimentFile::operator=(ExperimentFile&&) noexcept = default;

@@ -226,6 +226,31 @@ Node parse_override(const std::string& text) {
   return at_path(key, std::move(value));
 }
 
+Node parse_sweep(const std::string& text) {
+  const Where at{"--sweep " + text};
+  const size_t equals = text.find('=');
+  if (equals == std::string::npos || equals == 0) fail(at, "expected KEY=A,B,..., like train.lr=1e-3,3e-3");
+  const std::string key = text.substr(0, equals), raw = text.substr(equals + 1);
+  Node values;
+  try {
+    toml::table parsed = toml::parse("v = [" + raw + "]");
+    values = to_node(*parsed.get("v"), {});
+  } catch (const toml::parse_error&) {  // bare words: the strings they spell
+    std::vector<std::string> words;
+    std::stringstream stream(raw);
+    for (std::string word; std::getline(stream, word, ',');) words.push_back(word);
+    values = leaf(Value(words), at, at);
+  }
+  values.key_at = values.value_at = at;
+  if (!values.value || !is_list(type_of(*values.value)) || is_empty_list(*values.value))
+    fail(at, "expects one or more values of one type after '=', got " + values.what);
+  Node grid = table_at(at);
+  grid.children.push_back({key, std::move(values)});
+  Node root = table_at(at);
+  root.children.push_back({"grid", std::move(grid)});
+  return root;
+}
+
 void merge(Node& base, const Node& over, const ReplacesWhole& replaces_whole) {
   for (const Node::Entry& entry : over.children) {
     Node* mine = base.find(entry.key);

@@ -54,6 +54,9 @@ Node leaf(Value value, const Where& key_at, const Where& value_at);
 Node at_path(const std::string& key, Node leaf);
 /// "train.epochs=2" as a tree; the value is TOML, or else the text itself as a string.
 Node parse_override(const std::string& text);
+/// "train.lr=1e-3,3e-3" as a tree holding [grid] "train.lr" = [1e-3, 3e-3]; values are TOML,
+/// or else comma-separated bare words taken as strings.
+Node parse_sweep(const std::string& text);
 /// Throws unless `node` is a table: "'KEY' expects a table, got ...".
 void expect_table(const Node& node, const std::string& key);
 
