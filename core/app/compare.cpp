@@ -1,5 +1,6 @@
 #include "compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -58,13 +59,22 @@ WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>
 }
 
 std::vector<CompareRow> compare_variants(ResultsStore& store, const std::string& experiment, const std::string& split,
-                                         const std::string& metric, std::string& reference) {
+                                         const std::string& metric, std::string& reference, const RunFilter& filter) {
   // The last value of the metric in every finished run, grouped by variant in run order.
-  auto rows = store.query(
+  std::string sql =
       "SELECT r.variant, m.value, r.config_hash FROM runs r JOIN experiments e ON e.id = r.experiment_id "
       "JOIN latest_metrics m ON m.run_id = r.id WHERE e.name = ? AND r.status = 'finished' "
-      "AND m.split = ? AND m.name = ? AND m.value IS NOT NULL ORDER BY r.id",
-      {experiment, split, metric});
+      "AND m.split = ? AND m.name = ? AND m.value IS NOT NULL";
+  std::vector<SqlValue> params = {experiment, split, metric};
+  if (!filter.hash.empty()) {
+    sql += " AND substr(r.config_hash, 1, length(?)) = ?";
+    params.insert(params.end(), {filter.hash, filter.hash});
+  }
+  for (const auto& [key, value] : filter.tags) {
+    sql += " AND EXISTS (SELECT 1 FROM tags t WHERE t.run_id = r.id AND t.key = ? AND t.value = ?)";
+    params.insert(params.end(), {key, value});
+  }
+  auto rows = store.query(sql + " ORDER BY r.id", params);
   std::vector<std::string> order;
   std::map<std::string, std::vector<double>> values;
   std::map<std::string, std::set<std::string>> configs;
@@ -74,8 +84,9 @@ std::vector<CompareRow> compare_variants(ResultsStore& store, const std::string&
     configs[row[0]].insert(row[2]);
   }
   if (order.empty())
-    throw Error("no finished run of experiment '" + experiment + "' has a " + split + " metric '" + metric +
-                "' in " + store.path());
+    throw Error("no finished run of experiment '" + experiment + "' has a " + split + " metric '" + metric + "'" +
+                (filter.hash.empty() && filter.tags.empty() ? "" : " among the runs the filters select") + " in " +
+                store.path());
   if (reference.empty()) reference = order.front();
   if (!values.count(reference)) throw Error("experiment '" + experiment + "' has no finished variant '" + reference + "'");
   const std::vector<double>& ref = values[reference];
@@ -107,20 +118,58 @@ std::vector<CompareRow> compare_variants(ResultsStore& store, const std::string&
 
 int cmd_compare(const Args& args) {
   po::options_description opts("options");
-  std::string experiment, metric, split, reference, db;
+  std::string experiment, split, reference, db;
+  std::vector<std::string> metrics, tags;
+  RunFilter filter;
   opts.add_options()
       ("experiment", po::value(&experiment)->required(), "experiment name (as `htm runs` shows it)")
-      ("metric,m", po::value(&metric)->default_value("mse"), "metric name, e.g. mse")
+      ("metric,m", po::value(&metrics)->composing(), "metric name, e.g. mse (repeatable: one column each; default mse)")
       ("split", po::value(&split)->default_value("test"), "metric split: test or train")
       ("reference,r", po::value(&reference), "variant the others are compared with (default: the first run's)")
+      ("hash", po::value(&filter.hash), "only runs whose config hash starts with this")
+      ("tag", po::value(&tags)->composing(), "only runs tagged key=value (repeatable: all of them)")
       ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
   po::positional_options_description pos;
   pos.add("experiment", 1);
   po::variables_map vm;
-  if (!parse_options("compare", args, opts, pos, vm, "EXPERIMENT [--metric M] [--reference VARIANT]")) return 0;
+  if (!parse_options("compare", args, opts, pos, vm, "EXPERIMENT [--metric M...] [--reference VARIANT] [--hash H] [--tag k=v]"))
+    return 0;
+  if (metrics.empty()) metrics = {"mse"};
+  for (const auto& tag : tags) {
+    const size_t equals = tag.find('=');
+    if (equals == std::string::npos || equals == 0) throw Error("--tag " + tag + ": expected key=value");
+    filter.tags.emplace_back(tag.substr(0, equals), tag.substr(equals + 1));
+  }
 
   ResultsStore store(db, OpenMode::read_only);
-  const std::vector<CompareRow> rows = compare_variants(store, experiment, split, metric, reference);
+  if (metrics.size() > 1) {  // several metrics: one column each, mean ± sd and p against the reference
+    QueryResult table;
+    table.columns = {"variant", "n"};
+    std::vector<std::vector<CompareRow>> columns;
+    for (const auto& metric : metrics) {
+      columns.push_back(compare_variants(store, experiment, split, metric, reference, filter));
+      table.columns.push_back(metric + " mean +- sd");
+      table.columns.push_back("p");
+    }
+    for (const auto& first : columns.front()) {
+      std::vector<std::string> line = {first.variant, std::to_string(first.values.size())};
+      for (const auto& column : columns) {
+        auto found = std::find_if(column.begin(), column.end(), [&](const CompareRow& r) { return r.variant == first.variant; });
+        if (found == column.end()) {
+          line.insert(line.end(), {"", ""});
+          continue;
+        }
+        line.push_back(fixed(found->mean) + (std::isnan(found->sd) ? "" : " +- " + fixed(found->sd, 2)));
+        line.push_back(found->variant == reference ? "" : fixed(found->p_value, 3));
+      }
+      table.rows.push_back(line);
+    }
+    std::printf("%s %s metrics, last value per finished run, p (Welch) against %s\n%s", experiment.c_str(),
+                split.c_str(), reference.c_str(), format_table(table).c_str());
+    return 0;
+  }
+  const std::string& metric = metrics.front();
+  const std::vector<CompareRow> rows = compare_variants(store, experiment, split, metric, reference, filter);
   QueryResult table;
   table.columns = {"variant", "n", "mean", "sd", "diff vs " + reference, "p (Welch)", "95% CI of diff"};
   for (const auto& r : rows) {
@@ -134,7 +183,7 @@ int cmd_compare(const Args& args) {
   for (const auto& r : rows)
     if (r.configs > 1)
       std::printf("note: variant '%s' pools runs of %zu different resolved configs (--set overrides?); "
-                  "see `htm query \"SELECT id, seed, config_hash FROM runs\"`\n",
+                  "see `htm query \"SELECT id, seed, config_hash FROM runs\"` and compare --hash\n",
                   r.variant.c_str(), r.configs);
   return 0;
 }

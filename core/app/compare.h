@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace htm {
@@ -27,11 +28,19 @@ struct CompareRow {
   size_t configs = 1;          ///< distinct resolved configs pooled in this variant
 };
 
+/// Which runs a comparison takes: those whose config hash starts with `hash` (when given) and
+/// that carry every `tags` key=value.
+struct RunFilter {
+  std::string hash;
+  std::vector<std::pair<std::string, std::string>> tags;
+};
+
 class ResultsStore;
 /// The comparison `htm compare` prints (and `htm report` shows) of `split`/`metric` in the
 /// experiment's finished runs, variants in first-run order. `reference` empty: the first
 /// variant (it is set to the one used). Throws htm::Error when nothing matches.
 std::vector<CompareRow> compare_variants(ResultsStore& store, const std::string& experiment, const std::string& split,
-                                         const std::string& metric, std::string& reference);
+                                         const std::string& metric, std::string& reference,
+                                         const RunFilter& filter = {});
 
 }  // namespace htm
