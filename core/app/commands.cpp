@@ -86,12 +86,16 @@ int cmd_run(const Args& args) {
       ("jobs,j", po::value(&req.jobs)->default_value(1), "runs executed at once, each in its own process")
       ("force", po::bool_switch(&req.force), "run again even if a finished run with this config exists")
       ("tag", po::value(&req.tags)->composing(), "key=value stored on each run (repeatable; htm runs and report show it)")
-      ("note", po::value(&req.note), "free text stored on each run as the tag 'note'");
+      ("note", po::value(&req.note), "free text stored on each run as the tag 'note'")
+      ("quiet,q", "no progress lines: only each run's final lines and errors")
+      ("verbose", "also a line per evaluation with its scores");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_options("run", args, opts, pos, vm, "FILE [options]")) return 0;
   if (req.jobs < 1) throw Error("--jobs must be at least 1");
+  if (vm.count("quiet") && vm.count("verbose")) throw Error("--quiet and --verbose contradict each other");
+  req.verbosity = vm.count("quiet") ? 0 : vm.count("verbose") ? 2 : 1;
   for (const auto& tag : req.tags)
     if (tag.find('=') == std::string::npos || tag.front() == '=')
       throw Error("--tag " + tag + ": expected key=value");

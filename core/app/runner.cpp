@@ -1,15 +1,20 @@
 #include "runner.h"
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -110,7 +115,7 @@ std::string one_line(const std::exception& e, std::string* full) {
 
 Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t seed, bool force,
                 const Registry& registry, const std::map<std::string, std::string>& tags = {},
-                int64_t expected_run = 0) {
+                int verbosity = 1, int64_t expected_run = 0) {
   ResolvedConfig config = file.resolve(variant, registry);
   set_threads(config.settings.runtime.threads);
   const std::string label = config.experiment + "/" + variant + " seed " + std::to_string(seed);
@@ -178,6 +183,7 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   try {
     TrainerOptions options;
     options.resume = claim.outcome == Claim::Outcome::resumed;
+    options.verbosity = verbosity;
     Trainer trainer(*ex, store, run_id, artifacts, seed, label, options);
     TrainSummary s = trainer.run();
     store.finish_run(run_id, RunStatus::finished);
@@ -226,12 +232,44 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   }
 }
 
+// The last line of a worker's log that is a progress line ("... step S/T ... ETA ...").
+std::string last_progress(const std::string& log) {
+  std::ifstream in(log, std::ios::binary | std::ios::ate);
+  const std::streamoff size = in.tellg();
+  if (size <= 0) return "starting";
+  in.seekg(std::max<std::streamoff>(0, size - 4096));
+  std::string tail((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (char& c : tail)
+    if (c == '\r') c = '\n';
+  std::string best = "starting";
+  std::istringstream lines(tail);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(" ETA ") != std::string::npos) best = line;
+  return best;
+}
+
+// A finished worker's log without its progress lines: what a non-TTY run would have printed.
+void print_outcome(const std::string& log) {
+  std::ifstream in(log, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (char& c : text)
+    if (c == '\r') c = '\n';
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line.find(" ETA ") == std::string::npos) std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
 // --jobs N: each variant × seed in its own process, N at a time. Workers get their own process
 // group (a terminal's Ctrl-C reaches the parent alone, which forwards it once) and die with
-// the parent (HTM_WORKER_OF: they ask the kernel for SIGTERM when it goes).
-int run_parallel(const RunRequest& request, const std::vector<std::pair<std::string, int64_t>>& work) {
+// the parent (HTM_WORKER_OF: they ask the kernel for SIGTERM when it goes). On a terminal the
+// workers write to log files under `logs` and the parent keeps one live line per running job.
+int run_parallel(const RunRequest& request, const std::vector<std::pair<std::string, int64_t>>& work,
+                 const std::string& logs) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const bool live = isatty(fileno(stderr)) && request.verbosity >= 1;
+  if (live) std::filesystem::create_directories(logs);
   bool user_threads = false;
   for (const auto& o : request.overrides) user_threads |= o.rfind("runtime.threads", 0) == 0;
   std::vector<std::string> environment;
@@ -253,25 +291,40 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
     ~Attr() { posix_spawnattr_destroy(attr); }
   } attr_owner{&attr};
 
-  size_t next = 0;
-  int running = 0, worst = 0;
-  auto reap = [&]() {
-    int status = 0;
-    const pid_t pid = wait(&status);
-    if (pid > 0) {
-      --running;
-      forget_worker(pid);
-      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      worst = std::max(worst, code);
-    } else if (errno == ECHILD) {
-      running = 0;
-    }
+  struct Job {
+    std::string label, log;
   };
-  while ((next < work.size() && !interrupt_requested()) || running > 0) {
-    if (next < work.size() && running < request.jobs && !interrupt_requested()) {
-      std::vector<std::string> args = {self, "run", request.file, "--variant", work[next].first,
-                                       "--seed", std::to_string(work[next].second)};
+  std::map<pid_t, Job> jobs;
+  size_t next = 0, done = 0;
+  int worst = 0, drawn = 0;
+  auto erase_block = [&] {
+    for (; drawn > 0; --drawn) std::fprintf(stderr, "\x1b[1A\x1b[2K");
+  };
+  auto draw_block = [&] {
+    std::fprintf(stderr, "jobs: %zu done, %zu running, %zu left\n", done, jobs.size(), work.size() - next);
+    for (const auto& [pid, job] : jobs) std::fprintf(stderr, "  %.150s\n", last_progress(job.log).c_str());
+    drawn = 1 + static_cast<int>(jobs.size());
+    std::fflush(stderr);
+  };
+  auto finished = [&](pid_t pid, int status) {
+    auto found = jobs.find(pid);
+    if (found == jobs.end()) return;
+    forget_worker(pid);
+    if (live) {
+      erase_block();
+      print_outcome(found->second.log);
+    }
+    jobs.erase(found);
+    ++done;
+    worst = std::max(worst, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  };
+  while ((next < work.size() && !interrupt_requested()) || !jobs.empty()) {
+    if (next < work.size() && static_cast<int>(jobs.size()) < request.jobs && !interrupt_requested()) {
+      const auto& [variant, seed] = work[next];
+      std::vector<std::string> args = {self, "run", request.file, "--variant", variant, "--seed", std::to_string(seed)};
       if (request.force) args.push_back("--force");
+      if (request.verbosity == 0) args.push_back("--quiet");
+      if (request.verbosity == 2) args.push_back("--verbose");
       for (const auto& t : request.tags) args.insert(args.end(), {"--tag", t});
       if (!request.note.empty()) args.insert(args.end(), {"--note", request.note});
       for (const auto& o : request.overrides) args.insert(args.end(), {"--set", o});
@@ -281,16 +334,43 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
+      Job job{variant + " seed " + std::to_string(seed), ""};
+      posix_spawn_file_actions_t files;
+      posix_spawn_file_actions_init(&files);
+      if (live) {
+        std::string name = variant + "-seed" + std::to_string(seed);
+        for (char& c : name)
+          if (!std::isalnum(static_cast<unsigned char>(c)) && std::string("-_.=,+").find(c) == std::string::npos) c = '_';
+        job.log = logs + "/" + name + ".log";
+        posix_spawn_file_actions_addopen(&files, 1, job.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        posix_spawn_file_actions_adddup2(&files, 1, 2);
+      }
       pid_t pid;
-      if (posix_spawn(&pid, self.c_str(), nullptr, &attr, argv.data(), envp.data()) != 0)
-        throw Error("cannot start a worker process for " + work[next].first);
+      const int rc = posix_spawn(&pid, self.c_str(), &files, &attr, argv.data(), envp.data());
+      posix_spawn_file_actions_destroy(&files);
+      if (rc != 0) throw Error("cannot start a worker process for " + variant);
       remember_worker(pid);
-      ++running;
+      jobs[pid] = job;
       ++next;
-    } else {
-      reap();
+      continue;
     }
+    int status = 0;
+    if (!live) {  // a plain log: block until a worker ends
+      const pid_t pid = wait(&status);
+      if (pid > 0) finished(pid, status);
+      else if (errno == ECHILD) jobs.clear();
+      continue;
+    }
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      finished(pid, status);
+      continue;
+    }
+    erase_block();
+    draw_block();
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
+  if (live) erase_block();
   if (interrupt_requested()) {
     for (size_t i = next; i < work.size(); ++i)
       std::fprintf(stderr, "[%s seed %lld] not started (interrupted before its turn)\n", work[i].first.c_str(),
@@ -317,11 +397,12 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
   for (const auto& sweep : request.sweeps) file.add_sweep(sweep);
   std::vector<std::string> variants = request.variants.empty() ? file.variants() : request.variants;
   std::vector<std::pair<std::string, int64_t>> work;
-  std::string results;
+  std::string results, logs;
   for (const auto& variant : variants) {
     // Resolving every variant first reports any config error before a single run starts.
     ResolvedConfig config = file.resolve(variant, registry);
     results = config.settings.runtime.results;
+    logs = config.settings.runtime.artifacts + "/" + config.experiment + "/logs";
     auto seeds = request.seeds.empty() ? config.settings.experiment.seeds : request.seeds;
     for (int64_t seed : seeds)
       if (std::find(work.begin(), work.end(), std::make_pair(variant, seed)) == work.end())  // repeats collapse
@@ -332,12 +413,12 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
     for (int64_t id : store.settle_stale())
       std::fprintf(stderr, "note: run %lld had lost its process; recorded as killed\n", static_cast<long long>(id));
   }
-  if (request.jobs > 1 && work.size() > 1) return run_parallel(request, work);
+  if (request.jobs > 1 && work.size() > 1) return run_parallel(request, work, logs);
 
   int code = 0;
   for (const auto& [variant, seed] : work) {
     if (interrupt_requested()) return 130;
-    switch (run_one(file, variant, seed, request.force, registry, tags_of(request))) {
+    switch (run_one(file, variant, seed, request.force, registry, tags_of(request), request.verbosity)) {
       case Outcome::interrupted: return 130;
       case Outcome::failed: code = 1; break;
       default: break;
@@ -372,7 +453,7 @@ int resume_run(int64_t run_id, const std::string& db, const std::vector<std::str
     throw Error("'" + source + "' now resolves to another config for variant '" + variant + "' (hash " + config.hash +
                 "; run " + std::to_string(run_id) + " has " + hash +
                 "): give the --set options it was started with, or restore the file");
-  switch (run_one(file, variant, seed, false, registry, {}, run_id)) {
+  switch (run_one(file, variant, seed, false, registry, {}, 1, run_id)) {
     case Outcome::interrupted: return 130;
     case Outcome::failed: return 1;
     default: return 0;

@@ -22,6 +22,7 @@ struct RunRequest {
   bool force = false;                  ///< run again even when a finished run exists
   std::vector<std::string> tags;       ///< --tag key=value, stored on each run (tags table)
   std::string note;                    ///< --note TEXT, stored as the tag "note"
+  int verbosity = 1;                   ///< 0 --quiet, 1, 2 --verbose (TrainerOptions::verbosity)
 };
 
 /// Runs every requested variant × seed; returns the process exit code (0 all finished,

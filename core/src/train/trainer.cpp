@@ -110,6 +110,7 @@ torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const 
 
 void Trainer::progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho,
                        int64_t depth, double images_per_s, double elapsed_s, bool final_line) {
+  if (options_.verbosity == 0) return;
   static const bool tty = isatty(fileno(stderr));
   const double eta = step > 0 ? elapsed_s / step * (total_steps - step) : 0;
   std::fprintf(stderr, "%s[%s] epoch %lld step %lld/%lld loss %.5f rho %.2f depth %lld %.1f img/s ETA %s%s",
@@ -180,6 +181,14 @@ TrainSummary Trainer::run() {
     if (!std::isnan(e.mse)) m.push_back({"mse", e.mse});
     if (!std::isnan(e.accuracy)) m.push_back({"accuracy", e.accuracy});
     store_.log_metrics(run_id_, step, epoch, "test", m);
+    if (options_.verbosity >= 2) {
+      std::string scores;
+      for (const auto& metric : m)
+        if (metric.name == "mse" || metric.name == "accuracy" || metric.name == "cluster_f1" || metric.name == "sibling_f1")
+          scores += (scores.empty() ? "" : ", ") + metric.name + " " + std::to_string(metric.value);
+      std::fprintf(stderr, "\n[%s] evaluation at step %lld: %s\n", label_.c_str(), static_cast<long long>(step),
+                   scores.c_str());
+    }
     state.test_mse = e.mse;
     state.accuracy = e.accuracy;
   };

@@ -51,6 +51,9 @@ struct TrainerOptions {
   /// Continue from the artifact folder's checkpoint when it holds a training state (metrics
   /// logged after it are dropped and logged again); otherwise start at step 0.
   bool resume = false;
+  /// 0: no progress lines (--quiet); 1: a progress line at each logged step; 2: also one line
+  /// per evaluation with its scores (--verbose).
+  int verbosity = 1;
   /// Called after each step (and its checkpoint, if one was due): tests stop a run here.
   std::function<void(int64_t step)> after_step;
 };
