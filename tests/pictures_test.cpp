@@ -138,5 +138,19 @@ TEST(PolicyDiagram, BadInputThrows) {
   EXPECT_TRUE(std::filesystem::exists(path));
 }
 
+TEST(Pictures, HeatmapsArePanelsOfTheirSizeAndRefuseNonSquareMaps) {
+  const std::string dir = htm::testing::fresh_dir("heat");
+  const std::string path = dir + "/heat.png";
+  auto p = torch::softmax(torch::randn({6, 6}), -1);
+  write_heatmaps(path, {p, p.t()}, {"mean", "one"}, 120);
+  cairo_surface_t* png = cairo_image_surface_create_from_png(path.c_str());
+  ASSERT_EQ(cairo_surface_status(png), CAIRO_STATUS_SUCCESS);
+  EXPECT_EQ(cairo_image_surface_get_width(png), 2 * (120 + 4) + 4);
+  EXPECT_EQ(cairo_image_surface_get_height(png), 26 + 120 + 8);
+  cairo_surface_destroy(png);
+  EXPECT_THROW(write_heatmaps(path, {torch::zeros({3, 4})}, {"x"}), Error);
+  EXPECT_THROW(write_heatmaps(path, {p}, {}), Error);
+}
+
 }  // namespace
 }  // namespace htm

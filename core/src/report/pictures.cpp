@@ -302,4 +302,46 @@ void write_policy_diagram(const std::string& path, const at::Tensor& samples,
   save(surface, cr, path);
 }
 
+void write_heatmaps(const std::string& path, const std::vector<at::Tensor>& maps,
+                    const std::vector<std::string>& titles, int cell_px) {
+  if (maps.empty() || maps.size() != titles.size()) throw Error("write_heatmaps: one title per map");
+  for (const auto& m : maps)
+    if (m.dim() != 2 || m.size(0) != m.size(1)) throw Error("write_heatmaps: maps must be T×T, got " + shape_of(m));
+  const int width = static_cast<int>(maps.size()) * (cell_px + kGap) + kGap, height = kTitleH + cell_px + 2 * kGap;
+  cairo_surface_t* surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height);
+  cairo_t* cr = cairo_create(surface);
+  cairo_set_source_rgb(cr, 1, 1, 1);
+  cairo_paint(cr);
+  for (size_t k = 0; k < maps.size(); ++k) {
+    const auto map = maps[k].detach().to(torch::kFloat).contiguous();
+    const int64_t T = map.size(0);
+    // From the smallest off-diagonal value to the largest: a nearly uniform map still shows its shape.
+    const double peak = map.max().item<double>(), cell = static_cast<double>(cell_px) / T;
+    const double floor = (map + torch::eye(T) * peak).min().item<double>(), span = std::max(1e-12, peak - floor);
+    const double left = kGap + static_cast<double>(k) * (cell_px + kGap), top = kTitleH + kGap;
+    auto a = map.accessor<float, 2>();
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < T; ++j) {
+        const double v = i == j ? 0.0 : std::clamp((a[i][j] - floor) / span, 0.0, 1.0);
+        cairo_set_source_rgb(cr, 1 - 0.92 * v, 1 - 0.75 * v, 1 - 0.45 * v);
+        cairo_rectangle(cr, left + j * cell, top + i * cell, std::ceil(cell), std::ceil(cell));
+        cairo_fill(cr);
+      }
+    cairo_set_source_rgb(cr, 0.78, 0.78, 0.78);
+    cairo_set_line_width(cr, 1);
+    cairo_rectangle(cr, left + 0.5, top + 0.5, cell_px - 1, cell_px - 1);
+    cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_size(cr, 12);
+    cairo_move_to(cr, left + 2, kTitleH - 8);
+    cairo_show_text(cr, titles[k].c_str());
+  }
+  cairo_destroy(cr);
+  const auto status = cairo_surface_write_to_png(surface, path.c_str());
+  cairo_surface_destroy(surface);
+  if (status != CAIRO_STATUS_SUCCESS)
+    throw Error("cannot write picture '" + path + "': " + cairo_status_to_string(status));
+}
+
 }  // namespace htm

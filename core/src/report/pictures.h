@@ -51,6 +51,13 @@ void write_policy_diagram(const std::string& path, const at::Tensor& samples,
                           const std::vector<std::vector<MergeTree>>& panels,
                           const std::vector<std::string>& titles, int cell_px = 220);
 
+/// Heatmaps side by side (paper Figure 4): maps[k] is T×T, each drawn in a `cell_px`-square panel
+/// under titles[k] (a 26 px band), white at the map's smallest off-diagonal value (and on the
+/// diagonal) to dark blue at its largest. Throws
+/// htm::Error on bad shapes or when the file cannot be written.
+void write_heatmaps(const std::string& path, const std::vector<at::Tensor>& maps,
+                    const std::vector<std::string>& titles, int cell_px = 260);
+
 /// The colour (r, g, b in [0, 1]) of merge layer `layer` (1-based) in the policy diagram:
 /// matplotlib's tab10 without its grey (blue, orange, green, red, purple, brown, pink, olive,
 /// cyan), repeating from layer 10.

@@ -153,4 +153,15 @@ void Trainer::save_pictures(int64_t step, const std::string& tag) {
   store_.add_artifact(run_id_, "policy", policy_path, step);
 }
 
+void Trainer::save_policy_heatmap(const at::Tensor& logits, int64_t step) {
+  if (logits.dim() != 3 || logits.size(0) < 2) return;
+  const int64_t T = logits.size(1);
+  auto masked = logits.to(torch::kFloat).masked_fill(torch::eye(T, torch::kBool), -INFINITY);
+  auto partners = torch::softmax(masked, -1);  // row i: where token i would merge
+  const std::string path = artifact_dir_ + "/policy_heatmap.png";
+  write_heatmaps(path, {partners.mean(0), partners[0], partners[1]},
+                 {"mean over " + std::to_string(logits.size(0)) + " test inputs", "test input 0", "test input 1"});
+  store_.add_artifact(run_id_, "policy_heatmap", path, step);
+}
+
 }  // namespace htm

@@ -130,6 +130,7 @@ void Trainer::log_policy_spread(int64_t step, int64_t epoch) {
   PolicySpread spread = policy_spread(logits);
   store_.log_metrics(run_id_, step, epoch, "test",
                      {{"policy_variation", spread.variation}, {"policy_structure", spread.structure}});
+  save_policy_heatmap(logits, step);
 }
 
 }  // namespace htm

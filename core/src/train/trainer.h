@@ -107,6 +107,10 @@ class Trainer {
   bool load_checkpoint(LoopState& state, FusedAdamW& optimizer, FusedAdamW& policy_optimizer,
                        Estimator& estimator, at::Generator& data_gen);
   void save_pictures(int64_t step, const std::string& tag);
+  /// Figure 4: each token's partner probabilities at the first layer (softmax of the policy's
+  /// logits over the other tokens), averaged over the `logits`' inputs (n×T×T) and for the first
+  /// two, as policy_heatmap.png.
+  void save_policy_heatmap(const at::Tensor& logits, int64_t step);
   void progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho,
                 int64_t depth, double images_per_s, double elapsed_s, bool final_line);
 
