@@ -222,23 +222,31 @@ std::string finals(ResultsStore& store, ReportRequest& request, const std::vecto
   return out + "]";
 }
 
-// The latest picture of each kind of each variant's first run, embedded as a data URI.
+// The latest picture of each kind of each variant's runs (finished ones first, at most
+// kSeedsShown of them), embedded as data URIs: the page offers a seed picker per variant.
+constexpr size_t kSeedsShown = 5;
+
 std::string pictures(ResultsStore& store, const std::vector<Run>& runs, const std::vector<std::string>& variants) {
   std::string out = "[";
   for (const std::string& variant : variants) {
-    const Run* first = nullptr;
-    for (const Run& r : runs)
-      if (r.variant == variant && (first == nullptr || (first->status != "finished" && r.status == "finished"))) first = &r;
-    const auto rows = store.query("SELECT kind, path FROM artifacts WHERE run_id = ? AND path LIKE '%.png' "
-                                  "ORDER BY step, rowid", {first->id});
-    std::map<std::string, std::string> latest;
-    for (const auto& row : rows.rows) latest[row[0]] = row[1];
-    for (const auto& [kind, path] : latest) {
-      std::string picture = "{\"variant\":" + quote(variant) + ",\"seed\":" + std::to_string(first->seed) +
-                            ",\"kind\":" + quote(kind) + ",\"path\":" + quote(path);
-      std::error_code ec;
-      if (std::filesystem::is_regular_file(path, ec)) picture += ",\"src\":" + quote("data:image/png;base64," + base64(read_file(path)));
-      out += (out.size() > 1 ? "," : "") + picture + "}";
+    std::vector<const Run*> shown;
+    for (int pass = 0; pass < 2; ++pass)
+      for (const Run& r : runs)
+        if (r.variant == variant && (r.status == "finished") == (pass == 0) && shown.size() < kSeedsShown)
+          shown.push_back(&r);
+    for (const Run* run : shown) {
+      const auto rows = store.query("SELECT kind, path FROM artifacts WHERE run_id = ? AND path LIKE '%.png' "
+                                    "ORDER BY step, rowid", {run->id});
+      std::map<std::string, std::string> latest;
+      for (const auto& row : rows.rows) latest[row[0]] = row[1];
+      for (const auto& [kind, path] : latest) {
+        std::string picture = "{\"variant\":" + quote(variant) + ",\"seed\":" + std::to_string(run->seed) +
+                              ",\"run\":" + std::to_string(run->id) + ",\"kind\":" + quote(kind) + ",\"path\":" + quote(path);
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(path, ec))
+          picture += ",\"src\":" + quote("data:image/png;base64," + base64(read_file(path)));
+        out += (out.size() > 1 ? "," : "") + picture + "}";
+      }
     }
   }
   return out + "]";

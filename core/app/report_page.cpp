@@ -39,7 +39,7 @@ constexpr const char* kBody = R"html(
 <h2>Curves <span class="muted">(mean over runs, band from min to max; dashed: references)</span></h2>
 <div id="curves" class="grid"></div>
 <h2>Every other metric</h2><div id="more-curves" class="grid"></div>
-<h2>Pictures <span class="muted">(latest of each variant's first run)</span></h2><div id="pictures" class="grid"></div>
+<h2>Pictures <span class="muted">(latest of each run; pick the seed)</span></h2><div id="pictures"></div>
 <script>
 "use strict";
 const D = JSON.parse(document.getElementById('data').textContent);
@@ -169,13 +169,27 @@ function curve(c, box) {
   for (const c of D.curves.filter(c => !main(c.metric))) curve(c, more);
 })();
 
-// ---- pictures
+// ---- pictures: per variant, a seed picker over the runs whose pictures the page holds
 (() => {
   const box = document.getElementById('pictures');
   if (!D.pictures.length) box.append(nodata('No pictures were recorded.'));
-  for (const p of D.pictures)
-    box.append(el('figure', {}, p.src ? el('img', {src: p.src, alt: p.kind}) : nodata('missing file: ' + p.path),
-      el('figcaption', {}, `${p.variant}, seed ${p.seed}: ${p.kind}`)));
+  for (const variant of D.variants) {
+    const mine = D.pictures.filter(p => p.variant === variant);
+    if (!mine.length) continue;
+    const runs = [...new Set(mine.map(p => p.run))];
+    const figures = el('div', {class: 'grid'});
+    const show = run => {
+      figures.replaceChildren(...mine.filter(p => p.run === run).map(p =>
+        el('figure', {}, p.src ? el('img', {src: p.src, alt: p.kind}) : nodata('missing file: ' + p.path),
+           el('figcaption', {}, `${p.kind} (run ${p.run}, seed ${p.seed})`))));
+    };
+    const picker = el('select', {class: 'seed-picker', 'aria-label': variant + ' seed'},
+      ...runs.map(run => el('option', {value: run}, 'seed ' + mine.find(p => p.run === run).seed)));
+    picker.addEventListener('change', () => show(Number(picker.value)));
+    box.append(el('div', {class: 'panel pictures', style: 'grid-column: 1 / -1'},
+      el('h3', {}, el('span', {style: `color:${color(variant)}`}, variant), picker), figures));
+    show(runs[0]);
+  }
 })();
 // A self-check the browser test reads: how many charts were drawn, and how many canvases
 // stayed blank (every pixel transparent).

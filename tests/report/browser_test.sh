@@ -2,7 +2,7 @@
 # The report in a real browser (ctest label `browser`): `htm report` of a tiny real study (two
 # variants x two seeds, a few steps), rendered by headless Chromium. Checks: no script error,
 # every chart drawn and none blank, the final-values table equal to `htm compare`'s numbers, a
-# screenshot that is not blank; and the bad inputs: an unknown experiment, a run with no
+# seed picker per variant, a screenshot that is not blank; and the bad inputs: an unknown experiment, a run with no
 # metrics, a missing picture.
 #   usage: browser_test.sh HTM_BINARY DATABASE EXPERIMENT
 set -uo pipefail
@@ -33,6 +33,8 @@ charts=$(attr charts) canvases=$(attr canvases) blank=$(attr blank)
 for panel in 'data-metric="test/mse"' 'class="panel curve"' 'id="differs"' 'id="pictures"' '<img src="data:image/png;base64,'; do
   grep -q "$panel" dom.html || fail "missing from the page: $panel"
 done
+[[ $(grep -o 'class="seed-picker"' dom.html | wc -l) -ge 2 && $(grep -o '<option value=' dom.html | wc -l) -ge 4 ]] ||
+  fail "no seed picker with each variant's two seeds"
 
 # The final-values table holds htm compare's numbers (n, mean, sd, diff, p) for each variant.
 "$HTM" compare "$EXPERIMENT" --db "$DB" > compare.txt || fail "htm compare failed"
