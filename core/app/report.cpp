@@ -15,34 +15,19 @@
 #include "compare.h"
 #include "config/settings.h"
 #include "htm/error.h"
+#include "htm/value.h"
 
 namespace po = boost::program_options;
 
 namespace htm {
 namespace {
 
-// ---- JSON, written by hand: strings escaped, NaN and infinities as null.
+// ---- JSON, written by hand. A TOML basic string (to_toml) is also a valid JSON string; '<' is
+// escaped on top so that no "</script>" can end the page's data early. NaN and infinities: null.
 std::string quote(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '<': out += "\\u003c"; break;  // never "</script>" inside the page's script
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
+  std::string out;
+  for (char c : to_toml(Value(text))) out += c == '<' ? std::string("\\u003c") : std::string(1, c);
+  return out;
 }
 
 std::string number(double value) {
