@@ -61,6 +61,12 @@ void usage() {
 
 }  // namespace
 
+std::pair<std::string, std::string> key_value(const std::string& option, const std::string& text) {
+  const size_t equals = text.find('=');
+  if (equals == std::string::npos || equals == 0) throw Error(option + " " + text + ": expected key=value");
+  return {text.substr(0, equals), text.substr(equals + 1)};
+}
+
 bool parse_options(const std::string& command, const Args& args, po::options_description& options,
            const po::positional_options_description& positional, po::variables_map& vm,
            const char* synopsis) {
@@ -96,9 +102,7 @@ int cmd_run(const Args& args) {
   if (req.jobs < 1) throw Error("--jobs must be at least 1");
   if (vm.count("quiet") && vm.count("verbose")) throw Error("--quiet and --verbose contradict each other");
   req.verbosity = vm.count("quiet") ? 0 : vm.count("verbose") ? 2 : 1;
-  for (const auto& tag : req.tags)
-    if (tag.find('=') == std::string::npos || tag.front() == '=')
-      throw Error("--tag " + tag + ": expected key=value");
+  for (const auto& tag : req.tags) key_value("--tag", tag);  // refused before anything runs
   Registry registry;
   set_graceful_stop(true);  // Ctrl-C checkpoints and records the run interrupted
   return run_experiment(req, registry);

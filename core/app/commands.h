@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/program_options.hpp>
@@ -9,6 +10,10 @@
 namespace htm {
 
 using Args = std::vector<std::string>;
+
+/// "key=value" of option `option` (--tag) split at its first '='; throws htm::Error
+/// "--tag TEXT: expected key=value" when there is none or the key is empty.
+std::pair<std::string, std::string> key_value(const std::string& option, const std::string& text);
 
 int cmd_run(const Args& args);
 int cmd_config(const Args& args);

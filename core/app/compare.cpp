@@ -135,11 +135,7 @@ int cmd_compare(const Args& args) {
   if (!parse_options("compare", args, opts, pos, vm, "EXPERIMENT [--metric M...] [--reference VARIANT] [--hash H] [--tag k=v]"))
     return 0;
   if (metrics.empty()) metrics = {"mse"};
-  for (const auto& tag : tags) {
-    const size_t equals = tag.find('=');
-    if (equals == std::string::npos || equals == 0) throw Error("--tag " + tag + ": expected key=value");
-    filter.tags.emplace_back(tag.substr(0, equals), tag.substr(equals + 1));
-  }
+  for (const auto& tag : tags) filter.tags.push_back(key_value("--tag", tag));
 
   ResultsStore store(db, OpenMode::read_only);
   if (metrics.size() > 1) {  // several metrics: one column each, mean ± sd and p against the reference

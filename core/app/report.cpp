@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "compare.h"
 #include "config/settings.h"
+#include "config/toml_tree.h"
 #include "htm/error.h"
 #include "htm/value.h"
 
@@ -68,21 +69,6 @@ std::string base64(const std::string& bytes) {
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// A TOML basic string as params stores it ("a \"b\"") back to its text.
-std::string unquoted(const std::string& toml) {
-  if (toml.size() < 2 || toml.front() != '"' || toml.back() != '"') return toml;
-  std::string out;
-  for (size_t i = 1; i + 1 < toml.size(); ++i) {
-    if (toml[i] != '\\' || i + 2 >= toml.size()) {
-      out += toml[i];
-      continue;
-    }
-    const char e = toml[++i];
-    out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
-  }
-  return out;
 }
 
 struct Run {
@@ -283,7 +269,10 @@ std::string report_data(ResultsStore& store, ReportRequest& request) {
   std::string description;
   const auto described = store.query("SELECT value FROM params WHERE run_id = ? AND key = 'experiment.description'",
                                      {runs.front().id});
-  if (!described.rows.empty()) description = unquoted(described.rows[0][0]);
+  if (!described.rows.empty()) {  // params hold TOML text: read it as --set would
+    const config::Node node = config::parse_override("description=" + described.rows[0][0]);
+    if (const auto* text = std::get_if<std::string>(&*node.find("description")->value)) description = *text;
+  }
   const auto plugins = store.query("SELECT DISTINCT kind, name, coalesce(version, ''), coalesce(sha256, '') "
                                    "FROM run_plugins WHERE run_id IN " + in_list(runs) + " ORDER BY kind, name");
   return "{\"experiment\":" + quote(request.experiment) + ",\"description\":" + quote(description) +

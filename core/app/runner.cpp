@@ -1,5 +1,7 @@
 #include "runner.h"
 
+#include "commands.h"
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -79,12 +81,18 @@ RunInfo describe(const ResolvedConfig& config, const Registry& registry, const s
   return info;
 }
 
-// results/runs/<experiment>/<variant>-seed<S>-<time>-<pid>: unique without asking the database.
-std::string artifact_dir(const ResolvedConfig& config, const std::string& variant, int64_t seed) {
+// "<variant>-seed<S>" as one safe path component: a variant's name may hold anything TOML allows.
+std::string run_file_name(const std::string& variant, int64_t seed) {
   std::string name = variant + "-seed" + std::to_string(seed);
-  for (char& c : name)  // a variant's name may hold anything TOML allows: keep one safe component
+  for (char& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && std::string("-_.=,+").find(c) == std::string::npos) c = '_';
   if (name[0] == '.') name[0] = '_';
+  return name;
+}
+
+// results/runs/<experiment>/<variant>-seed<S>-<time>-<pid>: unique without asking the database.
+std::string artifact_dir(const ResolvedConfig& config, const std::string& variant, int64_t seed) {
+  const std::string name = run_file_name(variant, seed);
   char stamp[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
@@ -96,7 +104,7 @@ enum class Outcome { finished, skipped, failed, interrupted };
 
 std::map<std::string, std::string> tags_of(const RunRequest& request) {
   std::map<std::string, std::string> tags;
-  for (const auto& t : request.tags) tags[t.substr(0, t.find('='))] = t.substr(t.find('=') + 1);
+  for (const auto& t : request.tags) tags.insert(key_value("--tag", t));
   if (!request.note.empty()) tags["note"] = request.note;
   return tags;
 }
@@ -338,10 +346,7 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
       posix_spawn_file_actions_t files;
       posix_spawn_file_actions_init(&files);
       if (live) {
-        std::string name = variant + "-seed" + std::to_string(seed);
-        for (char& c : name)
-          if (!std::isalnum(static_cast<unsigned char>(c)) && std::string("-_.=,+").find(c) == std::string::npos) c = '_';
-        job.log = logs + "/" + name + ".log";
+        job.log = logs + "/" + run_file_name(variant, seed) + ".log";
         posix_spawn_file_actions_addopen(&files, 1, job.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         posix_spawn_file_actions_adddup2(&files, 1, 2);
       }

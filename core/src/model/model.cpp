@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <cmath>
+#include <utility>
 
 #include <ATen/record_function.h>
 #include <torch/torch.h>
@@ -194,8 +195,9 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
   {
     PluginScope scope(PluginKind::policy, &policy());
     decision = policy().choose_merges(ctx);
-    check_decision(decision.src, "merge decision's src", B, r, T);
-    check_decision(decision.dst, "merge decision's dst", B, r, T);
+    const bool range = std::exchange(values_checked_[0], &policy()) != &policy();  // values: once per policy
+    check_decision(decision.src, "merge decision's src", B, r, T, range);
+    check_decision(decision.dst, "merge decision's dst", B, r, T, range);
     check_log_prob(decision.log_prob, "merge decision's log_prob", B, r);
   }
   add_log_prob(result, decision.log_prob);
@@ -230,7 +232,7 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
 torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
                                           at::Generator generator, ForwardResult& result,
                                           const torch::Tensor& forced, torch::Tensor* chosen) {
-  const int64_t B = x.size(0), C = x.size(2);
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   auto [keys, values] = unmerge_refine_->key_values(x);
   if (r == 0) return unmerge_refine_->forward(x, keys, values);
   UnmergeContext ctx;
@@ -241,12 +243,12 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
   ctx.training = is_training();
   ctx.log_prob_form = options_.log_prob_form;
   ctx.forced = forced;
-  const int64_t T = x.size(1);
   UnmergeDecision decision;
   {
     PluginScope scope(PluginKind::policy, &policy());
     decision = policy().choose_unmerges(ctx);
-    check_decision(decision.index, "unmerge decision's index", B, r, T);
+    const bool range = std::exchange(values_checked_[1], &policy()) != &policy();
+    check_decision(decision.index, "unmerge decision's index", B, r, T, range);
     check_log_prob(decision.log_prob, "unmerge decision's log_prob", B, r);
   }
   if (forced.defined()) {
@@ -266,8 +268,7 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
     check_tokens(first, "merge operator's unmerge() (first)", B * r, C);
     check_tokens(second, "merge operator's unmerge() (second)", B * r, C);
   }
-  first = first.view({B, r, C});
-  second = second.view({B, r, C});
+  first = first.view({B, r, C}), second = second.view({B, r, C});
   if (options_.prob_scale && decision.log_prob.defined()) {
     auto p = decision.log_prob.exp().unsqueeze(-1);
     first = first * p;

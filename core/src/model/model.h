@@ -193,6 +193,9 @@ class HtmModelImpl : public Model {
   std::shared_ptr<Adapter> adapter_;
   std::shared_ptr<Policy> policy_;
   std::shared_ptr<Policy> switched_;  ///< deciding instead of policy_ when set
+  /// The policy whose merge [0] and unmerge [1] decisions had their index values checked once
+  /// (shapes are checked at every call; values cost two reductions, so once per policy).
+  const Policy* values_checked_[2] = {nullptr, nullptr};
   std::shared_ptr<MergeOperator> merge_;
   TransformerBlock encoder_block_{nullptr}, decoder_block_{nullptr};
   RefineBlock merge_refine_{nullptr}, unmerge_refine_{nullptr};

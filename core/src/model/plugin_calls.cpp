@@ -10,7 +10,7 @@ namespace htm {
 
 // What the host checks of a plugin's answer before using it (called inside the plugin's scope,
 // so a mismatch is reported as that plugin's fault).
-void check_decision(const torch::Tensor& index, const char* what, int64_t B, int64_t r, int64_t T) {
+void check_decision(const torch::Tensor& index, const char* what, int64_t B, int64_t r, int64_t T, bool range) {
   const bool shaped = index.defined() && index.scalar_type() == torch::kLong && index.dim() == 2 &&
                       index.size(0) == B && index.size(1) == r;
   if (!shaped)
@@ -18,7 +18,7 @@ void check_decision(const torch::Tensor& index, const char* what, int64_t B, int
                 (index.defined() ? std::string(c10::toString(index.scalar_type())) + " of shape " + c10::str(index.sizes())
                                  : std::string("undefined")) +
                 ", expected int64 of shape [" + std::to_string(B) + ", " + std::to_string(r) + "]");
-  if (index.min().item<int64_t>() < 0 || index.max().item<int64_t>() >= T)
+  if (range && (index.min().item<int64_t>() < 0 || index.max().item<int64_t>() >= T))
     throw Error(std::string("its ") + what + " holds token indices outside [0, " + std::to_string(T) + ")");
 }
 

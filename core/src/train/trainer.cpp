@@ -197,6 +197,11 @@ TrainSummary Trainer::run() {
   const auto t0 = Clock::now();
   auto last_checkpoint = t0, last_heartbeat = t0;
   const double seconds_before = state.seconds;
+  auto checkpoint = [&] {
+    state.seconds = seconds_before + seconds_since(t0);
+    save_checkpoint(state, optimizer, policy_optimizer, estimator, data_gen);
+    last_checkpoint = Clock::now();
+  };
   int64_t& step = state.step;
   for (; state.epoch < epochs && step < total_steps; ++state.epoch, state.batch = 0) {
     const int64_t epoch = state.epoch;
@@ -208,10 +213,7 @@ TrainSummary Trainer::run() {
     for (; state.batch < steps_per_epoch && step < total_steps;) {
       const int64_t b = state.batch;
       if (interrupt_requested()) {  // between two steps: the state is whole, keep it
-        if (train.checkpoint && step > resumed_from_) {
-          state.seconds = seconds_before + seconds_since(t0);
-          save_checkpoint(state, optimizer, policy_optimizer, estimator, data_gen);
-        }
+        if (train.checkpoint && step > resumed_from_) checkpoint();
         throw Interrupted();
       }
       const auto step_t0 = Clock::now();
@@ -244,9 +246,6 @@ TrainSummary Trainer::run() {
       auto out = teacher_forced
                      ? ex_.model->forward_teacher_forced(batch.input, schedule, generator_, &step_hooks)
                      : ex_.model->forward(batch.input, schedule, generator_, &step_hooks);
-      // A diverged model is caught here, before any loss matches its outputs.
-      if (out.output.defined() && !torch::isfinite(out.output).all().item<bool>())
-        throw Error("training diverged at step " + std::to_string(step + 1) + ": the model's output holds NaN or infinity");
       std::vector<Metric> terms;
       torch::Tensor per_sample;
       try {
@@ -316,11 +315,7 @@ TrainSummary Trainer::run() {
       // ---- checkpoint: at each epoch's end and at the runtime's interval
       const bool interval = (runtime.checkpoint_every > 0 && step % runtime.checkpoint_every == 0) ||
                             (runtime.checkpoint_minutes > 0 && seconds_since(last_checkpoint) >= 60 * runtime.checkpoint_minutes);
-      if (train.checkpoint && (epoch_end || interval)) {
-        state.seconds = seconds_before + seconds_since(t0);
-        save_checkpoint(state, optimizer, policy_optimizer, estimator, data_gen);
-        last_checkpoint = Clock::now();
-      }
+      if (train.checkpoint && (epoch_end || interval)) checkpoint();
       if (seconds_since(last_heartbeat) >= 10) {  // the claim on this run stays ours
         store_.heartbeat(run_id_);
         last_heartbeat = Clock::now();
