@@ -17,6 +17,7 @@ pkgs=(
   libarmadillo-dev                   # Gaussian mixtures (gmm_full) for generation
   dataset-fashion-mnist              # the default real dataset
   libjs-chart.js                     # charts inlined into `htm report` pages
+  libgloo-dev                        # Gloo headers for data-parallel training (libtorch's c10d)
   chromium                           # the report's browser test (headless)
 )
 

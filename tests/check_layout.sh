@@ -22,7 +22,8 @@ declare -A allowed=(
   [model]="model sdk"
   [hierarchy]="hierarchy store"
   [report]="report hierarchy"
-  [train]="train model config store hierarchy report"
+  [dist]="dist"
+  [train]="train model config store hierarchy report dist"
 )
 for folder in "${!allowed[@]}"; do
   while IFS= read -r line; do

@@ -304,6 +304,24 @@ TEST_F(ResultsStoreTest, MergeImportsEachRunOnce) {
 
   EXPECT_EQ(target.merge_from(source_path), 0);
   EXPECT_EQ(single(target, "SELECT count(*) FROM runs"), "3");
+  {  // a run still being written there is left for a later merge, which then takes it whole
+    ResultsStore source(source_path);
+    const int64_t live = source.begin_run(make_run("learned", 1));
+    source.log_metrics(live, 1, 0, "test", {{"mse", 0.9}});
+    int64_t running = 0;
+    EXPECT_EQ(target.merge_from(source_path, &running), 0);
+    EXPECT_EQ(running, 1);
+    source.log_metrics(live, 2, 0, "test", {{"mse", 0.8}});
+    source.finish_run(live, RunStatus::finished);
+    EXPECT_EQ(target.merge_from(source_path, &running), 1);
+    EXPECT_EQ(running, 0);
+    EXPECT_EQ(single(target, "SELECT count(*) FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.seed = 1"), "2");
+    target.query("DELETE FROM metrics WHERE run_id IN (SELECT id FROM runs WHERE seed = 1)", {}, true);
+    target.query("DELETE FROM params WHERE run_id IN (SELECT id FROM runs WHERE seed = 1)", {}, true);
+    target.query("DELETE FROM run_plugins WHERE run_id IN (SELECT id FROM runs WHERE seed = 1)", {}, true);
+    target.query("DELETE FROM runs WHERE seed = 1", {}, true);
+  }
+  EXPECT_EQ(single(target, "SELECT count(*) FROM runs"), "3");
   EXPECT_EQ(single(target, "SELECT count(*) FROM metrics"), "3");
   EXPECT_EQ(single(target, "PRAGMA integrity_check"), "ok");
   EXPECT_TRUE(target.query("PRAGMA foreign_key_check").rows.empty());

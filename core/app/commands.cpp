@@ -94,12 +94,20 @@ int cmd_run(const Args& args) {
       ("tag", po::value(&req.tags)->composing(), "key=value stored on each run (repeatable; htm runs and report show it)")
       ("note", po::value(&req.note), "free text stored on each run as the tag 'note'")
       ("quiet,q", "no progress lines: only each run's final lines and errors")
-      ("verbose", "also a line per evaluation with its scores");
+      ("verbose", "also a line per evaluation with its scores")
+      ("nproc", po::value(&req.nproc)->default_value(1),
+       "data-parallel processes per run on this host (a multi-host run reads torchrun's RANK, WORLD_SIZE, "
+       "MASTER_ADDR, MASTER_PORT instead)")
+      ("shard", po::value(&req.shard), "K/N: run only the K-th (0-based) of N slices of the variant x seed list")
+      ("db", po::value<std::string>(), "results database (same as --set runtime.results=PATH)");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_options("run", args, opts, pos, vm, "FILE [options]")) return 0;
   if (req.jobs < 1) throw Error("--jobs must be at least 1");
+  if (req.nproc < 1) throw Error("--nproc " + std::to_string(req.nproc) + ": must be at least 1");
+  if (!req.shard.empty()) parse_shard(req.shard);  // refused before anything runs
+  if (vm.count("db")) req.overrides.push_back("runtime.results=" + to_toml(Value(vm["db"].as<std::string>())));
   if (vm.count("quiet") && vm.count("verbose")) throw Error("--quiet and --verbose contradict each other");
   req.verbosity = vm.count("quiet") ? 0 : vm.count("verbose") ? 2 : 1;
   for (const auto& tag : req.tags) key_value("--tag", tag);  // refused before anything runs
@@ -246,9 +254,13 @@ int cmd_merge(const Args& args) {
   po::variables_map vm;
   if (!parse_options("merge", args, opts, pos, vm, "OTHER.sqlite... [--db PATH]")) return 0;
   ResultsStore store(db);
-  for (const auto& other : others)
-    std::printf("%s: %lld new runs merged into %s\n", other.c_str(),
-                static_cast<long long>(store.merge_from(other)), store.path().c_str());
+  for (const auto& other : others) {
+    int64_t running = 0;
+    const int64_t merged = store.merge_from(other, &running);
+    std::printf("%s: %lld new runs merged into %s", other.c_str(), static_cast<long long>(merged), store.path().c_str());
+    if (running > 0) std::printf(" (%lld still running there: merge again once they end)", static_cast<long long>(running));
+    std::printf("\n");
+  }
   return 0;
 }
 

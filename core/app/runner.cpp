@@ -2,9 +2,6 @@
 
 #include "commands.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,11 +26,12 @@
 #include "htm/merge.h"
 #include "htm/policy.h"
 #include "htm/sets.h"
+#include "dist/communicator.h"
+#include "file_checks.h"
+#include "launch.h"
 #include "model/plugin_scope.h"
 #include "signals.h"
 #include "store/results_store.h"
-
-extern char** environ;
 
 namespace htm {
 namespace {
@@ -81,15 +79,6 @@ RunInfo describe(const ResolvedConfig& config, const Registry& registry, const s
   return info;
 }
 
-// "<variant>-seed<S>" as one safe path component: a variant's name may hold anything TOML allows.
-std::string run_file_name(const std::string& variant, int64_t seed) {
-  std::string name = variant + "-seed" + std::to_string(seed);
-  for (char& c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && std::string("-_.=,+").find(c) == std::string::npos) c = '_';
-  if (name[0] == '.') name[0] = '_';
-  return name;
-}
-
 // results/runs/<experiment>/<variant>-seed<S>-<time>-<pid>: unique without asking the database.
 std::string artifact_dir(const ResolvedConfig& config, const std::string& variant, int64_t seed) {
   const std::string name = run_file_name(variant, seed);
@@ -121,11 +110,56 @@ std::string one_line(const std::exception& e, std::string* full) {
   return newline == std::string::npos ? text : text.substr(0, newline) + " (more in error.log)";
 }
 
+// Threads for one rank: runtime.threads, or this host's cores shared by its ranks when it is 0.
+void set_rank_threads(int64_t threads, const Communicator* comm) {
+  if (threads == 0 && comm != nullptr)
+    threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / comm->info().local_world);
+  set_threads(threads);
+}
+
+// Data-parallel: what rank 0 decided for a run, sent to every rank (one broadcast per run).
+enum Decision : int64_t { kSkip = 0, kStart = 1, kResume = 2 };
+int64_t share_decision(Communicator* comm, int64_t decision) {
+  if (comm == nullptr) return decision;
+  auto t = torch::tensor({decision}, torch::kLong);
+  comm->broadcast(t);
+  return t.item<int64_t>();
+}
+
+// A rank other than 0: trains the run rank 0 decided on, recording into a private in-memory store.
+Outcome follow_run(const ExperimentFile& file, const std::string& variant, int64_t seed, const Registry& registry,
+                   Communicator& comm) {
+  ResolvedConfig config = file.resolve(variant, registry);
+  set_rank_threads(config.settings.runtime.threads, &comm);
+  const std::string label = config.experiment + "/" + variant + " seed " + std::to_string(seed) + ", rank " +
+                            std::to_string(comm.rank());
+  const int64_t decision = share_decision(&comm, kSkip);
+  if (decision == kSkip) return Outcome::skipped;
+  Experiment ex = assemble(config, registry, seed);
+  ResultsStore scratch(":memory:");
+  const int64_t run_id = scratch.begin_run(describe(config, registry, file.path(), seed));
+  TrainerOptions options;
+  options.resume = decision == kResume;
+  options.verbosity = 0;
+  options.comm = &comm;
+  try {
+    Trainer(ex, scratch, run_id, "", seed, label, options).run();
+    return Outcome::finished;
+  } catch (const Interrupted&) {
+    return Outcome::interrupted;
+  } catch (const std::exception& e) {
+    std::string full;
+    std::fprintf(stderr, "error: [%s] %s\n", label.c_str(), one_line(e, &full).c_str());
+    return Outcome::failed;
+  }
+}
+
 Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t seed, bool force,
                 const Registry& registry, const std::map<std::string, std::string>& tags = {},
-                int verbosity = 1, int64_t expected_run = 0) {
+                int verbosity = 1, int64_t expected_run = 0, Communicator* comm = nullptr) {
+  if (comm != nullptr && comm->rank() != 0) return follow_run(file, variant, seed, registry, *comm);
   ResolvedConfig config = file.resolve(variant, registry);
-  set_threads(config.settings.runtime.threads);
+  set_rank_threads(config.settings.runtime.threads, comm);
   const std::string label = config.experiment + "/" + variant + " seed " + std::to_string(seed);
   ResultsStore store(config.settings.runtime.results);
   store.set_busy_timeout(kRunBusyTimeoutMs);
@@ -133,6 +167,7 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
     if (auto done = store.find_finished(config.experiment, variant, seed, config.hash)) {
       std::printf("[%s] already finished as run %lld in %s; skipped (use --force to run again)\n", label.c_str(),
                   static_cast<long long>(*done), store.path().c_str());
+      share_decision(comm, kSkip);
       return Outcome::skipped;
     }
   }
@@ -146,7 +181,10 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
     ex = assemble(config, registry, seed);
   } catch (const std::exception& e) {
     const PluginFault fault = take_plugin_fault();
-    if (fault.object == nullptr && dynamic_cast<const Error*>(&e) != nullptr) throw;
+    if (fault.object == nullptr && dynamic_cast<const Error*>(&e) != nullptr) {
+      share_decision(comm, kSkip);  // the other ranks stop waiting for this run
+      throw;
+    }
     early_message = one_line(e, &early_full);
     if (fault.object != nullptr) early_message = registry.describe(fault.object) + " failed: " + early_message;
   }
@@ -157,6 +195,8 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   if (expected_run != 0 && claim.run_id != expected_run && claim.outcome != Claim::Outcome::finished)
     throw Error("run " + std::to_string(expected_run) + " is not the latest unfinished run of " + label +
                 " (that is run " + std::to_string(claim.run_id) + ")");
+  const bool train = ex && (claim.outcome == Claim::Outcome::started || claim.outcome == Claim::Outcome::resumed);
+  share_decision(comm, !train ? kSkip : claim.outcome == Claim::Outcome::resumed ? kResume : kStart);
   switch (claim.outcome) {
     case Claim::Outcome::finished:
       std::printf("[%s] already finished as run %lld in %s; skipped (use --force to run again)\n", label.c_str(),
@@ -192,6 +232,7 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
     TrainerOptions options;
     options.resume = claim.outcome == Claim::Outcome::resumed;
     options.verbosity = verbosity;
+    options.comm = comm;
     Trainer trainer(*ex, store, run_id, artifacts, seed, label, options);
     TrainSummary s = trainer.run();
     store.finish_run(run_id, RunStatus::finished);
@@ -240,152 +281,30 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   }
 }
 
-// The last line of a worker's log that is a progress line ("... step S/T ... ETA ...").
-std::string last_progress(const std::string& log) {
-  std::ifstream in(log, std::ios::binary | std::ios::ate);
-  const std::streamoff size = in.tellg();
-  if (size <= 0) return "starting";
-  in.seekg(std::max<std::streamoff>(0, size - 4096));
-  std::string tail((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (char& c : tail)
-    if (c == '\r') c = '\n';
-  std::string best = "starting";
-  std::istringstream lines(tail);
-  for (std::string line; std::getline(lines, line);)
-    if (line.find(" ETA ") != std::string::npos) best = line;
-  return best;
-}
-
-// A finished worker's log without its progress lines: what a non-TTY run would have printed.
-void print_outcome(const std::string& log) {
-  std::ifstream in(log, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (char& c : text)
-    if (c == '\r') c = '\n';
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);)
-    if (!line.empty() && line.find(" ETA ") == std::string::npos) std::printf("%s\n", line.c_str());
-  std::fflush(stdout);
-}
-
-// --jobs N: each variant × seed in its own process, N at a time. Workers get their own process
-// group (a terminal's Ctrl-C reaches the parent alone, which forwards it once) and die with
-// the parent (HTM_WORKER_OF: they ask the kernel for SIGTERM when it goes). On a terminal the
-// workers write to log files under `logs` and the parent keeps one live line per running job.
-int run_parallel(const RunRequest& request, const std::vector<std::pair<std::string, int64_t>>& work,
-                 const std::string& logs) {
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const bool live = isatty(fileno(stderr)) && request.verbosity >= 1;
-  if (live) std::filesystem::create_directories(logs);
-  bool user_threads = false;
-  for (const auto& o : request.overrides) user_threads |= o.rfind("runtime.threads", 0) == 0;
-  std::vector<std::string> environment;
-  for (char** e = environ; *e != nullptr; ++e)
-    if (std::string(*e).rfind("HTM_WORKER_OF=", 0) != 0) environment.push_back(*e);
-  environment.push_back("HTM_WORKER_OF=" + std::to_string(getpid()));
-  std::vector<char*> envp;
-  for (auto& e : environment) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
-  struct Attr {
-    posix_spawnattr_t* attr;
-    ~Attr() { posix_spawnattr_destroy(attr); }
-  } attr_owner{&attr};
-
-  struct Job {
-    std::string label, log;
-  };
-  std::map<pid_t, Job> jobs;
-  size_t next = 0, done = 0;
-  int worst = 0, drawn = 0;
-  auto erase_block = [&] {
-    for (; drawn > 0; --drawn) std::fprintf(stderr, "\x1b[1A\x1b[2K");
-  };
-  auto draw_block = [&] {
-    std::fprintf(stderr, "jobs: %zu done, %zu running, %zu left\n", done, jobs.size(), work.size() - next);
-    for (const auto& [pid, job] : jobs) std::fprintf(stderr, "  %.150s\n", last_progress(job.log).c_str());
-    drawn = 1 + static_cast<int>(jobs.size());
-    std::fflush(stderr);
-  };
-  auto finished = [&](pid_t pid, int status) {
-    auto found = jobs.find(pid);
-    if (found == jobs.end()) return;
-    forget_worker(pid);
-    if (live) {
-      erase_block();
-      print_outcome(found->second.log);
-    }
-    jobs.erase(found);
-    ++done;
-    worst = std::max(worst, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-  };
-  while ((next < work.size() && !interrupt_requested()) || !jobs.empty()) {
-    if (next < work.size() && static_cast<int>(jobs.size()) < request.jobs && !interrupt_requested()) {
-      const auto& [variant, seed] = work[next];
-      std::vector<std::string> args = {self, "run", request.file, "--variant", variant, "--seed", std::to_string(seed)};
-      if (request.force) args.push_back("--force");
-      if (request.verbosity == 0) args.push_back("--quiet");
-      if (request.verbosity == 2) args.push_back("--verbose");
-      for (const auto& t : request.tags) args.insert(args.end(), {"--tag", t});
-      if (!request.note.empty()) args.insert(args.end(), {"--note", request.note});
-      for (const auto& o : request.overrides) args.insert(args.end(), {"--set", o});
-      for (const auto& w : request.sweeps) args.insert(args.end(), {"--sweep", w});
-      if (!user_threads)
-        args.insert(args.end(), {"--set", "runtime.threads=" + std::to_string(std::max(1u, cores / request.jobs))});
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      Job job{variant + " seed " + std::to_string(seed), ""};
-      posix_spawn_file_actions_t files;
-      posix_spawn_file_actions_init(&files);
-      if (live) {
-        job.log = logs + "/" + run_file_name(variant, seed) + ".log";
-        posix_spawn_file_actions_addopen(&files, 1, job.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        posix_spawn_file_actions_adddup2(&files, 1, 2);
-      }
-      pid_t pid;
-      const int rc = posix_spawn(&pid, self.c_str(), &files, &attr, argv.data(), envp.data());
-      posix_spawn_file_actions_destroy(&files);
-      if (rc != 0) throw Error("cannot start a worker process for " + variant);
-      remember_worker(pid);
-      jobs[pid] = job;
-      ++next;
-      continue;
-    }
-    int status = 0;
-    if (!live) {  // a plain log: block until a worker ends
-      const pid_t pid = wait(&status);
-      if (pid > 0) finished(pid, status);
-      else if (errno == ECHILD) jobs.clear();
-      continue;
-    }
-    const pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      finished(pid, status);
-      continue;
-    }
-    erase_block();
-    draw_block();
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  }
-  if (live) erase_block();
-  if (interrupt_requested()) {
-    for (size_t i = next; i < work.size(); ++i)
-      std::fprintf(stderr, "[%s seed %lld] not started (interrupted before its turn)\n", work[i].first.c_str(),
-                   static_cast<long long>(work[i].second));
-    return 130;
-  }
-  return worst;
-}
-
 }  // namespace
+
+// "<variant>-seed<S>" as one safe path component: a variant's name may hold anything TOML allows.
+std::string run_file_name(const std::string& variant, int64_t seed) {
+  std::string name = variant + "-seed" + std::to_string(seed);
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && std::string("-_.=,+").find(c) == std::string::npos) c = '_';
+  if (name[0] == '.') name[0] = '_';
+  return name;
+}
+
+std::pair<int, int> parse_shard(const std::string& text) {
+  const size_t slash = text.find('/');
+  auto number = [&](const std::string& part) {
+    if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos)
+      throw Error("--shard " + text + ": expected K/N with 0 <= K < N, e.g. --shard 0/4");
+    return std::stoi(part);
+  };
+  if (slash == std::string::npos) throw Error("--shard " + text + ": expected K/N with 0 <= K < N, e.g. --shard 0/4");
+  const int k = number(text.substr(0, slash)), n = number(text.substr(slash + 1));
+  if (n < 1) throw Error("--shard " + text + ": N must be at least 1");
+  if (k >= n) throw Error("--shard " + text + ": K must be in 0.." + std::to_string(n - 1) + " (shards count from 0)");
+  return {k, n};
+}
 
 std::string git_revision() {
   const std::string dir = HTM_SOURCE_DIR;
@@ -413,19 +332,47 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
       if (std::find(work.begin(), work.end(), std::make_pair(variant, seed)) == work.end())  // repeats collapse
         work.emplace_back(variant, seed);
   }
-  {  // runs whose process is gone are recorded killed; they resume below when asked for again
+  if (!request.shard.empty()) {  // a deterministic slice: the same on every host given the same file
+    const auto [k, n] = parse_shard(request.shard);
+    const size_t all = work.size();
+    work = shard_of(work, k, n);
+    std::fprintf(stderr, "shard %d/%d: %zu of the %zu runs\n", k, n, work.size(), all);
+  }
+  const std::optional<WorldInfo> world = world_from_environment();
+  if (request.nproc > 1) {
+    if (world) throw Error("--nproc: this process is already rank " + std::to_string(world->rank) + " of " +
+                           std::to_string(world->world) + " (WORLD_SIZE is set); launch it without --nproc");
+    if (request.jobs > 1) throw Error("--nproc and --jobs cannot be combined: give the cores to one or the other");
+    return run_ranks(request);
+  }
+  if (world && request.jobs > 1) throw Error("--jobs cannot be used by a data-parallel rank (WORLD_SIZE is set)");
+  if (!world || world->rank == 0) {  // runs whose process is gone are recorded killed; they resume below
     ResultsStore store(results);
     for (int64_t id : store.settle_stale())
       std::fprintf(stderr, "note: run %lld had lost its process; recorded as killed\n", static_cast<long long>(id));
   }
   if (request.jobs > 1 && work.size() > 1) return run_parallel(request, work, logs);
 
+  std::unique_ptr<Communicator> comm;
+  if (world) {  // every rank must be given the same runs with the same configs
+    std::string runs;
+    for (const auto& [variant, seed] : work) runs += variant + "\n" + std::to_string(seed) + "\n" + file.resolve(variant, registry).hash + "\n";
+    const std::string identity = "runs " + std::to_string(work.size()) + ", hash " + sha256_hex(runs).substr(0, 16);
+    const char* timeout = std::getenv("HTM_DIST_TIMEOUT");
+    comm = std::make_unique<Communicator>(*world, identity, std::chrono::seconds(timeout ? std::max(1, std::atoi(timeout)) : 300));
+  }
   int code = 0;
   for (const auto& [variant, seed] : work) {
-    if (interrupt_requested()) return 130;
-    switch (run_one(file, variant, seed, request.force, registry, tags_of(request), request.verbosity)) {
+    if (interrupt_requested() && !comm) return 130;
+    switch (run_one(file, variant, seed, request.force, registry, tags_of(request), request.verbosity, 0, comm.get())) {
       case Outcome::interrupted: return 130;
-      case Outcome::failed: code = 1; break;
+      case Outcome::failed:
+        if (comm) {  // a rank may be gone: the group cannot be trusted for the next run
+          std::fprintf(stderr, "htm: a data-parallel run failed; the remaining runs are not started\n");
+          return 1;
+        }
+        code = 1;
+        break;
       default: break;
     }
   }

@@ -23,7 +23,19 @@ struct RunRequest {
   std::vector<std::string> tags;       ///< --tag key=value, stored on each run (tags table)
   std::string note;                    ///< --note TEXT, stored as the tag "note"
   int verbosity = 1;                   ///< 0 --quiet, 1, 2 --verbose (TrainerOptions::verbosity)
+  int nproc = 1;                       ///< --nproc: data-parallel ranks started on this host
+  std::string shard;                   ///< --shard K/N: the K-th of N slices of the runs ("" all)
 };
+
+/// `--shard K/N` as {K, N}: 0 ≤ K < N. Throws htm::Error with what was expected.
+std::pair<int, int> parse_shard(const std::string& text);
+/// The runs of shard K of N: entries K, K+N, K+2N, … of `work` (the same slices on every host).
+template <typename T>
+std::vector<T> shard_of(const std::vector<T>& work, int k, int n) {
+  std::vector<T> mine;
+  for (size_t i = static_cast<size_t>(k); i < work.size(); i += static_cast<size_t>(n)) mine.push_back(work[i]);
+  return mine;
+}
 
 /// Runs every requested variant × seed; returns the process exit code (0 all finished,
 /// 1 any failed, 130 interrupted). Prints one summary line per run.

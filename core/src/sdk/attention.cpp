@@ -12,6 +12,7 @@
 #include "sdk/counter_rng.h"
 #include "sdk/gemm.h"
 #include "htm/layers.h"
+#include "htm/row_shard.h"
 
 namespace htm {
 namespace {
@@ -78,6 +79,8 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
     auto out = torch::empty({s.B, s.Tq, s.C}, q.options());
     auto lse = torch::empty({s.B, s.h, s.Tq}, q.options());
     const uint64_t seed = dropout > 0 ? next_seed() : 0;
+    // A data-parallel process's rows sit at this row of the whole batch's mask (row_shard.h).
+    const int64_t first = dropout > 0 ? draw_rows(s.B).offset * s.h * s.Tq : 0;
     const uint32_t threshold = static_cast<uint32_t>(std::lround(dropout * 65536.0));
     const float scale = static_cast<float>(1.0 / (1.0 - dropout));
     const float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>();
@@ -103,7 +106,7 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
             const float inv = 1.0f / sum;
             for (int64_t j = 0; j < s.Tk; ++j) wi[j] *= inv;
             lp[bh * s.Tq + i0 + i] = m + std::log(sum);
-            if (dropout > 0) apply_mask(wi, s.Tk, seed, bh * s.Tq + i0 + i, threshold, scale);
+            if (dropout > 0) apply_mask(wi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);
           }
           gemm(false, false, rows, s.d, s.Tk, 1.0f, w.data(), s.Tk, vh, s.v_row, 0.0f,
                op + b * s.Tq * s.C + i0 * s.C + hh * s.d, s.C);
@@ -114,6 +117,7 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["dropout"] = dropout;
     ctx->saved_data["seed"] = static_cast<int64_t>(seed);
+    ctx->saved_data["first"] = first;
     return out;
   }
 
@@ -124,6 +128,7 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
     const int64_t heads = ctx->saved_data["heads"].toInt();
     const double dropout = ctx->saved_data["dropout"].toDouble();
     const uint64_t seed = static_cast<uint64_t>(ctx->saved_data["seed"].toInt());
+    const int64_t first = ctx->saved_data["first"].toInt();
     const Shapes s = shapes_of(q, k, v, heads);
     const uint32_t threshold = static_cast<uint32_t>(std::lround(dropout * 65536.0));
     const float scale = static_cast<float>(1.0 / (1.0 - dropout));
@@ -160,12 +165,12 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
           gemm(false, true, rows, s.Tk, s.d, 1.0f, gh + i0 * s.C, s.C, vh, s.v_row, 0.0f, dp.data(), s.Tk);
           for (int64_t i = 0; i < rows; ++i) {
             float *pi = p.data() + i * s.Tk, *dpi = dp.data() + i * s.Tk;
-            if (dropout > 0) apply_mask(dpi, s.Tk, seed, bh * s.Tq + i0 + i, threshold, scale);
+            if (dropout > 0) apply_mask(dpi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);
             float dot = 0;
             for (int64_t j = 0; j < s.Tk; ++j) dot += pi[j] * dpi[j];
             // dV needs the dropped-out weights P̃ = P∘M: reuse dp's row after dS is formed.
             for (int64_t j = 0; j < s.Tk; ++j) dpi[j] = pi[j] * (dpi[j] - dot);  // dS
-            if (dropout > 0) apply_mask(pi, s.Tk, seed, bh * s.Tq + i0 + i, threshold, scale);  // P̃
+            if (dropout > 0) apply_mask(pi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);  // P̃
           }
           gemm(true, false, s.Tk, s.d, rows, 1.0f, p.data(), s.Tk, gh + i0 * s.C, s.C, 1.0f, dvh, s.C);
           gemm(false, false, rows, s.d, s.Tk, inv_sqrt_d, dp.data(), s.Tk, kh, s.k_row, 1.0f,

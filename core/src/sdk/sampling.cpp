@@ -12,13 +12,44 @@
 #include "htm/error.h"
 #include "htm/layers.h"
 #include "htm/policy.h"
+#include "htm/row_shard.h"
 
 namespace htm {
+
+namespace {
+thread_local RowShard g_row_shard;
+}  // namespace
+
+const RowShard& current_row_shard() { return g_row_shard; }
+
+DrawRows draw_rows(int64_t rows) {
+  const RowShard& s = g_row_shard;
+  if (s.total == 0 || s.rows == 0 || rows == 0 || rows % s.rows != 0) return {rows, 0};
+  const int64_t k = rows / s.rows;
+  return {s.total * k, s.offset * k};
+}
+
+at::Tensor normal_like_rows(const at::Tensor& like, c10::optional<at::Generator> generator) {
+  const DrawRows d = like.dim() > 0 ? draw_rows(like.size(0)) : DrawRows{0, 0};
+  auto sizes = like.sizes().vec();
+  if (sizes.empty() || d.rows == like.size(0)) return torch::randn(like.sizes(), generator, like.options());
+  sizes[0] = d.rows;
+  return torch::randn(sizes, generator, like.options()).narrow(0, d.offset, like.size(0)).contiguous();
+}
+
+RowShardScope::RowShardScope(RowShard shard) : previous_(g_row_shard) { g_row_shard = shard; }
+RowShardScope::~RowShardScope() { g_row_shard = previous_; }
+
 namespace {
 
-// Gumbel(0,1) noise as -log(E), E ~ Exp(1): one draw per entry from `generator`.
+// Gumbel(0,1) noise as -log(E), E ~ Exp(1): one draw per entry from `generator` (for the whole
+// batch when data-parallel training split it: row_shard.h).
 torch::Tensor gumbel_like(const torch::Tensor& t, at::Generator generator) {
-  auto e = torch::empty(t.sizes(), t.options().dtype(torch::kFloat)).exponential_(1.0, generator);
+  const DrawRows d = t.dim() > 0 ? draw_rows(t.size(0)) : DrawRows{0, 0};
+  auto sizes = t.sizes().vec();
+  if (!sizes.empty()) sizes[0] = d.rows;
+  auto e = torch::empty(sizes, t.options().dtype(torch::kFloat)).exponential_(1.0, generator);
+  if (!sizes.empty() && d.rows != t.size(0)) e = e.narrow(0, d.offset, t.size(0));
   return -e.log_();
 }
 
@@ -56,13 +87,16 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tenso
   const float* logits_all = values.data_ptr<float>();
   int64_t* src_all = src.data_ptr<int64_t>();
   int64_t* dst_all = dst.data_ptr<int64_t>();
-  // One stream per sample, seeded from `generator` in order: same draws for any thread count.
-  std::vector<uint64_t> seeds(B);
+  // One stream per sample, seeded from `generator` in order: same draws for any thread count
+  // (and any number of data-parallel processes: seeds are drawn for the whole batch).
+  const DrawRows rows = draw_rows(B);
+  std::vector<uint64_t> seeds(rows.rows);
   {
     std::lock_guard<std::mutex> lock(generator.mutex());
     auto* gen = at::check_generator<at::CPUGeneratorImpl>(generator);
     for (auto& seed : seeds) seed = gen->random64();
   }
+  seeds.erase(seeds.begin(), seeds.begin() + rows.offset);
 
   // Greedy scan in descending order of Gumbel-perturbed logits: the first pair whose tokens are
   // both unused is a draw from the softmax renormalised over the allowed pairs (exponential

@@ -1,5 +1,6 @@
 // Importing another results database: every run this one lacks (by uuid), with everything
-// recorded under it, in one transaction.
+// recorded under it, in one transaction. Runs still running there are left for a later merge
+// (a shard being written); merging the same file again adds nothing.
 #include <filesystem>
 
 #include "htm/error.h"
@@ -12,7 +13,7 @@ using store::kSchemaVersion;
 using store::Statement;
 using store::Transaction;
 
-int64_t ResultsStore::merge_from(const std::string& other_path) {
+int64_t ResultsStore::merge_from(const std::string& other_path, int64_t* still_running) {
   std::string refusal = "cannot merge '" + other_path + "' into results database '" + path_ + "': ";
   std::error_code ec;
   if (!std::filesystem::exists(other_path, ec)) throw Error(refusal + "no such file");
@@ -50,7 +51,8 @@ int64_t ResultsStore::merge_from(const std::string& other_path) {
       DROP TABLE IF EXISTS temp.merge_runs;
       CREATE TEMP TABLE merge_runs(old_id INTEGER PRIMARY KEY, uuid TEXT UNIQUE, new_id INTEGER);
       INSERT INTO temp.merge_runs(old_id, uuid)
-        SELECT id, uuid FROM merge_source.runs WHERE uuid NOT IN (SELECT uuid FROM main.runs);
+        SELECT id, uuid FROM merge_source.runs
+        WHERE uuid NOT IN (SELECT uuid FROM main.runs) AND status != 'running';
       INSERT INTO main.runs(uuid, experiment_id, variant, seed, status, started_at, ended_at,
                             source_file, config_toml, config_hash, git_revision, torch_version,
                             htm_version, host, artifact_dir, error)
@@ -94,6 +96,10 @@ int64_t ResultsStore::merge_from(const std::string& other_path) {
       Statement count(db_, path_, "SELECT count(*) FROM temp.merge_runs");
       count.step();
       imported = count.column_int(0);
+      Statement running(db_, path_, "SELECT count(*) FROM merge_source.runs WHERE status = 'running' "
+                                    "AND uuid NOT IN (SELECT uuid FROM main.runs)");
+      running.step();
+      if (still_running != nullptr) *still_running = running.column_int(0);
     }
     exec("DROP TABLE temp.merge_runs");
     transaction.commit();

@@ -131,9 +131,10 @@ class ResultsStore {
   /// INTO, a PRAGMA that sets) is refused.
   QueryResult query(const std::string& sql, const std::vector<SqlValue>& params = {},
                     bool allow_write = false);
-  /// Copies every run of another database that this one lacks (matched by run uuid).
-  /// Returns the number of runs imported.
-  int64_t merge_from(const std::string& other_path);
+  /// Copies every run of another database that this one lacks (matched by run uuid), except
+  /// runs still running there (a shard being written: a later merge takes them once they end).
+  /// Returns the number of runs imported; `still_running` gets the number left behind.
+  int64_t merge_from(const std::string& other_path, int64_t* still_running = nullptr);
 
   /// How long a write waits for another process's lock before failing (30 s by default). A
   /// training run waits longer: it would rather pause than fail for someone's open shell.

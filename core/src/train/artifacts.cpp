@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <sstream>
 
 #include <torch/torch.h>
 
+#include "dist/communicator.h"
 #include "hierarchy/tree_scoring.h"
 #include "report/pictures.h"
 #include "htm/error.h"
@@ -56,6 +58,7 @@ void set_state(at::Generator generator, const torch::Tensor& state) {  // a hand
 
 void Trainer::save_checkpoint(const LoopState& s, const FusedAdamW& optimizer, const FusedAdamW& policy_optimizer,
                               const Estimator& estimator, const at::Generator& data_gen) {
+  if (!primary()) return;  // every rank holds the same state: rank 0 keeps it
   const std::string path = artifact_dir_ + "/checkpoint.pt";
   torch::serialize::OutputArchive archive;
   ex_.model->save(archive);
@@ -90,10 +93,17 @@ void Trainer::save_checkpoint(const LoopState& s, const FusedAdamW& optimizer, c
 bool Trainer::load_checkpoint(LoopState& s, FusedAdamW& optimizer, FusedAdamW& policy_optimizer, Estimator& estimator,
                               at::Generator& data_gen) {
   const std::string path = artifact_dir_ + "/checkpoint.pt";
-  if (!std::filesystem::exists(path)) return false;
+  std::string bytes;
+  if (primary() && std::filesystem::exists(path)) {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (!in && !in.eof()) throw Error("cannot resume from '" + path + "': cannot read it");
+  }
+  if (options_.comm != nullptr) bytes = options_.comm->broadcast_bytes(bytes);  // rank 0's file, everywhere
+  if (bytes.empty()) return false;
   torch::serialize::InputArchive archive, state;
   try {
-    archive.load_from(path);
+    archive.load_from(bytes.data(), bytes.size());
   } catch (const c10::Error& e) {
     throw Error("cannot resume from '" + path + "': " + e.what_without_backtrace());
   }
@@ -125,6 +135,7 @@ bool Trainer::load_checkpoint(LoopState& s, FusedAdamW& optimizer, FusedAdamW& p
 }
 
 void Trainer::save_pictures(int64_t step, const std::string& tag) {
+  if (!primary()) return;
   const int64_t n = std::min(ex_.config.settings.train.images, ex_.dataset->size(Split::test));
   const auto shape = ex_.dataset->sample_shape();
   const bool images = shape.size() == 3, sets = shape.size() == 2 && (shape[1] == 2 || shape[1] == 4);
@@ -154,7 +165,7 @@ void Trainer::save_pictures(int64_t step, const std::string& tag) {
 }
 
 void Trainer::save_policy_heatmap(const at::Tensor& logits, int64_t step) {
-  if (logits.dim() != 3 || logits.size(0) < 2) return;
+  if (!primary() || logits.dim() != 3 || logits.size(0) < 2) return;
   const int64_t T = logits.size(1);
   auto masked = logits.to(torch::kFloat).masked_fill(torch::eye(T, torch::kBool), -INFINITY);
   auto partners = torch::softmax(masked, -1);  // row i: where token i would merge

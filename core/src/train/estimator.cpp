@@ -12,9 +12,13 @@ Estimator::Estimator(const EstimatorSettings& settings) : settings_(settings) {
 }
 
 torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
-                                   const torch::Tensor& entropy) {
+                                   const torch::Tensor& entropy, const BatchShare& share) {
   auto loss = per_sample_loss.mean();
-  torch::Tensor total = loss;
+  // Over a split batch every mean is over this process's rows, weighted by their share; the
+  // batch reward multiplies a sum, which the processes' sum completes.
+  const double fraction = share.split ? share.fraction : 1.0;
+  auto scaled = [&](const torch::Tensor& mean) { return share.split ? mean * fraction : mean; };
+  torch::Tensor total = scaled(loss);
   if (log_prob.defined() && !scales_by_probability()) {
     auto g = per_sample_loss.detach();
     if (settings_.baseline == RewardBaseline::rloo) {
@@ -23,16 +27,18 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const t
         throw Error("a batch of " + std::to_string(g.size(0)) + " rows is not " + std::to_string(K) + " rollouts of each input");
       auto per_input = g.view({-1, K});
       auto others = (per_input.sum(1, true) - per_input) / static_cast<double>(K - 1);
-      total = loss + ((per_input - others).view(-1) * log_prob).mean();
+      total = total + scaled(((per_input - others).view(-1) * log_prob).mean());
     } else if (settings_.reward == RewardScope::sample) {
-      total = loss + ((g - baseline()) * log_prob).mean();
+      total = total + scaled(((g - baseline()) * log_prob).mean());
+    } else if (share.split) {
+      total = total + (share.batch_loss - baseline()) * log_prob.sum();
     } else {
-      total = loss + (loss.detach() - baseline()) * log_prob.sum();
+      total = total + (loss.detach() - baseline()) * log_prob.sum();
     }
   }
-  if (entropy.defined() && settings_.entropy > 0) total = total - settings_.entropy * entropy.mean();
+  if (entropy.defined() && settings_.entropy > 0) total = total - settings_.entropy * scaled(entropy.mean());
   if (settings_.baseline == RewardBaseline::ema) {
-    const double value = loss.item<double>();
+    const double value = share.split ? share.batch_loss : loss.item<double>();
     const double decay = settings_.baseline_decay;
     baseline_ = have_baseline_ ? decay * baseline_ + (1 - decay) * value : value;
     have_baseline_ = true;

@@ -9,6 +9,14 @@
 
 namespace htm {
 
+/// A data-parallel process's part of a step's batch: the gradients of the processes' objectives
+/// are summed, and that sum is the gradient of the whole batch's objective.
+struct BatchShare {
+  double fraction = 1;  ///< this process's rows / the whole batch's rows
+  double batch_loss = 0;  ///< the whole batch's mean loss (the batch reward, the ema baseline)
+  bool split = false;   ///< false: this process holds the whole batch (then the rest is unused)
+};
+
 class Estimator {
  public:
   explicit Estimator(const EstimatorSettings& settings);
@@ -30,9 +38,10 @@ class Estimator {
   /// the mean loss of the same input's other rollouts (rloo, always per sample). With an
   /// entropy weight w, − w · mean_b H_b is added. With prob_scale, or no log-probabilities, the
   /// first term alone. Then updates the ema baseline with this batch's loss (it lags one step:
-  /// it never includes its own reward).
+  /// it never includes its own reward). With a `share` of a split batch, this process's part:
+  /// means scaled by its fraction of the rows, the batch reward from the whole batch's loss.
   torch::Tensor objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
-                          const torch::Tensor& entropy = {});
+                          const torch::Tensor& entropy = {}, const BatchShare& share = {});
 
   /// What objective() subtracts from the reward now (the ema baseline; 0 for none and rloo).
   double baseline() const { return have_baseline_ ? baseline_ : 0.0; }

@@ -8,10 +8,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include <torch/torch.h>
 
+#include "dist/communicator.h"
+#include "dist/grad_reducer.h"
 #include "htm/error.h"
+#include "htm/row_shard.h"
 #include "htm/sets.h"
 #include "model/plugin_scope.h"
 #include "train/baselines.h"
@@ -41,6 +45,8 @@ int64_t limit(int64_t requested, int64_t available) {
 }
 
 }  // namespace
+
+bool Trainer::primary() const { return options_.comm == nullptr || options_.comm->rank() == 0; }
 
 void request_interrupt() { g_interrupt = true; }
 bool interrupt_requested() { return g_interrupt; }
@@ -125,7 +131,7 @@ TrainSummary Trainer::run() {
   const TrainSettings& train = ex_.config.settings.train;
   const RuntimeSettings& runtime = ex_.config.settings.runtime;
   Dataset& data = *ex_.dataset;
-  std::filesystem::create_directories(artifact_dir_);
+  if (primary()) std::filesystem::create_directories(artifact_dir_);
 
   const int64_t n_train = limit(train.train_samples, data.size(Split::train));
   const int64_t batch_size = train.batch_size;
@@ -146,6 +152,18 @@ TrainSummary Trainer::run() {
   FusedAdamW policy_optimizer(policy_params, policy_lr, train.weight_decay);
   Estimator estimator(ex_.config.settings.estimator);
   auto data_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 1);
+  Communicator* comm = options_.comm;
+  std::unique_ptr<GradientReducer> reducer;
+  if (comm != nullptr) {  // every rank needs at least one row of every batch
+    const int64_t last = n_train % batch_size;
+    const int64_t smallest = std::min(std::min(batch_size, n_train), last == 0 ? batch_size : last);
+    if (smallest < comm->world())
+      throw Error("data-parallel training over " + std::to_string(comm->world()) + " processes needs at least one sample "
+                  "per process in every batch; the smallest batch of this run has " + std::to_string(smallest) +
+                  " (train.batch_size " + std::to_string(batch_size) + ", train.train_samples " + std::to_string(n_train) + ")");
+    reducer = std::make_unique<GradientReducer>(ex_.model->parameters(), *comm);
+  }
+  bool stop_agreed = false;  // data-parallel: every rank stops at the same step
 
   TrainSummary summary;
   summary.reference = baseline_scores(data, *ex_.model, n_train, eval_samples_, ex_.latent_floats);
@@ -154,7 +172,7 @@ TrainSummary Trainer::run() {
   if (options_.resume && load_checkpoint(state, optimizer, policy_optimizer, estimator, data_gen)) {
     store_.truncate_after(run_id_, state.step);  // what was logged after the checkpoint comes again
     resumed_from_ = state.step;
-    std::fprintf(stderr, "[%s] resumed from its checkpoint at step %lld of %lld\n", label_.c_str(),
+    if (options_.verbosity > 0) std::fprintf(stderr, "[%s] resumed from its checkpoint at step %lld of %lld\n", label_.c_str(),
                  static_cast<long long>(state.step), static_cast<long long>(total_steps));
   } else {
     if (options_.resume) store_.truncate_after(run_id_, -1);  // nothing to continue: start over
@@ -168,7 +186,14 @@ TrainSummary Trainer::run() {
     if (!std::isnan(reference.linear_accuracy)) first.push_back({"baseline/linear_accuracy", reference.linear_accuracy});
     store_.log_metrics(run_id_, 0, 0, "test", first);
   }
-  std::fprintf(stderr, "[%s] model: %lld parameters, %lld of them trained by this objective\n",
+  if (comm != nullptr) {  // rank 0's weights everywhere (the same seed built the same ones; now it is certain)
+    torch::NoGradGuard no_grad;
+    for (auto& p : ex_.model->parameters()) {
+      auto value = p.detach();
+      comm->broadcast(value);
+    }
+  }
+  if (options_.verbosity > 0) std::fprintf(stderr, "[%s] model: %lld parameters, %lld of them trained by this objective\n",
                label_.c_str(), static_cast<long long>(ex_.parameters),
                static_cast<long long>(ex_.participating));
   int64_t teacher_forced_steps = 0;  // §3.2.2's pre-training stage, if a loss asks for one
@@ -212,7 +237,7 @@ TrainSummary Trainer::run() {
     }
     for (; state.batch < steps_per_epoch && step < total_steps;) {
       const int64_t b = state.batch;
-      if (interrupt_requested()) {  // between two steps: the state is whole, keep it
+      if (comm != nullptr ? stop_agreed : interrupt_requested()) {  // between two steps: the state is whole, keep it
         if (train.checkpoint && step > resumed_from_) checkpoint();
         throw Interrupted();
       }
@@ -230,11 +255,13 @@ TrainSummary Trainer::run() {
                                                                   : sample_depth(rho, layers, generator_);
       const std::vector<int64_t> schedule(ex_.schedule.begin(), ex_.schedule.begin() + depth);
       Batch batch;
+      const int64_t B = std::min(batch_size, n_train - b * batch_size);  // the whole batch's inputs
+      auto indices = state.order.narrow(0, b * batch_size, B);
+      const auto [first, rows] = comm != nullptr ? rows_of_rank(B, comm->rank(), comm->world()) : std::pair<int64_t, int64_t>{0, B};
       {
         PluginScope scope(PluginKind::dataset, &data);
-        batch = data.get(Split::train, state.order.narrow(0, b * batch_size, std::min(batch_size, n_train - b * batch_size)));
+        batch = data.get(Split::train, indices.narrow(0, first, rows));
       }
-      const int64_t B = batch.input.size(0);
       if (estimator.rollouts() > 1) {  // K adjacent copies of each input, each drawing its own decisions
         const int64_t K = estimator.rollouts();
         batch.input = batch.input.repeat_interleave(K, 0);
@@ -243,6 +270,10 @@ TrainSummary Trainer::run() {
       }
       ForwardHooks step_hooks = hooks(epoch, step, true);
       step_hooks.tree = batch.tree;
+      // Data-parallel: random draws are made for the whole batch and this rank keeps its rows.
+      const int64_t K = estimator.rollouts();
+      std::optional<RowShardScope> shard;
+      if (comm != nullptr) shard.emplace(RowShard{first * K, rows * K, B * K});
       auto out = teacher_forced
                      ? ex_.model->forward_teacher_forced(batch.input, schedule, generator_, &step_hooks)
                      : ex_.model->forward(batch.input, schedule, generator_, &step_hooks);
@@ -253,20 +284,36 @@ TrainSummary Trainer::run() {
       } catch (const NonFinite& e) {
         throw Error("training diverged at step " + std::to_string(step + 1) + ": " + e.what());
       }
+      shard.reset();  // the forward pass's draws are made; evaluation below draws for itself
       auto loss = per_sample.mean();
-
-      // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
-      auto total = estimator.objective(per_sample, out.log_prob, out.entropy);
-      if (out.leaf_loss.defined()) {  // a probe on detached tokens: outside the policy's reward
-        total = total + out.leaf_loss.mean();
-        terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
+      BatchShare share;
+      if (comm != nullptr) {  // the whole batch's loss, and whether any rank was asked to stop
+        const auto sums = comm->sum({per_sample.detach().sum().item<double>(), interrupt_requested() ? 1.0 : 0.0});
+        share = {static_cast<double>(rows) / B, sums[0] / static_cast<double>(B * K), true};
+        stop_agreed = sums[1] > 0;
       }
 
-      // ---- backward and update
+      // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
+      auto total = estimator.objective(per_sample, out.log_prob, out.entropy, share);
+      if (out.leaf_loss.defined()) {  // a probe on detached tokens: outside the policy's reward
+        total = total + (share.split ? share.fraction : 1.0) * out.leaf_loss.mean();
+        terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
+      }
+      const bool log_now = (step + 1) % log_every == 0 || step + 1 == total_steps;
+      if (log_now && out.entropy.defined()) terms.push_back({"policy_entropy", out.entropy.mean().item<double>()});
+      if (log_now && comm != nullptr) {  // the whole batch's means
+        std::vector<double> values;
+        for (const auto& t : terms) values.push_back(t.value * share.fraction);
+        values = comm->sum(values);
+        for (size_t i = 0; i < terms.size(); ++i) terms[i].value = values[i];
+      }
+
+      // ---- backward and update (data-parallel: gradients summed over the ranks as they come)
       optimizer.zero_grad();
       policy_optimizer.zero_grad();
+      if (reducer) reducer->prepare();
       total.backward();
-      const bool log_now = (step + 1) % log_every == 0 || step + 1 == total_steps;
+      if (reducer) reducer->finish();
       if (log_now) {  // per-block gradient norms, before clipping: where the signal reaches
         for (const auto& child : ex_.model->named_children()) {
           const auto params = child.value()->parameters();
@@ -286,7 +333,7 @@ TrainSummary Trainer::run() {
       ++step;
       ++state.batch;
       state.images += B;
-      const double loss_value = loss.item<double>();
+      const double loss_value = share.split ? share.batch_loss : loss.item<double>();
       if (!std::isfinite(loss_value)) throw Error("training diverged at step " + std::to_string(step) + ": the loss is " + std::to_string(loss_value));
       state.epoch_loss += loss_value;
       ++state.epoch_batches;
@@ -299,7 +346,6 @@ TrainSummary Trainer::run() {
         terms.push_back({"depth", static_cast<double>(depth)});
         terms.push_back({"images_per_s", state.images_per_s});
         terms.push_back({"lr", lr});
-        if (out.entropy.defined()) terms.push_back({"policy_entropy", out.entropy.mean().item<double>()});
         store_.log_metrics(run_id_, step, epoch, "train", terms);
         progress(epoch, step, total_steps, state.running_loss, rho, depth, state.images_per_s,
                  seconds_before + seconds_since(t0), step == total_steps);

@@ -15,6 +15,8 @@
 
 namespace htm {
 
+class Communicator;
+
 /// Thrown by the loop when Ctrl-C was pressed; the run is then recorded as interrupted.
 class Interrupted : public std::runtime_error {
  public:
@@ -56,6 +58,10 @@ struct TrainerOptions {
   int verbosity = 1;
   /// Called after each step (and its checkpoint, if one was due): tests stop a run here.
   std::function<void(int64_t step)> after_step;
+  /// Data-parallel training (dist/communicator.h): every rank runs the same loop on its rows of
+  /// each batch and the gradients are summed; rank 0 alone writes checkpoints and pictures (and
+  /// is given the real results store). Null: one process.
+  Communicator* comm = nullptr;
 };
 
 class Estimator;
@@ -104,8 +110,11 @@ class Trainer {
   void save_checkpoint(const LoopState& state, const FusedAdamW& optimizer, const FusedAdamW& policy_optimizer,
                        const Estimator& estimator, const at::Generator& data_gen);
   /// Restores what save_checkpoint() wrote; false when there is no checkpoint with a state.
+  /// Data-parallel: rank 0 reads the file and every rank loads its bytes.
   bool load_checkpoint(LoopState& state, FusedAdamW& optimizer, FusedAdamW& policy_optimizer,
                        Estimator& estimator, at::Generator& data_gen);
+  /// Whether this process writes files (one process, or rank 0 of a data-parallel run).
+  bool primary() const;
   void save_pictures(int64_t step, const std::string& tag);
   /// Figure 4: each token's partner probabilities at the first layer (softmax of the policy's
   /// logits over the other tokens), averaged over the `logits`' inputs (n×T×T) and for the first

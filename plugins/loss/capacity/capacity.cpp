@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "htm/loss.h"
+#include "htm/row_shard.h"
 
 namespace {
 
@@ -42,7 +43,7 @@ class CapacityLoss : public htm::Loss {
   torch::Tensor enter_layer(const torch::Tensor& tokens, const htm::LayerEntry& e) override {
     const double sd = noise_ * strength(e.step);
     if (!e.training || sd == 0) return tokens;
-    return tokens + sd * torch::randn(tokens.sizes(), e.generator, tokens.options());
+    return tokens + sd * htm::normal_like_rows(tokens, e.generator);
   }
 
   // Mean over layers and tokens of the noised tokens' squared norm per feature (|x'|² / C, so

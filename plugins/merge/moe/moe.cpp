@@ -6,6 +6,7 @@
 
 #include "htm/layers.h"
 #include "htm/merge.h"
+#include "htm/row_shard.h"
 
 namespace {
 
@@ -61,7 +62,7 @@ class MoeMerge : public htm::MergeOperator {
   torch::Tensor route(const torch::Tensor& x, htm::Linear& router,
                       std::vector<htm::TokenMlp>& experts, int64_t out_dim) {
     auto scores = router->forward(x);
-    if (is_training() && router_noise_ > 0) scores = scores + router_noise_ * torch::randn_like(scores);
+    if (is_training() && router_noise_ > 0) scores = scores + router_noise_ * htm::normal_like_rows(scores);
     auto gate = torch::softmax(scores, -1);  // N×E
     auto [weight, choice] = gate.max(-1);
     auto out = torch::zeros({x.size(0), out_dim}, x.options());

@@ -1,0 +1,276 @@
+#include "launch.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "htm/error.h"
+#include "signals.h"
+#include "train/trainer.h"
+
+extern char** environ;
+
+namespace htm {
+namespace {
+
+// Worker processes: their own process group (a terminal's Ctrl-C reaches the parent alone, which
+// forwards it once), signals unblocked, and HTM_WORKER_OF so they die with the parent.
+class Spawner {
+ public:
+  Spawner() {
+    for (char** e = environ; *e != nullptr; ++e)
+      if (std::string(*e).rfind("HTM_WORKER_OF=", 0) != 0) base_.push_back(*e);
+    base_.push_back("HTM_WORKER_OF=" + std::to_string(getpid()));
+    posix_spawnattr_init(&attr_);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr_, &none);
+    posix_spawnattr_setpgroup(&attr_, 0);
+    posix_spawnattr_setflags(&attr_, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
+  }
+  ~Spawner() { posix_spawnattr_destroy(&attr_); }
+  Spawner(const Spawner&) = delete;
+  Spawner& operator=(const Spawner&) = delete;
+
+  /// Starts `args` (args[0]: this executable) with `environment` added; output to `log` if given.
+  pid_t spawn(std::vector<std::string> args, const std::vector<std::string>& environment = {},
+              const std::string& log = "") {
+    std::vector<std::string> env = base_;
+    env.insert(env.end(), environment.begin(), environment.end());
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    if (!log.empty()) {
+      posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      posix_spawn_file_actions_adddup2(&files, 1, 2);
+    }
+    pid_t pid;
+    const int rc = posix_spawn(&pid, argv[0], &files, &attr_, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&files);
+    if (rc != 0) throw Error("cannot start a worker process: " + std::string(std::strerror(rc)));
+    remember_worker(pid);
+    return pid;
+  }
+
+ private:
+  std::vector<std::string> base_;
+  posix_spawnattr_t attr_;
+};
+
+std::string self_path() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
+
+// `htm run FILE` with the request's options that every worker shares (not its selection).
+std::vector<std::string> shared_args(const RunRequest& request) {
+  std::vector<std::string> args = {self_path(), "run", request.file};
+  if (request.force) args.push_back("--force");
+  if (request.verbosity == 0) args.push_back("--quiet");
+  if (request.verbosity == 2) args.push_back("--verbose");
+  for (const auto& t : request.tags) args.insert(args.end(), {"--tag", t});
+  if (!request.note.empty()) args.insert(args.end(), {"--note", request.note});
+  for (const auto& o : request.overrides) args.insert(args.end(), {"--set", o});
+  for (const auto& w : request.sweeps) args.insert(args.end(), {"--sweep", w});
+  return args;
+}
+
+// Each of `workers` processes gets an equal part of the cores, unless runtime.threads is set.
+void add_threads(std::vector<std::string>& args, const RunRequest& request, unsigned workers) {
+  for (const auto& o : request.overrides)
+    if (o.rfind("runtime.threads", 0) == 0) return;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  args.insert(args.end(), {"--set", "runtime.threads=" + std::to_string(std::max(1u, cores / workers))});
+}
+
+int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+// A TCP port nobody listens on now (the kernel's choice), for rank 0's rendezvous.
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof addr;
+  int port = 0;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &size) == 0)
+    port = ntohs(addr.sin_port);
+  if (fd >= 0) close(fd);
+  if (port == 0) throw Error("cannot find a free TCP port for the ranks' rendezvous");
+  return port;
+}
+
+// The last line of a worker's log that is a progress line ("... step S/T ... ETA ...").
+std::string last_progress(const std::string& log) {
+  std::ifstream in(log, std::ios::binary | std::ios::ate);
+  const std::streamoff size = in.tellg();
+  if (size <= 0) return "starting";
+  in.seekg(std::max<std::streamoff>(0, size - 4096));
+  std::string tail((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (char& c : tail)
+    if (c == '\r') c = '\n';
+  std::string best = "starting";
+  std::istringstream lines(tail);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(" ETA ") != std::string::npos) best = line;
+  return best;
+}
+
+// A finished worker's log without its progress lines: what a non-TTY run would have printed.
+void print_outcome(const std::string& log) {
+  std::ifstream in(log, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (char& c : text)
+    if (c == '\r') c = '\n';
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line.find(" ETA ") == std::string::npos) std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+// --jobs N: each variant × seed in its own process, N at a time. Workers get their own process
+// group (a terminal's Ctrl-C reaches the parent alone, which forwards it once) and die with
+// the parent (HTM_WORKER_OF: they ask the kernel for SIGTERM when it goes). On a terminal the
+// workers write to log files under `logs` and the parent keeps one live line per running job.
+int run_parallel(const RunRequest& request, const std::vector<std::pair<std::string, int64_t>>& work,
+                 const std::string& logs) {
+  const bool live = isatty(fileno(stderr)) && request.verbosity >= 1;
+  if (live) std::filesystem::create_directories(logs);
+  Spawner spawner;
+  struct Job {
+    std::string label, log;
+  };
+  std::map<pid_t, Job> jobs;
+  size_t next = 0, done = 0;
+  int worst = 0, drawn = 0;
+  auto erase_block = [&] {
+    for (; drawn > 0; --drawn) std::fprintf(stderr, "\x1b[1A\x1b[2K");
+  };
+  auto draw_block = [&] {
+    std::fprintf(stderr, "jobs: %zu done, %zu running, %zu left\n", done, jobs.size(), work.size() - next);
+    for (const auto& [pid, job] : jobs) std::fprintf(stderr, "  %.150s\n", last_progress(job.log).c_str());
+    drawn = 1 + static_cast<int>(jobs.size());
+    std::fflush(stderr);
+  };
+  auto finished = [&](pid_t pid, int status) {
+    auto found = jobs.find(pid);
+    if (found == jobs.end()) return;
+    forget_worker(pid);
+    if (live) {
+      erase_block();
+      print_outcome(found->second.log);
+    }
+    jobs.erase(found);
+    ++done;
+    worst = std::max(worst, exit_code(status));
+  };
+  while ((next < work.size() && !interrupt_requested()) || !jobs.empty()) {
+    if (next < work.size() && static_cast<int>(jobs.size()) < request.jobs && !interrupt_requested()) {
+      const auto& [variant, seed] = work[next];
+      std::vector<std::string> args = shared_args(request);
+      args.insert(args.end(), {"--variant", variant, "--seed", std::to_string(seed)});
+      add_threads(args, request, static_cast<unsigned>(request.jobs));
+      Job job{variant + " seed " + std::to_string(seed), ""};
+      if (live) job.log = logs + "/" + run_file_name(variant, seed) + ".log";
+      const pid_t pid = spawner.spawn(args, {}, job.log);
+      jobs[pid] = job;
+      ++next;
+      continue;
+    }
+    int status = 0;
+    if (!live) {  // a plain log: block until a worker ends
+      const pid_t pid = wait(&status);
+      if (pid > 0) finished(pid, status);
+      else if (errno == ECHILD) jobs.clear();
+      continue;
+    }
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      finished(pid, status);
+      continue;
+    }
+    erase_block();
+    draw_block();
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  if (live) erase_block();
+  if (interrupt_requested()) {
+    for (size_t i = next; i < work.size(); ++i)
+      std::fprintf(stderr, "[%s seed %lld] not started (interrupted before its turn)\n", work[i].first.c_str(),
+                   static_cast<long long>(work[i].second));
+    return 130;
+  }
+  return worst;
+}
+
+
+int run_ranks(const RunRequest& request, int grace_s) {
+  const int n = request.nproc;
+  const int port = free_port();
+  std::vector<std::string> args = shared_args(request);
+  for (const auto& v : request.variants) args.insert(args.end(), {"--variant", v});
+  for (auto seed : request.seeds) args.insert(args.end(), {"--seed", std::to_string(seed)});
+  if (!request.shard.empty()) args.insert(args.end(), {"--shard", request.shard});
+  add_threads(args, request, static_cast<unsigned>(n));
+  Spawner spawner;
+  std::map<pid_t, int> ranks;  // pid → rank
+  for (int r = 0; r < n; ++r) {
+    const pid_t pid = spawner.spawn(args, {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(n),
+                                           "LOCAL_RANK=" + std::to_string(r), "LOCAL_WORLD_SIZE=" + std::to_string(n),
+                                           "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)});
+    ranks[pid] = r;
+  }
+  int rank0 = 0, worst = 0;
+  std::chrono::steady_clock::time_point deadline{};
+  bool failed = false, terminated = false;
+  while (!ranks.empty()) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, failed ? WNOHANG : 0);
+    if (pid > 0) {
+      auto found = ranks.find(pid);
+      if (found == ranks.end()) continue;
+      forget_worker(pid);
+      const int code = exit_code(status);
+      if (found->second == 0) rank0 = code;
+      worst = std::max(worst, code);
+      if (code != 0 && code != 130 && !failed) {  // the others should notice at their next collective
+        failed = true;
+        deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
+        std::fprintf(stderr, "htm: rank %d ended with %s %d; the other ranks stop within %d s\n", found->second,
+                     WIFEXITED(status) ? "exit code" : "signal", WIFEXITED(status) ? code : WTERMSIG(status), grace_s);
+      }
+      ranks.erase(found);
+      continue;
+    }
+    if (pid < 0 && errno == ECHILD) break;
+    if (failed && std::chrono::steady_clock::now() > deadline) {
+      for (const auto& [p, r] : ranks) kill(p, terminated ? SIGKILL : SIGTERM);
+      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      terminated = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return worst != 0 && worst != rank0 ? std::max(worst, rank0 == 0 ? 1 : rank0) : rank0;
+}
+
+}  // namespace htm

@@ -1,0 +1,29 @@
+// Starting other htm processes: `--jobs N` (a variant × seed per worker process) and `--nproc N`
+// (N ranks of one data-parallel run on this host, with torchrun's environment variables).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runner.h"
+
+namespace htm {
+
+/// "<variant>-seed<S>" as one safe path component.
+std::string run_file_name(const std::string& variant, int64_t seed);
+
+/// --jobs: each of `work` in its own `htm run` process, request.jobs at a time; worker logs go
+/// to `logs` on a terminal (with one live line per job). Returns the worst exit code.
+int run_parallel(const RunRequest& request, const std::vector<std::pair<std::string, int64_t>>& work,
+                 const std::string& logs);
+
+/// --nproc: request.nproc copies of this `htm run` (without --nproc) as ranks 0..N−1 of one
+/// data-parallel group on this host (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+/// MASTER_PORT set as torchrun sets them). When a rank ends abnormally, the others get
+/// `grace_s` seconds to notice and record it, then SIGTERM. Returns rank 0's exit code, or the
+/// worst one when a rank failed.
+int run_ranks(const RunRequest& request, int grace_s = 30);
+
+}  // namespace htm

@@ -1,0 +1,42 @@
+// Gradient averaging for data-parallel training: the parameters' gradients are packed into
+// buckets of about 25 MiB (as torch's DistributedDataParallel does), and each bucket's sum over
+// the ranks starts while backward is still computing earlier layers' gradients, as soon as every
+// gradient of that bucket has been accumulated (autograd post-hooks on the parameters' gradient
+// accumulators). Buckets start in one fixed order on every rank, as Gloo requires.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace htm {
+
+class Communicator;
+
+class GradientReducer {
+ public:
+  /// `params` in registration order; buckets are filled from the last (whose gradients backward
+  /// produces first).
+  GradientReducer(std::vector<at::Tensor> params, Communicator& comm, int64_t bucket_bytes = 25 << 20);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  /// Before backward: forget the last step's buckets.
+  void prepare();
+  /// After backward: sums what is left, waits, and writes each parameter's summed gradient. A
+  /// parameter no rank produced a gradient for keeps none (the optimiser skips it, exactly as a
+  /// single process does); one that some ranks lack counts as zero there.
+  void finish();
+  /// Buckets, and how many of the last step's started before backward ended.
+  int64_t buckets() const;
+  int64_t started_early() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace htm
