@@ -18,6 +18,7 @@ pkgs=(
   dataset-fashion-mnist              # the default real dataset
   libjs-chart.js                     # charts inlined into `htm report` pages
   libgloo-dev                        # Gloo headers for data-parallel training (libtorch's c10d)
+  slurm-wlm munge                    # the Slurm sweep test starts a real one-node cluster (tests/slurm)
   chromium                           # the report's browser test (headless)
 )
 

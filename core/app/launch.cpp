@@ -77,7 +77,11 @@ class Spawner {
   posix_spawnattr_t attr_;
 };
 
+}  // namespace
+
 std::string self_path() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
+
+namespace {
 
 // `htm run FILE` with the request's options that every worker shares (not its selection).
 std::vector<std::string> shared_args(const RunRequest& request) {
@@ -225,19 +229,23 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
 
 
 int run_ranks(const RunRequest& request, int grace_s) {
-  const int n = request.nproc;
-  const int port = free_port();
   std::vector<std::string> args = shared_args(request);
   for (const auto& v : request.variants) args.insert(args.end(), {"--variant", v});
   for (auto seed : request.seeds) args.insert(args.end(), {"--seed", std::to_string(seed)});
   if (!request.shard.empty()) args.insert(args.end(), {"--shard", request.shard});
-  add_threads(args, request, static_cast<unsigned>(n));
+  add_threads(args, request, static_cast<unsigned>(request.nproc));
+  return launch_ranks(args, request.nproc, {}, grace_s);
+}
+
+int launch_ranks(const std::vector<std::string>& args, int n, const std::string& rank0_log, int grace_s) {
+  const int port = free_port();
   Spawner spawner;
   std::map<pid_t, int> ranks;  // pid → rank
   for (int r = 0; r < n; ++r) {
     const pid_t pid = spawner.spawn(args, {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(n),
                                            "LOCAL_RANK=" + std::to_string(r), "LOCAL_WORLD_SIZE=" + std::to_string(n),
-                                           "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)});
+                                           "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)},
+                                    r == 0 ? rank0_log : "");
     ranks[pid] = r;
   }
   int rank0 = 0, worst = 0;

@@ -26,4 +26,11 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
 /// worst one when a rank failed.
 int run_ranks(const RunRequest& request, int grace_s = 30);
 
+/// Starts `args` (args[0]: self_path()) as ranks 0..n−1 on this host and waits for them, as
+/// run_ranks does; rank 0's output goes to `rank0_log` when given.
+int launch_ranks(const std::vector<std::string>& args, int n, const std::string& rank0_log = "", int grace_s = 30);
+
+/// This executable's path.
+std::string self_path();
+
 }  // namespace htm

@@ -332,13 +332,14 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
       if (std::find(work.begin(), work.end(), std::make_pair(variant, seed)) == work.end())  // repeats collapse
         work.emplace_back(variant, seed);
   }
+  const std::optional<WorldInfo> world = world_from_environment();
   if (!request.shard.empty()) {  // a deterministic slice: the same on every host given the same file
     const auto [k, n] = parse_shard(request.shard);
     const size_t all = work.size();
     work = shard_of(work, k, n);
-    std::fprintf(stderr, "shard %d/%d: %zu of the %zu runs\n", k, n, work.size(), all);
+    if (request.nproc == 1 && (!world || world->rank == 0))  // said once, by the process that records
+      std::fprintf(stderr, "shard %d/%d: %zu of the %zu runs\n", k, n, work.size(), all);
   }
-  const std::optional<WorldInfo> world = world_from_environment();
   if (request.nproc > 1) {
     if (world) throw Error("--nproc: this process is already rank " + std::to_string(world->rank) + " of " +
                            std::to_string(world->world) + " (WORLD_SIZE is set); launch it without --nproc");
