@@ -171,6 +171,59 @@ TEST(DataParallel, ARankThatDiesFailsTheRunWithinTheTimeout) {
   std::printf("[ killed rank 1 ] run recorded failed %.1f s after the start: %s\n", seconds, rows[0][1].c_str());
 }
 
+// Ctrl-C to `htm run --nproc 2`: the launcher passes it on, the ranks agree on a step, rank 0
+// checkpoints and records the run interrupted; the same command resumes it on two ranks, and it
+// ends where one uninterrupted process ends.
+TEST(DataParallel, AnInterruptedRunResumesOnTwoRanksAndEndsWhereOneProcessEnds) {
+  Scratch s;
+  const std::string common = " --variant mlp --set train.epochs=30 --set runtime.checkpoint_every=5";
+  ASSERT_EQ(htm("run " + study_options(s, "one.sqlite") + common).first, 0);
+  const std::string two = "run " + study_options(s, "two.sqlite") + common + " --nproc 2";
+  pid_t launcher = fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    execl("/bin/sh", "sh", "-c", (std::string("exec ") + HTM_BINARY + " " + two + " > " + s / "log" + " 2>&1").c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int64_t logged = 0;  // wait until it has trained a while (but not to the end: 240 steps)
+  for (int i = 0; i < 600 && logged < 40; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!fs::exists(s / "two.sqlite")) continue;
+    try {
+      ResultsStore store(s / "two.sqlite", OpenMode::read_only);
+      logged = std::stoll(store.query("SELECT count(*) FROM metrics WHERE name = 'loss'").rows.at(0).at(0));
+    } catch (const std::exception&) {
+    }
+  }
+  ASSERT_GE(logged, 40);
+  kill(launcher, SIGINT);
+  int status = 0;
+  waitpid(launcher, &status, 0);
+  std::ifstream log(s / "log");
+  const std::string out((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(WEXITSTATUS(status), 130) << out;
+  {
+    ResultsStore store(s / "two.sqlite", OpenMode::read_only);
+    EXPECT_EQ(store.query("SELECT status FROM runs").rows.at(0).at(0), "interrupted") << out;
+  }
+  auto [code, again] = htm(two);
+  ASSERT_EQ(code, 0) << again;
+  ResultsStore store(s / "two.sqlite", OpenMode::read_only);
+  EXPECT_EQ(store.query("SELECT status, resumes FROM runs").rows.at(0), (std::vector<std::string>{"finished", "1"}));
+  const Recorded one = read(s / "one.sqlite"), resumed = read(s / "two.sqlite");
+  ASSERT_EQ(resumed.loss.at("mlp").size(), one.loss.at("mlp").size()) << "every step logged once";
+  for (size_t i = 0; i < one.loss.at("mlp").size(); ++i)
+    EXPECT_NEAR(resumed.loss.at("mlp")[i], one.loss.at("mlp")[i], kTolerance) << "step " << i + 1;
+  const auto a = weights(one.artifacts.at("mlp") + "/checkpoint.pt");
+  const auto b = weights(resumed.artifacts.at("mlp") + "/checkpoint.pt");
+  double worst = 0;
+  for (const auto& [name, value] : a) worst = std::max(worst, (value - b.at(name)).abs().max().item<double>());
+  EXPECT_LT(worst, kTolerance);
+  std::printf("[ interrupted at %lld logged steps, resumed on 2 ranks ] largest parameter difference from one process: %.3g\n",
+              static_cast<long long>(logged), worst);
+}
+
 TEST(DataParallel, BadInputIsRefusedWithOneClearLine) {
   Scratch s;
   auto expect = [&](const std::string& args, const std::string& env, const std::string& message) {
