@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -130,6 +131,9 @@ int cmd_resume(const Args& args) {
   pos.add("run", 1);
   po::variables_map vm;
   if (!parse_options("resume", args, opts, pos, vm, "RUN [--set k=v ...] [--db PATH]")) return 0;
+  if (std::getenv("WORLD_SIZE") != nullptr && std::string(std::getenv("WORLD_SIZE")) != "1")
+    throw Error("htm resume runs in one process; a data-parallel run resumes with the command that started it "
+                "(htm run FILE --nproc N, or the same launcher): it continues unfinished runs");
   Registry registry;
   set_graceful_stop(true);
   return resume_run(run_id, db, overrides, sweeps, registry);

@@ -48,7 +48,8 @@ Trainer::Eval Trainer::evaluate_once() {
   TreeScoreMean learned;
   ForwardHooks eval_hooks = hooks(0, 0, false);
   for (int64_t i = 0; i < n; i += bs) {
-    if (interrupt_requested()) throw Interrupted();
+    // One process stops mid-evaluation; data-parallel ranks stop together at the next step.
+    if (options_.comm == nullptr && interrupt_requested()) throw Interrupted();
     Batch batch;
     {
       PluginScope scope(PluginKind::dataset, ex_.dataset.get());
