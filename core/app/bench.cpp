@@ -1,10 +1,12 @@
 // `htm bench`: a training step of an experiment file's model (default: the paper's size, T=256,
 // C=256, L=8, h=8, experiments/bench/paper_size.toml) and the pair sampler alone at its shape,
-// timed as medians, with peak memory and thread count.
+// timed as medians, with the GEMM rate of the same library, peak memory and thread count; also
+// data-parallel (--nproc), the GEMM rates alone (--gemm) and a scaling table over T (--scaling).
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,13 +20,13 @@
 #include "commands.h"
 #include "dist/communicator.h"
 #include "dist/grad_reducer.h"
-#include "file_checks.h"
 #include "htm/error.h"
 #include "htm/policy.h"
 #include "htm/row_shard.h"
 #include "launch.h"
 #include "model/model.h"
 #include "registry.h"
+#include "sdk/gemm.h"
 #include "train/estimator.h"
 #include "train/experiment.h"
 #include "train/optimizer.h"
@@ -54,18 +56,7 @@ std::vector<double> time_ms(int repeats, F&& f) {
   return ms;
 }
 
-// One warm-up call of `step`, one profiled into `profile` (if named), then `steps` timed calls.
-template <class F>
-std::vector<double> time_steps(F&& step, int64_t steps, const std::string& profile) {
-  step();
-  if (!profile.empty()) {
-    torch::autograd::profiler::RecordProfile guard(profile);
-    step();
-  }
-  return time_ms(static_cast<int>(steps), step);
-}
-
-// Peak resident memory of this process so far (VmHWM), in MiB.
+// Peak resident memory of this process (VmHWM), in MiB.
 double peak_rss_mib() {
   std::ifstream status("/proc/self/status");
   for (std::string line; std::getline(status, line);)
@@ -73,72 +64,41 @@ double peak_rss_mib() {
   return 0;
 }
 
-}  // namespace
+// GFLOP/s of an n×n×n product: htm::gemm (oneDNN's sgemm, what the model calls), torch::mm in
+// fp32 and in bf16 (oneDNN's bf16 GEMM, on AMX where the CPU has it).
+struct GemmRates {
+  double htm_fp32 = 0, torch_fp32 = 0, torch_bf16 = 0;
+};
+GemmRates gemm_rates(int64_t n, int repeats = 10) {
+  auto a = torch::randn({n, n}), b = torch::randn({n, n}), c = torch::empty({n, n});
+  const double flop = 2.0 * n * n * n;
+  auto rate = [&](auto&& f) {
+    f();
+    return flop / median(time_ms(repeats, f)) / 1e6;
+  };
+  GemmRates r;
+  r.htm_fp32 = rate([&] { gemm(false, false, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(), n, 0.0f,
+                               c.data_ptr<float>(), n); });
+  r.torch_fp32 = rate([&] { torch::mm_out(c, a, b); });
+  auto a16 = a.to(torch::kBFloat16), b16 = b.to(torch::kBFloat16);
+  r.torch_bf16 = rate([&] { torch::mm(a16, b16); });
+  return r;
+}
 
-int cmd_bench(const Args& args) {
-  po::options_description opts("options");
-  int64_t threads = 1, steps = 5;
-  int nproc = 1;
-  std::string profile, config_file, variant;
-  std::vector<std::string> overrides;
-  opts.add_options()
-      ("threads", po::value(&threads)->default_value(1), "torch threads (0 = all cores)")
-      ("steps", po::value(&steps)->default_value(5), "timed training steps (after one warm-up)")
-      ("config", po::value(&config_file)->default_value("bench/paper_size.toml"),
-       "experiment file whose model, data and batch size are timed (default: the paper's size)")
-      ("variant", po::value(&variant), "the variant (default: the first)")
-      ("set", po::value(&overrides)->composing(),
-       "override a setting, e.g. --set train.batch_size=32 --set policy.plugin=random")
-      ("profile", po::value(&profile), "write a chrome://tracing profile of one step to this file")
-      ("nproc", po::value(&nproc)->default_value(1),
-       "also time the step data-parallel: N processes of one thread, each a slice of the same batch");
-  po::variables_map vm;
-  if (!parse_options("bench", args, opts, {}, vm, "[options]")) return 0;
-  if (nproc < 1) throw Error("--nproc " + std::to_string(nproc) + ": must be at least 1");
-  const std::optional<WorldInfo> world = world_from_environment();
-  if (world) {  // a rank of `--nproc`: the training step alone, on this rank's rows
-    threads = 1;
-    nproc = 1;
-  }
+// The timed training steps of one configuration.
+struct StepTiming {
+  std::vector<double> ms;
+  int64_t flops = 0;  ///< through htm::gemm in one step
+  double peak_mib = 0;
+};
 
-  Registry registry;
-  ExperimentFile file = ExperimentFile::load(config_file, overrides);
-  if (variant.empty()) variant = file.variants().front();
-  Experiment ex = assemble(file.resolve(variant, registry), registry, 0);
-  set_threads(threads);  // after assembly: the file's runtime.threads is not what is timed
-  const int64_t batch = std::min(ex.config.settings.train.batch_size, ex.dataset->size(Split::train));
-  Batch data = ex.dataset->get(Split::train, torch::arange(batch));
+// One warm-up step, one profiled into `profile` (if named), then `steps` timed ones: forward at
+// the full schedule, the losses and the estimator's surrogate, backward (data-parallel:
+// gradients summed as they come), AdamW.
+StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::string& profile,
+                         const std::optional<WorldInfo>& world) {
+  const int64_t batch = data.input.size(0);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
-  auto* htm_model = dynamic_cast<HtmModelImpl*>(ex.model.get());
-  const int64_t T = htm_model != nullptr ? htm_model->num_tokens() : 0;
-
-  // ---- the pair sampler alone: B×T×T logits, the first layer's r pairs
-  if (T >= 2 && !world) {
-    const int64_t r = ex.schedule.empty() ? T / 2 : std::max<int64_t>(1, ex.schedule.front());
-    auto logits = torch::randn({batch, T, T});
-    auto fast = time_ms(20, [&] { sample_disjoint_pairs(logits, r, gen); });
-    auto slow = time_ms(2, [&] { sample_disjoint_pairs_sequential(logits, r, gen); });
-    std::printf("sampler  B=%lld T=%lld r=%lld  gumbel-sort-scan: median %.2f ms   "
-                "one-pair-at-a-time: median %.1f ms   (%.0fx)\n",
-                (long long)batch, (long long)T, (long long)r, median(fast), median(slow),
-                median(slow) / median(fast));
-    // The log-probabilities of that draw, forward and backward, in each form (issue 12: the
-    // exact form must not undo the sampler's speed).
-    auto [src, dst] = sample_disjoint_pairs(logits, r, gen);
-    auto leaf = logits.clone().requires_grad_(true);
-    auto log_prob_ms = [&](LogProbForm form) {
-      return time_ms(20, [&] {
-        pair_log_prob(leaf, src, dst, form).sum().backward();
-        leaf.mutable_grad() = torch::Tensor();
-      });
-    };
-    auto exact = log_prob_ms(LogProbForm::exact), paper = log_prob_ms(LogProbForm::paper);
-    std::printf("log-prob of the r pairs, forward + backward: exact median %.2f ms   paper median %.2f ms\n",
-                median(exact), median(paper));
-  }
-
-  // ---- one training step at the full schedule: forward, the losses and the estimator's
-  // surrogate, backward (data-parallel: gradients summed as they come), AdamW
   const TrainSettings& train = ex.config.settings.train;
   FusedAdamW optimizer(ex.model->parameters(), train.lr, train.weight_decay);
   Estimator estimator(ex.config.settings.estimator);
@@ -178,50 +138,249 @@ int cmd_bench(const Args& args) {
     RECORD_FUNCTION("htm::optimizer", {});
     optimizer.step();
   };
-  auto ms = time_steps(step, steps, world ? "" : profile);
-  const double med = median(ms);
-  const int ranks = world ? world->world : 1;
-  if (world && world->rank != 0) return 0;  // rank 0 speaks for the group
-  std::printf("train    %s/%s  B=%lld T=%lld C=%lld L=%zu h=%lld params=%.2fM  step: median %.1f ms "
-              "(min %.1f, max %.1f over %lld)  %.1f images/s  [%d process%s x %d thread%s]\n",
-              ex.config.experiment.c_str(), variant.c_str(), (long long)batch, (long long)T,
-              (long long)ex.config.settings.model.dim, ex.schedule.size(), (long long)ex.config.settings.model.heads,
-              ex.parameters / 1e6, med, *std::min_element(ms.begin(), ms.end()),
-              *std::max_element(ms.begin(), ms.end()), (long long)steps, batch * 1000.0 / med, ranks,
-              ranks == 1 ? "" : "es", at::get_num_threads(), at::get_num_threads() == 1 ? "" : "s");
-  std::printf("threads  %d   peak memory (VmHWM) %.0f MiB%s\n", at::get_num_threads(), peak_rss_mib(),
-              world ? " (rank 0)" : "");
+  StepTiming t;
+  step();
+  const int64_t flops0 = gemm_flops();
+  step();
+  t.flops = gemm_flops() - flops0;
+  if (!profile.empty()) {
+    torch::autograd::profiler::RecordProfile guard(profile);
+    step();
+  }
+  t.ms = time_ms(static_cast<int>(steps), step);
+  t.peak_mib = peak_rss_mib();
+  if (world && world->rank == 0 && reducer)
+    std::printf("data-parallel  %lld gradient bucket%s, %lld started before backward ended (last step)\n",
+                (long long)reducer->buckets(), reducer->buckets() == 1 ? "" : "s", (long long)reducer->started_early());
+  return t;
+}
+
+// The line `htm bench` prints for every configuration it times, the same fields in the same order.
+void summary(const std::string& what, int64_t batch, int64_t T, const StepTiming& t, int ranks, int threads,
+             double gemm_peak) {
+  const double ms = median(t.ms), gflops = static_cast<double>(t.flops) * ranks / ms / 1e6;  // each rank counts its rows
+  std::printf("summary  %-28s B=%lld T=%-4lld %d process%s x %d thread%s  %7.1f ms  %6.2f images/s  %6.1f GFLOP/s  "
+              "%3.0f%% of GEMM peak  %5.0f MiB\n",
+              what.c_str(), (long long)batch, (long long)T, ranks, ranks == 1 ? "" : "es", threads,
+              threads == 1 ? "" : "s", ms, batch * 1000.0 / ms, gflops, 100.0 * gflops / (gemm_peak * ranks), t.peak_mib);
   std::fflush(stdout);
-  if (world && reducer) {
-    if (world->rank == 0)
-      std::printf("data-parallel  %lld gradient bucket%s, %lld started before backward ended (last step)\n",
-                  (long long)reducer->buckets(), reducer->buckets() == 1 ? "" : "s", (long long)reducer->started_early());
+}
+
+// Least-squares slope of log y against log x: the exponent of y ∝ x^a.
+double fitted_exponent(const std::vector<double>& x, const std::vector<double>& y) {
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) mx += std::log(x[i]) / x.size(), my += std::log(y[i]) / y.size();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    num += (std::log(x[i]) - mx) * (std::log(y[i]) - my);
+    den += (std::log(x[i]) - mx) * (std::log(x[i]) - mx);
+  }
+  return num / den;
+}
+
+struct Configured {
+  Experiment ex;
+  Batch data;
+  int64_t T = 0;
+};
+Configured configure(const std::string& config_file, std::vector<std::string> overrides, std::string variant,
+                     const Registry& registry) {
+  ExperimentFile file = ExperimentFile::load(config_file, overrides);
+  if (variant.empty()) variant = file.variants().front();
+  Configured c{assemble(file.resolve(variant, registry), registry, 0), {}, 0};
+  const int64_t batch = std::min(c.ex.config.settings.train.batch_size, c.ex.dataset->size(Split::train));
+  c.data = c.ex.dataset->get(Split::train, torch::arange(batch));
+  if (auto* htm_model = dynamic_cast<HtmModelImpl*>(c.ex.model.get())) c.T = htm_model->num_tokens();
+  return c;
+}
+
+// The number before `unit` in `text` (0 when absent): reads a child's summary line.
+double number_before(const std::string& text, const std::string& unit) {
+  const size_t at = text.find(unit);
+  if (at == std::string::npos || at == 0) return 0;
+  const size_t end = text.find_last_not_of(' ', at - 1);
+  const size_t begin = text.rfind(' ', end) + 1;
+  return std::atof(text.substr(begin, end + 1 - begin).c_str());
+}
+
+// Runs `htm bench ARGS --step-only` in a process of its own (a clean peak memory), prints its
+// output and returns it.
+std::string child_bench(std::vector<std::string> args, double gemm_peak) {
+  args.insert(args.begin(), {self_path(), "bench"});
+  args.push_back("--step-only");
+  const std::string log =
+      (std::filesystem::temp_directory_path() / ("htm-bench-" + std::to_string(getpid()) + ".log")).string();
+  setenv("HTM_BENCH_GEMM_PEAK", std::to_string(gemm_peak).c_str(), 1);
+  const int code = run_child(args, log);
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(log);
+  std::printf("%s", text.c_str());
+  std::fflush(stdout);
+  if (code != 0) throw Error("a timed configuration failed (exit code " + std::to_string(code) + ")");
+  return text;
+}
+
+// --scaling: the step at image sides 16, 32, 64 (T = 64, 256, 1024 at patch 2, merged to one
+// root), each in its own process, then the sampler alone up to T = 4096, with fitted exponents.
+void scaling(const std::string& config_file, const std::vector<std::string>& overrides, int64_t steps,
+             int threads, double gemm_peak) {
+  std::vector<double> tokens, step_ms;
+  for (int side : {16, 32, 64}) {
+    const int layers = static_cast<int>(std::lround(std::log2(side * side / 4)));
+    std::vector<std::string> args = {"--config", config_file, "--steps", std::to_string(steps), "--threads",
+                                     std::to_string(threads)};
+    for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
+    args.insert(args.end(), {"--set", "dataset.size=" + std::to_string(side), "--set", "model.layers=" + std::to_string(layers)});
+    const std::string text = child_bench(args, gemm_peak);
+    tokens.push_back(side * side / 4.0);
+    step_ms.push_back(number_before(text, " ms "));
+  }
+  std::printf("scaling  step time ~ T^%.2f over T = 64..1024 (fixed C; attention alone would be T^2, the MLPs T^1)\n",
+              fitted_exponent(tokens, step_ms));
+  std::vector<double> sizes, sampler_ms, t2logt;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
+  for (int64_t T : {256, 512, 1024, 2048, 4096}) {
+    auto logits = torch::randn({8, T, T});
+    const double ms = median(time_ms(T >= 2048 ? 3 : 7, [&] { sample_disjoint_pairs(logits, T / 2, gen); }));
+    std::printf("sampler  B=8 T=%-4lld r=%-4lld median %9.2f ms  (%.2f ns per T^2 log2 T)\n", (long long)T,
+                (long long)T / 2, ms, ms * 1e6 / (8.0 * T * T * std::log2(T)));
+    sizes.push_back(static_cast<double>(T));
+    sampler_ms.push_back(ms);
+    t2logt.push_back(T * T * std::log2(T));
+  }
+  std::printf("sampler  time ~ T^%.2f over T = 256..4096 (T^2 log T alone: T^%.2f over the same range)\n",
+              fitted_exponent(sizes, sampler_ms), fitted_exponent(sizes, t2logt));
+}
+
+}  // namespace
+
+int cmd_bench(const Args& args) {
+  po::options_description opts("options");
+  int64_t threads = 1, steps = 5;
+  int nproc = 1;
+  std::string profile, config_file, variant;
+  std::vector<std::string> overrides;
+  opts.add_options()
+      ("threads", po::value(&threads)->default_value(1), "torch threads (0 = all cores)")
+      ("steps", po::value(&steps)->default_value(5), "timed training steps (after one warm-up)")
+      ("config", po::value(&config_file)->default_value("bench/paper_size.toml"),
+       "experiment file whose model, data and batch size are timed (default: the paper's size)")
+      ("variant", po::value(&variant), "the variant (default: the first)")
+      ("set", po::value(&overrides)->composing(),
+       "override a setting, e.g. --set train.batch_size=32 --set policy.plugin=random")
+      ("profile", po::value(&profile), "write a chrome://tracing profile of one step to this file")
+      ("nproc", po::value(&nproc)->default_value(1),
+       "also time the step data-parallel: N processes of one thread, each a slice of the same batch")
+      ("gemm", "only the GEMM rates (fp32 through htm's oneDNN sgemm and torch::mm, bf16 through torch::mm)")
+      ("scaling", "also the step at T = 64, 256, 1024 (each in its own process) and the sampler up to T = 4096, "
+                  "with fitted exponents")
+      ("step-only", "the training step's summary line alone (no GEMM rates, no sampler)");
+  po::variables_map vm;
+  if (!parse_options("bench", args, opts, {}, vm, "[options]")) return 0;
+  if (nproc < 1) throw Error("--nproc " + std::to_string(nproc) + ": must be at least 1");
+  if (threads < 0) throw Error("--threads " + std::to_string(threads) + ": must be 0 (all cores) or more");
+  const std::optional<WorldInfo> world = world_from_environment();
+  if (world) {  // a rank of `--nproc`: the training step alone, on this rank's rows
+    threads = 1;
+    nproc = 1;
+  }
+  set_threads(threads);
+  const int nthreads = at::get_num_threads();
+  const bool step_only = vm.count("step-only") > 0;
+  const char* given_peak = std::getenv("HTM_BENCH_GEMM_PEAK");  // a parent measured it
+  double gemm_peak = given_peak != nullptr ? std::atof(given_peak) : 0;
+  if (!world && !step_only) {
+    for (int64_t n : vm.count("gemm") ? std::vector<int64_t>{256, 512, 1024, 2048} : std::vector<int64_t>{1024}) {
+      const GemmRates g = gemm_rates(n);
+      std::printf("gemm     %lld^3 at %d thread%s: fp32 htm::gemm (oneDNN sgemm) %.1f GFLOP/s, torch::mm %.1f GFLOP/s;"
+                  " bf16 torch::mm %.1f GFLOP/s\n",
+                  (long long)n, nthreads, nthreads == 1 ? "" : "s", g.htm_fp32, g.torch_fp32, g.torch_bf16);
+      if (n == 1024) gemm_peak = g.htm_fp32;
+    }
+    if (vm.count("gemm")) return 0;
+  }
+
+  Registry registry;
+  Configured c = configure(config_file, overrides, variant, registry);
+  set_threads(threads);  // after assembly: the file's runtime.threads is not what is timed
+  Experiment& ex = c.ex;
+  const int64_t batch = c.data.input.size(0), T = c.T;
+  const std::string name = ex.config.experiment + "/" + ex.config.variant;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
+
+  // ---- the pair sampler alone: B×T×T logits, the first layer's r pairs
+  if (T >= 2 && !world && !step_only) {
+    const int64_t r = ex.schedule.empty() ? T / 2 : std::max<int64_t>(1, ex.schedule.front());
+    auto logits = torch::randn({batch, T, T});
+    auto fast = time_ms(20, [&] { sample_disjoint_pairs(logits, r, gen); });
+    auto slow = time_ms(2, [&] { sample_disjoint_pairs_sequential(logits, r, gen); });
+    std::printf("sampler  B=%lld T=%lld r=%lld  gumbel-sort-scan: median %.2f ms   "
+                "one-pair-at-a-time: median %.1f ms   (%.0fx)\n",
+                (long long)batch, (long long)T, (long long)r, median(fast), median(slow),
+                median(slow) / median(fast));
+    // The log-probabilities of that draw, forward and backward, in each form (issue 12: the
+    // exact form must not undo the sampler's speed).
+    auto [src, dst] = sample_disjoint_pairs(logits, r, gen);
+    auto leaf = logits.clone().requires_grad_(true);
+    auto log_prob_ms = [&](LogProbForm form) {
+      return time_ms(20, [&] {
+        pair_log_prob(leaf, src, dst, form).sum().backward();
+        leaf.mutable_grad() = torch::Tensor();
+      });
+    };
+    auto exact = log_prob_ms(LogProbForm::exact), paper = log_prob_ms(LogProbForm::paper);
+    std::printf("log-prob of the r pairs, forward + backward: exact median %.2f ms   paper median %.2f ms\n",
+                median(exact), median(paper));
+  }
+
+  // ---- training steps
+  const StepTiming t = time_training(ex, c.data, steps, world ? "" : profile, world);
+  if (world) {
+    if (world->rank != 0) return 0;  // rank 0 speaks for the group
+    std::fflush(stdout);
+    summary(name, batch, T, t, world->world, 1, gemm_peak);
     return 0;
   }
-  if (nproc > 1) {  // the same batch over nproc processes of one thread, against one process
-    std::vector<double> one_thread = ms;
-    if (at::get_num_threads() != 1) {
+  if (step_only) {
+    summary(name, batch, T, t, 1, nthreads, gemm_peak);
+    return 0;
+  }
+  const double med = median(t.ms);
+  std::printf("train    %s  B=%lld T=%lld C=%lld L=%zu h=%lld params=%.2fM  step: median %.1f ms "
+              "(min %.1f, max %.1f over %lld)  %.1f images/s  %.2f GFLOP through htm::gemm per step\n",
+              name.c_str(), (long long)batch, (long long)T, (long long)ex.config.settings.model.dim, ex.schedule.size(),
+              (long long)ex.config.settings.model.heads, ex.parameters / 1e6, med, *std::min_element(t.ms.begin(), t.ms.end()),
+              *std::max_element(t.ms.begin(), t.ms.end()), (long long)steps, batch * 1000.0 / med, t.flops / 1e9);
+  summary(name, batch, T, t, 1, nthreads, gemm_peak);
+
+  if (nproc > 1) {  // the same batch over nproc processes of one thread, against one process of one
+    StepTiming one = t;
+    double one_peak = gemm_peak;
+    if (nthreads != 1) {
       set_threads(1);
-      one_thread = time_steps(step, steps, "");
+      one_peak = gemm_rates(1024).htm_fp32;
+      one = time_training(ex, c.data, steps, "", std::nullopt);
+      summary(name, batch, T, one, 1, 1, one_peak);
     }
-    std::vector<std::string> rank_args = {self_path(), "bench", "--config", config_file, "--variant", variant,
+    std::vector<std::string> rank_args = {self_path(), "bench", "--config", config_file, "--variant", ex.config.variant,
                                           "--steps", std::to_string(steps)};
     for (const auto& o : overrides) rank_args.insert(rank_args.end(), {"--set", o});
     const std::string log = (std::filesystem::temp_directory_path() / ("htm-bench-rank0-" + std::to_string(getpid()) + ".log")).string();
+    setenv("HTM_BENCH_GEMM_PEAK", std::to_string(one_peak).c_str(), 1);
     const int code = launch_ranks(rank_args, nproc, log);
     std::ifstream in(log);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::filesystem::remove(log);
     std::printf("%s", text.c_str());
     if (code != 0) throw Error("the data-parallel ranks failed (exit code " + std::to_string(code) + ")");
-    const size_t at = text.find(" images/s  [");
-    const size_t from = text.rfind(' ', at - 1);
-    const double dp = at == std::string::npos ? 0 : std::stod(text.substr(from + 1, at - from - 1));
-    const double single = batch * 1000.0 / median(one_thread);
+    const double dp = number_before(text, " images/s ");
+    const double single = batch * 1000.0 / median(one.ms);
     std::printf("scaling  B=%lld: 1 process x 1 thread %.2f images/s, %d processes x 1 thread %.2f images/s: "
                 "speed-up %.2fx, efficiency %.0f%%\n",
                 (long long)batch, single, nproc, dp, dp / single, 100.0 * dp / (nproc * single));
   }
+  if (vm.count("scaling")) scaling(config_file, overrides, steps, nthreads, gemm_peak);
   return 0;
 }
 

@@ -237,6 +237,16 @@ int run_ranks(const RunRequest& request, int grace_s) {
   return launch_ranks(args, request.nproc, {}, grace_s);
 }
 
+int run_child(const std::vector<std::string>& args, const std::string& log) {
+  Spawner spawner;
+  const pid_t pid = spawner.spawn(args, {}, log);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  forget_worker(pid);
+  return exit_code(status);
+}
+
 int launch_ranks(const std::vector<std::string>& args, int n, const std::string& rank0_log, int grace_s) {
   const int port = free_port();
   Spawner spawner;

@@ -30,6 +30,9 @@ int run_ranks(const RunRequest& request, int grace_s = 30);
 /// run_ranks does; rank 0's output goes to `rank0_log` when given.
 int launch_ranks(const std::vector<std::string>& args, int n, const std::string& rank0_log = "", int grace_s = 30);
 
+/// Runs `args` (args[0]: self_path()) as one worker process, output to `log`; its exit code.
+int run_child(const std::vector<std::string>& args, const std::string& log);
+
 /// This executable's path.
 std::string self_path();
 

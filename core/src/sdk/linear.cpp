@@ -1,5 +1,6 @@
 // htm::Linear: torch::nn::Linear's maths and initialisation, with forward and backward GEMMs
 // through oneDNN (gemm.h).
+#include <atomic>
 #include <cmath>
 
 #include <torch/torch.h>
@@ -14,9 +15,16 @@ extern "C" int dnnl_sgemm(char transa, char transb, int64_t m, int64_t n, int64_
 
 namespace htm {
 
+namespace {
+std::atomic<int64_t> g_gemm_flops{0};
+}  // namespace
+
+int64_t gemm_flops() { return g_gemm_flops.load(std::memory_order_relaxed); }
+
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  g_gemm_flops.fetch_add(2 * m * n * k, std::memory_order_relaxed);
   const int status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda,
                                 b, ldb, beta, c, ldc);
   if (status != 0) throw Error("oneDNN sgemm failed with status " + std::to_string(status));
