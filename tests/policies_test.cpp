@@ -136,3 +136,44 @@ TEST(SharedKeyPolicy, RunsInsideTheModelAndNeedsCrossAttention) {
 
 }  // namespace
 }  // namespace htm
+
+namespace htm {
+namespace {
+
+// The learned policy scores a pair from its two tokens alone; the self-attention policy from
+// tokens that have attended to the whole population, so changing a third token changes it.
+TEST(SelfAttentionPolicy, PairScoresDependOnTheOtherTokensAndTrainTheBlocks) {
+  torch::manual_seed(7);
+  MergeContext ctx;
+  ctx.tokens = torch::randn({1, 6, 8});
+  ctx.r = 1;
+  auto changed = ctx;
+  changed.tokens = ctx.tokens.clone();
+  changed.tokens[0][5] += 3.0 * torch::randn({8});  // token 5 only (not a constant: LayerNorm removes one)
+  auto pair_01 = [](Policy& p, const MergeContext& c) { return p.merge_logits(c)[0][0][1].item<double>(); };
+  auto attentive = policy("self_attention"), plain = policy("learned");
+  EXPECT_GT(std::abs(pair_01(*attentive, changed) - pair_01(*attentive, ctx)), 1e-4);
+  EXPECT_NEAR(pair_01(*plain, changed), pair_01(*plain, ctx), 1e-6);
+  // The estimator's gradient reaches the attention blocks, and not the tokens.
+  auto tokens = ctx.tokens.clone().requires_grad_(true);
+  auto with_grad = ctx;
+  with_grad.tokens = tokens;
+  with_grad.generator = at::make_generator<at::CPUGeneratorImpl>(1);
+  auto d = attentive->choose_merges(with_grad);
+  d.log_prob.sum().backward();
+  for (const auto& p : attentive->named_parameters())
+    if (p.key().rfind("attention0.", 0) == 0) {
+      ASSERT_TRUE(p.value().grad().defined()) << p.key();
+      EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0) << p.key();
+    }
+  EXPECT_FALSE(tokens.grad().defined());
+  auto no_blocks = registry().default_params(PluginKind::policy, "self_attention");
+  no_blocks.set("blocks", Value(int64_t{0}));
+  BuildContext build;
+  build.dim = 8;
+  build.heads = 2;
+  EXPECT_THROW(registry().create<Policy>(PluginKind::policy, "self_attention", no_blocks, build), Error);
+}
+
+}  // namespace
+}  // namespace htm
