@@ -124,16 +124,14 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
       truth.tree = data.tree;
       auto out = ex.model->forward(data.input, ex.schedule, gen, &truth);
       auto per_sample = training_objective(ex.losses, out, data, 0, 0, true, false);
-      BatchShare share;
-      if (comm) share = {static_cast<double>(shard.rows) / batch, comm->sum({per_sample.detach().sum().item<double>()})[0] / batch, true};
-      total = estimator.objective(per_sample, out.log_prob, out.entropy, share);
+      total = estimator.objective(per_sample, out.log_prob, out.entropy,
+                                  comm ? share_of_batch(*comm, per_sample, shard.rows, batch) : BatchShare{});
     }
     optimizer.zero_grad();
     {
       RECORD_FUNCTION("htm::backward", {});
-      if (reducer) reducer->prepare();
-      total.backward();
-      if (reducer) reducer->finish();
+      if (reducer) reducer->backward(total);
+      else total.backward();
     }
     RECORD_FUNCTION("htm::optimizer", {});
     optimizer.step();
@@ -203,15 +201,15 @@ double number_before(const std::string& text, const std::string& unit) {
   return std::atof(text.substr(begin, end + 1 - begin).c_str());
 }
 
-// Runs `htm bench ARGS --step-only` in a process of its own (a clean peak memory), prints its
-// output and returns it.
-std::string child_bench(std::vector<std::string> args, double gemm_peak) {
+// Runs `htm bench ARGS` in processes of its own: one (`--step-only`, for a clean peak memory) or
+// `nproc` data-parallel ranks. Prints the output (rank 0's) and returns it.
+std::string child_bench(std::vector<std::string> args, double gemm_peak, int nproc = 1) {
   args.insert(args.begin(), {self_path(), "bench"});
-  args.push_back("--step-only");
+  if (nproc == 1) args.push_back("--step-only");
   const std::string log =
       (std::filesystem::temp_directory_path() / ("htm-bench-" + std::to_string(getpid()) + ".log")).string();
-  setenv("HTM_BENCH_GEMM_PEAK", std::to_string(gemm_peak).c_str(), 1);
-  const int code = run_child(args, log);
+  setenv("HTM_BENCH_GEMM_PEAK", std::to_string(gemm_peak).c_str(), 1);  // the children's % of peak
+  const int code = nproc == 1 ? run_child(args, log) : launch_ranks(args, nproc, log);
   std::ifstream in(log);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::filesystem::remove(log);
@@ -363,18 +361,10 @@ int cmd_bench(const Args& args) {
       one = time_training(ex, c.data, steps, "", std::nullopt);
       summary(name, batch, T, one, 1, 1, one_peak);
     }
-    std::vector<std::string> rank_args = {self_path(), "bench", "--config", config_file, "--variant", ex.config.variant,
+    std::vector<std::string> rank_args = {"--config", config_file, "--variant", ex.config.variant,
                                           "--steps", std::to_string(steps)};
     for (const auto& o : overrides) rank_args.insert(rank_args.end(), {"--set", o});
-    const std::string log = (std::filesystem::temp_directory_path() / ("htm-bench-rank0-" + std::to_string(getpid()) + ".log")).string();
-    setenv("HTM_BENCH_GEMM_PEAK", std::to_string(one_peak).c_str(), 1);
-    const int code = launch_ranks(rank_args, nproc, log);
-    std::ifstream in(log);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::filesystem::remove(log);
-    std::printf("%s", text.c_str());
-    if (code != 0) throw Error("the data-parallel ranks failed (exit code " + std::to_string(code) + ")");
-    const double dp = number_before(text, " images/s ");
+    const double dp = number_before(child_bench(rank_args, one_peak, nproc), " images/s ");
     const double single = batch * 1000.0 / median(one.ms);
     std::printf("scaling  B=%lld: 1 process x 1 thread %.2f images/s, %d processes x 1 thread %.2f images/s: "
                 "speed-up %.2fx, efficiency %.0f%%\n",

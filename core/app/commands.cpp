@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -17,6 +16,7 @@
 #include "registry.h"
 #include "store/results_store.h"
 #include "config/settings.h"
+#include "dist/communicator.h"
 #include "report.h"
 #include "runner.h"
 #include "signals.h"
@@ -131,7 +131,7 @@ int cmd_resume(const Args& args) {
   pos.add("run", 1);
   po::variables_map vm;
   if (!parse_options("resume", args, opts, pos, vm, "RUN [--set k=v ...] [--db PATH]")) return 0;
-  if (std::getenv("WORLD_SIZE") != nullptr && std::string(std::getenv("WORLD_SIZE")) != "1")
+  if (world_from_environment())
     throw Error("htm resume runs in one process; a data-parallel run resumes with the command that started it "
                 "(htm run FILE --nproc N, or the same launcher): it continues unfinished runs");
   Registry registry;

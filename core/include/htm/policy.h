@@ -4,6 +4,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
 
+#include "htm/layers.h"
 #include "htm/log_prob_form.h"
 #include "htm/plugin.h"
 
@@ -118,5 +119,9 @@ torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& sr
 torch::Tensor token_log_prob(const torch::Tensor& scores, const torch::Tensor& index, LogProbForm form);
 /// B: entropy of softmax(logits) over the T(T−1) off-diagonal pairs (the first draw's distribution).
 torch::Tensor pair_entropy(const torch::Tensor& logits);
+/// B×T×T pair logits Σ_h w_h q_h·k_h / √(C/h) of tokens x (B×T×C), q = query(x), k = key(x),
+/// over the heads h of head_weight (w): the learned policies' bilinear score, with the head
+/// weights folded into the queries so only one B×T×T matrix is formed.
+torch::Tensor bilinear_pair_logits(const torch::Tensor& x, Linear& query, Linear& key, const torch::Tensor& head_weight);
 
 }  // namespace htm

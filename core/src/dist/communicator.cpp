@@ -147,18 +147,11 @@ Communicator::Communicator(const WorldInfo& world, const std::string& identity, 
 
 Communicator::~Communicator() = default;
 
-void Communicator::all_reduce(std::vector<at::Tensor>& tensors) {
-  for (auto& t : tensors) {
-    std::vector<at::Tensor> one{t};
-    impl_->collective("sum", [&] { return impl_->group->allreduce(one); });
-  }
-}
-
 std::vector<double> Communicator::sum(const std::vector<double>& values) {
   if (values.empty()) return {};
   auto t = torch::tensor(values, torch::kDouble);
   std::vector<at::Tensor> one{t};
-  all_reduce(one);
+  impl_->collective("sum", [&] { return impl_->group->allreduce(one); });
   return {t.data_ptr<double>(), t.data_ptr<double>() + t.numel()};
 }
 

@@ -50,8 +50,6 @@ class Communicator {
   int world() const { return info_.world; }
   const WorldInfo& info() const { return info_; }
 
-  /// Sums each tensor over the ranks, in place (float32, float64 or int64; contiguous).
-  void all_reduce(std::vector<at::Tensor>& tensors);
   /// Sums `values` over the ranks.
   std::vector<double> sum(const std::vector<double>& values);
   /// Rank 0's tensor, copied into every rank's (same shape and dtype everywhere).

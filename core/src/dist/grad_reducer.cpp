@@ -17,7 +17,6 @@ struct GradientReducer::State {
     std::vector<int64_t> offsets; ///< each one's first float in `buffer`
     at::Tensor buffer;            ///< gradients, then one presence flag per parameter
     int64_t waiting = 0;          ///< gradients not yet accumulated this step
-    bool started = false;
   };
   Communicator& comm;
   std::vector<at::Tensor> params;
@@ -45,7 +44,6 @@ struct GradientReducer::State {
   void start_ready() {
     while (next < buckets.size() && buckets[next].waiting == 0) {
       comm.start_all_reduce(buckets[next].buffer);
-      buckets[next].started = true;
       if (in_backward) ++early;
       ++next;
     }
@@ -103,10 +101,7 @@ GradientReducer::~GradientReducer() {
 
 void GradientReducer::prepare() {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  for (auto& b : state_->buckets) {
-    b.waiting = static_cast<int64_t>(b.params.size());
-    b.started = false;
-  }
+  for (auto& b : state_->buckets) b.waiting = static_cast<int64_t>(b.params.size());
   state_->next = 0;
   state_->early = 0;
   state_->in_backward = true;
@@ -118,7 +113,7 @@ void GradientReducer::finish() {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.in_backward = false;
     for (auto& b : s.buckets)  // parameters backward never reached this step: absent here
-      if (!b.started && b.waiting > 0) {
+      if (b.waiting > 0) {
         for (size_t slot = 0; slot < b.params.size(); ++slot) s.pack(b, static_cast<int64_t>(slot));
         b.waiting = 0;
       }
@@ -139,6 +134,12 @@ void GradientReducer::finish() {
       else p.mutable_grad() = summed.clone();
     }
   }
+}
+
+void GradientReducer::backward(const at::Tensor& loss) {
+  prepare();
+  loss.backward();
+  finish();
 }
 
 int64_t GradientReducer::buckets() const { return static_cast<int64_t>(state_->buckets.size()); }

@@ -28,17 +28,19 @@ class GradientReducer {
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
 
-  /// Before backward: forget the last step's buckets.
-  void prepare();
-  /// After backward: sums what is left, waits, and writes each parameter's summed gradient. A
-  /// parameter no rank produced a gradient for keeps none (the optimiser skips it, exactly as a
-  /// single process does); one that some ranks lack counts as zero there.
-  void finish();
+  /// `loss.backward()` with the gradients summed over the ranks: buckets start as backward fills
+  /// them; the rest start after it, then every parameter gets its summed gradient. A parameter
+  /// no rank produced a gradient for keeps none (the optimiser skips it, exactly as a single
+  /// process does); one that some ranks lack counts as zero there.
+  void backward(const at::Tensor& loss);
   /// Buckets, and how many of the last step's started before backward ended.
   int64_t buckets() const;
   int64_t started_early() const;
 
  private:
+  void prepare();
+  void finish();
+
   struct State;
   std::shared_ptr<State> state_;
 };

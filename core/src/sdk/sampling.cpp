@@ -257,6 +257,12 @@ torch::Tensor token_log_prob(const torch::Tensor& scores, const torch::Tensor& i
   return scores.gather(1, index) - normaliser;
 }
 
+torch::Tensor bilinear_pair_logits(const torch::Tensor& x, Linear& query, Linear& key, const torch::Tensor& head_weight) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), heads = head_weight.size(0), d = C / heads;
+  auto q = query->forward(x).view({B, T, heads, d}) * head_weight.view({1, 1, heads, 1});
+  return torch::bmm(q.view({B, T, C}), key->forward(x).transpose(1, 2)) / std::sqrt(static_cast<double>(d));
+}
+
 torch::Tensor pair_entropy(const torch::Tensor& logits) {
   const int64_t B = logits.size(0), T = logits.size(1);
   auto log_p = torch::log_softmax(without_diagonal(logits).view({B, T * T}), 1);

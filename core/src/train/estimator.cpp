@@ -16,8 +16,7 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const t
   auto loss = per_sample_loss.mean();
   // Over a split batch every mean is over this process's rows, weighted by their share; the
   // batch reward multiplies a sum, which the processes' sum completes.
-  const double fraction = share.split ? share.fraction : 1.0;
-  auto scaled = [&](const torch::Tensor& mean) { return share.split ? mean * fraction : mean; };
+  auto scaled = [&](const torch::Tensor& mean) { return share.split ? mean * share.fraction : mean; };
   torch::Tensor total = scaled(loss);
   if (log_prob.defined() && !scales_by_probability()) {
     auto g = per_sample_loss.detach();

@@ -12,7 +12,7 @@ namespace htm {
 /// A data-parallel process's part of a step's batch: the gradients of the processes' objectives
 /// are summed, and that sum is the gradient of the whole batch's objective.
 struct BatchShare {
-  double fraction = 1;  ///< this process's rows / the whole batch's rows
+  double fraction = 1;  ///< this process's rows / the whole batch's rows (1 unsplit)
   double batch_loss = 0;  ///< the whole batch's mean loss (the batch reward, the ema baseline)
   bool split = false;   ///< false: this process holds the whole batch (then the rest is unused)
 };

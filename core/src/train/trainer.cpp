@@ -46,6 +46,13 @@ int64_t limit(int64_t requested, int64_t available) {
 
 }  // namespace
 
+BatchShare share_of_batch(Communicator& comm, const torch::Tensor& per_sample_loss, int64_t rows, int64_t batch_rows,
+                          bool stop_here, bool* stop_anywhere) {
+  const auto sums = comm.sum({per_sample_loss.detach().sum().item<double>(), stop_here ? 1.0 : 0.0});
+  if (stop_anywhere != nullptr) *stop_anywhere = sums[1] > 0;
+  return {static_cast<double>(rows) / batch_rows, sums[0] / static_cast<double>(batch_rows), true};
+}
+
 bool Trainer::primary() const { return options_.comm == nullptr || options_.comm->rank() == 0; }
 
 void request_interrupt() { g_interrupt = true; }
@@ -155,8 +162,7 @@ TrainSummary Trainer::run() {
   Communicator* comm = options_.comm;
   std::unique_ptr<GradientReducer> reducer;
   if (comm != nullptr) {  // every rank needs at least one row of every batch
-    const int64_t last = n_train % batch_size;
-    const int64_t smallest = std::min(std::min(batch_size, n_train), last == 0 ? batch_size : last);
+    const int64_t smallest = n_train % batch_size != 0 ? n_train % batch_size : batch_size;  // the last batch
     if (smallest < comm->world())
       throw Error("data-parallel training over " + std::to_string(comm->world()) + " processes needs at least one sample "
                   "per process in every batch; the smallest batch of this run has " + std::to_string(smallest) +
@@ -262,8 +268,8 @@ TrainSummary Trainer::run() {
         PluginScope scope(PluginKind::dataset, &data);
         batch = data.get(Split::train, indices.narrow(0, first, rows));
       }
-      if (estimator.rollouts() > 1) {  // K adjacent copies of each input, each drawing its own decisions
-        const int64_t K = estimator.rollouts();
+      const int64_t K = estimator.rollouts();
+      if (K > 1) {  // K adjacent copies of each input, each drawing its own decisions
         batch.input = batch.input.repeat_interleave(K, 0);
         if (batch.labels.defined()) batch.labels = batch.labels.repeat_interleave(K, 0);
         if (batch.tree.defined()) batch.tree = batch.tree.repeat_interleave(K, 0);
@@ -271,7 +277,6 @@ TrainSummary Trainer::run() {
       ForwardHooks step_hooks = hooks(epoch, step, true);
       step_hooks.tree = batch.tree;
       // Data-parallel: random draws are made for the whole batch and this rank keeps its rows.
-      const int64_t K = estimator.rollouts();
       std::optional<RowShardScope> shard;
       if (comm != nullptr) shard.emplace(RowShard{first * K, rows * K, B * K});
       auto out = teacher_forced
@@ -287,16 +292,13 @@ TrainSummary Trainer::run() {
       shard.reset();  // the forward pass's draws are made; evaluation below draws for itself
       auto loss = per_sample.mean();
       BatchShare share;
-      if (comm != nullptr) {  // the whole batch's loss, and whether any rank was asked to stop
-        const auto sums = comm->sum({per_sample.detach().sum().item<double>(), interrupt_requested() ? 1.0 : 0.0});
-        share = {static_cast<double>(rows) / B, sums[0] / static_cast<double>(B * K), true};
-        stop_agreed = sums[1] > 0;
-      }
+      if (comm != nullptr)  // the whole batch's loss, and whether any rank was asked to stop
+        share = share_of_batch(*comm, per_sample, rows * K, B * K, interrupt_requested(), &stop_agreed);
 
       // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
       auto total = estimator.objective(per_sample, out.log_prob, out.entropy, share);
       if (out.leaf_loss.defined()) {  // a probe on detached tokens: outside the policy's reward
-        total = total + (share.split ? share.fraction : 1.0) * out.leaf_loss.mean();
+        total = total + share.fraction * out.leaf_loss.mean();
         terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
       }
       const bool log_now = (step + 1) % log_every == 0 || step + 1 == total_steps;
@@ -311,9 +313,8 @@ TrainSummary Trainer::run() {
       // ---- backward and update (data-parallel: gradients summed over the ranks as they come)
       optimizer.zero_grad();
       policy_optimizer.zero_grad();
-      if (reducer) reducer->prepare();
-      total.backward();
-      if (reducer) reducer->finish();
+      if (reducer) reducer->backward(total);
+      else total.backward();
       if (log_now) {  // per-block gradient norms, before clipping: where the signal reaches
         for (const auto& child : ex_.model->named_children()) {
           const auto params = child.value()->parameters();

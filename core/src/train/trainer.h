@@ -11,6 +11,7 @@
 
 #include "store/results_store.h"
 #include "train/baselines.h"
+#include "train/estimator.h"
 #include "train/experiment.h"
 
 namespace htm {
@@ -33,6 +34,12 @@ void reset_interrupt();
 torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const ForwardResult& out,
                                  const Batch& batch, int64_t epoch, int64_t step, bool training,
                                  bool teacher_forced, std::vector<Metric>* terms = nullptr);
+
+/// A data-parallel rank's share of a step's batch: its `rows` of `batch_rows` and the whole
+/// batch's mean loss, from one sum over the ranks, which also tells whether any rank was asked
+/// to stop (`stop_here` in, `*stop_anywhere` out).
+BatchShare share_of_batch(Communicator& comm, const torch::Tensor& per_sample_loss, int64_t rows, int64_t batch_rows,
+                          bool stop_here = false, bool* stop_anywhere = nullptr);
 
 /// Where a run stands: what its checkpoint holds besides weights, optimiser moments and random
 /// streams, so that a resumed run continues exactly where the checkpoint was written.
@@ -64,7 +71,6 @@ struct TrainerOptions {
   Communicator* comm = nullptr;
 };
 
-class Estimator;
 class FusedAdamW;
 
 struct TrainSummary {

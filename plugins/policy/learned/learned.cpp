@@ -1,6 +1,5 @@
 // The paper's learned policy (§3.1.2, §3.1.3): merge logits from a self-attention-like
 // bilinear form on detached tokens, unmerge scores from an MLP on detached tokens.
-#include <cmath>
 
 #include <torch/torch.h>
 
@@ -47,13 +46,8 @@ class LearnedPolicy : public htm::Policy {
   torch::Tensor merge_logits(const htm::MergeContext& ctx) override { return logits_of(ctx.tokens); }
 
  private:
-  // Σ_h w_h q_h·k_h / √d, with the head weights folded into Q so only one B×T×T matrix exists.
   torch::Tensor logits_of(const torch::Tensor& tokens) {
-    const int64_t B = tokens.size(0), T = tokens.size(1), d = dim_ / heads_;
-    auto h = norm_->forward(tokens.detach());
-    auto q = query_->forward(h).view({B, T, heads_, d}) * head_weight_.view({1, 1, heads_, 1});
-    auto k = key_->forward(h);
-    return torch::bmm(q.view({B, T, dim_}), k.transpose(1, 2)) / std::sqrt(static_cast<double>(d));
+    return htm::bilinear_pair_logits(norm_->forward(tokens.detach()), query_, key_, head_weight_);
   }
 
   int64_t dim_, heads_;

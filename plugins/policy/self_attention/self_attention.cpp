@@ -1,7 +1,6 @@
 // The HTM slides' answer to "pairwise merging myopia" (actions not contextualised within their
 // active token population ⇒ self attention): the learned policy's bilinear pair scores, computed
 // from tokens that first attend to the whole population still being merged.
-#include <cmath>
 
 #include <torch/torch.h>
 
@@ -57,18 +56,14 @@ class SelfAttentionPolicy : public htm::Policy {
 
  private:
   // Pre-norm blocks over the detached tokens (each token sees every other one still active),
-  // then Σ_h w_h q_h·k_h / √d as the learned policy scores pairs.
+  // then the learned policy's bilinear pair scores.
   torch::Tensor logits_of(const torch::Tensor& tokens) {
-    const int64_t B = tokens.size(0), T = tokens.size(1), d = dim_ / heads_;
     auto x = tokens.detach();
     for (size_t b = 0; b < attention_.size(); ++b) {
       auto h = norms_[b]->forward(x);
       x = mlps_[b]->forward(x + attention_[b]->forward(h, h));
     }
-    auto h = norm_->forward(x);
-    auto q = query_->forward(h).view({B, T, heads_, d}) * head_weight_.view({1, 1, heads_, 1});
-    auto k = key_->forward(h);
-    return torch::bmm(q.view({B, T, dim_}), k.transpose(1, 2)) / std::sqrt(static_cast<double>(d));
+    return htm::bilinear_pair_logits(norm_->forward(x), query_, key_, head_weight_);
   }
 
   int64_t dim_, heads_;
