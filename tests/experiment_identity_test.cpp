@@ -46,9 +46,17 @@ TEST_F(ExperimentIdentity, ExperimentNamesStayOneFolder) {
 TEST_F(ExperimentIdentity, TheHashIgnoresWhatDoesNotChangeTheResult) {
   const ResolvedConfig base = resolve("[train]\nlr = 0.001\n");
   for (const char* text : {"[train]\nlr = 0.001\n[runtime]\nthreads = 1\ncheckpoint_every = 5\n",
+                           "[train]\nlr = 0.001\n[runtime]\nprecision = \"fp32\"\n",
                            "[train]\nlr = 0.001\n[experiment]\nseeds = [4, 5]\ndescription = \"x\"\n"})
     EXPECT_EQ(resolve(text).hash, base.hash) << text;
   EXPECT_NE(resolve("[train]\nlr = 0.001\n[model]\nschedule = [2]\n").hash, base.hash);
+  // bf16 changes what a run computes: another run, whatever the thread count.
+  const ResolvedConfig bf16 = resolve("[train]\nlr = 0.001\n[runtime]\nprecision = \"bf16\"\n");
+  EXPECT_NE(bf16.hash, base.hash);
+  EXPECT_EQ(resolve("[train]\nlr = 0.001\n[runtime]\nprecision = \"bf16\"\nthreads = 2\n").hash, bf16.hash);
+  const std::string message = resolve_error("[runtime]\nprecision = \"fp16\"\n");
+  EXPECT_TRUE(starts_with(message, exp() + ":2:")) << message;
+  EXPECT_NE(message.find("fp32"), std::string::npos) << message;
 }
 
 TEST_F(ExperimentIdentity, SweepsAddGridAxesCrossedWithTheFilesVariants) {

@@ -67,7 +67,8 @@ double peak_rss_mib() {
 // GFLOP/s of an n×n×n product: htm::gemm (oneDNN's sgemm, what the model calls), torch::mm in
 // fp32 and in bf16 (oneDNN's bf16 GEMM, on AMX where the CPU has it).
 struct GemmRates {
-  double htm_fp32 = 0, torch_fp32 = 0, torch_bf16 = 0;
+  double htm_fp32 = 0, torch_fp32 = 0, htm_bf16 = 0, torch_bf16 = 0;
+  double of(Precision p) const { return p == Precision::bf16 ? htm_bf16 : htm_fp32; }
 };
 GemmRates gemm_rates(int64_t n, int repeats = 10) {
   auto a = torch::randn({n, n}), b = torch::randn({n, n}), c = torch::empty({n, n});
@@ -81,6 +82,8 @@ GemmRates gemm_rates(int64_t n, int repeats = 10) {
                                c.data_ptr<float>(), n); });
   r.torch_fp32 = rate([&] { torch::mm_out(c, a, b); });
   auto a16 = a.to(torch::kBFloat16), b16 = b.to(torch::kBFloat16);
+  r.htm_bf16 = rate([&] { gemm(false, false, n, n, n, 1.0f, {a16.data_ptr(), n, true}, {b16.data_ptr(), n, true},
+                               0.0f, c.data_ptr<float>(), n); });
   r.torch_bf16 = rate([&] { torch::mm(a16, b16); });
   return r;
 }
@@ -270,7 +273,7 @@ int cmd_bench(const Args& args) {
       ("profile", po::value(&profile), "write a chrome://tracing profile of one step to this file")
       ("nproc", po::value(&nproc)->default_value(1),
        "also time the step data-parallel: N processes of one thread, each a slice of the same batch")
-      ("gemm", "only the GEMM rates (fp32 through htm's oneDNN sgemm and torch::mm, bf16 through torch::mm)")
+      ("gemm", "only the GEMM rates: fp32 and bf16 through htm's oneDNN GEMMs and through torch::mm")
       ("scaling", "also the step at T = 64, 256, 1024 (each in its own process) and the sampler up to T = 4096, "
                   "with fitted exponents")
       ("step-only", "the training step's summary line alone (no GEMM rates, no sampler)");
@@ -286,25 +289,32 @@ int cmd_bench(const Args& args) {
   set_threads(threads);
   const int nthreads = at::get_num_threads();
   const bool step_only = vm.count("step-only") > 0;
-  const char* given_peak = std::getenv("HTM_BENCH_GEMM_PEAK");  // a parent measured it
-  double gemm_peak = given_peak != nullptr ? std::atof(given_peak) : 0;
+  const char* given_peak = std::getenv("HTM_BENCH_GEMM_PEAK");  // a parent measured it, in our precision
+  GemmRates peak;
+  if (given_peak != nullptr) peak.htm_fp32 = peak.htm_bf16 = std::atof(given_peak);
   if (!world && !step_only) {
     for (int64_t n : vm.count("gemm") ? std::vector<int64_t>{256, 512, 1024, 2048} : std::vector<int64_t>{1024}) {
       const GemmRates g = gemm_rates(n);
       std::printf("gemm     %lld^3 at %d thread%s: fp32 htm::gemm (oneDNN sgemm) %.1f GFLOP/s, torch::mm %.1f GFLOP/s;"
-                  " bf16 torch::mm %.1f GFLOP/s\n",
-                  (long long)n, nthreads, nthreads == 1 ? "" : "s", g.htm_fp32, g.torch_fp32, g.torch_bf16);
-      if (n == 1024) gemm_peak = g.htm_fp32;
+                  " bf16 htm::gemm (oneDNN, fp32 accumulation) %.1f GFLOP/s, torch::mm %.1f GFLOP/s\n",
+                  (long long)n, nthreads, nthreads == 1 ? "" : "s", g.htm_fp32, g.torch_fp32, g.htm_bf16, g.torch_bf16);
+      if (n == 1024) peak = g;
     }
-    if (vm.count("gemm")) return 0;
+    if (vm.count("gemm")) {
+      std::printf("bf16     hardware: %s\n", bf16_hardware().c_str());
+      return 0;
+    }
   }
 
   Registry registry;
   Configured c = configure(config_file, overrides, variant, registry);
   set_threads(threads);  // after assembly: the file's runtime.threads is not what is timed
   Experiment& ex = c.ex;
+  const Precision precision = set_precision(ex.config.settings.runtime.precision);
+  const double gemm_peak = peak.of(precision);
   const int64_t batch = c.data.input.size(0), T = c.T;
-  const std::string name = ex.config.experiment + "/" + ex.config.variant;
+  const std::string name = ex.config.experiment + "/" + ex.config.variant +
+                           (precision == Precision::bf16 ? " bf16" : " fp32");
   auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
 
   // ---- the pair sampler alone: B×T×T logits, the first layer's r pairs
@@ -357,7 +367,7 @@ int cmd_bench(const Args& args) {
     double one_peak = gemm_peak;
     if (nthreads != 1) {
       set_threads(1);
-      one_peak = gemm_rates(1024).htm_fp32;
+      one_peak = gemm_rates(1024).of(precision);
       one = time_training(ex, c.data, steps, "", std::nullopt);
       summary(name, batch, T, one, 1, 1, one_peak);
     }

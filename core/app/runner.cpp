@@ -131,6 +131,7 @@ Outcome follow_run(const ExperimentFile& file, const std::string& variant, int64
                    Communicator& comm) {
   ResolvedConfig config = file.resolve(variant, registry);
   set_rank_threads(config.settings.runtime.threads, &comm);
+  set_precision(config.settings.runtime.precision);
   const std::string label = config.experiment + "/" + variant + " seed " + std::to_string(seed) + ", rank " +
                             std::to_string(comm.rank());
   const int64_t decision = share_decision(&comm, kSkip);
@@ -160,6 +161,7 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   if (comm != nullptr && comm->rank() != 0) return follow_run(file, variant, seed, registry, *comm);
   ResolvedConfig config = file.resolve(variant, registry);
   set_rank_threads(config.settings.runtime.threads, comm);
+  const bool bf16_fell_back = set_precision(config.settings.runtime.precision) != config.settings.runtime.precision;
   const std::string label = config.experiment + "/" + variant + " seed " + std::to_string(seed);
   ResultsStore store(config.settings.runtime.results);
   store.set_busy_timeout(kRunBusyTimeoutMs);
@@ -214,7 +216,9 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   }
   const int64_t run_id = claim.run_id;
   const std::string artifacts = claim.artifact_dir;
-  store.set_tags(run_id, tags);
+  std::map<std::string, std::string> run_tags = tags;
+  if (bf16_fell_back) run_tags["precision"] = "fp32: bf16 asked, no bf16 instructions";
+  store.set_tags(run_id, run_tags);
   auto record_failure = [&](const std::string& message, const std::string& full) {
     std::error_code ec;
     std::filesystem::create_directories(artifacts, ec);

@@ -96,6 +96,7 @@ int sample_run(const SampleRequest& request, const Registry& registry) {
   if (!model || ex.config.settings.model.task != Task::reconstruct)
     throw Error("run " + std::to_string(request.run_id) + " is not an HTM autoencoder; only those generate");
   set_threads(ex.config.settings.runtime.threads);
+  set_precision(ex.config.settings.runtime.precision);
 
   const int64_t n = std::min(request.fit_samples, ex.dataset->size(Split::train));
   int64_t dim = 0;

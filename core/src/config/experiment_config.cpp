@@ -197,15 +197,21 @@ void write_table(std::string& out, const std::string& header, const std::map<std
 }
 
 // With `identity_only`, the sections that do not change what a run computes ([experiment]: its
-// name, description and seed list; [runtime]: threads, files, checkpoint intervals) are left out.
+// name, description and seed list; [runtime]: threads, files, checkpoint intervals) are left out,
+// except a precision other than fp32 (so an fp32 run's hash is what it was before the setting).
 std::string to_document(const ResolvedConfig& config, const std::map<std::string, Value>& host_values,
                         bool identity_only = false) {
   std::string out;
   for (const HostSection& section : host_schema()) {
-    if (identity_only && (section.name == "experiment" || section.name == "runtime")) continue;
+    if (identity_only && section.name == "experiment") continue;
     std::map<std::string, Value> values;
     for (const HostSetting& setting : section.settings)
       values[setting.spec.name] = host_values.at(section.name + "." + setting.spec.name);
+    if (identity_only && section.name == "runtime") {
+      const Value precision = values.at("precision");
+      if (std::get<std::string>(precision) == "fp32") continue;
+      values = {{"precision", precision}};
+    }
     write_table(out, section.name, values);
   }
   for (const config::Slot& slot : config::slots()) {

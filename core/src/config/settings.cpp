@@ -195,6 +195,10 @@ std::vector<HostSection> build_schema() {
   schema.push_back(
       Section<R>("runtime", &HostSettings::runtime)
           .add("threads", &R::threads, int64_t{0}, "torch threads; 0: all cores", at_least(0))
+          .choice("precision", &R::precision, {{"fp32", Precision::fp32}, {"bf16", Precision::bf16}},
+                  "of the linear layers' and attention's matrix products: fp32, or bf16 operands with fp32 "
+                  "accumulation (weights, optimiser and everything else stay fp32; fp32 where the CPU has no "
+                  "bf16 instructions)")
           .add("results", &R::results, Text(kDefaultResultsPath), "the results database")
           .add("artifacts", &R::artifacts, Text("results/runs"), "folder of per-run checkpoints and images")
           .add("checkpoint_every", &R::checkpoint_every, int64_t{0},

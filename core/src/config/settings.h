@@ -12,6 +12,7 @@
 
 #include "htm/manifest.h"
 #include "htm/log_prob_form.h"
+#include "htm/precision.h"
 #include "htm/value.h"
 
 namespace htm {
@@ -92,6 +93,7 @@ inline constexpr const char* kDefaultResultsPath = "results/htm.sqlite";
 
 struct RuntimeSettings {
   int64_t threads = 0;  ///< 0: every core
+  Precision precision = Precision::fp32;  ///< of the SDK's matrix products (htm/precision.h)
   std::string results;
   std::string artifacts;
   int64_t checkpoint_every = 0;   ///< steps between checkpoints besides each epoch's end; 0: none

@@ -1,11 +1,13 @@
 // Which plugin an exception came out of. The host marks each call into a plugin with a
 // PluginScope; a scope left by an exception records its plugin (the innermost one wins), and
-// the runner names that plugin in the run's error.
+// the runner names that plugin in the run's error. A policy's call also runs in fp32 whatever
+// runtime.precision says: merge and unmerge logits, and the sampling on them, stay exact.
 #pragma once
 
 #include <exception>
 
 #include "htm/manifest.h"
+#include "htm/precision.h"
 
 namespace htm {
 
@@ -28,7 +30,10 @@ class PluginScope {
   /// `plugin`: the plugin object (recorded by its most-derived address, as the registry knows it).
   template <class T>
   PluginScope(PluginKind kind, const T* plugin)
-      : kind_(kind), object_(dynamic_cast<const void*>(plugin)), exceptions_(std::uncaught_exceptions()) {}
+      : kind_(kind),
+        object_(dynamic_cast<const void*>(plugin)),
+        exceptions_(std::uncaught_exceptions()),
+        precision_(kind == PluginKind::policy ? Precision::fp32 : matmul_precision()) {}
   ~PluginScope() {
     if (std::uncaught_exceptions() > exceptions_ && g_plugin_fault.object == nullptr) g_plugin_fault = {kind_, object_};
   }
@@ -39,6 +44,7 @@ class PluginScope {
   PluginKind kind_;
   const void* object_;
   int exceptions_;
+  PrecisionScope precision_;
 };
 
 }  // namespace htm

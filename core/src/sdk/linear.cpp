@@ -1,6 +1,5 @@
 // htm::Linear: torch::nn::Linear's maths and initialisation, with forward and backward GEMMs
-// through oneDNN (gemm.h).
-#include <atomic>
+// through oneDNN (gemm.h), in fp32 or, under runtime.precision = "bf16", with bf16 operands.
 #include <cmath>
 
 #include <torch/torch.h>
@@ -8,41 +7,38 @@
 #include "sdk/gemm.h"
 #include "htm/error.h"
 #include "htm/layers.h"
-
-extern "C" int dnnl_sgemm(char transa, char transb, int64_t m, int64_t n, int64_t k, float alpha,
-                          const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                          float* c, int64_t ldc);
+#include "htm/precision.h"
 
 namespace htm {
 
 namespace {
-std::atomic<int64_t> g_gemm_flops{0};
-}  // namespace
 
-int64_t gemm_flops() { return g_gemm_flops.load(std::memory_order_relaxed); }
-
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  g_gemm_flops.fetch_add(2 * m * n * k, std::memory_order_relaxed);
-  const int status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda,
-                                b, ldb, beta, c, ldc);
-  if (status != 0) throw Error("oneDNN sgemm failed with status " + std::to_string(status));
+// A 2-D fp32 tensor's bf16 copy (round to nearest even), contiguous.
+torch::Tensor bf16_copy(const torch::Tensor& x) {
+  auto src = x.contiguous();
+  auto out = torch::empty(src.sizes(), src.options().dtype(torch::kBFloat16));
+  to_bf16(src.data_ptr<float>(), 1, src.numel(), src.numel(), reinterpret_cast<uint16_t*>(out.data_ptr()));
+  return out;
 }
 
-namespace {
+// A contiguous 2-D tensor (fp32 or bf16) as a GEMM operand.
+Operand operand(const torch::Tensor& t) {
+  return {t.data_ptr(), t.size(1), t.scalar_type() == torch::kBFloat16};
+}
 
 class LinearFunction : public torch::autograd::Function<LinearFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight, const torch::Tensor& bias) {
     const int64_t in = weight.size(1), out = weight.size(0), rows = x.numel() / in;
-    auto x2 = x.reshape({rows, in}).contiguous();
-    auto w = weight.contiguous();
+    // In bf16 the operands are rounded once here, and backward keeps the bf16 copies (half the
+    // memory of the fp32 ones); the dtype of what was saved tells backward which GEMMs to run.
+    const bool bf16 = matmul_precision() == Precision::bf16;
+    auto x2 = bf16 ? bf16_copy(x.reshape({rows, in})) : x.reshape({rows, in}).contiguous();
+    auto w = bf16 ? bf16_copy(weight) : weight.contiguous();
     auto y = torch::empty({rows, out}, x.options());
     y.copy_(bias.expand({rows, out}));  // never a view: the GEMM writes into y
-    gemm(false, true, rows, out, in, 1.0f, x2.data_ptr<float>(), in, w.data_ptr<float>(), in, 1.0f,
-         y.data_ptr<float>(), out);
+    gemm(false, true, rows, out, in, 1.0f, operand(x2), operand(w), 1.0f, y.data_ptr<float>(), out);
     ctx->save_for_backward({x2, w});
     std::vector<int64_t> shape = x.sizes().vec();
     shape.back() = out;
@@ -55,19 +51,20 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     const auto &x2 = saved[0], &w = saved[1];
     const int64_t rows = x2.size(0), in = w.size(1), out = w.size(0);
     auto g = grads[0].reshape({rows, out}).contiguous();
+    const bool bf16 = x2.scalar_type() == torch::kBFloat16;
+    const torch::Tensor gb = bf16 ? bf16_copy(g) : g;  // rounded once for both GEMMs
+    const Operand go = operand(gb);
     torch::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) {
       dx = torch::empty({rows, in}, g.options());
-      gemm(false, false, rows, in, out, 1.0f, g.data_ptr<float>(), out, w.data_ptr<float>(), in,
-           0.0f, dx.data_ptr<float>(), in);
+      gemm(false, false, rows, in, out, 1.0f, go, operand(w), 0.0f, dx.data_ptr<float>(), in);
       std::vector<int64_t> shape = grads[0].sizes().vec();
       shape.back() = in;
       dx = dx.view(shape);
     }
     if (ctx->needs_input_grad(1)) {
       dw = torch::empty({out, in}, g.options());
-      gemm(true, false, out, in, rows, 1.0f, g.data_ptr<float>(), out, x2.data_ptr<float>(), in,
-           0.0f, dw.data_ptr<float>(), in);
+      gemm(true, false, out, in, rows, 1.0f, go, operand(x2), 0.0f, dw.data_ptr<float>(), in);
     }
     if (ctx->needs_input_grad(2)) db = g.sum(0);
     return {dx, dw, db};

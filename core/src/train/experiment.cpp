@@ -1,6 +1,8 @@
 #include "train/experiment.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include <torch/torch.h>
@@ -17,6 +19,21 @@ namespace htm {
 void set_threads(int64_t threads) {
   const int64_t n = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
   at::set_num_threads(static_cast<int>(n));
+}
+
+Precision set_precision(Precision asked) {
+  Precision used = asked;
+  if (asked == Precision::bf16 && !cpu_has_bf16()) {
+    static std::once_flag said;
+    std::call_once(said, [] {
+      std::fprintf(stderr,
+                   "note: runtime.precision = \"bf16\", but oneDNN finds no AVX512-BF16 or AMX-BF16 here (it "
+                   "would emulate bf16, slower than fp32): running fp32\n");
+    });
+    used = Precision::fp32;
+  }
+  set_matmul_precision(used);
+  return used;
 }
 
 namespace {
