@@ -3,6 +3,8 @@
 #include <torch/torch.h>
 
 #include "htm/layers.h"
+#include "sdk/counter_rng.h"
+#include "sdk/softmax_rows.h"
 #include "test_util.h"
 
 namespace htm {
@@ -120,6 +122,42 @@ TEST(Linear, MatchesTorchLinearValuesAndGradients) {
   EXPECT_TRUE(no_bias->weight.grad().defined());
   // Same initialisation bounds as torch::nn::Linear: U(-1/sqrt(in), 1/sqrt(in)).
   EXPECT_LE(layer->weight.abs().max().item<double>(), 1.0 / std::sqrt(24.0));
+}
+
+}  // namespace
+}  // namespace htm
+
+namespace htm {
+namespace {
+
+// The row kernels behind it (AVX-512 where the CPU has it) against plain computations: the
+// dropout mask bit for bit against the counter stream, over lengths with and without a tail.
+TEST(SoftmaxRows, MatchTheirPlainDefinitions) {
+  torch::manual_seed(4);
+  for (int64_t n : {1, 5, 16, 31, 32, 77, 256}) {
+    auto x = torch::randn({n}) * 4;
+    auto y = x.clone();
+    const float lse = softmax_row(y.data_ptr<float>(), n);
+    EXPECT_TRUE(torch::allclose(y, torch::softmax(x, 0), 1e-5, 1e-7)) << n;
+    EXPECT_NEAR(lse, torch::logsumexp(x, 0).item<float>(), 1e-5) << n;
+    auto e = x.clone();
+    exp_row(e.data_ptr<float>(), n, 1.5f);
+    EXPECT_TRUE(torch::allclose(e, torch::exp(x - 1.5f), 1e-6, 1e-7)) << n;
+    auto dp = torch::randn({n}), ds = dp.clone();
+    softmax_grad_row(y.data_ptr<float>(), ds.data_ptr<float>(), n);
+    EXPECT_TRUE(torch::allclose(ds, y * (dp - (y * dp).sum()), 1e-5, 1e-6)) << n;
+    for (double p : {0.0, 0.1, 0.5}) {
+      const uint32_t threshold = static_cast<uint32_t>(std::lround(p * 65536.0));
+      auto w = torch::ones({n});
+      mask_row(w.data_ptr<float>(), n, 1234, 7, threshold, 2.0f);
+      const uint64_t base = counter_bits(1234, 7);
+      for (int64_t j = 0; j < n; ++j) {
+        const uint64_t bits = splitmix64(base + static_cast<uint64_t>(j - j % 4));
+        const float expected = ((bits >> (16 * (j % 4))) & 0xffff) >= threshold ? 2.0f : 0.0f;
+        ASSERT_EQ(w[j].item<float>(), expected) << "n " << n << " p " << p << " entry " << j;
+      }
+    }
+  }
 }
 
 }  // namespace

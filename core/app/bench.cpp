@@ -304,6 +304,8 @@ int cmd_bench(const Args& args) {
       std::printf("bf16     hardware: %s\n", bf16_hardware().c_str());
       return 0;
     }
+  } else if (given_peak == nullptr) {
+    peak = gemm_rates(1024);  // the summary's % of peak, unprinted
   }
 
   Registry registry;

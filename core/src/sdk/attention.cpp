@@ -13,6 +13,7 @@
 
 #include "sdk/counter_rng.h"
 #include "sdk/gemm.h"
+#include "sdk/softmax_rows.h"
 #include "htm/layers.h"
 #include "htm/precision.h"
 #include "htm/row_shard.h"
@@ -23,39 +24,6 @@ namespace {
 // Query rows per block: a rows×Tk block of scores (~64 KB) stays in cache, and short key
 // sets get tall blocks so each BLAS call has work enough to amortise its overhead.
 int64_t block_rows(int64_t tk) { return std::max<int64_t>(64, 16384 / std::max<int64_t>(1, tk)); }
-
-// x[i] ← exp(x[i] − shift) for i < n. A Cephes-style expf (range reduction by ln 2, degree-6
-// polynomial; relative error ~2e-7) in a plain loop the compiler vectorises for each target.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void exp_shifted(float* x, int64_t n, float shift) {
-  for (int64_t i = 0; i < n; ++i) {
-    float v = x[i] - shift;
-    v = v < -87.0f ? -87.0f : (v > 88.0f ? 88.0f : v);
-    const float k = __builtin_floorf(v * 1.44269504088896341f + 0.5f);
-    const float r = v - k * 0.693359375f + k * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
-    float scale;
-    __builtin_memcpy(&scale, &bits, sizeof scale);
-    x[i] = p * scale;
-  }
-}
-
-// Multiplies row `row` (length tk) of the weights by the dropout mask: 0 or 1/(1-p).
-void apply_mask(float* w, int64_t tk, uint64_t seed, uint64_t row, uint32_t threshold, float scale) {
-  const uint64_t base = counter_bits(seed, row);
-  for (int64_t j = 0; j < tk; j += 4) {
-    const uint64_t bits = splitmix64(base + static_cast<uint64_t>(j));
-    for (int64_t t = 0; t < 4 && j + t < tk; ++t)
-      w[j + t] *= ((bits >> (16 * t)) & 0xffff) >= threshold ? scale : 0.0f;
-  }
-}
 
 struct Shapes {
   int64_t B, Bq, Tq, Tk, C, h, d;
@@ -130,14 +98,8 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
           scores(s, qt, kt, b, hh, i0, rows, w.data());
           for (int64_t i = 0; i < rows; ++i) {
             float* wi = w.data() + i * s.Tk;
-            const float m = *std::max_element(wi, wi + s.Tk);
-            exp_shifted(wi, s.Tk, m);
-            float sum = 0;
-            for (int64_t j = 0; j < s.Tk; ++j) sum += wi[j];
-            const float inv = 1.0f / sum;
-            for (int64_t j = 0; j < s.Tk; ++j) wi[j] *= inv;
-            lp[bh * s.Tq + i0 + i] = m + std::log(sum);
-            if (dropout > 0) apply_mask(wi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);
+            lp[bh * s.Tq + i0 + i] = softmax_row(wi, s.Tk);
+            if (dropout > 0) mask_row(wi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);
           }
           gemm(false, false, rows, s.d, s.Tk, 1.0f, block(w.data(), s.Tk), vt.at(b, 0, hh * s.d), 0.0f,
                op + b * s.Tq * s.C + i0 * s.C + hh * s.d, s.C);
@@ -187,21 +149,16 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
         for (int64_t i0 = 0; i0 < s.Tq; i0 += block_size) {
           const int64_t rows = std::min(block_size, s.Tq - i0);
           scores(s, qt, kt, b, hh, i0, rows, p.data());  // recompute P from the saved log-sum-exp
-          for (int64_t i = 0; i < rows; ++i) {
-            float* pi = p.data() + i * s.Tk;
-            exp_shifted(pi, s.Tk, lp[bh * s.Tq + i0 + i]);
-          }
+          for (int64_t i = 0; i < rows; ++i) exp_row(p.data() + i * s.Tk, s.Tk, lp[bh * s.Tq + i0 + i]);
           // dP̃ = dO Vᵀ (gradient wrt the dropped-out weights), then through the mask.
           gemm(false, true, rows, s.Tk, s.d, 1.0f, gt.at(b, i0, hh * s.d), vt.at(b, 0, hh * s.d), 0.0f,
                dp.data(), s.Tk);
           for (int64_t i = 0; i < rows; ++i) {
             float *pi = p.data() + i * s.Tk, *dpi = dp.data() + i * s.Tk;
-            if (dropout > 0) apply_mask(dpi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);
-            float dot = 0;
-            for (int64_t j = 0; j < s.Tk; ++j) dot += pi[j] * dpi[j];
-            // dV needs the dropped-out weights P̃ = P∘M: reuse dp's row after dS is formed.
-            for (int64_t j = 0; j < s.Tk; ++j) dpi[j] = pi[j] * (dpi[j] - dot);  // dS
-            if (dropout > 0) apply_mask(pi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);  // P̃
+            if (dropout > 0) mask_row(dpi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);
+            softmax_grad_row(pi, dpi, s.Tk);  // dS
+            // dV needs the dropped-out weights P̃ = P∘M: p's row, masked now that dS is formed.
+            if (dropout > 0) mask_row(pi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);
           }
           gemm(true, false, s.Tk, s.d, rows, 1.0f, block(p.data(), s.Tk), gt.at(b, i0, hh * s.d), 1.0f, dvh, s.C);
           gemm(false, false, rows, s.d, s.Tk, inv_sqrt_d, block(dp.data(), s.Tk), kt.at(b, 0, hh * s.d), 1.0f,
