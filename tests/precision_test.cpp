@@ -13,6 +13,7 @@
 #include "model/plugin_scope.h"
 #include "registry.h"
 #include "runner.h"
+#include "sdk/fused_linear.h"
 #include "sdk/gemm.h"
 #include "store/results_store.h"
 #include "test_util.h"
@@ -161,6 +162,49 @@ TEST(Bf16, ATinyRunTrainsToTheSameTestMseAsFp32AndIsAnotherRun) {
   const double fp32 = std::stod(rows[0][1]), bf16 = std::stod(rows[1][1]);
   EXPECT_NE(fp32, bf16);
   EXPECT_NEAR(bf16, fp32, 0.05 * fp32) << "fp32 " << fp32 << ", bf16 " << bf16;
+}
+
+}  // namespace
+}  // namespace htm
+
+namespace htm {
+namespace {
+
+// An MLP's second half as one node (it keeps h, not gelu(h) too): the same values and gradients
+// as linear(gelu(h)), bit for bit in fp32.
+TEST(GeluLinear, EqualsLinearOfGeluWhileKeepingOneActivation) {
+  torch::manual_seed(6);
+  Linear layer(64, 24);
+  auto h = torch::randn({2, 33, 64}).requires_grad_(true);
+  auto g = torch::randn({2, 33, 24});
+  auto fused = gelu_linear(h, layer->weight, layer->bias);
+  auto plain = layer->forward(torch::gelu(h));
+  EXPECT_TRUE(torch::equal(fused, plain));
+  auto gf = torch::autograd::grad({fused}, {h, layer->weight, layer->bias}, {g});
+  auto gp = torch::autograd::grad({plain}, {h, layer->weight, layer->bias}, {g});
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(gf[i], gp[i])) << i << ": " << (gf[i] - gp[i]).abs().max();
+}
+
+// The MLP's first end: LayerNorm then Linear as one node, keeping x alone.
+TEST(NormLinear, EqualsLinearOfLayerNormWhileKeepingOneActivation) {
+  torch::manual_seed(7);
+  torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({48}));
+  {
+    torch::NoGradGuard no_grad;
+    norm->weight.uniform_(0.5, 1.5);
+    norm->bias.uniform_(-0.5, 0.5);
+  }
+  Linear layer(48, 20);
+  auto x = torch::randn({3, 17, 48}).requires_grad_(true);
+  auto g = torch::randn({3, 17, 20});
+  auto fused = norm_linear(x, norm->weight, norm->bias, 1e-5, layer->weight, layer->bias);
+  auto plain = layer->forward(norm->forward(x));
+  EXPECT_TRUE(torch::equal(fused, plain));
+  const std::vector<torch::Tensor> inputs = {x, norm->weight, norm->bias, layer->weight, layer->bias};
+  auto gf = torch::autograd::grad({fused}, inputs, {g});
+  auto gp = torch::autograd::grad({plain}, inputs, {g});
+  for (size_t i = 0; i < inputs.size(); ++i)
+    EXPECT_TRUE(torch::equal(gf[i], gp[i])) << i << ": " << (gf[i] - gp[i]).abs().max();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // C=256, L=8, h=8, experiments/bench/paper_size.toml) and the pair sampler alone at its shape,
 // timed as medians, with the GEMM rate of the same library, peak memory and thread count; also
 // data-parallel (--nproc), the GEMM rates alone (--gemm) and a scaling table over T (--scaling).
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 
 #include <boost/program_options.hpp>
@@ -57,12 +59,17 @@ std::vector<double> time_ms(int repeats, F&& f) {
 }
 
 // Peak resident memory of this process (VmHWM), in MiB.
-double peak_rss_mib() {
+double status_mib(const char* field) {
   std::ifstream status("/proc/self/status");
+  const std::string key = std::string(field) + ":";
   for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+    if (line.rfind(key, 0) == 0) return std::stod(line.substr(key.size())) / 1024.0;
   return 0;
 }
+double peak_rss_mib() { return status_mib("VmHWM"); }
+
+// Starts a new VmHWM from the current resident size (Linux ≥ 4.0): the peak of what follows.
+void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 // GFLOP/s of an n×n×n product: htm::gemm (oneDNN's sgemm, what the model calls), torch::mm in
 // fp32 and in bf16 (oneDNN's bf16 GEMM, on AMX where the CPU has it).
@@ -93,6 +100,7 @@ struct StepTiming {
   std::vector<double> ms;
   int64_t flops = 0;  ///< through htm::gemm in one step
   double peak_mib = 0;
+  double before_mib = 0, forward_mib = 0, backward_mib = 0, optimizer_mib = 0;  ///< one more step, by phase
 };
 
 // One warm-up step, one profiled into `profile` (if named), then `steps` timed ones: forward at
@@ -118,6 +126,7 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
     if (data.labels.defined()) data.labels = data.labels.narrow(0, first, rows);
   }
   ex.model->train();
+  std::function<void()> phase_ended = [] {};
   auto step = [&] {
     torch::Tensor total;
     {
@@ -130,12 +139,14 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
       total = estimator.objective(per_sample, out.log_prob, out.entropy,
                                   comm ? share_of_batch(*comm, per_sample, shard.rows, batch) : BatchShare{});
     }
+    phase_ended();
     optimizer.zero_grad();
     {
       RECORD_FUNCTION("htm::backward", {});
       if (reducer) reducer->backward(total);
       else total.backward();
     }
+    phase_ended();
     RECORD_FUNCTION("htm::optimizer", {});
     optimizer.step();
   };
@@ -150,6 +161,18 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
   }
   t.ms = time_ms(static_cast<int>(steps), step);
   t.peak_mib = peak_rss_mib();
+  // One more step for the peak of each phase (the process's resident memory, libraries included).
+  double* phase_peak[] = {&t.forward_mib, &t.backward_mib};
+  int phase = 0;
+  phase_ended = [&] {
+    *phase_peak[phase++] = peak_rss_mib();
+    reset_peak();
+  };
+  malloc_trim(0);  // hand what the allocator keeps from earlier steps back: the phases' own growth
+  t.before_mib = status_mib("VmRSS");
+  reset_peak();
+  step();
+  t.optimizer_mib = peak_rss_mib();
   if (world && world->rank == 0 && reducer)
     std::printf("data-parallel  %lld gradient bucket%s, %lld started before backward ended (last step)\n",
                 (long long)reducer->buckets(), reducer->buckets() == 1 ? "" : "s", (long long)reducer->started_early());
@@ -165,6 +188,13 @@ void summary(const std::string& what, int64_t batch, int64_t T, const StepTiming
               what.c_str(), (long long)batch, (long long)T, ranks, ranks == 1 ? "" : "es", threads,
               threads == 1 ? "" : "s", ms, batch * 1000.0 / ms, gflops, 100.0 * gflops / (gemm_peak * ranks), t.peak_mib);
   std::fflush(stdout);
+}
+
+// The resident memory around one step: before it, and the peak of each phase.
+void memory_line(const std::string& what, const StepTiming& t) {
+  std::printf("memory   %-28s resident MiB: %.0f before the step; peak %.0f in forward, %.0f in backward, "
+              "%.0f in the optimiser\n",
+              what.c_str(), t.before_mib, t.forward_mib, t.backward_mib, t.optimizer_mib);
 }
 
 // Least-squares slope of log y against log x: the exponent of y ∝ x^a.
@@ -354,6 +384,7 @@ int cmd_bench(const Args& args) {
   }
   if (step_only) {
     summary(name, batch, T, t, 1, nthreads, gemm_peak);
+    memory_line(name, t);
     return 0;
   }
   const double med = median(t.ms);
@@ -363,6 +394,7 @@ int cmd_bench(const Args& args) {
               (long long)ex.config.settings.model.heads, ex.parameters / 1e6, med, *std::min_element(t.ms.begin(), t.ms.end()),
               *std::max_element(t.ms.begin(), t.ms.end()), (long long)steps, batch * 1000.0 / med, t.flops / 1e9);
   summary(name, batch, T, t, 1, nthreads, gemm_peak);
+  memory_line(name, t);
 
   if (nproc > 1) {  // the same batch over nproc processes of one thread, against one process of one
     StepTiming one = t;

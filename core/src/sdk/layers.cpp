@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "sdk/counter_rng.h"
+#include "sdk/fused_linear.h"
 #include "htm/error.h"
 #include "htm/row_shard.h"
 
@@ -54,14 +55,17 @@ class DropoutFunction : public torch::autograd::Function<DropoutFunction> {
     }
     const DrawRows rows = x.dim() > 0 ? draw_rows(x.size(0)) : DrawRows{0, 0};
     const int64_t first = x.dim() > 0 && x.size(0) > 0 ? rows.offset * (x.numel() / x.size(0)) : 0;
-    auto mask = keep_mask(x.sizes(), p, seed, first);
-    ctx->save_for_backward({mask});
-    return x * mask;
+    // Backward draws the mask again from its seed instead of keeping it (an x-sized tensor).
+    ctx->saved_data["p"] = p;
+    ctx->saved_data["seed"] = static_cast<int64_t>(seed);
+    ctx->saved_data["first"] = first;
+    return x * keep_mask(x.sizes(), p, seed, first);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad) {
-    auto mask = ctx->get_saved_variables()[0];
+    auto mask = keep_mask(grad[0].sizes(), ctx->saved_data["p"].toDouble(),
+                          static_cast<uint64_t>(ctx->saved_data["seed"].toInt()), ctx->saved_data["first"].toInt());
     return {grad[0] * mask, torch::Tensor()};
   }
 };
@@ -124,7 +128,8 @@ ResidualMlpImpl::ResidualMlpImpl(int64_t dim, int64_t ratio, double dropout) : d
 }
 
 torch::Tensor ResidualMlpImpl::forward(const torch::Tensor& x) {
-  return x + fast_dropout(fc2_->forward(torch::gelu(fc1_->forward(norm_->forward(x)))), dropout_, is_training());
+  auto h = norm_linear(x, norm_->weight, norm_->bias, norm_->options.eps(), fc1_->weight, fc1_->bias);
+  return x + fast_dropout(gelu_linear(h, fc2_->weight, fc2_->bias), dropout_, is_training());
 }
 
 TokenMlpImpl::TokenMlpImpl(int64_t in, int64_t hidden, int64_t out, bool residual_form) {
@@ -139,7 +144,9 @@ TokenMlpImpl::TokenMlpImpl(int64_t in, int64_t hidden, int64_t out, bool residua
 }
 
 torch::Tensor TokenMlpImpl::forward(const torch::Tensor& x) {
-  return fc2_->forward(torch::gelu(fc1_->forward(norm_ ? norm_->forward(x) : x)));
+  auto h = norm_ ? norm_linear(x, norm_->weight, norm_->bias, norm_->options.eps(), fc1_->weight, fc1_->bias)
+                 : fc1_->forward(x);
+  return gelu_linear(h, fc2_->weight, fc2_->bias);
 }
 
 }  // namespace htm
