@@ -94,11 +94,6 @@ TEST(FusedAttention, DropoutGradientsMatchFiniteDifferences) {
   }
 }
 
-}  // namespace
-}  // namespace htm
-
-namespace htm {
-namespace {
 
 TEST(Linear, MatchesTorchLinearValuesAndGradients) {
   torch::manual_seed(2);
@@ -124,11 +119,6 @@ TEST(Linear, MatchesTorchLinearValuesAndGradients) {
   EXPECT_LE(layer->weight.abs().max().item<double>(), 1.0 / std::sqrt(24.0));
 }
 
-}  // namespace
-}  // namespace htm
-
-namespace htm {
-namespace {
 
 // The row kernels behind it (AVX-512 where the CPU has it) against plain computations: the
 // dropout mask bit for bit against the counter stream, over lengths with and without a tail.

@@ -164,11 +164,6 @@ TEST(Bf16, ATinyRunTrainsToTheSameTestMseAsFp32AndIsAnotherRun) {
   EXPECT_NEAR(bf16, fp32, 0.05 * fp32) << "fp32 " << fp32 << ", bf16 " << bf16;
 }
 
-}  // namespace
-}  // namespace htm
-
-namespace htm {
-namespace {
 
 // An MLP's second half as one node (it keeps h, not gelu(h) too): the same values and gradients
 // as linear(gelu(h)), bit for bit in fp32.
