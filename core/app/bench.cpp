@@ -161,18 +161,19 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
   }
   t.ms = time_ms(static_cast<int>(steps), step);
   t.peak_mib = peak_rss_mib();
-  // One more step for the peak of each phase (the process's resident memory, libraries included).
-  double* phase_peak[] = {&t.forward_mib, &t.backward_mib};
-  int phase = 0;
-  phase_ended = [&] {
-    *phase_peak[phase++] = peak_rss_mib();
+  if (!world) {  // one more step for the peak of each phase (the process's memory, libraries included)
+    double* phase_peak[] = {&t.forward_mib, &t.backward_mib};
+    int phase = 0;
+    phase_ended = [&] {
+      *phase_peak[phase++] = peak_rss_mib();
+      reset_peak();
+    };
+    malloc_trim(0);  // hand what the allocator keeps from earlier steps back: the phases' own growth
+    t.before_mib = status_mib("VmRSS");
     reset_peak();
-  };
-  malloc_trim(0);  // hand what the allocator keeps from earlier steps back: the phases' own growth
-  t.before_mib = status_mib("VmRSS");
-  reset_peak();
-  step();
-  t.optimizer_mib = peak_rss_mib();
+    step();
+    t.optimizer_mib = peak_rss_mib();
+  }
   if (world && world->rank == 0 && reducer)
     std::printf("data-parallel  %lld gradient bucket%s, %lld started before backward ended (last step)\n",
                 (long long)reducer->buckets(), reducer->buckets() == 1 ? "" : "s", (long long)reducer->started_early());

@@ -110,11 +110,14 @@ std::string one_line(const std::exception& e, std::string* full) {
   return newline == std::string::npos ? text : text.substr(0, newline) + " (more in error.log)";
 }
 
-// Threads for one rank: runtime.threads, or this host's cores shared by its ranks when it is 0.
-void set_rank_threads(int64_t threads, const Communicator* comm) {
+// A run's [runtime] in force: its threads (or this host's cores shared by its ranks when 0) and
+// its precision. Returns whether bf16 was asked for but fell back to fp32.
+bool apply_runtime(const RuntimeSettings& runtime, const Communicator* comm) {
+  int64_t threads = runtime.threads;
   if (threads == 0 && comm != nullptr)
     threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / comm->info().local_world);
   set_threads(threads);
+  return set_precision(runtime.precision) != runtime.precision;
 }
 
 // Data-parallel: what rank 0 decided for a run, sent to every rank (one broadcast per run).
@@ -130,8 +133,7 @@ int64_t share_decision(Communicator* comm, int64_t decision) {
 Outcome follow_run(const ExperimentFile& file, const std::string& variant, int64_t seed, const Registry& registry,
                    Communicator& comm) {
   ResolvedConfig config = file.resolve(variant, registry);
-  set_rank_threads(config.settings.runtime.threads, &comm);
-  set_precision(config.settings.runtime.precision);
+  apply_runtime(config.settings.runtime, &comm);
   const std::string label = config.experiment + "/" + variant + " seed " + std::to_string(seed) + ", rank " +
                             std::to_string(comm.rank());
   const int64_t decision = share_decision(&comm, kSkip);
@@ -160,8 +162,7 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
                 int verbosity = 1, int64_t expected_run = 0, Communicator* comm = nullptr) {
   if (comm != nullptr && comm->rank() != 0) return follow_run(file, variant, seed, registry, *comm);
   ResolvedConfig config = file.resolve(variant, registry);
-  set_rank_threads(config.settings.runtime.threads, comm);
-  const bool bf16_fell_back = set_precision(config.settings.runtime.precision) != config.settings.runtime.precision;
+  const bool bf16_fell_back = apply_runtime(config.settings.runtime, comm);
   const std::string label = config.experiment + "/" + variant + " seed " + std::to_string(seed);
   ResultsStore store(config.settings.runtime.results);
   store.set_busy_timeout(kRunBusyTimeoutMs);

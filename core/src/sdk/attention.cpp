@@ -11,7 +11,6 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "sdk/counter_rng.h"
 #include "sdk/gemm.h"
 #include "sdk/softmax_rows.h"
 #include "htm/layers.h"
@@ -49,14 +48,7 @@ struct Tokens {
 };
 
 Tokens tokens_of(const torch::Tensor& t, bool bf16) {
-  torch::Tensor held = t;
-  if (bf16 && t.scalar_type() == torch::kFloat) {
-    held = torch::empty(t.sizes(), t.options().dtype(torch::kBFloat16));
-    auto* out = reinterpret_cast<uint16_t*>(held.data_ptr());
-    const int64_t T = t.size(1), C = t.size(2);
-    for (int64_t b = 0; b < t.size(0); ++b)
-      to_bf16(t.data_ptr<float>() + b * t.stride(0), T, C, t.stride(1), out + b * T * C);
-  }
+  const torch::Tensor held = bf16 && t.scalar_type() == torch::kFloat ? bf16_copy(t) : t;
   return {held, static_cast<const char*>(held.data_ptr()), held.stride(0), held.stride(1),
           held.scalar_type() == torch::kBFloat16};
 }

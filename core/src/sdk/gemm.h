@@ -5,6 +5,10 @@
 
 #include <cstdint>
 
+namespace at {
+class Tensor;
+}
+
 namespace htm {
 
 /// C[m×n] = alpha · op(A) · op(B) + beta · C, all row-major with leading dimensions lda, ldb, ldc.
@@ -26,6 +30,10 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 /// Rounds rows×cols floats (row stride ld) to bf16 bits, round-to-nearest-even, packed into dst
 /// (row stride cols). Vectorised with the CPU's own conversion instruction where it has one.
 void to_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_t* dst);
+
+/// A float tensor's bf16 copy, contiguous (linear.cpp). A 3-D one whose last dimension is
+/// contiguous (keys and values: strided halves of one projection) is read in place.
+at::Tensor bf16_copy(const at::Tensor& x);
 
 /// Floating-point operations (2·m·n·k per call) gemm() has done in this process so far: what
 /// `htm bench` divides by a step's time (the linear layers and attention, forward and backward).

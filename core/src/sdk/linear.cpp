@@ -16,12 +16,9 @@ namespace htm {
 
 namespace {
 
-// A 2-D fp32 tensor's bf16 copy (round to nearest even), contiguous.
-torch::Tensor bf16_copy(const torch::Tensor& x) {
-  auto src = x.contiguous();
-  auto out = torch::empty(src.sizes(), src.options().dtype(torch::kBFloat16));
-  to_bf16(src.data_ptr<float>(), 1, src.numel(), src.numel(), reinterpret_cast<uint16_t*>(out.data_ptr()));
-  return out;
+// A missing bias is a constant zero: Function::apply cannot take an undefined tensor.
+torch::Tensor bias_or_zeros(const torch::Tensor& bias, const torch::Tensor& weight) {
+  return bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options());
 }
 
 // A contiguous 2-D tensor (fp32 or bf16) as a GEMM operand.
@@ -162,16 +159,36 @@ class NormLinearFunction : public torch::autograd::Function<NormLinearFunction> 
 
 }  // namespace
 
+torch::Tensor bf16_copy(const torch::Tensor& x) {
+  auto out = torch::empty(x.sizes(), x.options().dtype(torch::kBFloat16));
+  auto* dst = reinterpret_cast<uint16_t*>(out.data_ptr());
+  if (x.dim() == 3 && x.stride(2) == 1) {
+    const int64_t T = x.size(1), C = x.size(2);
+    for (int64_t b = 0; b < x.size(0); ++b)
+      to_bf16(x.data_ptr<float>() + b * x.stride(0), T, C, x.stride(1), dst + b * T * C);
+    return out;
+  }
+  auto src = x.contiguous();
+  to_bf16(src.data_ptr<float>(), 1, src.numel(), src.numel(), dst);
+  return out;
+}
+
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   if (x.scalar_type() != torch::kFloat || x.size(-1) != weight.size(1))
     return torch::linear(x, weight, bias);  // not ours to speed up: torch's own path
-  // Function::apply cannot take an undefined tensor: a missing bias is a constant zero.
-  return LinearFunction::apply(x, weight, bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()));
+  return LinearFunction::apply(x, weight, bias_or_zeros(bias, weight));
 }
 
 torch::Tensor gelu_linear(const torch::Tensor& h, const torch::Tensor& weight, const torch::Tensor& bias) {
   if (h.scalar_type() != torch::kFloat || h.size(-1) != weight.size(1)) return torch::linear(torch::gelu(h), weight, bias);
-  return GeluLinearFunction::apply(h, weight, bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()));
+  return GeluLinearFunction::apply(h, weight, bias_or_zeros(bias, weight));
+}
+
+torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
+                          double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
+  if (x.scalar_type() != torch::kFloat || x.size(-1) != weight.size(1) || !norm_weight.defined() || !norm_bias.defined())
+    return linear(torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps), weight, bias);
+  return NormLinearFunction::apply(x, norm_weight, norm_bias, weight, bias_or_zeros(bias, weight), eps);
 }
 
 LinearImpl::LinearImpl(int64_t in, int64_t out, bool bias) {
@@ -181,13 +198,5 @@ LinearImpl::LinearImpl(int64_t in, int64_t out, bool bias) {
 }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return linear(x, weight, bias); }
-
-torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
-                          double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
-  if (x.scalar_type() != torch::kFloat || x.size(-1) != weight.size(1) || !norm_weight.defined() || !norm_bias.defined())
-    return linear(torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps), weight, bias);
-  return NormLinearFunction::apply(x, norm_weight, norm_bias, weight,
-                                   bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()), eps);
-}
 
 }  // namespace htm
