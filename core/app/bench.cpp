@@ -137,7 +137,8 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
       auto out = ex.model->forward(data.input, ex.schedule, gen, &truth);
       auto per_sample = training_objective(ex.losses, out, data, 0, 0, true, false);
       total = estimator.objective(per_sample, out.log_prob, out.entropy,
-                                  comm ? share_of_batch(*comm, per_sample, shard.rows, batch) : BatchShare{});
+                                  comm ? share_of_batch(*comm, per_sample, shard.rows, batch) : BatchShare{},
+                                  out.valued);
     }
     phase_ended();
     optimizer.zero_grad();

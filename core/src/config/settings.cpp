@@ -180,9 +180,11 @@ std::vector<HostSection> build_schema() {
           .choice("reward", &Es::reward, {{"sample", RewardScope::sample}, {"batch", RewardScope::batch}},
                   "score-function reward: each sample's loss, or the batch's (the paper)")
           .choice("baseline", &Es::baseline,
-                  {{"ema", RewardBaseline::ema}, {"none", RewardBaseline::none}, {"rloo", RewardBaseline::rloo}},
-                  "subtracted from the reward: ema (moving average of the loss), none (the paper), or rloo "
-                  "(the mean loss of the same input's other rollouts; needs rollouts >= 2)")
+                  {{"ema", RewardBaseline::ema}, {"none", RewardBaseline::none}, {"rloo", RewardBaseline::rloo},
+                   {"value", RewardBaseline::value}},
+                  "subtracted from the reward: ema (moving average of the loss), none (the paper), rloo "
+                  "(the mean loss of the same input's other rollouts; needs rollouts >= 2), or value (a "
+                  "learned prediction of each sample's loss from the population each layer draws from)")
           .add("baseline_decay", &Es::baseline_decay, 0.9, "decay of the ema baseline", real_in(0, 1))
           .add("rollouts", &Es::rollouts, int64_t{1},
                "decisions drawn for each input per step (the batch is repeated this many times)", at_least(1))

@@ -24,7 +24,7 @@ enum class LrDecay { step, cosine };
 enum class RhoSchedule { epoch, step };
 enum class EstimatorMethod { score_function, prob_scale };
 enum class RewardScope { batch, sample };
-enum class RewardBaseline { none, ema, rloo };
+enum class RewardBaseline { none, ema, rloo, value };
 
 struct ExperimentSettings {
   std::string name;  ///< results are filed under it; the file's stem when the file names none

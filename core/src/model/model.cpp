@@ -13,32 +13,6 @@
 namespace htm {
 namespace F = torch::nn::functional;
 
-std::vector<int64_t> make_schedule(int64_t tokens, double fraction, int64_t layers) {
-  std::vector<int64_t> schedule;
-  for (int64_t l = 0; l < layers; ++l) {
-    const int64_t r = static_cast<int64_t>(std::floor(fraction * tokens / 2.0 + 1e-9));
-    schedule.push_back(r);
-    tokens -= r;
-  }
-  return schedule;
-}
-
-int64_t tokens_after(int64_t tokens, const std::vector<int64_t>& schedule, size_t depth) {
-  for (size_t l = 0; l < depth && l < schedule.size(); ++l) tokens -= schedule[l];
-  return tokens;
-}
-
-void check_schedule(int64_t tokens, const std::vector<int64_t>& schedule) {
-  if (schedule.empty()) throw Error("the merging schedule is empty");
-  for (size_t l = 0; l < schedule.size(); ++l) {
-    if (schedule[l] < 0 || 2 * schedule[l] > tokens)
-      throw Error("merging schedule layer " + std::to_string(l + 1) + " merges " +
-                  std::to_string(schedule[l]) + " pairs but only " + std::to_string(tokens) +
-                  " tokens are left (at most " + std::to_string(tokens / 2) + " pairs)");
-    tokens -= schedule[l];
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Blocks
 
@@ -147,6 +121,7 @@ HtmModelImpl::HtmModelImpl(const ModelOptions& options, std::shared_ptr<Adapter>
         "leaf_head", torch::nn::Sequential(torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})),
                                            Linear(C, C), torch::nn::GELU(), Linear(C, 2)));
   }
+  if (options_.value_baseline) values_ = register_module("value", ValueHeads(options_.dim));
   timesteps_ = register_buffer("timesteps", options_.timestep_scale * sinusoids(kMaxDepth + 1, options_.dim));
 }
 
@@ -159,10 +134,12 @@ torch::Tensor HtmModelImpl::timestep(int64_t depth) const {
   return timesteps_[depth];
 }
 
-void HtmModelImpl::add_log_prob(ForwardResult& result, const torch::Tensor& log_prob) const {
+void HtmModelImpl::add_log_prob(ForwardResult& result, const torch::Tensor& log_prob, const torch::Tensor& state,
+                                bool unmerge) {
   if (!log_prob.defined() || options_.prob_scale) return;
   auto per_sample = log_prob.sum(1);
   result.log_prob = result.log_prob.defined() ? result.log_prob + per_sample : per_sample;
+  if (values_) result.valued.push_back({per_sample, values_->forward(state, unmerge)});
 }
 
 torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
@@ -200,7 +177,7 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
     check_decision(decision.dst, "merge decision's dst", B, r, T, range);
     check_log_prob(decision.log_prob, "merge decision's log_prob", B, r);
   }
-  add_log_prob(result, decision.log_prob);
+  add_log_prob(result, decision.log_prob, x, false);
   if (decision.entropy.defined())
     result.entropy = result.entropy.defined() ? result.entropy + decision.entropy : decision.entropy;
 
@@ -257,7 +234,7 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
                   "(see docs/writing-a-plugin.md)");
     result.unmerge_log_probs.push_back(decision.log_prob);
   } else {
-    add_log_prob(result, decision.log_prob);
+    add_log_prob(result, decision.log_prob, x, true);
   }
 
   if (chosen != nullptr) *chosen = decision.index;
@@ -454,6 +431,7 @@ ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input,
   }
   result.root = x;
   result.log_prob = torch::Tensor();
+  result.valued.clear();
   result.output = unlift(result.decoder_tokens[0]);
   return result;
 }
@@ -487,6 +465,7 @@ int64_t participating_parameters(Model& model, const torch::Tensor& input,
   auto out = model.forward(input, schedule, gen, &hooks);
   auto total = out.output.sum();
   if (out.log_prob.defined()) total = total + out.log_prob.sum();
+  for (const auto& v : out.valued) total = total + v.value.sum();  // the value heads' own regression
   total.backward();
   model.train(was_training);
   int64_t n = 0;

@@ -16,6 +16,8 @@
 #include "htm/layers.h"
 #include "htm/merge.h"
 #include "htm/policy.h"
+#include "model/schedule.h"
+#include "model/value_head.h"
 
 namespace htm {
 
@@ -32,14 +34,8 @@ struct ModelOptions {
   double timestep_scale = 1.0;  ///< multiplies the depth signal of eq. 7 (1: the paper)
   bool mirror_unmerge = false;  ///< the decoder splits the tokens the encoder merged (not the policy's choice)
   LogProbForm log_prob_form = LogProbForm::exact;  ///< asked of the policy (estimator.log_prob)
+  bool value_baseline = false;  ///< learned values of the decided populations (estimator.baseline = "value")
 };
-
-/// r per layer: r_l = floor(fraction · T_l / 2), for `layers` layers, starting from T tokens.
-std::vector<int64_t> make_schedule(int64_t tokens, double fraction, int64_t layers);
-/// Tokens left after the first `depth` layers of `schedule`.
-int64_t tokens_after(int64_t tokens, const std::vector<int64_t>& schedule, size_t depth);
-/// Throws htm::Error unless every layer merges 0 ≤ r ≤ T_l/2 pairs.
-void check_schedule(int64_t tokens, const std::vector<int64_t>& schedule);
 
 /// Pre-norm transformer encoder block (MHA + GELU MLP).
 class TransformerBlockImpl : public torch::nn::Module {
@@ -82,12 +78,20 @@ struct ForwardHooks {
   torch::Tensor tree;
 };
 
+/// One layer's draw (merges or unmerges) with the value of the population it was drawn from.
+struct ValuedDecision {
+  torch::Tensor log_prob;  ///< B: Σ log p of the layer's draw
+  torch::Tensor value;     ///< B: the value heads' predicted loss (value_head.h)
+};
+
 /// Everything one forward pass produces.
 struct ForwardResult {
   torch::Tensor output;    ///< B×sample_shape
   torch::Tensor root;      ///< B×T_D×C tokens at the bottleneck
   torch::Tensor log_prob;  ///< B: Σ log p over every merge and unmerge decision (undefined if none)
   torch::Tensor entropy;   ///< B: Σ over merge layers of MergeDecision::entropy (undefined if none)
+  /// With ModelOptions::value_baseline: every draw that adds to log_prob, in the order drawn.
+  std::vector<ValuedDecision> valued;
   std::vector<torch::Tensor> encoder_tokens;  ///< [d] enters encoder layer d+1
   std::vector<torch::Tensor> decoder_tokens;  ///< [d] leaves the decoder layer mirroring it
   std::vector<MergeDecision> merges;          ///< per encoder layer
@@ -184,7 +188,9 @@ class HtmModelImpl : public Model {
   /// B×T×2 leaf/internal logits of detached tokens.
   torch::Tensor leaf_logits(const torch::Tensor& tokens);
   torch::Tensor timestep(int64_t depth) const;
-  void add_log_prob(ForwardResult& result, const torch::Tensor& log_prob) const;
+  /// Adds a layer's B×r log-probabilities to result.log_prob (and its value to result.valued)
+  /// unless A.4's scaling replaces them; `state` is the population the draw was made from.
+  void add_log_prob(ForwardResult& result, const torch::Tensor& log_prob, const torch::Tensor& state, bool unmerge);
 
   ModelOptions options_;
   /// The adapter's lift and unlift, marked as the adapter's calls (plugin_scope.h).
@@ -201,6 +207,7 @@ class HtmModelImpl : public Model {
   RefineBlock merge_refine_{nullptr}, unmerge_refine_{nullptr};
   torch::nn::LayerNorm head_norm_{nullptr};
   torch::nn::Sequential leaf_head_{nullptr};  ///< the leaf/internal classifier
+  ValueHeads values_{nullptr};  ///< the value baseline's heads (options_.value_baseline)
   Linear head_{nullptr};  ///< classifier: root tokens (mean) → class logits
   torch::Tensor timesteps_;  ///< (max depth + 1)×C fixed sinusoids (paper eq. 7)
 };

@@ -9,10 +9,14 @@ namespace htm {
 Estimator::Estimator(const EstimatorSettings& settings) : settings_(settings) {
   if (settings_.baseline == RewardBaseline::rloo && settings_.rollouts < 2)
     throw Error("estimator.baseline = \"rloo\" needs estimator.rollouts of at least 2");
+  if (settings_.baseline == RewardBaseline::value && settings_.method == EstimatorMethod::prob_scale)
+    throw Error("estimator.baseline = \"value\" is a baseline for the score function: estimator.method = "
+                "\"prob_scale\" has no reward to subtract it from");
 }
 
 torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
-                                   const torch::Tensor& entropy, const BatchShare& share) {
+                                   const torch::Tensor& entropy, const BatchShare& share,
+                                   const std::vector<ValuedDecision>& valued) {
   auto loss = per_sample_loss.mean();
   // Over a split batch every mean is over this process's rows, weighted by their share; the
   // batch reward multiplies a sum, which the processes' sum completes.
@@ -27,6 +31,15 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const t
       auto per_input = g.view({-1, K});
       auto others = (per_input.sum(1, true) - per_input) / static_cast<double>(K - 1);
       total = total + scaled(((per_input - others).view(-1) * log_prob).mean());
+    } else if (settings_.baseline == RewardBaseline::value) {
+      if (valued.empty()) throw Error("estimator.baseline = \"value\": the model gave no values for its decisions");
+      torch::Tensor surrogate = torch::zeros({}), error = torch::zeros({});
+      for (const auto& d : valued) {
+        surrogate = surrogate + ((g - d.value.detach()) * d.log_prob).mean();
+        error = error + (d.value - g).pow(2).mean();
+      }
+      value_error_ = error.detach() / static_cast<double>(valued.size());
+      total = total + scaled(surrogate + error / static_cast<double>(valued.size()));
     } else if (settings_.reward == RewardScope::sample) {
       total = total + scaled(((g - baseline()) * log_prob).mean());
     } else if (share.split) {

@@ -6,6 +6,7 @@
 #include <torch/types.h>
 
 #include "config/settings.h"
+#include "model/model.h"
 
 namespace htm {
 
@@ -35,13 +36,20 @@ class Estimator {
   ///   batch reward (paper):  mean_b g_b + sg[mean_b g_b − c] · Σ_b log p_b
   ///   per-sample reward:     mean_b g_b + mean_b (sg[g_b] − c_b) · log p_b
   /// with c the baseline: 0 (none), a moving average of earlier batches' mean loss (ema), or
-  /// the mean loss of the same input's other rollouts (rloo, always per sample). With an
+  /// the mean loss of the same input's other rollouts (rloo, always per sample). With the
+  /// learned value baseline (value, always per sample), each layer's draw k has its own:
+  ///   mean_b g_b + Σ_k mean_b (sg[g_b] − sg[V_kb]) · log p_kb + mean_k mean_b (V_kb − sg[g_b])²
+  /// from `valued` (ForwardResult::valued), whose last term trains the values. With an
   /// entropy weight w, − w · mean_b H_b is added. With prob_scale, or no log-probabilities, the
   /// first term alone. Then updates the ema baseline with this batch's loss (it lags one step:
   /// it never includes its own reward). With a `share` of a split batch, this process's part:
   /// means scaled by its fraction of the rows, the batch reward from the whole batch's loss.
   torch::Tensor objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
-                          const torch::Tensor& entropy = {}, const BatchShare& share = {});
+                          const torch::Tensor& entropy = {}, const BatchShare& share = {},
+                          const std::vector<ValuedDecision>& valued = {});
+  /// The value baseline's regression error (mean_k mean_b (V_kb − g_b)²) in the last objective()
+  /// (undefined without it): how well the values predict the loss.
+  const torch::Tensor& value_error() const { return value_error_; }
 
   /// What objective() subtracts from the reward now (the ema baseline; 0 for none and rloo).
   double baseline() const { return have_baseline_ ? baseline_ : 0.0; }
@@ -53,6 +61,7 @@ class Estimator {
   EstimatorSettings settings_;
   double baseline_ = 0;
   bool have_baseline_ = false;
+  torch::Tensor value_error_;
 };
 
 }  // namespace htm

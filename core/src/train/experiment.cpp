@@ -52,6 +52,7 @@ ModelOptions model_options(const ResolvedConfig& config, const BuildContext& ctx
   options.timestep_scale = config.settings.model.timestep_scale;
   options.mirror_unmerge = config.settings.model.unmerge == Unmerge::mirror;
   options.log_prob_form = config.settings.estimator.log_prob;
+  options.value_baseline = config.settings.estimator.baseline == RewardBaseline::value;
   return options;
 }
 
