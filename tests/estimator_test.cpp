@@ -424,7 +424,9 @@ TEST(ValueBaseline, ValuesRegressTheLossAndTeachThePolicyNothing) {
   for (int64_t k = 0; k < 16; ++k)
     if (p_first[k].item<double>() > 0.05)
       EXPECT_NEAR(v2[k].item<double>(), conditional[k].item<double>(), 0.15) << "first pair " << k;
-  EXPECT_GT(estimator.value_error().item<double>(), 0);
+  ASSERT_EQ(estimator.diagnostics().size(), 1u);
+  EXPECT_EQ(estimator.diagnostics()[0].first, "policy_value_error");
+  EXPECT_GT(estimator.diagnostics()[0].second.item<double>(), 0);
 
   // The values' regression reaches only the values: the policy's gradient is the surrogate's.
   auto theta = c.theta.detach().clone().requires_grad_(true);
@@ -444,6 +446,33 @@ TEST(ValueBaseline, BadUseIsRefused) {
   Estimator estimator(value_settings());
   EXPECT_THAT(htm::testing::error_of([&] { estimator.objective(torch::ones({2}), torch::zeros({2})); }),
               ::testing::HasSubstr("no values"));
+}
+
+// The dense per-merge reward (estimator.dense): with the pair costs of TwoPairCase as each merged
+// pair's local error and nothing else in the loss, its surrogate's gradient is the gradient of
+// the expected sum of the pairs' errors, because each pair is credited with its own error and
+// the errors of the pairs drawn after it; crediting a pair with its own error alone is biased.
+TEST(DenseReward, ErrorsToGoGiveTheGradientOfTheExpectedPairErrors) {
+  TwoPairCase c = two_pair_case();
+  const auto fd = finite_difference_gradient(c);  // E[g] with g the sum of the two pairs' costs
+  EstimatorSettings settings = default_settings().estimator;
+  settings.baseline = RewardBaseline::none;
+  settings.dense = 1;
+  Estimator estimator(settings);
+  const int64_t n = 200000;
+  auto logits = c.theta.expand({n, 4, 4});
+  auto [src, dst] = sample_disjoint_pairs(logits.detach().to(torch::kFloat), 2, at::make_generator<at::CPUGeneratorImpl>(9));
+  auto lp = pair_log_prob(logits, src, dst, LogProbForm::exact);
+  auto error = c.cost.index_select(0, (src * 4 + dst).view(-1)).view(src.sizes());  // n×2
+  auto objective = estimator.objective(torch::zeros({n}, torch::kDouble), lp.sum(1), {}, {}, {}, {{lp, error}});
+  auto dense = torch::autograd::grad({objective}, {c.theta}, {}, true)[0][0];
+  auto own = torch::autograd::grad({((error - error.mean(0)) * lp).sum(1).mean()}, {c.theta})[0][0];
+  const double scale = fd.abs().max().item<double>();
+  EXPECT_LT((dense - fd).abs().max().item<double>(), 0.08 * scale) << dense << "\nfd\n" << fd;
+  EXPECT_GT((own - fd).abs().max().item<double>(), 0.25 * scale) << "own error alone\n" << own << "\nfd\n" << fd;
+  ASSERT_EQ(estimator.diagnostics().size(), 1u);
+  EXPECT_EQ(estimator.diagnostics()[0].first, "policy_pair_error");
+  EXPECT_NEAR(estimator.diagnostics()[0].second.item<double>(), error.mean().item<double>(), 1e-12);
 }
 
 }  // namespace

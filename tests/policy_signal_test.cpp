@@ -193,5 +193,30 @@ TEST(ValueBaseline, EachDrawIsValuedAndOnlyTheValueHeadsLearnFromTheirRegression
   EXPECT_GT(std::stoi(logged.rows[0][0]), 0);
 }
 
+TEST(DenseReward, APairsErrorStartsAsHalfItsSquaredDistance) {
+  // At initialisation the residual merge is the pair's mean and the unmerge copies it back, so a
+  // merged pair's local error is mean_c (a − b)² / 2: the dense reward starts by preferring
+  // close pairs. Without transformer blocks the merged tokens are those entering each layer.
+  const std::string dir = htm::testing::fresh_dir("dense");
+  const std::string file = trees_file(dir, "[policy]\nplugin = \"learned\"\n[estimator]\ndense = 1.0\n");
+  Experiment ex = assemble(resolve(file, {"model.transformer=false"}), registry(), 0);
+  Batch batch = ex.dataset->get(Split::train, torch::arange(8));
+  torch::NoGradGuard no_grad;
+  auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
+  ASSERT_EQ(out.pair_errors.size(), 4u);
+  for (size_t d = 0; d < 4; ++d) {
+    const auto& x = out.encoder_tokens[d];
+    const auto& m = out.merges[d];
+    auto at = [&](const torch::Tensor& index) { return x.gather(1, index.unsqueeze(-1).expand({8, index.size(1), x.size(2)})); };
+    auto expected = (at(m.src) - at(m.dst)).pow(2).mean(-1) / 2;
+    EXPECT_TRUE(torch::allclose(out.pair_errors[d].error, expected, 1e-4, 1e-6)) << "layer " << d + 1;
+    EXPECT_TRUE(torch::equal(out.pair_errors[d].log_prob, m.log_prob));
+  }
+  const std::string refused = htm::testing::error_of(
+      [&] { resolve(trees_file(dir, "[estimator]\nmethod = \"prob_scale\"\ndense = 0.5\n")); });
+  EXPECT_THAT(refused, ::testing::HasSubstr("signal.toml:32:"));
+  EXPECT_THAT(refused, ::testing::HasSubstr("'estimator.dense'"));
+}
+
 }  // namespace
 }  // namespace htm

@@ -138,7 +138,7 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
       auto per_sample = training_objective(ex.losses, out, data, 0, 0, true, false);
       total = estimator.objective(per_sample, out.log_prob, out.entropy,
                                   comm ? share_of_batch(*comm, per_sample, shard.rows, batch) : BatchShare{},
-                                  out.valued);
+                                  out.valued, out.pair_errors);
     }
     phase_ended();
     optimizer.zero_grad();

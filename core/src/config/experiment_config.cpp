@@ -98,10 +98,11 @@ void check_experiment_name(const std::string& name, const Node* table, const Whe
 
 // Cross-setting rules of [estimator], reported where the file wrote the setting at fault.
 void check_estimator(const EstimatorSettings& estimator, const Node* table, const Where& start) {
-  if (estimator.baseline == RewardBaseline::value && estimator.method == EstimatorMethod::prob_scale) {
-    const Node* at = table ? table->find("baseline") : nullptr;
-    fail(at ? at->value_at : start, "'estimator.baseline' = \"value\" is a baseline for the score function's "
-                                    "reward: 'estimator.method' = \"prob_scale\" has none");
+  if ((estimator.baseline == RewardBaseline::value || estimator.dense > 0) &&
+      estimator.method == EstimatorMethod::prob_scale) {
+    const Node* at = table ? table->find(estimator.dense > 0 ? "dense" : "baseline") : nullptr;
+    fail(at ? at->value_at : start, std::string(estimator.dense > 0 ? "'estimator.dense'" : "'estimator.baseline' = \"value\"") +
+                                        " shapes the score function's reward: 'estimator.method' = \"prob_scale\" has none");
   }
   if (estimator.baseline != RewardBaseline::rloo || estimator.rollouts >= 2) return;
   const Node* at = table ? table->find("rollouts") : nullptr;

@@ -190,6 +190,11 @@ std::vector<HostSection> build_schema() {
                "decisions drawn for each input per step (the batch is repeated this many times)", at_least(1))
           .add("entropy", &Es::entropy, 0.0,
                "weight of an entropy bonus on each layer's merge distribution (first draw)", real_in(0, kInf))
+          .add("dense", &Es::dense, 0.0,
+               "weight of a dense per-merge reward: each merged pair's local reconstruction error (the merge "
+               "operator's unmerge of the merged token against the pair), credited to the draws of its layer "
+               "up to it; 0: none",
+               real_in(0, kInf))
           .add("policy_lr", &Es::policy_lr, 0.0,
                "learning rate of the policy's own AdamW (it follows train.lr's schedule); 0: one optimiser at train.lr",
                real_in(0, kInf))

@@ -85,6 +85,7 @@ struct EstimatorSettings {
   double baseline_decay = 0;
   int64_t rollouts = 1;       ///< draws of each input's decisions per step (rloo needs ≥ 2)
   double entropy = 0;         ///< weight of the entropy bonus on the merge distributions
+  double dense = 0;           ///< weight of the dense per-merge reward (each pair's local unmerge error)
   double policy_lr = 0;       ///< 0: the policy trains at train.lr, in the model's optimiser
 };
 

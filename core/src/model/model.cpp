@@ -184,9 +184,15 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
   torch::Tensor merged;
   {
     PluginScope scope(PluginKind::merge, merge_.get());
-    merged = merge_->merge(gather_tokens(x, decision.src).reshape({B * r, C}),
-                           gather_tokens(x, decision.dst).reshape({B * r, C}));
+    auto src = gather_tokens(x, decision.src), dst = gather_tokens(x, decision.dst);
+    merged = merge_->merge(src.reshape({B * r, C}), dst.reshape({B * r, C}));
     check_tokens(merged, "merge operator's merge()", B * r, C);
+    if (options_.pair_errors && decision.log_prob.defined()) {  // a reward: no gradient
+      torch::NoGradGuard no_grad;
+      auto [first, second] = merge_->unmerge(merged);  // the first child takes dst's place
+      auto error = (first.view({B, r, C}) - dst).pow(2).mean(-1) + (second.view({B, r, C}) - src).pow(2).mean(-1);
+      result.pair_errors.push_back({decision.log_prob, error});
+    }
     merged = merged.view({B, r, C});
   }
   if (options_.prob_scale && decision.log_prob.defined())
@@ -432,6 +438,7 @@ ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input,
   result.root = x;
   result.log_prob = torch::Tensor();
   result.valued.clear();
+  result.pair_errors.clear();
   result.output = unlift(result.decoder_tokens[0]);
   return result;
 }

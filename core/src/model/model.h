@@ -35,6 +35,7 @@ struct ModelOptions {
   bool mirror_unmerge = false;  ///< the decoder splits the tokens the encoder merged (not the policy's choice)
   LogProbForm log_prob_form = LogProbForm::exact;  ///< asked of the policy (estimator.log_prob)
   bool value_baseline = false;  ///< learned values of the decided populations (estimator.baseline = "value")
+  bool pair_errors = false;     ///< each merged pair's local unmerge error (estimator.dense)
 };
 
 /// Pre-norm transformer encoder block (MHA + GELU MLP).
@@ -84,6 +85,12 @@ struct ValuedDecision {
   torch::Tensor value;     ///< B: the value heads' predicted loss (value_head.h)
 };
 
+/// One merge layer's draw, pair by pair, with how well each merged pair comes apart again.
+struct PairErrors {
+  torch::Tensor log_prob;  ///< B×r: the layer's MergeDecision::log_prob, pair k given pairs 1…k−1
+  torch::Tensor error;     ///< B×r: mean over channels of (unmerge(merged) − (dst, src))², no gradient
+};
+
 /// Everything one forward pass produces.
 struct ForwardResult {
   torch::Tensor output;    ///< B×sample_shape
@@ -92,6 +99,8 @@ struct ForwardResult {
   torch::Tensor entropy;   ///< B: Σ over merge layers of MergeDecision::entropy (undefined if none)
   /// With ModelOptions::value_baseline: every draw that adds to log_prob, in the order drawn.
   std::vector<ValuedDecision> valued;
+  /// With ModelOptions::pair_errors: every merge layer whose draw has log-probabilities.
+  std::vector<PairErrors> pair_errors;
   std::vector<torch::Tensor> encoder_tokens;  ///< [d] enters encoder layer d+1
   std::vector<torch::Tensor> decoder_tokens;  ///< [d] leaves the decoder layer mirroring it
   std::vector<MergeDecision> merges;          ///< per encoder layer

@@ -9,14 +9,16 @@ namespace htm {
 Estimator::Estimator(const EstimatorSettings& settings) : settings_(settings) {
   if (settings_.baseline == RewardBaseline::rloo && settings_.rollouts < 2)
     throw Error("estimator.baseline = \"rloo\" needs estimator.rollouts of at least 2");
-  if (settings_.baseline == RewardBaseline::value && settings_.method == EstimatorMethod::prob_scale)
-    throw Error("estimator.baseline = \"value\" is a baseline for the score function: estimator.method = "
-                "\"prob_scale\" has no reward to subtract it from");
+  if ((settings_.baseline == RewardBaseline::value || settings_.dense > 0) && scales_by_probability())
+    throw Error("estimator.baseline = \"value\" and estimator.dense shape the score function's reward: "
+                "estimator.method = \"prob_scale\" has none");
 }
 
 torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
                                    const torch::Tensor& entropy, const BatchShare& share,
-                                   const std::vector<ValuedDecision>& valued) {
+                                   const std::vector<ValuedDecision>& valued,
+                                   const std::vector<PairErrors>& pair_errors) {
+  diagnostics_.clear();
   auto loss = per_sample_loss.mean();
   // Over a split batch every mean is over this process's rows, weighted by their share; the
   // batch reward multiplies a sum, which the processes' sum completes.
@@ -38,7 +40,7 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const t
         surrogate = surrogate + ((g - d.value.detach()) * d.log_prob).mean();
         error = error + (d.value - g).pow(2).mean();
       }
-      value_error_ = error.detach() / static_cast<double>(valued.size());
+      diagnostics_.emplace_back("policy_value_error", error.detach() / static_cast<double>(valued.size()));
       total = total + scaled(surrogate + error / static_cast<double>(valued.size()));
     } else if (settings_.reward == RewardScope::sample) {
       total = total + scaled(((g - baseline()) * log_prob).mean());
@@ -47,6 +49,18 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const t
     } else {
       total = total + (loss.detach() - baseline()) * log_prob.sum();
     }
+  }
+  if (log_prob.defined() && settings_.dense > 0 && !pair_errors.empty()) {
+    torch::Tensor dense = torch::zeros({}), error = torch::zeros({});
+    for (const auto& layer : pair_errors) {
+      auto to_go = layer.error.flip(1).cumsum(1).flip(1);  // B×r: pair k's error and its layer's later ones
+      const int64_t B = to_go.size(0);
+      auto others = B > 1 ? (to_go.sum(0, true) - to_go) / static_cast<double>(B - 1) : torch::zeros_like(to_go);
+      dense = dense + ((to_go - others) * layer.log_prob).sum(1).mean();
+      error = error + layer.error.mean();
+    }
+    total = total + scaled(settings_.dense * dense);
+    diagnostics_.emplace_back("policy_pair_error", error / static_cast<double>(pair_errors.size()));
   }
   if (entropy.defined() && settings_.entropy > 0) total = total - settings_.entropy * scaled(entropy.mean());
   if (settings_.baseline == RewardBaseline::ema) {

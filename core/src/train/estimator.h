@@ -40,16 +40,22 @@ class Estimator {
   /// learned value baseline (value, always per sample), each layer's draw k has its own:
   ///   mean_b g_b + Σ_k mean_b (sg[g_b] − sg[V_kb]) · log p_kb + mean_k mean_b (V_kb − sg[g_b])²
   /// from `valued` (ForwardResult::valued), whose last term trains the values. With an
-  /// entropy weight w, − w · mean_b H_b is added. With prob_scale, or no log-probabilities, the
+  /// entropy weight w, − w · mean_b H_b is added. With a dense weight w_d, each merge layer's
+  /// pair k is also credited with the local errors of pairs k…r of its layer (`pair_errors`;
+  /// pair k's draw decides which pairs are left for the later ones) minus the same sum for the
+  /// batch's other samples:  + w_d · mean_b Σ_k sg[E_bk − mean_{b'≠b} E_b'k] · log p_bk. With prob_scale, or no log-probabilities, the
   /// first term alone. Then updates the ema baseline with this batch's loss (it lags one step:
   /// it never includes its own reward). With a `share` of a split batch, this process's part:
   /// means scaled by its fraction of the rows, the batch reward from the whole batch's loss.
   torch::Tensor objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
                           const torch::Tensor& entropy = {}, const BatchShare& share = {},
-                          const std::vector<ValuedDecision>& valued = {});
-  /// The value baseline's regression error (mean_k mean_b (V_kb − g_b)²) in the last objective()
-  /// (undefined without it): how well the values predict the loss.
-  const torch::Tensor& value_error() const { return value_error_; }
+                          const std::vector<ValuedDecision>& valued = {},
+                          const std::vector<PairErrors>& pair_errors = {});
+  /// What the last objective() measured beside the objective, as training metrics (detached
+  /// scalars): `policy_value_error` (mean_k mean_b (V_kb − g_b)², how well the values predict
+  /// the loss) with the value baseline, `policy_pair_error` (the mean local error of a merged
+  /// pair) with the dense reward.
+  const std::vector<std::pair<std::string, torch::Tensor>>& diagnostics() const { return diagnostics_; }
 
   /// What objective() subtracts from the reward now (the ema baseline; 0 for none and rloo).
   double baseline() const { return have_baseline_ ? baseline_ : 0.0; }
@@ -61,7 +67,7 @@ class Estimator {
   EstimatorSettings settings_;
   double baseline_ = 0;
   bool have_baseline_ = false;
-  torch::Tensor value_error_;
+  std::vector<std::pair<std::string, torch::Tensor>> diagnostics_;
 };
 
 }  // namespace htm

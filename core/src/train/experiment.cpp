@@ -53,6 +53,7 @@ ModelOptions model_options(const ResolvedConfig& config, const BuildContext& ctx
   options.mirror_unmerge = config.settings.model.unmerge == Unmerge::mirror;
   options.log_prob_form = config.settings.estimator.log_prob;
   options.value_baseline = config.settings.estimator.baseline == RewardBaseline::value;
+  options.pair_errors = config.settings.estimator.dense > 0;
   return options;
 }
 

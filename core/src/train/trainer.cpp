@@ -296,15 +296,15 @@ TrainSummary Trainer::run() {
         share = share_of_batch(*comm, per_sample, rows * K, B * K, interrupt_requested(), &stop_agreed);
 
       // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
-      auto total = estimator.objective(per_sample, out.log_prob, out.entropy, share, out.valued);
+      auto total = estimator.objective(per_sample, out.log_prob, out.entropy, share, out.valued, out.pair_errors);
       if (out.leaf_loss.defined()) {  // a probe on detached tokens: outside the policy's reward
         total = total + share.fraction * out.leaf_loss.mean();
         terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
       }
       const bool log_now = (step + 1) % log_every == 0 || step + 1 == total_steps;
       if (log_now && out.entropy.defined()) terms.push_back({"policy_entropy", out.entropy.mean().item<double>()});
-      if (log_now && estimator.value_error().defined())
-        terms.push_back({"policy_value_error", estimator.value_error().item<double>()});
+      if (log_now)
+        for (const auto& [name, value] : estimator.diagnostics()) terms.push_back({name, value.item<double>()});
       if (log_now && comm != nullptr) {  // the whole batch's means
         std::vector<double> values;
         for (const auto& t : terms) values.push_back(t.value * share.fraction);
