@@ -195,6 +195,14 @@ std::vector<HostSection> build_schema() {
                "operator's unmerge of the merged token against the pair), credited to the draws of its layer "
                "up to it; 0: none",
                real_in(0, kInf))
+          .add("replay", &Es::replay, int64_t{0},
+               "rows of an earlier step's draw replayed each step (the slides' importance sampling from replay "
+               "buffers): the same inputs and merges, scored by today's policy and model, weighted by "
+               "p_now / p_then; 0: none",
+               at_least(0))
+          .add("replay_capacity", &Es::replay_capacity, int64_t{64}, "steps' draws kept for replay", at_least(1))
+          .add("replay_clip", &Es::replay_clip, 2.0, "replay's importance weights are truncated at this value",
+               real_in(0, kInf, true))
           .add("policy_lr", &Es::policy_lr, 0.0,
                "learning rate of the policy's own AdamW (it follows train.lr's schedule); 0: one optimiser at train.lr",
                real_in(0, kInf))

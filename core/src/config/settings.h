@@ -86,6 +86,9 @@ struct EstimatorSettings {
   int64_t rollouts = 1;       ///< draws of each input's decisions per step (rloo needs ≥ 2)
   double entropy = 0;         ///< weight of the entropy bonus on the merge distributions
   double dense = 0;           ///< weight of the dense per-merge reward (each pair's local unmerge error)
+  int64_t replay = 0;         ///< rows of an earlier step's draw replayed each step (0: no replay)
+  int64_t replay_capacity = 64;  ///< steps' draws kept for replay
+  double replay_clip = 2;     ///< importance weights are truncated at this value
   double policy_lr = 0;       ///< 0: the policy trains at train.lr, in the model's optimiser
 };
 

@@ -144,7 +144,8 @@ void HtmModelImpl::add_log_prob(ForwardResult& result, const torch::Tensor& log_
 
 torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
                                         const torch::Tensor& attention, at::Generator generator,
-                                        ForwardResult& result, torch::Tensor* keep_out, Truth* truth) {
+                                        ForwardResult& result, torch::Tensor* keep_out, Truth* truth,
+                                        const MergeDecision* replayed) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   auto [keys, values] = merge_refine_->key_values(x);
   if (r == 0) {
@@ -171,7 +172,13 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
   MergeDecision decision;
   {
     PluginScope scope(PluginKind::policy, &policy());
-    decision = policy().choose_merges(ctx);
+    if (replayed != nullptr) {  // a replayed draw: the policy scores the pairs given
+      auto logits = policy().merge_logits(ctx);
+      if (!logits.defined()) throw Error("replaying merges (estimator.replay) needs a policy that gives its merge_logits()");
+      decision = {replayed->src, replayed->dst, pair_log_prob(logits, replayed->src, replayed->dst, ctx.log_prob_form)};
+    } else {
+      decision = policy().choose_merges(ctx);
+    }
     const bool range = std::exchange(values_checked_[0], &policy()) != &policy();  // values: once per policy
     check_decision(decision.src, "merge decision's src", B, r, T, range);
     check_decision(decision.dst, "merge decision's dst", B, r, T, range);
@@ -314,6 +321,8 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
   // Encoder: the same layer applied at every depth.
   std::vector<Mirror> mirrors;
   auto truth = truth_for(input, hooks);
+  const bool replay = hooks != nullptr && !hooks->merges.empty();
+  if (replay && hooks->merges.size() != schedule.size()) throw Error("a replayed draw has a decision for every layer run");
   for (int64_t d = 1; d <= depth; ++d) {
     x = enter(x, d, hooks);
     result.encoder_tokens.push_back(x);
@@ -326,7 +335,7 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
     const int64_t T = x.size(1);
     const bool need_keep = internal.defined() || options_.mirror_unmerge;
     x = merge_layer(x, schedule[d - 1], d, attention, generator, result, need_keep ? &keep : nullptr,
-                    truth ? &*truth : nullptr);
+                    truth ? &*truth : nullptr, replay ? &hooks->merges[d - 1] : nullptr);
     if (options_.mirror_unmerge) mirrors.push_back(mirror_of(keep, result.merges, T, schedule[d - 1]));
     if (internal.defined()) {
       if (schedule[d - 1] > 0) internal = internal.scatter(1, result.merges.back().dst, 1);

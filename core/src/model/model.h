@@ -77,6 +77,9 @@ struct ForwardHooks {
   /// Batch::tree of the input, when the data has one: the host fills MergeContext::siblings from
   /// it for a policy that needs_truth().
   torch::Tensor tree;
+  /// Replay (estimator.replay): one decision per encoder layer whose pairs (src, dst) are merged
+  /// instead of a draw; the policy only scores them (its merge_logits()). Empty: the policy draws.
+  std::vector<MergeDecision> merges;
 };
 
 /// One layer's draw (merges or unmerges) with the value of the population it was drawn from.
@@ -183,7 +186,8 @@ class HtmModelImpl : public Model {
   /// index in x it came from (B×(T−r)).
   torch::Tensor merge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
                             const torch::Tensor& attention, at::Generator generator,
-                            ForwardResult& result, torch::Tensor* keep = nullptr, Truth* truth = nullptr);
+                            ForwardResult& result, torch::Tensor* keep = nullptr, Truth* truth = nullptr,
+                            const MergeDecision* replayed = nullptr);
   /// `forced` (B×r): teacher forcing, unmerge these tokens. `chosen` (if given) receives the
   /// B×r indices unmerged.
   torch::Tensor unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth,

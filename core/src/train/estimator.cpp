@@ -72,4 +72,16 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const t
   return total;
 }
 
+torch::Tensor Estimator::replayed(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
+                                  const torch::Tensor& merge_log_prob, const torch::Tensor& behaviour) {
+  auto w = (merge_log_prob.detach() - behaviour).exp().clamp_max(settings_.replay_clip);
+  diagnostics_.emplace_back("policy_replay_weight", w.mean());
+  auto g = per_sample_loss.detach();
+  const int64_t R = g.size(0);
+  auto others = R > 1 ? (g.sum() - g) / static_cast<double>(R - 1) : torch::zeros_like(g);
+  auto total = (w * per_sample_loss).mean();
+  if (log_prob.defined()) total = total + (w * (g - others) * log_prob).mean();
+  return total;
+}
+
 }  // namespace htm

@@ -51,7 +51,18 @@ class Estimator {
                           const torch::Tensor& entropy = {}, const BatchShare& share = {},
                           const std::vector<ValuedDecision>& valued = {},
                           const std::vector<PairErrors>& pair_errors = {});
-  /// What the last objective() measured beside the objective, as training metrics (detached
+  /// The replayed rows' part of the objective (estimator.replay), from their per-sample loss g
+  /// (R), the log-probability of their decisions now (R: the replayed merges scored by today's
+  /// policy, plus today's unmerge draws), of their merges now (R) and under the policy that drew
+  /// them (q, R):
+  ///   mean_b w_b g_b + mean_b w_b (sg[g_b] − c_b) · log p_b,   w_b = sg[min(p_b(merges) / q_b, clip)]
+  /// with c_b the mean loss of the other replayed rows. Untruncated, both terms are unbiased
+  /// for today's policy: the decoder learns from the replayed trees as often as that policy
+  /// would draw them. Adds `policy_replay_weight` (the mean w) to diagnostics().
+  torch::Tensor replayed(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
+                         const torch::Tensor& merge_log_prob, const torch::Tensor& behaviour);
+
+  /// What the last objective() and replayed() measured beside the objective, as training metrics (detached
   /// scalars): `policy_value_error` (mean_k mean_b (V_kb − g_b)², how well the values predict
   /// the loss) with the value baseline, `policy_pair_error` (the mean local error of a merged
   /// pair) with the dense reward.

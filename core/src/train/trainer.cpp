@@ -20,6 +20,7 @@
 #include "model/plugin_scope.h"
 #include "train/baselines.h"
 #include "train/estimator.h"
+#include "train/replay.h"
 #include "train/optimizer.h"
 #include "train/schedules.h"
 
@@ -158,6 +159,12 @@ TrainSummary Trainer::run() {
   FusedAdamW optimizer(model_params, lr, train.weight_decay);
   FusedAdamW policy_optimizer(policy_params, policy_lr, train.weight_decay);
   Estimator estimator(ex_.config.settings.estimator);
+  const EstimatorSettings& estimating = ex_.config.settings.estimator;
+  std::optional<ReplayBuffer> replay;
+  if (estimating.replay > 0) {
+    if (options_.comm != nullptr) throw Error("estimator.replay is not supported in data-parallel training (--nproc)");
+    replay.emplace(estimating.replay_capacity);
+  }
   auto data_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 1);
   Communicator* comm = options_.comm;
   std::unique_ptr<GradientReducer> reducer;
@@ -297,6 +304,18 @@ TrainSummary Trainer::run() {
 
       // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
       auto total = estimator.objective(per_sample, out.log_prob, out.entropy, share, out.valued, out.pair_errors);
+      if (replay && !teacher_forced) {  // an earlier step's draw again, weighted by p_now / p_then
+        if (auto past = replay->draw(estimating.replay, generator_)) {
+          ForwardHooks again = hooks(epoch, step, true);
+          again.tree = past->batch.tree;
+          again.merges = past->merges;
+          auto rout = ex_.model->forward(past->batch.input, past->schedule, generator_, &again);
+          auto g = training_objective(ex_.losses, rout, past->batch, epoch, step, true, false);
+          const double rows_ratio = static_cast<double>(g.size(0)) / static_cast<double>(per_sample.size(0));
+          total = total + rows_ratio * estimator.replayed(g, rout.log_prob, merge_log_prob(rout), past->behaviour);
+        }
+        replay->add(batch, schedule, out);
+      }
       if (out.leaf_loss.defined()) {  // a probe on detached tokens: outside the policy's reward
         total = total + share.fraction * out.leaf_loss.mean();
         terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
