@@ -60,9 +60,10 @@ WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>
 
 std::vector<CompareRow> compare_variants(ResultsStore& store, const std::string& experiment, const std::string& split,
                                          const std::string& metric, std::string& reference, const RunFilter& filter) {
-  // The last value of the metric in every finished run, grouped by variant in run order.
+  // The last value of the metric in every finished run, grouped by variant in run order. A seed
+  // run again (--force, say under a new tag) is one sample, not two: its latest run counts.
   std::string sql =
-      "SELECT r.variant, m.value, r.config_hash FROM runs r JOIN experiments e ON e.id = r.experiment_id "
+      "SELECT r.variant, m.value, r.config_hash, r.seed FROM runs r JOIN experiments e ON e.id = r.experiment_id "
       "JOIN latest_metrics m ON m.run_id = r.id WHERE e.name = ? AND r.status = 'finished' "
       "AND m.split = ? AND m.name = ? AND m.value IS NOT NULL";
   std::vector<SqlValue> params = {experiment, split, metric};
@@ -78,7 +79,11 @@ std::vector<CompareRow> compare_variants(ResultsStore& store, const std::string&
   std::vector<std::string> order;
   std::map<std::string, std::vector<double>> values;
   std::map<std::string, std::set<std::string>> configs;
-  for (const auto& row : rows.rows) {
+  std::map<std::pair<std::string, std::string>, size_t> latest;  // (variant, seed) → its last row
+  for (size_t i = 0; i < rows.rows.size(); ++i) latest[{rows.rows[i][0], rows.rows[i][3]}] = i;
+  for (size_t i = 0; i < rows.rows.size(); ++i) {
+    const auto& row = rows.rows[i];
+    if (latest[{row[0], row[3]}] != i) continue;
     if (!values.count(row[0])) order.push_back(row[0]);
     values[row[0]].push_back(std::stod(row[1]));
     configs[row[0]].insert(row[2]);
@@ -160,7 +165,7 @@ int cmd_compare(const Args& args) {
       }
       table.rows.push_back(line);
     }
-    std::printf("%s %s metrics, last value per finished run, p (Welch) against %s\n%s", experiment.c_str(),
+    std::printf("%s %s metrics, last value of the latest finished run per seed, p (Welch) against %s\n%s", experiment.c_str(),
                 split.c_str(), reference.c_str(), format_table(table).c_str());
     return 0;
   }
@@ -174,7 +179,7 @@ int cmd_compare(const Args& args) {
                           is_ref ? "" : fixed(r.diff), is_ref ? "" : fixed(r.p_value, 3),
                           std::isnan(r.ci_low) ? "" : "[" + fixed(r.ci_low) + ", " + fixed(r.ci_high) + "]"});
   }
-  std::printf("%s %s/%s, last value per finished run\n%s", experiment.c_str(), split.c_str(), metric.c_str(),
+  std::printf("%s %s/%s, last value of the latest finished run per seed\n%s", experiment.c_str(), split.c_str(), metric.c_str(),
               format_table(table).c_str());
   for (const auto& r : rows)
     if (r.configs > 1)
