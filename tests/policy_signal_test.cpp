@@ -1,6 +1,7 @@
 // The policy studies' tools (issue 12, docs/policy.md): the oracle policy that follows the
 // data's true tree, evaluating the same weights under another policy (train.eval_policies),
-// and the policy's own optimiser (estimator.policy_lr).
+// the policy's own optimiser (estimator.policy_lr), and the model's side of the value baseline,
+// the dense reward and replay (their estimator side: credit_test.cpp).
 #include <filesystem>
 #include <fstream>
 
@@ -13,6 +14,7 @@
 #include "store/results_store.h"
 #include "test_util.h"
 #include "train/experiment.h"
+#include "train/replay.h"
 #include "train/trainer.h"
 
 namespace htm {
@@ -42,6 +44,16 @@ std::string trees_file(const std::string& dir, const std::string& extra) {
 ResolvedConfig resolve(const std::string& path, const std::vector<std::string>& overrides = {}) {
   ExperimentFile file = ExperimentFile::load(path, overrides);
   return file.resolve(file.variants()[0], registry());
+}
+
+// Trains `ex` to the end as run `name` of experiment "signal" in `store`.
+void train(Experiment& ex, ResultsStore& store, const std::string& dir, const std::string& name) {
+  RunInfo info;
+  info.experiment = "signal";
+  info.variant = name;
+  info.config_toml = ex.config.toml;
+  info.config_hash = ex.config.hash;
+  Trainer(ex, store, store.begin_run(info), dir + "/runs", 0, name).run();
 }
 
 double metric(ResultsStore& store, const std::string& name) {
@@ -135,13 +147,7 @@ TEST(PolicyOptimiser, ThePolicyTrainsAtItsOwnRate) {
     Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n" + extra)), registry(), 0);
     auto before = policy_params(ex);
     ResultsStore store(dir + "/" + name + ".sqlite");
-    RunInfo info;
-    info.experiment = "signal";
-    info.variant = name;
-    info.config_toml = ex.config.toml;
-    info.config_hash = ex.config.hash;
-    Trainer trainer(ex, store, store.begin_run(info), dir + "/runs", 0, name);
-    trainer.run();
+    train(ex, store, dir, name);
     auto after = policy_params(ex);
     double change = 0;
     for (size_t k = 0; k < before.size(); ++k) change = std::max(change, (after[k] - before[k]).abs().max().item<double>());
@@ -183,12 +189,7 @@ TEST(ValueBaseline, EachDrawIsValuedAndOnlyTheValueHeadsLearnFromTheirRegression
 
   // A short run logs how well the values predict the loss.
   ResultsStore store(dir + "/value.sqlite");
-  RunInfo info;
-  info.experiment = "signal";
-  info.variant = "value";
-  info.config_toml = ex.config.toml;
-  info.config_hash = ex.config.hash;
-  Trainer(ex, store, store.begin_run(info), dir + "/runs", 0, "value").run();
+  train(ex, store, dir, "value");
   auto logged = store.query("SELECT COUNT(*) FROM metrics WHERE name = 'policy_value_error' AND value > 0");
   EXPECT_GT(std::stoi(logged.rows[0][0]), 0);
 }
@@ -216,6 +217,55 @@ TEST(DenseReward, APairsErrorStartsAsHalfItsSquaredDistance) {
       [&] { resolve(trees_file(dir, "[estimator]\nmethod = \"prob_scale\"\ndense = 0.5\n")); });
   EXPECT_THAT(refused, ::testing::HasSubstr("signal.toml:32:"));
   EXPECT_THAT(refused, ::testing::HasSubstr("'estimator.dense'"));
+}
+
+TEST(Replay, TheModelMergesTheReplayedPairsAndThePolicyScoresThem) {
+  const std::string dir = htm::testing::fresh_dir("replay_model");
+  Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n")), registry(), 0);
+  Experiment random = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"random\"\n")), registry(), 0);
+  ex.model->eval();
+  Batch batch = ex.dataset->get(Split::train, torch::arange(8));
+  torch::NoGradGuard no_grad;
+  auto first = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
+  ReplayBuffer buffer(2);
+  buffer.add(batch, ex.schedule, first);
+  auto past = buffer.draw(8, at::make_generator<at::CPUGeneratorImpl>(2));
+  ASSERT_TRUE(past.has_value());
+  EXPECT_TRUE(torch::allclose(past->behaviour, merge_log_prob(first)));
+  ForwardHooks hooks;
+  hooks.merges = past->merges;
+  // Another generator: the merges are the replayed ones, not a new draw.
+  auto again = ex.model->forward(past->batch.input, past->schedule, at::make_generator<at::CPUGeneratorImpl>(99), &hooks);
+  for (size_t d = 0; d < first.merges.size(); ++d) {
+    EXPECT_TRUE(torch::equal(again.merges[d].src, first.merges[d].src)) << "layer " << d + 1;
+    EXPECT_TRUE(torch::allclose(again.merges[d].log_prob, first.merges[d].log_prob, 1e-5, 1e-6)) << "layer " << d + 1;
+  }
+  EXPECT_TRUE(torch::allclose(again.output, first.output, 1e-5, 1e-6));
+
+  // The buffer keeps the newest draws up to its capacity and hands out whole rows of one.
+  buffer.add(batch, ex.schedule, first);
+  buffer.add(batch, ex.schedule, first);
+  EXPECT_EQ(buffer.size(), 2u);
+  auto part = buffer.draw(3, at::make_generator<at::CPUGeneratorImpl>(5));
+  ASSERT_TRUE(part.has_value());
+  EXPECT_EQ(part->batch.input.size(0), 3);
+  EXPECT_EQ(part->merges[0].src.size(0), 3);
+  // A policy with nothing to learn leaves nothing to weigh a replay by.
+  ReplayBuffer none(2);
+  none.add(batch, random.schedule, random.model->forward(batch.input, random.schedule, at::make_generator<at::CPUGeneratorImpl>(1)));
+  EXPECT_EQ(none.size(), 0u);
+}
+
+TEST(Replay, ARunReplaysAndLogsItsWeights) {
+  const std::string dir = htm::testing::fresh_dir("replay_run");
+  Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n[estimator]\nreplay = 16\nreplay_capacity = 4\n")),
+                           registry(), 0);
+  ResultsStore store(dir + "/replay.sqlite");
+  train(ex, store, dir, "replay");
+  auto w = store.query("SELECT COUNT(*), MIN(value), MAX(value) FROM metrics WHERE name = 'policy_replay_weight'");
+  EXPECT_GT(std::stoi(w.rows[0][0]), 0);  // every step but the first replays
+  EXPECT_GT(std::stod(w.rows[0][1]), 0);
+  EXPECT_LE(std::stod(w.rows[0][2]), 2.0);  // replay_clip's default
 }
 
 }  // namespace
