@@ -47,6 +47,8 @@ TEST_F(ExperimentIdentity, TheHashIgnoresWhatDoesNotChangeTheResult) {
   const ResolvedConfig base = resolve("[train]\nlr = 0.001\n");
   for (const char* text : {"[train]\nlr = 0.001\n[runtime]\nthreads = 1\ncheckpoint_every = 5\n",
                            "[train]\nlr = 0.001\n[runtime]\nprecision = \"fp32\"\n",
+                           // settings added after runs were recorded, at their defaults
+                           "[train]\nlr = 0.001\n[estimator]\ndense = 0.0\nreplay = 0\nreplay_clip = 2.0\n",
                            "[train]\nlr = 0.001\n[experiment]\nseeds = [4, 5]\ndescription = \"x\"\n"})
     EXPECT_EQ(resolve(text).hash, base.hash) << text;
   EXPECT_NE(resolve("[train]\nlr = 0.001\n[model]\nschedule = [2]\n").hash, base.hash);
@@ -54,9 +56,21 @@ TEST_F(ExperimentIdentity, TheHashIgnoresWhatDoesNotChangeTheResult) {
   const ResolvedConfig bf16 = resolve("[train]\nlr = 0.001\n[runtime]\nprecision = \"bf16\"\n");
   EXPECT_NE(bf16.hash, base.hash);
   EXPECT_EQ(resolve("[train]\nlr = 0.001\n[runtime]\nprecision = \"bf16\"\nthreads = 2\n").hash, bf16.hash);
+  // Away from its default such a setting is part of the run's identity.
+  EXPECT_NE(resolve("[train]\nlr = 0.001\n[estimator]\ndense = 0.5\n").hash, base.hash);
+  EXPECT_NE(resolve("[train]\nlr = 0.001\n[estimator]\nreplay = 8\nreplay_capacity = 8\n").hash,
+            resolve("[train]\nlr = 0.001\n[estimator]\nreplay = 8\n").hash);
   const std::string message = resolve_error("[runtime]\nprecision = \"fp16\"\n");
   EXPECT_TRUE(starts_with(message, exp() + ":2:")) << message;
   EXPECT_NE(message.find("fp32"), std::string::npos) << message;
+}
+
+// Settings added after runs were recorded (runtime.precision, estimator.dense, estimator.replay*)
+// leave the hash of a config that does not use them where it was: this is the hash the
+// default experiment had before they existed (htm 8c927e1). A change to a default plugin's
+// parameters moves it too, and should be as deliberate.
+TEST_F(ExperimentIdentity, RunsRecordedBeforeASettingExistedKeepTheirHash) {
+  EXPECT_EQ(resolve("[train]\nlr = 0.001\n").hash, "6a0edda1137b49ba");
 }
 
 TEST_F(ExperimentIdentity, SweepsAddGridAxesCrossedWithTheFilesVariants) {

@@ -202,23 +202,22 @@ void write_table(std::string& out, const std::string& header, const std::map<std
   for (const auto& [key, value] : values) out += toml_key(key) + " = " + to_toml(value) + "\n";
 }
 
-// With `identity_only`, the sections that do not change what a run computes ([experiment]: its
-// name, description and seed list; [runtime]: threads, files, checkpoint intervals) are left out,
-// except a precision other than fp32 (so an fp32 run's hash is what it was before the setting).
+// With `identity_only`, what does not change what a run computes is left out: [experiment] (its
+// name, description and seed list) and [runtime]'s threads, files and checkpoint intervals. So
+// are the settings added after runs were recorded (HostSetting::later: runtime.precision, the
+// estimator's dense reward and replay) while at their defaults, so those runs keep their hashes.
 std::string to_document(const ResolvedConfig& config, const std::map<std::string, Value>& host_values,
                         bool identity_only = false) {
   std::string out;
   for (const HostSection& section : host_schema()) {
     if (identity_only && section.name == "experiment") continue;
     std::map<std::string, Value> values;
-    for (const HostSetting& setting : section.settings)
-      values[setting.spec.name] = host_values.at(section.name + "." + setting.spec.name);
-    if (identity_only && section.name == "runtime") {
-      const Value precision = values.at("precision");
-      if (std::get<std::string>(precision) == "fp32") continue;
-      values = {{"precision", precision}};
+    for (const HostSetting& setting : section.settings) {
+      const Value& value = host_values.at(section.name + "." + setting.spec.name);
+      if (identity_only && (setting.later ? value == setting.spec.default_value : section.name == "runtime")) continue;
+      values[setting.spec.name] = value;
     }
-    write_table(out, section.name, values);
+    if (!values.empty()) write_table(out, section.name, values);
   }
   for (const config::Slot& slot : config::slots()) {
     const PluginChoice& choice = config.*slot.choice;

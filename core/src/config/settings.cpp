@@ -56,6 +56,12 @@ class Section {
     return *this;
   }
 
+  /// Marks the setting just added as added after runs were recorded (HostSetting::later).
+  Section& later() {
+    out_.settings.back().later = true;
+    return *this;
+  }
+
   HostSection done() { return std::move(out_); }
 
  private:
@@ -195,14 +201,18 @@ std::vector<HostSection> build_schema() {
                "operator's unmerge of the merged token against the pair), credited to the draws of its layer "
                "up to it; 0: none",
                real_in(0, kInf))
+          .later()
           .add("replay", &Es::replay, int64_t{0},
                "rows of an earlier step's draw replayed each step (the slides' importance sampling from replay "
                "buffers): the same inputs and merges, scored by today's policy and model, weighted by "
                "p_now / p_then; 0: none",
                at_least(0))
+          .later()
           .add("replay_capacity", &Es::replay_capacity, int64_t{64}, "steps' draws kept for replay", at_least(1))
+          .later()
           .add("replay_clip", &Es::replay_clip, 2.0, "replay's importance weights are truncated at this value",
                real_in(0, kInf, true))
+          .later()
           .add("policy_lr", &Es::policy_lr, 0.0,
                "learning rate of the policy's own AdamW (it follows train.lr's schedule); 0: one optimiser at train.lr",
                real_in(0, kInf))
@@ -214,6 +224,7 @@ std::vector<HostSection> build_schema() {
                   "of the linear layers' and attention's matrix products: fp32, or bf16 operands with fp32 "
                   "accumulation (weights, optimiser and everything else stay fp32; fp32 where the CPU has no "
                   "bf16 instructions)")
+          .later()
           .add("results", &R::results, Text(kDefaultResultsPath), "the results database")
           .add("artifacts", &R::artifacts, Text("results/runs"), "folder of per-run checkpoints and images")
           .add("checkpoint_every", &R::checkpoint_every, int64_t{0},

@@ -122,6 +122,9 @@ struct HostSetting {
   std::vector<std::string> choices;  ///< the words a string setting accepts; empty: any text
   std::function<void(HostSettings&, const Value&)> assign;  ///< stores a checked value
   RangeCheck range;                  ///< empty: any value of the type
+  /// Added after runs were recorded: at its default it is left out of a run's identity (its
+  /// config hash), so the runs that never used it keep the hashes they were recorded with.
+  bool later = false;
 };
 
 struct HostSection {
