@@ -20,8 +20,8 @@
 #include "model/plugin_scope.h"
 #include "train/baselines.h"
 #include "train/estimator.h"
-#include "train/replay.h"
 #include "train/optimizer.h"
+#include "train/replay.h"
 #include "train/schedules.h"
 
 namespace htm {
