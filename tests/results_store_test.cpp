@@ -123,6 +123,23 @@ TEST_F(ResultsStoreTest, NanIsStoredAsNull) {
   EXPECT_EQ(single(store, "SELECT value IS NULL FROM metrics"), "1");
 }
 
+// What a run logs after its last checkpoint is repeated by a resume: with `replace` it is
+// logged once; the same file listed again is one artifact.
+TEST_F(ResultsStoreTest, WhatAResumeRepeatsIsRecordedOnce) {
+  ResultsStore store(db_path());
+  const int64_t run = store.begin_run(make_run("learned", 0));
+  const std::string id = std::to_string(run);
+  for (int k = 0; k < 2; ++k) {
+    store.log_metrics(run, 10, 1, "test", {{"policy_variation", 0.5 + k}, {"policy_structure", 0.1}}, true);
+    store.log_metrics(run, 10, 1, "train", {{"loss", 1.0}});
+    store.add_artifact(run, "image", "final.png", 10);
+  }
+  EXPECT_EQ(single(store, "SELECT count(*) || ' ' || max(value) FROM metrics WHERE name = 'policy_variation' AND run_id = " + id), "1 1.5");
+  EXPECT_EQ(single(store, "SELECT count(*) FROM metrics WHERE name = 'policy_structure' AND run_id = " + id), "1");
+  EXPECT_EQ(single(store, "SELECT count(*) FROM metrics WHERE name = 'loss' AND run_id = " + id), "2");  // appended
+  EXPECT_EQ(single(store, "SELECT count(*) FROM artifacts WHERE run_id = " + id), "1");
+}
+
 TEST_F(ResultsStoreTest, FinishRunKeepsErrorAndMetrics) {
   ResultsStore store(db_path());
   int64_t ok = store.begin_run(make_run("learned", 0));

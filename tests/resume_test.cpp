@@ -136,5 +136,28 @@ TEST_F(Resume, WithoutACheckpointARunStartsOverAndLogsNothingTwice) {
   EXPECT_EQ(twice.rows[0][0], "0");
 }
 
+// A kill after the last checkpoint (the final step's) but before the run is recorded finished:
+// the resume repeats what comes after the loop (the policy's spread, the final pictures) and
+// logs it once.
+TEST_F(Resume, AKillAfterTheLastCheckpointLogsTheEndOnce) {
+  const int64_t run = store.begin_run(info);
+  {
+    Experiment ex = assemble(config, registry, 0);
+    Trainer(ex, store, run, dir + "/e", 0, "e").run();
+  }
+  Experiment ex = assemble(config, registry, 0);
+  TrainerOptions resume;
+  resume.resume = true;
+  Trainer trainer(ex, store, run, dir + "/e", 0, "e", resume);
+  trainer.run();
+  EXPECT_EQ(trainer.resumed_from(), 8);
+  auto twice = store.query("SELECT count(*) FROM (SELECT split, name, step FROM metrics WHERE run_id = ? "
+                           "GROUP BY split, name, step HAVING count(*) > 1)", {run});
+  EXPECT_EQ(twice.rows[0][0], "0");
+  EXPECT_EQ(store.query("SELECT count(*) FROM metrics WHERE run_id = ? AND name = 'policy_variation'", {run}).rows[0][0], "1");
+  auto listed = store.query("SELECT count(*) FROM (SELECT path FROM artifacts WHERE run_id = ? GROUP BY path HAVING count(*) > 1)", {run});
+  EXPECT_EQ(listed.rows[0][0], "0");
+}
+
 }  // namespace
 }  // namespace htm

@@ -375,10 +375,15 @@ int64_t ResultsStore::insert_run(const RunInfo& info, const RunOwner& owner) {
 }
 
 void ResultsStore::log_metrics(int64_t run_id, int64_t step, int64_t epoch,
-                               const std::string& split, const std::vector<Metric>& metrics) {
+                               const std::string& split, const std::vector<Metric>& metrics, bool replace) {
   if (metrics.empty()) return;
   Transaction transaction(db_, path_);
   require_run(db_, path_, run_id);
+  if (replace) {
+    Statement drop(db_, path_, "DELETE FROM metrics WHERE run_id = ? AND step = ? AND split = ? AND name = ?");
+    for (const auto& metric : metrics)
+      drop.bind_int(1, run_id).bind_int(2, step).bind_text(3, split).bind_text(4, metric.name).run();
+  }
   // SQLite has no NaN: binding one stores NULL, which docs/results.md explains.
   Statement insert(db_, path_,
                    "INSERT INTO metrics(run_id, step, epoch, split, name, value, time) "
@@ -395,6 +400,8 @@ void ResultsStore::add_artifact(int64_t run_id, const std::string& kind, const s
                                 int64_t step) {
   Transaction transaction(db_, path_);
   require_run(db_, path_, run_id);
+  // One row per file: a resumed run that writes a picture again does not list it twice.
+  Statement(db_, path_, "DELETE FROM artifacts WHERE run_id = ? AND path = ?").bind_int(1, run_id).bind_text(2, path).run();
   Statement(db_, path_,
             "INSERT INTO artifacts(run_id, kind, path, step, created_at) VALUES (?, ?, ?, ?, ?)")
       .bind_int(1, run_id)

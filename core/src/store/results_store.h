@@ -113,9 +113,12 @@ class ResultsStore {
   std::vector<int64_t> stale_runs();
   /// Drops the metrics and artifacts a run logged after `step`: a resumed run logs them again.
   void truncate_after(int64_t run_id, int64_t step);
-  /// Appends metrics of one step in one transaction.
+  /// Appends metrics of one step in one transaction. With `replace`, rows of the same run, split,
+  /// name and step go first: what a run logs after its last checkpoint (at the final step, which
+  /// truncate_after() keeps) is logged once however often a resume repeats it.
   void log_metrics(int64_t run_id, int64_t step, int64_t epoch, const std::string& split,
-                   const std::vector<Metric>& metrics);
+                   const std::vector<Metric>& metrics, bool replace = false);
+  /// Lists a file the run wrote (one row per path: writing it again replaces the row).
   void add_artifact(int64_t run_id, const std::string& kind, const std::string& path,
                     int64_t step);
   /// Stores `tags` on the run (the tags table), replacing values of the same keys.

@@ -129,8 +129,9 @@ void Trainer::log_policy_spread(int64_t step, int64_t epoch) {
   ex_.model->train();
   if (!logits.defined()) return;
   PolicySpread spread = policy_spread(logits);
+  // After the last checkpoint: a run killed from here on and resumed logs these again.
   store_.log_metrics(run_id_, step, epoch, "test",
-                     {{"policy_variation", spread.variation}, {"policy_structure", spread.structure}});
+                     {{"policy_variation", spread.variation}, {"policy_structure", spread.structure}}, /*replace=*/true);
   save_policy_heatmap(logits, step);
 }
 
