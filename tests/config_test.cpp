@@ -219,7 +219,7 @@ TEST_F(ConfigTest, ErrorsInExtendedFilesNameThatFile) {
   const std::string base = write("base.toml", "[train]\nepochs = 2\nlrr = 0.1\n");
   EXPECT_EQ(resolve_error("extends = \"base.toml\"\n[train]\nlr = 0.1\n"),
             base +
-                ":3:1: unknown key 'train.lrr'; expected one of: batch_size, checkpoint, epochs, "
+                ":3:1: unknown key 'train.lrr'; expected one of: anytime, batch_size, checkpoint, epochs, "
                 "eval_batch_size, eval_every, eval_policies, eval_samples, grad_clip, images, log_every, lr, lr_decay_epochs, "
                 "lr_decay_factor, lr_schedule, max_steps, rho0, rho_end, rho_ramp, rho_schedule, rho_step, "
                 "stochastic_depth, train_samples, warmup_steps, weight_decay");
@@ -319,7 +319,7 @@ TEST_F(ConfigTest, SetOverridesAreTypedOrStrings) {
 TEST_F(ConfigTest, SetErrorsNameTheOverride) {
   EXPECT_EQ(resolve_error("", {"train.lr=abc"}), "--set train.lr=abc: 'train.lr' expects a float, got a string");
   EXPECT_TRUE(starts_with(resolve_error("", {"train.lrr=1"}),
-                          "--set train.lrr=1: unknown key 'train.lrr'; expected one of: batch_size,"));
+                          "--set train.lrr=1: unknown key 'train.lrr'; expected one of: anytime, batch_size,"));
   EXPECT_EQ(resolve_error("", {"policy.plugin=learnd"}),
             "--set policy.plugin=learnd: unknown policy plugin 'learnd'; known: heuristic, learned, random");
   EXPECT_EQ(error_of([&] { ExperimentFile::load(write("exp.toml", ""), {"train.epochs"}); }),

@@ -1,7 +1,8 @@
 // The policy studies' tools (issue 12, docs/policy.md): the oracle policy that follows the
 // data's true tree, evaluating the same weights under another policy (train.eval_policies),
-// the policy's own optimiser (estimator.policy_lr), and the model's side of the value baseline,
-// the dense reward and replay (their estimator side: credit_test.cpp).
+// the policy's own optimiser (estimator.policy_lr), the model's side of the value baseline,
+// the dense reward and replay (their estimator side: credit_test.cpp), and the multi-resolution
+// (anytime) loss.
 #include <filesystem>
 #include <fstream>
 
@@ -266,6 +267,84 @@ TEST(Replay, ARunReplaysAndLogsItsWeights) {
   EXPECT_GT(std::stoi(w.rows[0][0]), 0);  // every step but the first replays
   EXPECT_GT(std::stod(w.rows[0][1]), 0);
   EXPECT_LE(std::stod(w.rows[0][2]), 2.0);  // replay_clip's default
+}
+
+
+TEST(Anytime, EachLevelIsWhatTheShallowerScheduleReconstructs) {
+  // The oracle's merges and the mirror's unmerges draw nothing, so the reconstruction from the
+  // population after layer d is exactly what a pass with the schedule's first d layers outputs.
+  const std::string dir = htm::testing::fresh_dir("anytime_levels");
+  const std::string file = trees_file(dir, "[policy]\nplugin = \"oracle\"\n");
+  Experiment ex = assemble(resolve(file, {"train.anytime=1.0", "model.unmerge=\"mirror\""}), registry(), 0);
+  Experiment plain = assemble(resolve(file, {"model.unmerge=\"mirror\""}), registry(), 0);
+  Batch batch = ex.dataset->get(Split::train, torch::arange(8));
+  ForwardHooks hooks;
+  hooks.tree = batch.tree;
+  auto gen = [] { return at::make_generator<at::CPUGeneratorImpl>(1); };
+  torch::NoGradGuard no_grad;
+  auto out = ex.model->forward(batch.input, ex.schedule, gen(), &hooks);
+  ASSERT_EQ(out.level_outputs.size(), ex.schedule.size() - 1);
+  for (size_t d = 1; d < ex.schedule.size(); ++d) {
+    const std::vector<int64_t> shallow(ex.schedule.begin(), ex.schedule.begin() + static_cast<std::ptrdiff_t>(d));
+    auto reference = ex.model->forward(batch.input, shallow, gen(), &hooks);
+    ASSERT_TRUE(out.level_outputs[d - 1].sizes() == out.output.sizes());
+    EXPECT_TRUE(torch::allclose(out.level_outputs[d - 1], reference.output, 1e-5, 1e-6)) << "level " << d;
+    EXPECT_FALSE(torch::allclose(out.level_outputs[d - 1], out.output, 1e-3, 1e-4)) << "level " << d;
+  }
+  // Evaluation reconstructs from the bottleneck alone, and so does a model without the loss.
+  ex.model->eval();
+  EXPECT_TRUE(ex.model->forward(batch.input, ex.schedule, gen(), &hooks).level_outputs.empty());
+  EXPECT_TRUE(plain.model->forward(batch.input, plain.schedule, gen(), &hooks).level_outputs.empty());
+}
+
+TEST(Anytime, TheLossAddsTheLevelsMeanAndTheirDrawsEnterTheReward) {
+  const std::string dir = htm::testing::fresh_dir("anytime_loss");
+  Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n"), {"train.anytime=0.5"}), registry(), 0);
+  Batch batch = ex.dataset->get(Split::train, torch::arange(8));
+  auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
+  ASSERT_EQ(out.level_outputs.size(), 3u);
+  std::vector<Metric> terms;
+  auto g = training_objective(ex.losses, out, batch, 0, 0, true, false, &terms, 0.5);
+  auto expected = training_objective(ex.losses, out, batch, 0, 0, true, false);
+  torch::Tensor levels = torch::zeros_like(expected);
+  for (const auto& level_output : out.level_outputs) {
+    ForwardResult level;
+    level.output = level_output;
+    levels = levels + training_objective(ex.losses, level, batch, 0, 0, true, false) / 3.0;
+  }
+  EXPECT_TRUE(torch::allclose(g, expected + 0.5 * levels));
+  ASSERT_EQ(terms.back().name, "loss/anytime");
+  EXPECT_NEAR(terms.back().value, levels.mean().item<double>(), 1e-6);
+  // A run logs the levels' loss; a classifier, with no decoder, is refused where the weight is written.
+  ResultsStore store(dir + "/anytime.sqlite");
+  train(ex, store, dir, "anytime");
+  auto logged = store.query("SELECT COUNT(*) FROM metrics WHERE name = 'loss/anytime' AND split = 'train'");
+  EXPECT_GT(std::stoi(logged.rows[0][0]), 0);
+  std::ofstream(dir + "/classify.toml") << "[experiment]\nname = \"c\"\n[dataset]\nplugin = \"trees\"\n"
+                                        << "[adapter]\nplugin = \"points\"\n[model]\ntask = \"classify\"\n"
+                                        << "[train]\nanytime = 1.0\n";
+  const std::string refused = htm::testing::error_of([&] { resolve(dir + "/classify.toml"); });
+  EXPECT_THAT(refused, ::testing::HasSubstr("classify.toml:10:"));
+  EXPECT_THAT(refused, ::testing::HasSubstr("'train.anytime'"));
+}
+
+
+TEST(LogitBound, TheHostBoundsEveryMergeDecision) {
+  // Bounded at 1e-4 every pair logit is nearly 0: each layer's merge distribution is uniform
+  // over its T(T−1) ordered pairs, whatever the policy's weights (T = 16, 8, 4, 2 here).
+  const std::string dir = htm::testing::fresh_dir("logit_bound");
+  const std::string file = trees_file(dir, "[policy]\nplugin = \"learned\"\n");
+  Experiment bounded = assemble(resolve(file, {"estimator.logit_bound=1e-4"}), registry(), 0);
+  Experiment free = assemble(resolve(file), registry(), 0);
+  Batch batch = bounded.dataset->get(Split::train, torch::arange(8));
+  torch::NoGradGuard no_grad;
+  auto out = bounded.model->forward(batch.input, bounded.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
+  const double uniform = std::log(240.0) + std::log(56.0) + std::log(12.0) + std::log(2.0);
+  EXPECT_TRUE(torch::allclose(out.entropy, torch::full({8}, uniform), 1e-4, 1e-4));
+  // Unbounded, the same initial weights are not uniform, and the bound ends with the decision.
+  auto raw = free.model->forward(batch.input, free.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
+  EXPECT_LT(raw.entropy.max().item<double>(), uniform - 1e-3);
+  EXPECT_EQ(logit_bound(), 0.0);
 }
 
 }  // namespace

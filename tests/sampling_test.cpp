@@ -98,6 +98,51 @@ TEST(PairSampler, TestDetectsAWrongDistribution) {
   EXPECT_GT(stat, htm::testing::chi_square_bound(df));
 }
 
+TEST(PairSampler, ALogitBoundIsWhatTheSamplerLogProbAndEntropyRead) {
+  // Logits of sd 6 read as 1.5·tanh(l / 1.5) (estimator.logit_bound): the draws follow the
+  // bounded distribution and not the raw one, and the log-probability and entropy are the
+  // bounded logits' own.
+  const double c = 1.5;
+  auto logits = test_logits() * 4;
+  auto squashed = c * torch::tanh(logits / c);
+  auto batch = logits.unsqueeze(0).expand({kDraws, kT, kT}).contiguous();
+  std::pair<torch::Tensor, torch::Tensor> drawn;
+  torch::Tensor bounded_log_prob, bounded_entropy;
+  {
+    LogitBoundScope bound(c);
+    EXPECT_EQ(logit_bound(), c);
+    drawn = sample_disjoint_pairs(batch, kR, at::make_generator<at::CPUGeneratorImpl>(11));
+    bounded_log_prob = pair_log_prob(batch.narrow(0, 0, 64), drawn.first.narrow(0, 0, 64), drawn.second.narrow(0, 0, 64), LogProbForm::exact);
+    bounded_entropy = pair_entropy(batch.narrow(0, 0, 1));
+  }
+  EXPECT_EQ(logit_bound(), 0.0);
+  const auto counts = sequence_counts(drawn.first, drawn.second);
+  auto [stat, df] = htm::testing::chi_square(counts, exact_sequence_probs(squashed), kDraws);
+  EXPECT_LT(stat, htm::testing::chi_square_bound(df));
+  auto [raw_stat, raw_df] = htm::testing::chi_square(counts, exact_sequence_probs(logits), kDraws);
+  EXPECT_GT(raw_stat, htm::testing::chi_square_bound(raw_df));
+  auto squashed_batch = squashed.unsqueeze(0).expand({64, kT, kT});
+  EXPECT_TRUE(torch::allclose(bounded_log_prob, pair_log_prob(squashed_batch, drawn.first.narrow(0, 0, 64),
+                                                              drawn.second.narrow(0, 0, 64), LogProbForm::exact)));
+  EXPECT_TRUE(torch::allclose(bounded_entropy, pair_entropy(squashed.unsqueeze(0))));
+  EXPECT_FALSE(torch::allclose(bounded_entropy, pair_entropy(logits.unsqueeze(0))));
+
+  // Near the bound the score function's gradient fades. Pair (0, 1) has logit 20 and the draw
+  // takes (2, 3) first: unbounded, that rare draw pulls the big logit down with a gradient of
+  // about −1 (what grows when a policy nears determinism); under a bound of 2, by ~1e-8.
+  auto big = torch::zeros({1, 4, 4}).index_put_({0, 0, 1}, 20.0).requires_grad_(true);
+  auto src = torch::tensor({{2, 0}}, torch::kLong), dst = torch::tensor({{3, 1}}, torch::kLong);
+  pair_log_prob(big, src, dst, LogProbForm::exact).sum().backward();
+  const double raw_grad = big.grad().abs().max().item<double>();
+  big.mutable_grad() = torch::Tensor();
+  {
+    LogitBoundScope bound(2.0);
+    pair_log_prob(big, src, dst, LogProbForm::exact).sum().backward();
+  }
+  EXPECT_GT(raw_grad, 0.5);
+  EXPECT_LT(big.grad()[0][0][1].abs().item<double>(), 1e-6);
+}
+
 TEST(PairSampler, PairsAreDisjointOrderedAndNeverSelf) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
   for (auto [T, r] : std::vector<std::pair<int64_t, int64_t>>{{256, 128}, {49, 24}, {7, 1}, {2, 1}}) {

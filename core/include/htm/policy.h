@@ -90,6 +90,24 @@ TORCH_MODULE(UnmergeScorer);
 
 // Sampling helpers shared by policies (core/src/sampling.cpp).
 
+/// The host's bound c on merge-pair logits (estimator.logit_bound; 0: none). While it is set,
+/// sample_disjoint_pairs, sample_disjoint_pairs_sequential, pair_log_prob and pair_entropy read
+/// each logit l as c·tanh(l / c): no pair is more than e^{2c} times likelier than another, and
+/// the score function's gradient fades as a logit nears the bound instead of growing with it.
+double logit_bound();
+/// Holds a bound for a scope on this thread and restores the previous one (the host sets it
+/// around each merge decision).
+class LogitBoundScope {
+ public:
+  explicit LogitBoundScope(double bound);
+  ~LogitBoundScope();
+  LogitBoundScope(const LogitBoundScope&) = delete;
+  LogitBoundScope& operator=(const LogitBoundScope&) = delete;
+
+ private:
+  double previous_;
+};
+
 /// Samples r disjoint ordered pairs from softmax(logits) over the flattened T×T matrix, one pair
 /// at a time renormalised over the pairs still allowed — drawn exactly, in one pass, by adding
 /// Gumbel noise once, sorting, and greedily accepting pairs of unused tokens. The diagonal is

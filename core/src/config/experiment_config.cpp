@@ -279,6 +279,13 @@ ResolvedConfig ExperimentFile::resolve(const std::string& variant, const PluginC
     resolved.*slot.choice = resolve_slot(slot, config.find(slot.section), start, catalog);
   resolved.losses = resolve_losses(config.find("loss"), start, catalog);
   const Node* train = config.find("train");
+  if (resolved.settings.train.anytime > 0 &&
+      (resolved.settings.model.task == Task::classify || resolved.settings.model.architecture == Architecture::vit)) {
+    const Node* at = train ? train->find("anytime") : nullptr;
+    fail(at ? at->value_at : start, "'train.anytime' reconstructs the input from the encoder's intermediate "
+                                    "populations: it needs the htm autoencoder (model.task = \"reconstruct\", "
+                                    "model.architecture = \"htm\")");
+  }
   const Node* eval_policies = train ? train->find("eval_policies") : nullptr;
   for (const std::string& policy : resolved.settings.train.eval_policies) {
     const Manifest& manifest =

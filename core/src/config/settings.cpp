@@ -174,6 +174,12 @@ std::vector<HostSection> build_schema() {
           .add("eval_policies", &Tr::eval_policies, Words{},
                "also evaluate the trained weights with each of these policy plugins in place of the "
                "trained one (at their defaults), logged as under/<policy>/<metric>: e.g. [\"random\", \"oracle\"]")
+          .add("anytime", &Tr::anytime, 0.0,
+               "weight w of a multi-resolution (anytime) loss: training also reconstructs the input from the "
+               "population after each encoder layer d < D (decoder layers d..1) and the loss, which is also "
+               "the policy's reward, becomes loss_D + w * mean_d loss_d; 0: off",
+               real_in(0, kInf))
+          .later()
           .done());
   schema.push_back(
       Section<Es>("estimator", &HostSettings::estimator)
@@ -212,6 +218,12 @@ std::vector<HostSection> build_schema() {
           .later()
           .add("replay_clip", &Es::replay_clip, 2.0, "replay's importance weights are truncated at this value",
                real_in(0, kInf, true))
+          .later()
+          .add("logit_bound", &Es::logit_bound, 0.0,
+               "bound c on the merge policy's pair logits: the SDK's pair sampler, log-probability and "
+               "entropy read each logit l as c * tanh(l / c), so the policy cannot become deterministic "
+               "and its score function's gradient fades near the bound; 0: unbounded",
+               real_in(0, kInf))
           .later()
           .add("policy_lr", &Es::policy_lr, 0.0,
                "learning rate of the policy's own AdamW (it follows train.lr's schedule); 0: one optimiser at train.lr",

@@ -75,6 +75,7 @@ struct TrainSettings {
   int64_t images = 0;
   bool checkpoint = false;
   std::vector<std::string> eval_policies;  ///< also evaluate the same weights under these policies
+  double anytime = 0;  ///< weight of the intermediate populations' reconstruction loss; 0: off
 };
 
 struct EstimatorSettings {
@@ -89,6 +90,7 @@ struct EstimatorSettings {
   int64_t replay = 0;         ///< rows of an earlier step's draw replayed each step (0: no replay)
   int64_t replay_capacity = 64;  ///< steps' draws kept for replay
   double replay_clip = 2;     ///< importance weights are truncated at this value
+  double logit_bound = 0;     ///< merge-pair logits read as c·tanh(l/c); 0: unbounded
   double policy_lr = 0;       ///< 0: the policy trains at train.lr, in the model's optimiser
 };
 

@@ -172,6 +172,7 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
   MergeDecision decision;
   {
     PluginScope scope(PluginKind::policy, &policy());
+    LogitBoundScope bound(options_.logit_bound);
     if (replayed != nullptr) {  // a replayed draw: the policy scores the pairs given
       auto logits = policy().merge_logits(ctx);
       if (!logits.defined()) throw Error("replaying merges (estimator.replay) needs a policy that gives its merge_logits()");
@@ -320,6 +321,8 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
 
   // Encoder: the same layer applied at every depth.
   std::vector<Mirror> mirrors;
+  std::vector<torch::Tensor> populations;  // after encoder layers 1…D−1, for the anytime loss
+  const bool anytime = options_.anytime && is_training() && options_.classes == 0;
   auto truth = truth_for(input, hooks);
   const bool replay = hooks != nullptr && !hooks->merges.empty();
   if (replay && hooks->merges.size() != schedule.size()) throw Error("a replayed draw has a decision for every layer run");
@@ -337,6 +340,7 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
     x = merge_layer(x, schedule[d - 1], d, attention, generator, result, need_keep ? &keep : nullptr,
                     truth ? &*truth : nullptr, replay ? &hooks->merges[d - 1] : nullptr);
     if (options_.mirror_unmerge) mirrors.push_back(mirror_of(keep, result.merges, T, schedule[d - 1]));
+    if (anytime && d < depth) populations.push_back(x);
     if (internal.defined()) {
       if (schedule[d - 1] > 0) internal = internal.scatter(1, result.merges.back().dst, 1);
       internal = internal.gather(1, keep);
@@ -351,17 +355,27 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
 
   // Decoder: mirror image, same schedule and timestep signals. Its own populations teach the
   // classifier where the label is certain: tokens it splits are internal, its last are leaves.
+  // `record`: the main pass, whose populations are kept; the anytime passes keep only the output.
+  auto decode = [&](torch::Tensor y, int64_t from, bool record) {
+    for (int64_t d = from; d >= 1; --d) {
+      const auto before = y;
+      torch::Tensor chosen;
+      const Mirror* mirror = options_.mirror_unmerge ? &mirrors[d - 1] : nullptr;
+      y = decoder_layer(y, schedule[d - 1], d, generator, result, mirror ? mirror->forced : torch::Tensor(),
+                        record && internal.defined() ? &chosen : nullptr);
+      if (mirror) y = reorder(y, mirror->origin);
+      if (!record) continue;
+      if (chosen.defined())
+        lessons.emplace_back(before, torch::full({B, before.size(1)}, -1, torch::kLong).scatter(1, chosen, 1));
+      result.decoder_tokens[d - 1] = y;
+    }
+    return y;
+  };
   result.decoder_tokens.resize(depth);
-  for (int64_t d = depth; d >= 1; --d) {
-    const auto before = x;
-    torch::Tensor chosen;
-    const Mirror* mirror = options_.mirror_unmerge ? &mirrors[d - 1] : nullptr;
-    x = decoder_layer(x, schedule[d - 1], d, generator, result, mirror ? mirror->forced : torch::Tensor(),
-                      internal.defined() ? &chosen : nullptr);
-    if (mirror) x = reorder(x, mirror->origin);
-    if (internal.defined() && chosen.defined())
-      lessons.emplace_back(before, torch::full({B, before.size(1)}, -1, torch::kLong).scatter(1, chosen, 1));
-    result.decoder_tokens[d - 1] = x;
+  x = decode(x, depth, true);
+  for (size_t level = 1; level <= populations.size(); ++level) {  // the anytime loss's reconstructions
+    RECORD_FUNCTION("htm::anytime", {});
+    result.level_outputs.push_back(unlift(decode(populations[level - 1], static_cast<int64_t>(level), false)));
   }
   if (internal.defined()) {
     lessons.emplace_back(x, torch::zeros({B, x.size(1)}, torch::kLong));
@@ -461,35 +475,6 @@ torch::Tensor Model::first_merge_logits(const torch::Tensor&, int64_t) { return 
 
 torch::Tensor Model::reconstruction_error(const torch::Tensor& output, const torch::Tensor& input) {
   return (output - input).pow(2).flatten(1).mean(1);
-}
-
-int64_t count_parameters(const torch::nn::Module& model) {
-  int64_t n = 0;
-  for (const auto& p : model.parameters()) n += p.numel();
-  return n;
-}
-
-int64_t participating_parameters(Model& model, const torch::Tensor& input,
-                                 const std::vector<int64_t>& schedule, const torch::Tensor& tree) {
-  auto params = model.parameters();
-  for (auto& p : params) p.mutable_grad() = torch::Tensor();
-  const bool was_training = model.is_training();
-  model.eval();  // no dropout draws
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
-  ForwardHooks hooks;
-  hooks.tree = tree;
-  auto out = model.forward(input, schedule, gen, &hooks);
-  auto total = out.output.sum();
-  if (out.log_prob.defined()) total = total + out.log_prob.sum();
-  for (const auto& v : out.valued) total = total + v.value.sum();  // the value heads' own regression
-  total.backward();
-  model.train(was_training);
-  int64_t n = 0;
-  for (auto& p : params) {
-    if (p.grad().defined()) n += p.numel();
-    p.mutable_grad() = torch::Tensor();
-  }
-  return n;
 }
 
 }  // namespace htm

@@ -36,6 +36,8 @@ struct ModelOptions {
   LogProbForm log_prob_form = LogProbForm::exact;  ///< asked of the policy (estimator.log_prob)
   bool value_baseline = false;  ///< learned values of the decided populations (estimator.baseline = "value")
   bool pair_errors = false;     ///< each merged pair's local unmerge error (estimator.dense)
+  bool anytime = false;         ///< training also decodes every intermediate population (train.anytime)
+  double logit_bound = 0;       ///< bound on merge-pair logits while the policy decides (htm/policy.h)
 };
 
 /// Pre-norm transformer encoder block (MHA + GELU MLP).
@@ -104,6 +106,10 @@ struct ForwardResult {
   std::vector<ValuedDecision> valued;
   /// With ModelOptions::pair_errors: every merge layer whose draw has log-probabilities.
   std::vector<PairErrors> pair_errors;
+  /// With ModelOptions::anytime, in training: [d−1] the input reconstructed from the population
+  /// after encoder layer d (d = 1…D−1) by decoder layers d…1, with their own unmerge draws (in
+  /// log_prob). The multi-resolution ("anytime") loss's reconstructions; output is level D's.
+  std::vector<torch::Tensor> level_outputs;
   std::vector<torch::Tensor> encoder_tokens;  ///< [d] enters encoder layer d+1
   std::vector<torch::Tensor> decoder_tokens;  ///< [d] leaves the decoder layer mirroring it
   std::vector<MergeDecision> merges;          ///< per encoder layer

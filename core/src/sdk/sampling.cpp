@@ -66,6 +66,13 @@ class SplitMix64 {
   uint64_t state_;
 };
 
+thread_local double g_logit_bound = 0;
+
+// The logits as the sampler, the log-probability and the entropy read them (logit_bound()).
+torch::Tensor bounded(const torch::Tensor& logits) {
+  return g_logit_bound > 0 ? g_logit_bound * torch::tanh(logits / g_logit_bound) : logits;
+}
+
 void check_pairs_args(const torch::Tensor& logits, int64_t r) {
   if (logits.dim() != 3 || logits.size(1) != logits.size(2))
     throw Error("sample_disjoint_pairs: logits must be B×T×T");
@@ -76,12 +83,16 @@ void check_pairs_args(const torch::Tensor& logits, int64_t r) {
 
 }  // namespace
 
+double logit_bound() { return g_logit_bound; }
+LogitBoundScope::LogitBoundScope(double bound) : previous_(g_logit_bound) { g_logit_bound = bound; }
+LogitBoundScope::~LogitBoundScope() { g_logit_bound = previous_; }
+
 std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tensor& logits,
                                                               int64_t r, at::Generator generator) {
   check_pairs_args(logits, r);
   torch::NoGradGuard no_grad;
   const int64_t B = logits.size(0), T = logits.size(1);
-  auto values = logits.detach().to(torch::kFloat).contiguous();
+  auto values = bounded(logits.detach()).to(torch::kFloat).contiguous();
   auto src = torch::empty({B, r}, torch::kLong);
   auto dst = torch::empty({B, r}, torch::kLong);
   const float* logits_all = values.data_ptr<float>();
@@ -160,7 +171,7 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(
   check_pairs_args(logits, r);
   torch::NoGradGuard no_grad;
   const int64_t B = logits.size(0), T = logits.size(1);
-  auto base = logits.detach().to(torch::kFloat).clone();
+  auto base = bounded(logits.detach()).to(torch::kFloat).clone();
   base.diagonal(0, 1, 2).fill_(-std::numeric_limits<float>::infinity());
   auto used = torch::zeros({B, T}, torch::kBool);
   auto src = torch::empty({B, r}, torch::kLong);
@@ -232,7 +243,7 @@ torch::Tensor drawn_before(std::initializer_list<torch::Tensor> drawn, int64_t T
 torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& src,
                             const torch::Tensor& dst, LogProbForm form) {
   const int64_t B = logits.size(0), T = logits.size(1);
-  auto masked = without_diagonal(logits);
+  auto masked = without_diagonal(bounded(logits));
   if (form == LogProbForm::paper) return torch::log_softmax(masked.view({B, T * T}), 1).gather(1, src * T + dst);
 
   // Draw k's normaliser is Σ over pairs (i, j) of unused tokens, i ≠ j, of exp(logit): with u_k
@@ -265,7 +276,7 @@ torch::Tensor bilinear_pair_logits(const torch::Tensor& x, Linear& query, Linear
 
 torch::Tensor pair_entropy(const torch::Tensor& logits) {
   const int64_t B = logits.size(0), T = logits.size(1);
-  auto log_p = torch::log_softmax(without_diagonal(logits).view({B, T * T}), 1);
+  auto log_p = torch::log_softmax(without_diagonal(bounded(logits)).view({B, T * T}), 1);
   // 0·log 0 = 0 on the diagonal.
   return -(log_p.exp() * log_p.masked_fill(torch::isinf(log_p), 0)).sum(1);
 }

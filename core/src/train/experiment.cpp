@@ -54,6 +54,8 @@ ModelOptions model_options(const ResolvedConfig& config, const BuildContext& ctx
   options.log_prob_form = config.settings.estimator.log_prob;
   options.value_baseline = config.settings.estimator.baseline == RewardBaseline::value;
   options.pair_errors = config.settings.estimator.dense > 0;
+  options.anytime = config.settings.train.anytime > 0;
+  options.logit_bound = config.settings.estimator.logit_bound;
   return options;
 }
 

@@ -92,7 +92,7 @@ ForwardHooks Trainer::hooks(int64_t epoch, int64_t step, bool training) {
 
 torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const ForwardResult& out,
                                  const Batch& batch, int64_t epoch, int64_t step, bool training,
-                                 bool teacher_forced, std::vector<Metric>* terms) {
+                                 bool teacher_forced, std::vector<Metric>* terms, double anytime) {
   LossContext ctx;
   ctx.input = batch.input;
   ctx.output = out.output;
@@ -119,7 +119,16 @@ torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const 
     total = total.defined() ? total + term.weight * value : term.weight * value;
   }
   if (!total.defined()) throw Error("no loss has a non-zero weight");
-  return total;  // B
+  if (anytime <= 0 || out.level_outputs.empty()) return total;  // B
+  torch::Tensor levels = torch::zeros_like(total);
+  for (const auto& level_output : out.level_outputs) {
+    ForwardResult level;  // the output alone: token-level terms (sinkhorn, capacity) count once, in L_D
+    level.output = level_output;
+    levels = levels + training_objective(losses, level, batch, epoch, step, training, false);
+  }
+  levels = levels / static_cast<double>(out.level_outputs.size());
+  if (terms != nullptr) terms->push_back({"loss/anytime", levels.mean().item<double>()});
+  return total + anytime * levels;  // B
 }
 
 void Trainer::progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho,
@@ -292,7 +301,7 @@ TrainSummary Trainer::run() {
       std::vector<Metric> terms;
       torch::Tensor per_sample;
       try {
-        per_sample = training_objective(ex_.losses, out, batch, epoch, step, true, teacher_forced, &terms);
+        per_sample = training_objective(ex_.losses, out, batch, epoch, step, true, teacher_forced, &terms, train.anytime);
       } catch (const NonFinite& e) {
         throw Error("training diverged at step " + std::to_string(step + 1) + ": " + e.what());
       }
@@ -310,7 +319,7 @@ TrainSummary Trainer::run() {
           again.tree = past->batch.tree;
           again.merges = past->merges;
           auto rout = ex_.model->forward(past->batch.input, past->schedule, generator_, &again);
-          auto g = training_objective(ex_.losses, rout, past->batch, epoch, step, true, false);
+          auto g = training_objective(ex_.losses, rout, past->batch, epoch, step, true, false, nullptr, train.anytime);
           const double rows_ratio = static_cast<double>(g.size(0)) / static_cast<double>(per_sample.size(0));
           total = total + rows_ratio * estimator.replayed(g, rout.log_prob, merge_log_prob(rout), past->behaviour);
         }
