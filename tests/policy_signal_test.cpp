@@ -297,7 +297,7 @@ TEST(Anytime, EachLevelIsWhatTheShallowerScheduleReconstructs) {
   EXPECT_TRUE(plain.model->forward(batch.input, plain.schedule, gen(), &hooks).level_outputs.empty());
 }
 
-TEST(Anytime, TheLossAddsTheLevelsMeanAndTheirDrawsEnterTheReward) {
+TEST(Anytime, TheLossAddsTheLevelsMeanAndARunLogsIt) {
   const std::string dir = htm::testing::fresh_dir("anytime_loss");
   Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n"), {"train.anytime=0.5"}), registry(), 0);
   Batch batch = ex.dataset->get(Split::train, torch::arange(8));

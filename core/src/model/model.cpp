@@ -322,7 +322,7 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
   // Encoder: the same layer applied at every depth.
   std::vector<Mirror> mirrors;
   std::vector<torch::Tensor> populations;  // after encoder layers 1…D−1, for the anytime loss
-  const bool anytime = options_.anytime && is_training() && options_.classes == 0;
+  const bool anytime = options_.anytime && is_training();  // a classifier is refused it (config)
   auto truth = truth_for(input, hooks);
   const bool replay = hooks != nullptr && !hooks->merges.empty();
   if (replay && hooks->merges.size() != schedule.size()) throw Error("a replayed draw has a decision for every layer run");
