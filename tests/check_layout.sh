@@ -23,6 +23,7 @@ declare -A allowed=(
   [hierarchy]="hierarchy store"
   [report]="report hierarchy"
   [dist]="dist"
+  [stats]="stats"
   [train]="train model config store hierarchy report dist"
 )
 for folder in "${!allowed[@]}"; do

@@ -1,41 +1,137 @@
-// Welch's t-test behind `htm compare`, against the t distribution integrated numerically.
+// `htm compare`'s study comparison on a database written by hand: phases apart, tests paired by
+// seed where the seeds match, Holm over variants × metrics, targets, collapses and warnings.
 #include <cmath>
 
 #include "compare.h"
-#include "test_util.h"
+#include "store_test_util.h"
 
 namespace htm {
 namespace {
 
-// Two-sided tail 2·∫_{|t|}^{∞} of Student's t density with df degrees of freedom (Simpson's rule).
-double two_sided_tail(double t, double df) {
-  const double c = std::exp(std::lgamma((df + 1) / 2) - std::lgamma(df / 2)) / std::sqrt(df * M_PI);
-  auto pdf = [&](double x) { return c * std::pow(1 + x * x / df, -(df + 1) / 2); };
-  const double a = std::abs(t), b = a + 2000;
-  const int n = 2000000;
-  const double h = (b - a) / n;
-  double s = pdf(a) + pdf(b);
-  for (int i = 1; i < n; ++i) s += pdf(a + i * h) * (i % 2 ? 4 : 2);
-  return 2 * s * h / 3;
+class CompareStudyTest : public ResultsStoreTest {
+ protected:
+  // A finished run of `variant` on `seed` whose metrics end at `values` (name → value); `peak`
+  // is logged one step earlier for cluster_f1 when given.
+  void add(ResultsStore& store, const std::string& variant, int64_t seed, std::map<std::string, double> values,
+           const std::string& phase = "", const std::string& hash = "hash-a", double peak = NAN) {
+    const int64_t id = store.begin_run(make_run(variant, seed, hash));
+    if (!std::isnan(peak)) store.log_metrics(id, 1, 0, "test", {{"cluster_f1", peak}});
+    std::vector<Metric> metrics;
+    for (const auto& [name, value] : values) metrics.push_back({name, value});
+    store.log_metrics(id, 2, 1, "test", metrics);
+    if (!phase.empty()) store.set_tags(id, {{"phase", phase}});
+    store.finish_run(id, RunStatus::finished);
+  }
+  static const CompareRow& row(const PhaseTable& table, const std::string& variant) {
+    for (const auto& r : table.rows)
+      if (r.variant == variant) return r;
+    throw std::runtime_error("no row " + variant);
+  }
+};
+
+const std::vector<double> kRandom = {0.757, 0.771, 0.745, 0.790, 0.760};
+const std::vector<double> kLearned = {0.881, 0.899, 0.932, 0.905, 0.870};
+
+TEST_F(CompareStudyTest, PhasesAreNeverPooledAndSharedSeedsArePaired) {
+  ResultsStore store(db_path());
+  for (int64_t s = 0; s < 5; ++s) {
+    add(store, "random", s, {{"cluster_f1", kRandom[s]}});
+    add(store, "learned", s, {{"cluster_f1", kLearned[s]}});
+  }
+  for (int64_t s = 1000; s < 1003; ++s) {  // confirmation: lower, and random on other seeds
+    add(store, "learned", s, {{"cluster_f1", 0.80 + 0.01 * (s - 1000)}}, "confirm");
+    add(store, "random", s + 3, {{"cluster_f1", 0.70 + 0.02 * (s - 1000)}}, "confirm");
+  }
+  CompareRequest request;
+  request.experiment = "quickstart";
+  request.metrics = {"test/cluster_f1"};
+  request.reference = "random";
+  const Comparison c = compare_study(store, request);
+  ASSERT_EQ(c.metrics.size(), 1u);
+  ASSERT_EQ(c.metrics[0].phases.size(), 2u);
+  const PhaseTable& explore = c.metrics[0].phases[0];
+  const PhaseTable& confirm = c.metrics[0].phases[1];
+  EXPECT_EQ(explore.phase, "explore");
+  EXPECT_EQ(confirm.phase, "confirm");
+  const CompareRow& e = row(explore, "learned");
+  EXPECT_EQ(e.values.size(), 5u);
+  EXPECT_EQ(e.test.kind, stats::TestKind::paired);  // the same five seeds: scipy's ttest_rel
+  EXPECT_NEAR(e.test.p, 0.0006739723560863108, 1e-12);
+  EXPECT_NEAR(e.effect.percent, 17.368558723515548, 1e-9);
+  const CompareRow& k = row(confirm, "learned");
+  EXPECT_EQ(k.values.size(), 3u);  // not pooled with the five exploration seeds
+  EXPECT_NEAR(k.mean, 0.81, 1e-12);
+  EXPECT_EQ(k.test.kind, stats::TestKind::welch);  // random ran other seeds there
+  EXPECT_NEAR(k.test.diff, 0.81 - 0.72, 1e-12);
+  EXPECT_TRUE(row(confirm, "random").reference);
+  EXPECT_TRUE(c.warnings.empty());
 }
 
-TEST(WelchTest, MatchesTheTDistributionByHand) {
-  // a: mean 3, var 2.5; b: mean 6, var 10 → t = −3/√2.5, df = 2.5² / (0.5²/4 + 2²/4).
-  auto r = welch_t_test({1, 2, 3, 4, 5}, {2, 4, 6, 8, 10});
-  EXPECT_NEAR(r.t, -3 / std::sqrt(2.5), 1e-12);
-  EXPECT_NEAR(r.df, 6.25 / (0.0625 + 1.0), 1e-12);
-  EXPECT_NEAR(r.p_value, two_sided_tail(r.t, r.df), 1e-6);
-  EXPECT_GT(r.p_value, 0.05);
-  // Clearly different samples give a small p; the test is symmetric.
-  auto s = welch_t_test({0.10, 0.11, 0.09, 0.10, 0.12}, {0.20, 0.21, 0.19, 0.22, 0.20});
-  EXPECT_LT(s.p_value, 1e-4);
-  EXPECT_NEAR(s.p_value, welch_t_test({0.20, 0.21, 0.19, 0.22, 0.20}, {0.10, 0.11, 0.09, 0.10, 0.12}).p_value, 1e-15);
-  EXPECT_NEAR(s.p_value, two_sided_tail(s.t, s.df), 1e-6);
+TEST_F(CompareStudyTest, HolmAdjustsOverVariantsTimesMetricsOfOnePhase) {
+  ResultsStore store(db_path());
+  for (int64_t s = 0; s < 4; ++s) {
+    add(store, "random", s, {{"a", 1.0 + 0.1 * s}, {"b", 2.0 - 0.1 * s}});
+    add(store, "x", s, {{"a", 1.05 + 0.1 * s + 0.01 * (s % 2)}, {"b", 2.3 - 0.12 * s}});
+    add(store, "y", s, {{"a", 0.9 + 0.11 * s}, {"b", 2.0 - 0.1 * s + 0.02 * (s % 2)}});
+  }
+  CompareRequest request;
+  request.experiment = "quickstart";
+  request.metrics = {"test/a", "test/b"};
+  request.reference = "random";
+  const Comparison c = compare_study(store, request);
+  std::vector<double> raw, adjusted;
+  for (const auto& table : c.metrics)
+    for (const auto& r : table.phases.at(0).rows)
+      if (r.tested) raw.push_back(r.test.p), adjusted.push_back(r.p_adjusted);
+  ASSERT_EQ(raw.size(), 4u);
+  EXPECT_EQ(c.metrics[0].phases[0].family, 4u);
+  EXPECT_EQ(adjusted, stats::adjust(raw, stats::Adjustment::holm));
+  for (size_t i = 0; i < raw.size(); ++i) EXPECT_GE(adjusted[i], raw[i]);
+  request.adjustment = stats::Adjustment::none;
+  request.metrics = {"test/a", "test/b"};
+  const Comparison plain = compare_study(store, request);
+  EXPECT_EQ(row(plain.metrics[1].phases[0], "x").p_adjusted, row(plain.metrics[1].phases[0], "x").test.p);
 }
 
-TEST(WelchTest, UndefinedForTooFewValuesOrNoSpread) {
-  EXPECT_TRUE(std::isnan(welch_t_test({1.0}, {2.0, 3.0}).p_value));
-  EXPECT_TRUE(std::isnan(welch_t_test({1.0, 1.0}, {1.0, 1.0}).p_value));
+TEST_F(CompareStudyTest, TargetsCollapsesAndAConfirmationUnderAnotherConfig) {
+  ResultsStore store(db_path());
+  for (int64_t s = 0; s < 5; ++s) add(store, "learned", s, {{"cluster_f1", kLearned[s]}}, "", "hash-a");
+  // Confirmed under another config; seed 1001 peaked at 0.95 and ended at 0.60.
+  add(store, "learned", 1000, {{"cluster_f1", 0.93}}, "confirm", "hash-b", 0.94);
+  add(store, "learned", 1001, {{"cluster_f1", 0.60}}, "confirm", "hash-b", 0.95);
+  add(store, "learned", 1002, {{"cluster_f1", 0.92}}, "confirm", "hash-b", 0.93);
+  CompareRequest request;
+  request.experiment = "quickstart";
+  request.targets = {stats::parse_target("test/cluster_f1>=0.9")};
+  request.collapse = 0.2;
+  const Comparison c = compare_study(store, request);
+  ASSERT_EQ(c.metrics.size(), 1u);  // the target brings its metric
+  const CompareRow& explore = c.metrics[0].phases.at(0).rows.at(0);
+  EXPECT_TRUE(explore.has_target);
+  EXPECT_NEAR(explore.target.bound, 0.8746520859901653, 1e-12);  // scipy, statistics_test.cpp
+  EXPECT_FALSE(explore.target.met);
+  EXPECT_EQ(explore.collapsed, 0);
+  const CompareRow& confirm = c.metrics[0].phases.at(1).rows.at(0);
+  EXPECT_EQ(confirm.collapsed, 1);
+  EXPECT_FALSE(confirm.tested);  // the reference is this variant itself
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("confirmed under config hash hash-b but explored under hash-a"), std::string::npos)
+      << c.warnings[0];
+}
+
+TEST_F(CompareStudyTest, UnknownReferenceAndEmptyStudiesAreErrors) {
+  ResultsStore store(db_path());
+  add(store, "learned", 0, {{"mse", 0.1}});
+  CompareRequest request;
+  request.experiment = "quickstart";
+  request.metrics = {"test/mse"};
+  request.reference = "nope";
+  EXPECT_NE(error_of([&] { compare_study(store, request); }).find("no finished variant 'nope'"), std::string::npos);
+  request.experiment = "other";
+  EXPECT_NE(error_of([&] { compare_study(store, request); }).find("no finished run of experiment 'other'"),
+            std::string::npos);
+  EXPECT_EQ(seed_list({2, 0, 1}), "0-2");
+  EXPECT_EQ(seed_list({1000, 1003}), "1000, 1003");
 }
 
 }  // namespace

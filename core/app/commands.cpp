@@ -88,6 +88,9 @@ int cmd_run(const Args& args) {
       ("file", po::value(&req.file)->required(), "experiment file (TOML)")
       ("variant,v", po::value(&req.variants)->composing(), "variant to run (repeatable; default: all)")
       ("seed,s", po::value(&req.seeds)->composing(), "seed to run (repeatable; default: the file's seeds)")
+      ("confirm", po::bool_switch(&req.confirm),
+       "run the --variant(s) on the file's confirmation seeds (experiment.confirm_seeds, default 1000-1009), "
+       "tagged phase=confirm; exploration never uses those seeds")
       ("set", po::value(&req.overrides)->composing(), "override a setting, e.g. --set train.epochs=2")
       ("sweep", po::value(&req.sweeps)->composing(), "one variant per value, e.g. --sweep train.lr=1e-3,3e-3 (a [grid] axis)")
       ("jobs,j", po::value(&req.jobs)->default_value(1), "runs executed at once, each in its own process")

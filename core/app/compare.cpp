@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <iostream>
 #include <limits>
 #include <map>
 #include <set>
 
-#include <boost/math/distributions/students_t.hpp>
 #include <boost/program_options.hpp>
 
 #include "commands.h"
@@ -22,17 +20,87 @@ namespace po = boost::program_options;
 namespace htm {
 namespace {
 
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return s / static_cast<double>(v.size());
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+const char* const kPhases[] = {"explore", "confirm"};
+
+struct Sample {  // one seed's latest finished run
+  int64_t run = 0, seed = 0;
+  double value = 0;
+  std::string hash;
+};
+// phase → variant → seed → sample, and the variants in first-run order.
+struct Samples {
+  std::map<std::string, std::map<std::string, std::map<int64_t, Sample>>> by_phase;
+  std::vector<std::string> order;
+};
+
+Samples load(ResultsStore& store, const CompareRequest& request, const std::string& metric) {
+  const size_t slash = metric.find('/');
+  std::string sql =
+      "SELECT r.variant, m.value, r.config_hash, r.seed, r.id, "
+      "coalesce((SELECT value FROM tags t WHERE t.run_id = r.id AND t.key = 'phase'), '') "
+      "FROM runs r JOIN experiments e ON e.id = r.experiment_id JOIN latest_metrics m ON m.run_id = r.id "
+      "WHERE e.name = ? AND r.status = 'finished' AND m.split = ? AND m.name = ? AND m.value IS NOT NULL";
+  std::vector<SqlValue> params = {request.experiment, metric.substr(0, slash), metric.substr(slash + 1)};
+  if (!request.filter.hash.empty()) {
+    sql += " AND substr(r.config_hash, 1, length(?)) = ?";
+    params.insert(params.end(), {request.filter.hash, request.filter.hash});
+  }
+  for (const auto& [key, value] : request.filter.tags) {
+    sql += " AND EXISTS (SELECT 1 FROM tags t WHERE t.run_id = r.id AND t.key = ? AND t.value = ?)";
+    params.insert(params.end(), {key, value});
+  }
+  Samples out;
+  // A seed run again (--force, say under a new tag) is one sample, not two: its latest run counts.
+  for (const auto& row : store.query(sql + " ORDER BY r.id", params).rows) {
+    if (std::find(out.order.begin(), out.order.end(), row[0]) == out.order.end()) out.order.push_back(row[0]);
+    const std::string phase = row[5] == "confirm" ? "confirm" : "explore";
+    const int64_t seed = std::stoll(row[3]);
+    out.by_phase[phase][row[0]][seed] = {std::stoll(row[4]), seed, std::stod(row[1]), row[2]};
+  }
+  return out;
 }
 
-double variance(const std::vector<double>& v) {  // unbiased
-  const double m = mean(v);
-  double s = 0;
-  for (double x : v) s += (x - m) * (x - m);
-  return s / static_cast<double>(v.size() - 1);
+// Runs whose last value lies more than `drop` below the best value they logged.
+int count_collapsed(ResultsStore& store, const std::string& metric, const std::map<int64_t, Sample>& samples,
+                    double drop) {
+  const size_t slash = metric.find('/');
+  int collapsed = 0;
+  for (const auto& [seed, s] : samples) {
+    const auto peak = store.query("SELECT max(value) FROM metrics WHERE run_id = ? AND split = ? AND name = ?",
+                                  {s.run, metric.substr(0, slash), metric.substr(slash + 1)});
+    if (!peak.rows.empty() && !peak.rows[0][0].empty() && s.value < std::stod(peak.rows[0][0]) - drop) ++collapsed;
+  }
+  return collapsed;
+}
+
+CompareRow describe_row(const std::string& variant, const std::map<int64_t, Sample>& samples) {
+  CompareRow row;
+  row.variant = variant;
+  std::set<std::string> hashes;
+  for (const auto& [seed, s] : samples) {
+    row.seeds.push_back(seed);
+    row.values.push_back(s.value);
+    hashes.insert(s.hash);
+  }
+  row.hashes.assign(hashes.begin(), hashes.end());
+  row.configs = hashes.size();
+  row.mean = stats::mean(row.values);
+  row.sd = stats::sd(row.values);
+  row.test.p = row.p_adjusted = kNaN;
+  row.effect = {kNaN, kNaN, kNaN};
+  return row;
+}
+
+// Paired by seed when both sides ran exactly the same seeds, Welch's test otherwise.
+void test_against(CompareRow& row, const CompareRow& ref) {
+  row.tested = true;
+  if (row.seeds == ref.seeds && row.seeds.size() >= 2) {
+    row.test = stats::paired_test(row.values, ref.values);
+  } else {
+    row.test = stats::welch_test(row.values, ref.values);
+  }
+  row.effect = stats::percent_effect(row.values, ref.values, row.test);
 }
 
 std::string fixed(double value, int digits = 5) {
@@ -42,150 +110,275 @@ std::string fixed(double value, int digits = 5) {
   return buf;
 }
 
-}  // namespace
-
-WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>& b) {
-  WelchResult r;
-  r.p_value = std::numeric_limits<double>::quiet_NaN();
-  if (a.size() < 2 || b.size() < 2) return r;
-  const double va = variance(a) / a.size(), vb = variance(b) / b.size();
-  if (!(va + vb > 0)) return r;
-  r.t = (mean(a) - mean(b)) / std::sqrt(va + vb);
-  r.df = (va + vb) * (va + vb) /
-         (va * va / static_cast<double>(a.size() - 1) + vb * vb / static_cast<double>(b.size() - 1));
-  boost::math::students_t_distribution<double> t_dist(r.df);
-  r.p_value = 2 * boost::math::cdf(boost::math::complement(t_dist, std::abs(r.t)));
-  return r;
+std::string interval(double low, double high, int digits = 3) {
+  return std::isnan(low) ? "" : "[" + fixed(low, digits) + ", " + fixed(high, digits) + "]";
 }
 
-std::vector<CompareRow> compare_variants(ResultsStore& store, const std::string& experiment, const std::string& split,
-                                         const std::string& metric, std::string& reference, const RunFilter& filter) {
-  // The last value of the metric in every finished run, grouped by variant in run order. A seed
-  // run again (--force, say under a new tag) is one sample, not two: its latest run counts.
-  std::string sql =
-      "SELECT r.variant, m.value, r.config_hash, r.seed FROM runs r JOIN experiments e ON e.id = r.experiment_id "
-      "JOIN latest_metrics m ON m.run_id = r.id WHERE e.name = ? AND r.status = 'finished' "
-      "AND m.split = ? AND m.name = ? AND m.value IS NOT NULL";
-  std::vector<SqlValue> params = {experiment, split, metric};
-  if (!filter.hash.empty()) {
-    sql += " AND substr(r.config_hash, 1, length(?)) = ?";
-    params.insert(params.end(), {filter.hash, filter.hash});
-  }
-  for (const auto& [key, value] : filter.tags) {
-    sql += " AND EXISTS (SELECT 1 FROM tags t WHERE t.run_id = r.id AND t.key = ? AND t.value = ?)";
-    params.insert(params.end(), {key, value});
-  }
-  auto rows = store.query(sql + " ORDER BY r.id", params);
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<double>> values;
-  std::map<std::string, std::set<std::string>> configs;
-  std::map<std::pair<std::string, std::string>, size_t> latest;  // (variant, seed) → its last row
-  for (size_t i = 0; i < rows.rows.size(); ++i) latest[{rows.rows[i][0], rows.rows[i][3]}] = i;
-  for (size_t i = 0; i < rows.rows.size(); ++i) {
-    const auto& row = rows.rows[i];
-    if (latest[{row[0], row[3]}] != i) continue;
-    if (!values.count(row[0])) order.push_back(row[0]);
-    values[row[0]].push_back(std::stod(row[1]));
-    configs[row[0]].insert(row[2]);
-  }
-  if (order.empty())
-    throw Error("no finished run of experiment '" + experiment + "' has a " + split + " metric '" + metric + "'" +
-                (filter.hash.empty() && filter.tags.empty() ? "" : " among the runs the filters select") + " in " +
-                store.path());
-  if (reference.empty()) reference = order.front();
-  if (!values.count(reference)) throw Error("experiment '" + experiment + "' has no finished variant '" + reference + "'");
-  const std::vector<double>& ref = values[reference];
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  std::vector<CompareRow> out;
-  for (const auto& variant : order) {
-    CompareRow row;
-    row.variant = variant;
-    row.values = values[variant];
-    row.mean = mean(row.values);
-    row.sd = row.values.size() > 1 ? std::sqrt(variance(row.values)) : nan;
-    row.diff = row.mean - mean(ref);
-    row.configs = configs[variant].size();
-    row.ci_low = row.ci_high = row.p_value = nan;
-    if (variant != reference) {
-      const WelchResult w = welch_t_test(row.values, ref);
-      row.p_value = w.p_value;
-      if (!std::isnan(w.p_value)) {
-        const double se = std::sqrt(variance(row.values) / row.values.size() + variance(ref) / ref.size());
-        const double t = boost::math::quantile(boost::math::students_t_distribution<double>(w.df), 0.975);
-        row.ci_low = row.diff - t * se;
-        row.ci_high = row.diff + t * se;
-      }
-    }
-    out.push_back(std::move(row));
-  }
+const char* phase_title(const std::string& phase) {
+  return phase == "confirm" ? "confirmation (htm run --confirm: seeds no variant was chosen on)"
+                            : "exploration (the seeds variants were chosen on: for choosing, not for claims)";
+}
+
+}  // namespace
+
+std::string qualified_metric(const std::string& metric, const std::string& split) {
+  for (const char* known : {"test/", "train/"})
+    if (metric.rfind(known, 0) == 0) return metric;
+  return split + "/" + metric;
+}
+
+std::string seed_list(std::vector<int64_t> seeds) {
+  std::sort(seeds.begin(), seeds.end());
+  seeds.erase(std::unique(seeds.begin(), seeds.end()), seeds.end());
+  if (seeds.empty()) return "";
+  if (seeds.size() > 2 && seeds.back() - seeds.front() + 1 == static_cast<int64_t>(seeds.size()))
+    return std::to_string(seeds.front()) + "-" + std::to_string(seeds.back());
+  std::string out;
+  for (int64_t s : seeds) out += (out.empty() ? "" : ", ") + std::to_string(s);
   return out;
 }
 
+Comparison compare_study(ResultsStore& store, CompareRequest& request) {
+  for (const auto& target : request.targets)
+    if (std::find(request.metrics.begin(), request.metrics.end(), target.metric) == request.metrics.end())
+      request.metrics.push_back(target.metric);
+  Comparison out;
+  out.adjustment = request.adjustment;
+  std::vector<Samples> loaded;
+  std::vector<std::string> variants;  // first-run order over every metric
+  for (const auto& metric : request.metrics) {
+    loaded.push_back(load(store, request, metric));
+    for (const auto& v : loaded.back().order)
+      if (std::find(variants.begin(), variants.end(), v) == variants.end()) variants.push_back(v);
+  }
+  if (variants.empty())
+    throw Error("no finished run of experiment '" + request.experiment + "' has the metric " +
+                (request.metrics.size() == 1 ? "'" + request.metrics[0] + "'" : "s asked for") +
+                (request.filter.hash.empty() && request.filter.tags.empty() ? "" : " among the runs the filters select") +
+                " in " + store.path());
+  if (request.reference.empty()) request.reference = variants.front();
+  if (std::find(variants.begin(), variants.end(), request.reference) == variants.end())
+    throw Error("experiment '" + request.experiment + "' has no finished variant '" + request.reference + "'");
+  out.reference = request.reference;
+
+  for (size_t m = 0; m < request.metrics.size(); ++m) {
+    MetricTable table;
+    table.metric = request.metrics[m];
+    for (const auto& target : request.targets)
+      if (target.metric == table.metric) table.has_target = true, table.target = target;
+    const Samples& samples = loaded[m];
+    if (samples.order.empty()) {
+      table.missing = "no finished run of experiment '" + request.experiment + "' has a " +
+                      table.metric.substr(0, table.metric.find('/')) + " metric '" +
+                      table.metric.substr(table.metric.find('/') + 1) + "'";
+    }
+    for (const char* phase : kPhases) {
+      auto found = samples.by_phase.find(phase);
+      if (found == samples.by_phase.end()) continue;
+      PhaseTable pt;
+      pt.phase = phase;
+      const auto ref = found->second.find(request.reference);
+      pt.has_reference = ref != found->second.end();
+      const CompareRow ref_row = pt.has_reference ? describe_row(request.reference, ref->second) : CompareRow{};
+      for (const auto& variant : samples.order) {
+        auto runs = found->second.find(variant);
+        if (runs == found->second.end()) continue;
+        CompareRow row = describe_row(variant, runs->second);
+        row.reference = variant == request.reference;
+        if (pt.has_reference && !row.reference) test_against(row, ref_row);
+        if (table.has_target) row.has_target = true, row.target = stats::check_target(row.values, table.target);
+        if (request.collapse > 0) row.collapsed = count_collapsed(store, table.metric, runs->second, request.collapse);
+        pt.rows.push_back(std::move(row));
+      }
+      table.phases.push_back(std::move(pt));
+    }
+    out.metrics.push_back(std::move(table));
+  }
+
+  // One family per phase: every comparison of every metric in it, adjusted together.
+  for (const char* phase : kPhases) {
+    std::vector<CompareRow*> family;
+    for (auto& table : out.metrics)
+      for (auto& pt : table.phases)
+        if (pt.phase == phase)
+          for (auto& row : pt.rows)
+            if (row.tested) family.push_back(&row);
+    std::vector<double> p;
+    for (const CompareRow* row : family) p.push_back(row->test.p);
+    const std::vector<double> adjusted = stats::adjust(p, request.adjustment);
+    size_t size = 0;
+    for (double x : p) size += std::isnan(x) ? 0 : 1;
+    for (size_t i = 0; i < family.size(); ++i) family[i]->p_adjusted = adjusted[i];
+    for (auto& table : out.metrics)
+      for (auto& pt : table.phases)
+        if (pt.phase == phase) pt.family = size;
+  }
+
+  // Warnings: a variant confirmed under another config than it was explored with, a phase
+  // without the reference, a variant pooling several configs.
+  for (const auto& table : out.metrics) {
+    std::map<std::string, std::vector<std::string>> explored;
+    for (const auto& pt : table.phases) {
+      if (!pt.has_reference)
+        out.warnings.push_back(std::string("the ") + pt.phase + " phase has no finished run of the reference '" +
+                               request.reference + "' with " + table.metric + ": nothing there is tested");
+      for (const auto& row : pt.rows) {
+        if (pt.phase == "explore") explored[row.variant] = row.hashes;
+        if (pt.phase == "confirm" && explored.count(row.variant) && explored[row.variant] != row.hashes)
+          out.warnings.push_back("variant '" + row.variant + "' was confirmed under config hash " +
+                                 row.hashes.front().substr(0, 12) + " but explored under " +
+                                 explored[row.variant].front().substr(0, 12) +
+                                 (explored[row.variant].size() > 1 ? " (and others)" : "") +
+                                 ": the confirmed variant is not the one chosen");
+        if (row.configs > 1)
+          out.warnings.push_back("variant '" + row.variant + "' pools runs of " + std::to_string(row.configs) +
+                                 " resolved configs in the " + pt.phase + " phase (--set overrides?); see `htm query " +
+                                 "\"SELECT id, seed, config_hash FROM runs\"` and compare --hash");
+      }
+    }
+  }
+  std::sort(out.warnings.begin(), out.warnings.end());
+  out.warnings.erase(std::unique(out.warnings.begin(), out.warnings.end()), out.warnings.end());
+  return out;
+}
+
+namespace {
+
+std::string target_cell(const CompareRow& row) {
+  if (!row.has_target || std::isnan(row.target.bound)) return "";
+  return fixed(row.target.bound, 4) + (row.target.met ? " met" : " NOT met");
+}
+
+void print_one_metric(const Comparison& c, const MetricTable& table, const CompareRequest& request) {
+  const char* adj = stats::adjustment_name(c.adjustment);
+  for (const auto& pt : table.phases) {
+    std::vector<int64_t> seeds;
+    for (const auto& row : pt.rows) seeds.insert(seeds.end(), row.seeds.begin(), row.seeds.end());
+    std::printf("\n%s, seeds %s\n", phase_title(pt.phase), seed_list(seeds).c_str());
+    QueryResult t;
+    t.columns = {"variant", "n", "mean", "sd", "diff vs " + c.reference, "effect %", "95% CI of effect %", "test", "p",
+                 std::string("p (") + adj + ")"};
+    if (table.has_target)
+      t.columns.push_back(std::string(table.target.at_least ? "lower" : "upper") + " 95% bound: " + table.target.text);
+    if (request.collapse > 0) t.columns.push_back("collapsed (>" + fixed(request.collapse, 3) + " below peak)");
+    for (const auto& r : pt.rows) {
+      std::vector<std::string> line = {r.variant, std::to_string(r.values.size()), fixed(r.mean), fixed(r.sd, 3)};
+      if (r.tested) {
+        line.insert(line.end(), {fixed(r.test.diff), fixed(r.effect.percent, 3), interval(r.effect.ci_low, r.effect.ci_high),
+                                 stats::test_name(r.test.kind), fixed(r.test.p, 3), fixed(r.p_adjusted, 3)});
+      } else {
+        line.insert(line.end(), {"", "", "", r.reference ? "(reference)" : "", "", ""});
+      }
+      if (table.has_target) line.push_back(target_cell(r));
+      if (request.collapse > 0) line.push_back(std::to_string(r.collapsed) + " of " + std::to_string(r.values.size()));
+      t.rows.push_back(line);
+    }
+    std::printf("%s", format_table(t).c_str());
+    if (pt.family > 0) std::printf("p (%s): adjusted over the %zu comparisons of this phase\n", adj, pt.family);
+  }
+}
+
+void print_metrics(const Comparison& c, const CompareRequest& request) {
+  const char* adj = stats::adjustment_name(c.adjustment);
+  for (const char* phase : kPhases) {
+    QueryResult t;
+    t.columns = {"variant"};
+    std::vector<std::string> variants;
+    size_t family = 0;
+    for (const auto& table : c.metrics) {
+      t.columns.push_back(table.metric + " n");
+      t.columns.push_back(table.metric + " mean +- sd");
+      t.columns.push_back("effect %");
+      t.columns.push_back(std::string("p (") + adj + ")");
+      if (table.has_target) t.columns.push_back("bound: " + table.target.text);
+      for (const auto& pt : table.phases)
+        if (pt.phase == phase) {
+          family = pt.family;
+          for (const auto& r : pt.rows)
+            if (std::find(variants.begin(), variants.end(), r.variant) == variants.end()) variants.push_back(r.variant);
+        }
+    }
+    if (variants.empty()) continue;
+    for (const auto& v : variants) {
+      std::vector<std::string> line = {v};
+      for (const auto& table : c.metrics) {
+        const CompareRow* row = nullptr;
+        for (const auto& pt : table.phases)
+          if (pt.phase == phase)
+            for (const auto& r : pt.rows)
+              if (r.variant == v) row = &r;
+        if (row == nullptr) {
+          line.insert(line.end(), table.has_target ? 5 : 4, "");
+          continue;
+        }
+        line.push_back(std::to_string(row->values.size()));
+        line.push_back(fixed(row->mean) + (std::isnan(row->sd) ? "" : " +- " + fixed(row->sd, 2)));
+        line.push_back(row->tested ? fixed(row->effect.percent, 3) : "");
+        line.push_back(row->tested ? fixed(row->p_adjusted, 3) : "");
+        if (table.has_target) line.push_back(target_cell(*row));
+      }
+      t.rows.push_back(line);
+    }
+    std::printf("\n%s\n%s", phase_title(phase), format_table(t).c_str());
+    if (family > 0)
+      std::printf("p (%s): %s tests against %s, adjusted over the %zu comparisons of this phase\n", adj,
+                  "paired t where seeds match, Welch t otherwise,", c.reference.c_str(), family);
+  }
+  (void)request;
+}
+
+}  // namespace
+
 int cmd_compare(const Args& args) {
   po::options_description opts("options");
-  std::string experiment, split, reference, db;
-  std::vector<std::string> metrics, tags;
-  RunFilter filter;
+  std::string split, adjust, db;
+  std::vector<std::string> metrics, tags, targets;
+  CompareRequest request;
   opts.add_options()
-      ("experiment", po::value(&experiment)->required(), "experiment name (as `htm runs` shows it)")
+      ("experiment", po::value(&request.experiment)->required(), "experiment name (as `htm runs` shows it)")
       ("metric,m", po::value(&metrics)->composing(), "metric name, e.g. mse (repeatable: one column each; default mse)")
       ("split", po::value(&split)->default_value("test"), "metric split: test or train")
-      ("reference,r", po::value(&reference), "variant the others are compared with (default: the first run's)")
-      ("hash", po::value(&filter.hash), "only runs whose config hash starts with this")
+      ("reference,r", po::value(&request.reference), "variant the others are compared with (default: the first run's)")
+      ("adjust", po::value(&adjust)->default_value("holm"),
+       "p-value adjustment over every comparison of a phase (variants x metrics): holm, bonferroni or none")
+      ("target", po::value(&targets)->composing(),
+       "a claim to check, e.g. 'cluster_f1>=0.9': the one-sided 95% bound of each variant's mean, met or not")
+      ("collapse", po::value(&request.collapse)->default_value(-1),
+       "count the runs whose last value is more than this below their own peak (e.g. 0.2 for F1)")
+      ("hash", po::value(&request.filter.hash), "only runs whose config hash starts with this")
       ("tag", po::value(&tags)->composing(), "only runs tagged key=value (repeatable: all of them)")
       ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
   po::positional_options_description pos;
   pos.add("experiment", 1);
   po::variables_map vm;
-  if (!parse_options("compare", args, opts, pos, vm, "EXPERIMENT [--metric M...] [--reference VARIANT] [--hash H] [--tag k=v]"))
+  if (!parse_options("compare", args, opts, pos, vm,
+                     "EXPERIMENT [--metric M...] [--reference VARIANT] [--target 'M>=X'] [--adjust holm] [--hash H] [--tag k=v]"))
     return 0;
-  if (metrics.empty()) metrics = {"mse"};
-  for (const auto& tag : tags) filter.tags.push_back(key_value("--tag", tag));
+  request.adjustment = stats::parse_adjustment(adjust);
+  const auto qualified = [&](const std::string& m) { return qualified_metric(m, split); };
+  for (const auto& text : targets) {
+    stats::Target target = stats::parse_target(text);
+    target.metric = qualified(target.metric);
+    request.targets.push_back(target);
+  }
+  if (metrics.empty() && request.targets.empty()) metrics = {"mse"};
+  for (const auto& m : metrics) request.metrics.push_back(qualified(m));
+  for (const auto& tag : tags) request.filter.tags.push_back(key_value("--tag", tag));
 
   ResultsStore store(db, OpenMode::read_only);
-  if (metrics.size() > 1) {  // several metrics: one column each, mean ± sd and p against the reference
-    QueryResult table;
-    table.columns = {"variant", "n"};
-    std::vector<std::vector<CompareRow>> columns;
-    for (const auto& metric : metrics) {
-      columns.push_back(compare_variants(store, experiment, split, metric, reference, filter));
-      table.columns.push_back(metric + " mean +- sd");
-      table.columns.push_back("p");
-    }
-    for (const auto& first : columns.front()) {
-      std::vector<std::string> line = {first.variant, std::to_string(first.values.size())};
-      for (const auto& column : columns) {
-        auto found = std::find_if(column.begin(), column.end(), [&](const CompareRow& r) { return r.variant == first.variant; });
-        if (found == column.end()) {
-          line.insert(line.end(), {"", ""});
-          continue;
-        }
-        line.push_back(fixed(found->mean) + (std::isnan(found->sd) ? "" : " +- " + fixed(found->sd, 2)));
-        line.push_back(found->variant == reference ? "" : fixed(found->p_value, 3));
-      }
-      table.rows.push_back(line);
-    }
-    std::printf("%s %s metrics, last value of the latest finished run per seed, p (Welch) against %s\n%s", experiment.c_str(),
-                split.c_str(), reference.c_str(), format_table(table).c_str());
-    return 0;
+  const Comparison c = compare_study(store, request);
+  for (const auto& table : c.metrics)
+    if (!table.missing.empty()) throw Error(table.missing + " in " + store.path());
+  std::printf("%s: the last value of each seed's latest finished run, against %s\n", request.experiment.c_str(),
+              c.reference.c_str());
+  if (c.metrics.size() == 1) {
+    std::printf("%s; effect: (mean / %s's mean - 1), delta-method CI; test: paired t where the seeds match, "
+                "Welch t otherwise\n", c.metrics[0].metric.c_str(), c.reference.c_str());
+    print_one_metric(c, c.metrics[0], request);
+  } else {
+    print_metrics(c, request);
   }
-  const std::string& metric = metrics.front();
-  const std::vector<CompareRow> rows = compare_variants(store, experiment, split, metric, reference, filter);
-  QueryResult table;
-  table.columns = {"variant", "n", "mean", "sd", "diff vs " + reference, "p (Welch)", "95% CI of diff"};
-  for (const auto& r : rows) {
-    const bool is_ref = r.variant == reference;
-    table.rows.push_back({r.variant, std::to_string(r.values.size()), fixed(r.mean), fixed(r.sd),
-                          is_ref ? "" : fixed(r.diff), is_ref ? "" : fixed(r.p_value, 3),
-                          std::isnan(r.ci_low) ? "" : "[" + fixed(r.ci_low) + ", " + fixed(r.ci_high) + "]"});
-  }
-  std::printf("%s %s/%s, last value of the latest finished run per seed\n%s", experiment.c_str(), split.c_str(), metric.c_str(),
-              format_table(table).c_str());
-  for (const auto& r : rows)
-    if (r.configs > 1)
-      std::printf("note: variant '%s' pools runs of %zu different resolved configs (--set overrides?); "
-                  "see `htm query \"SELECT id, seed, config_hash FROM runs\"` and compare --hash\n",
-                  r.variant.c_str(), r.configs);
+  for (const auto& w : c.warnings) std::printf("warning: %s\n", w.c_str());
   return 0;
 }
 

@@ -1,32 +1,18 @@
-// `htm compare`: per-variant statistics of a metric over seeds, against a reference variant.
+// `htm compare` and `htm report`'s final values: per variant and phase, a metric's last value
+// in each seed's latest finished run, tested against a reference variant (paired by seed where
+// the two share their seeds, Welch otherwise), effects as % of the reference with their CI,
+// p-values adjusted over every comparison of a phase, one-sided bounds against targets.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "stats/statistics.h"
+
 namespace htm {
-
-struct WelchResult {
-  double t = 0;        ///< (mean_a − mean_b) / sqrt(var_a/n_a + var_b/n_b)
-  double df = 0;       ///< Welch–Satterthwaite degrees of freedom
-  double p_value = 1;  ///< two-sided; NaN when either sample has fewer than 2 values or no spread
-};
-
-/// Welch's unequal-variance t-test of sample a against sample b.
-WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>& b);
-
-/// One variant's line of `htm compare`: the last value of a metric in each finished run.
-struct CompareRow {
-  std::string variant;
-  std::vector<double> values;  ///< one per finished run (seed), in run order
-  double mean = 0, sd = 0;     ///< sd: NaN with fewer than 2 values
-  double diff = 0;             ///< mean − the reference's mean (0 for the reference)
-  double ci_low = 0, ci_high = 0;  ///< 95 % Welch interval of diff; NaN when it cannot be formed
-  double p_value = 0;          ///< Welch's two-sided p against the reference; NaN for it
-  size_t configs = 1;          ///< distinct resolved configs pooled in this variant
-};
 
 /// Which runs a comparison takes: those whose config hash starts with `hash` (when given) and
 /// that carry every `tags` key=value.
@@ -35,12 +21,69 @@ struct RunFilter {
   std::vector<std::pair<std::string, std::string>> tags;
 };
 
+struct CompareRequest {
+  std::string experiment;
+  std::vector<std::string> metrics;  ///< "split/name", in column order
+  std::string reference;             ///< empty: the variant of the first run (set to the one used)
+  RunFilter filter;
+  stats::Adjustment adjustment = stats::Adjustment::holm;
+  std::vector<stats::Target> targets;  ///< metric as "split/name"; each target's metric is compared
+  double collapse = -1;  ///< > 0: count the runs whose last value is more than this below their peak
+};
+
+/// One variant's line in one phase.
+struct CompareRow {
+  std::string variant;
+  std::vector<int64_t> seeds;      ///< ascending
+  std::vector<double> values;      ///< one per seed, the seed's latest finished run
+  double mean = 0, sd = 0;         ///< sd: NaN with fewer than 2 values
+  bool reference = false;
+  bool tested = false;             ///< a test against the reference was made (not the reference)
+  stats::TTest test;               ///< against the reference; NaN fields when it cannot be formed
+  stats::Effect effect;            ///< (mean / the reference's mean − 1) as %, with its CI
+  double p_adjusted = 0;           ///< test.p adjusted over the phase's family
+  size_t configs = 1;              ///< distinct config hashes pooled in this variant
+  std::vector<std::string> hashes;
+  bool has_target = false;
+  stats::TargetCheck target;
+  int collapsed = -1;              ///< runs more than CompareRequest::collapse below their peak; -1 not counted
+};
+
+/// The runs of one phase. "explore": every run not tagged phase=confirm (the seeds variants were
+/// chosen on); "confirm": runs of `htm run --confirm` on the confirmation seeds. Never pooled.
+struct PhaseTable {
+  std::string phase;
+  std::vector<CompareRow> rows;  ///< variants in first-run order
+  bool has_reference = false;    ///< the reference ran in this phase (else nothing is tested)
+  size_t family = 0;             ///< comparisons adjusted together (variants × metrics of the phase)
+};
+
+struct MetricTable {
+  std::string metric;  ///< split/name
+  bool has_target = false;
+  stats::Target target;
+  std::vector<PhaseTable> phases;  ///< explore first; a phase without runs is left out
+  std::string missing;             ///< why there is nothing to compare (then phases is empty)
+};
+
+struct Comparison {
+  std::string reference;
+  stats::Adjustment adjustment = stats::Adjustment::holm;
+  std::vector<MetricTable> metrics;
+  std::vector<std::string> warnings;  ///< e.g. a variant confirmed under another config than explored
+};
+
 class ResultsStore;
-/// The comparison `htm compare` prints (and `htm report` shows) of `split`/`metric` in the
-/// experiment's finished runs, variants in first-run order. `reference` empty: the first
-/// variant (it is set to the one used). Throws htm::Error when nothing matches.
-std::vector<CompareRow> compare_variants(ResultsStore& store, const std::string& experiment, const std::string& split,
-                                         const std::string& metric, std::string& reference,
-                                         const RunFilter& filter = {});
+/// The comparison of every requested metric in the experiment's finished runs. Throws
+/// htm::Error when the experiment has no finished run or the reference variant is unknown;
+/// a metric without values gets MetricTable::missing.
+Comparison compare_study(ResultsStore& store, CompareRequest& request);
+
+/// "split/name" for a metric written with or without its split ("loss/mse" is a name: only a
+/// leading "test/" or "train/" is taken for a split).
+std::string qualified_metric(const std::string& metric, const std::string& split);
+
+/// "0-2", "1000-1009" or "0, 3, 7": a seed list for a table's heading.
+std::string seed_list(std::vector<int64_t> seeds);
 
 }  // namespace htm

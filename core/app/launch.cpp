@@ -87,6 +87,7 @@ namespace {
 std::vector<std::string> shared_args(const RunRequest& request) {
   std::vector<std::string> args = {self_path(), "run", request.file};
   if (request.force) args.push_back("--force");
+  if (request.confirm) args.push_back("--confirm");
   if (request.verbosity == 0) args.push_back("--quiet");
   if (request.verbosity == 2) args.push_back("--verbose");
   for (const auto& t : request.tags) args.insert(args.end(), {"--tag", t});

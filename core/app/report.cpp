@@ -169,28 +169,52 @@ std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std:
   return out + "]";
 }
 
-// The final-values panel: `htm compare`'s numbers for each chosen metric.
-std::string finals(ResultsStore& store, ReportRequest& request, const std::vector<std::string>& metrics) {
-  std::string out = "[";
-  for (const std::string& metric : metrics) {
-    const size_t slash = metric.find('/');
-    std::string reference = request.reference;
-    std::string body;
-    try {
-      const auto rows = compare_variants(store, request.experiment, metric.substr(0, slash), metric.substr(slash + 1),
-                                         reference);
-      body = ",\"reference\":" + quote(reference) + ",\"rows\":" + array(rows, [](const CompareRow& r) {
-               return "{\"variant\":" + quote(r.variant) + ",\"n\":" + std::to_string(r.values.size()) +
-                      ",\"mean\":" + number(r.mean) + ",\"sd\":" + number(r.sd) + ",\"diff\":" + number(r.diff) +
-                      ",\"ci_low\":" + number(r.ci_low) + ",\"ci_high\":" + number(r.ci_high) +
-                      ",\"p\":" + number(r.p_value) + ",\"values\":" + numbers(r.values) + "}";
-             });
-    } catch (const Error& e) {
-      body = ",\"missing\":" + quote(e.what());  // an explicit "no data" panel
-    }
-    out += (out.size() > 1 ? "," : "") + std::string("{\"metric\":") + quote(metric) + body + "}";
+// The final-values panel: `htm compare`'s numbers for each chosen metric, phase by phase.
+std::string finals(ResultsStore& store, ReportRequest& request, const std::vector<std::string>& metrics,
+                   std::string* warnings) {
+  CompareRequest compare;
+  compare.experiment = request.experiment;
+  compare.metrics = metrics;
+  compare.reference = request.reference;
+  compare.adjustment = request.adjustment;
+  compare.targets = request.targets;
+  compare.collapse = request.collapse;
+  Comparison c;
+  try {
+    c = compare_study(store, compare);
+  } catch (const Error& e) {  // no finished run has any of the metrics: an explicit "no data" panel each
+    *warnings = "[]";
+    return array(metrics, [&](const std::string& m) {
+      return "{\"metric\":" + quote(m) + ",\"missing\":" + quote(e.what()) + "}";
+    });
   }
-  return out + "]";
+  request.reference = c.reference;
+  *warnings = array(c.warnings, quote);
+  const auto row_json = [](const CompareRow& r) {
+    return "{\"variant\":" + quote(r.variant) + ",\"n\":" + std::to_string(r.values.size()) +
+           ",\"mean\":" + number(r.mean) + ",\"sd\":" + number(r.sd) + ",\"reference\":" +
+           (r.reference ? "true" : "false") + ",\"tested\":" + (r.tested ? "true" : "false") +
+           ",\"test\":" + quote(r.tested ? stats::test_name(r.test.kind) : "") + ",\"diff\":" + number(r.test.diff) +
+           ",\"ci_low\":" + number(r.test.ci_low) + ",\"ci_high\":" + number(r.test.ci_high) +
+           ",\"p\":" + number(r.test.p) + ",\"p_adjusted\":" + number(r.p_adjusted) +
+           ",\"effect\":" + number(r.effect.percent) + ",\"effect_low\":" + number(r.effect.ci_low) +
+           ",\"effect_high\":" + number(r.effect.ci_high) + ",\"bound\":" +
+           number(r.has_target ? r.target.bound : NAN) + ",\"met\":" + (r.has_target && r.target.met ? "true" : "false") +
+           ",\"collapsed\":" + std::to_string(r.collapsed) + ",\"seeds\":" +
+           array(r.seeds, [](int64_t s) { return std::to_string(s); }) + ",\"values\":" + numbers(r.values) + "}";
+  };
+  return array(c.metrics, [&](const MetricTable& t) {
+    std::string out = "{\"metric\":" + quote(t.metric) + ",\"reference\":" + quote(c.reference) +
+                      ",\"adjust\":" + quote(stats::adjustment_name(c.adjustment));
+    if (t.has_target)
+      out += ",\"target\":{\"text\":" + quote(t.target.text) + ",\"at_least\":" + (t.target.at_least ? "true" : "false") +
+             ",\"threshold\":" + number(t.target.threshold) + "}";
+    if (!t.missing.empty()) return out + ",\"missing\":" + quote(t.missing) + "}";  // an explicit "no data" panel
+    return out + ",\"phases\":" + array(t.phases, [&](const PhaseTable& p) {
+             return "{\"phase\":" + quote(p.phase) + ",\"family\":" + std::to_string(p.family) +
+                    ",\"has_reference\":" + (p.has_reference ? "true" : "false") + ",\"rows\":" + array(p.rows, row_json) + "}";
+           }) + "}";
+  });
 }
 
 // The latest picture of each kind of each variant's runs (finished ones first, at most
@@ -273,6 +297,8 @@ std::string report_data(ResultsStore& store, ReportRequest& request) {
     const config::Node node = config::parse_override("description=" + described.rows[0][0]);
     if (const auto* text = std::get_if<std::string>(&*node.find("description")->value)) description = *text;
   }
+  std::string warnings;
+  const std::string finals_json = finals(store, request, metrics, &warnings);
   const auto plugins = store.query("SELECT DISTINCT kind, name, coalesce(version, ''), coalesce(sha256, '') "
                                    "FROM run_plugins WHERE run_id IN " + in_list(runs) + " ORDER BY kind, name");
   return "{\"experiment\":" + quote(request.experiment) + ",\"description\":" + quote(description) +
@@ -284,25 +310,39 @@ std::string report_data(ResultsStore& store, ReportRequest& request) {
          }) +
          ",\"plugins\":" + array(plugins.rows, [](const std::vector<std::string>& p) { return array(p, quote); }) +
          ",\"differs\":" + differing_settings(store, runs, variants) + ",\"curves\":" + curves(store, runs, variants) +
-         ",\"finals\":" + finals(store, request, metrics) + ",\"pictures\":" + pictures(store, runs, variants) + "}";
+         ",\"finals\":" + finals_json + ",\"warnings\":" + warnings + ",\"pictures\":" + pictures(store, runs, variants) + "}";
 }
 
 int cmd_report(const Args& args) {
   po::options_description opts("options");
   ReportRequest request;
+  std::string adjust;
+  std::vector<std::string> targets;
   opts.add_options()
       ("experiment", po::value(&request.experiment)->required(), "experiment name (as `htm runs` shows it)")
       ("out,o", po::value(&request.out), "HTML file to write (default: results/reports/EXPERIMENT.html)")
       ("metric,m", po::value(&request.metrics)->composing(),
        "split/name of a metric in the final-values panel (repeatable; default: the task's, e.g. test/mse)")
       ("reference,r", po::value(&request.reference), "variant the others are compared with (default: the first)")
+      ("adjust", po::value(&adjust)->default_value("holm"),
+       "p-value adjustment over every comparison of a phase (variants x metrics): holm, bonferroni or none")
+      ("target", po::value(&targets)->composing(),
+       "a claim to check and draw, e.g. 'test/cluster_f1>=0.9' (split defaults to test)")
+      ("collapse", po::value(&request.collapse)->default_value(-1),
+       "count the runs whose last value is more than this below their own peak")
       ("chart-js", po::value(&request.chart_js), "Chart.js file to inline (default: Debian's libjs-chart.js)")
       ("db", po::value(&request.db)->default_value(kDefaultResultsPath), "results database");
   po::positional_options_description pos;
   pos.add("experiment", 1);
   po::variables_map vm;
-  if (!parse_options("report", args, opts, pos, vm, "EXPERIMENT [-o FILE.html] [--metric split/name] [--reference V]"))
+  if (!parse_options("report", args, opts, pos, vm, "EXPERIMENT [-o FILE.html] [--metric split/name] [--reference V] [--target 'M>=X']"))
     return 0;
+  request.adjustment = stats::parse_adjustment(adjust);
+  for (const auto& text : targets) {
+    stats::Target target = stats::parse_target(text);
+    target.metric = qualified_metric(target.metric, "test");
+    request.targets.push_back(target);
+  }
   const std::string chart_js = chart_js_source(request.chart_js);
   ResultsStore store(request.db, OpenMode::read_only);
   const std::string data = report_data(store, request);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "stats/statistics.h"
 #include "store/results_store.h"
 
 namespace htm {
@@ -19,6 +20,9 @@ struct ReportRequest {
   std::string reference;             ///< empty: the first variant
   std::vector<std::string> metrics;  ///< "split/name" in the final-values panel; empty: the task's own
   std::string chart_js;              ///< Chart.js to inline; empty: the Debian package's file
+  stats::Adjustment adjustment = stats::Adjustment::holm;
+  std::vector<stats::Target> targets;  ///< metric as split/name: drawn as a line beside each variant's bound
+  double collapse = -1;                ///< > 0: count runs that end this far below their peak
 };
 
 /// The page's JSON data: runs, differing settings, curves, final comparisons, pictures.

@@ -17,6 +17,7 @@ table { border-collapse: collapse; margin: 6px 0; } td, th { padding: 3px 10px; 
   text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: 14px; }
 .panel { border: 1px solid #e3e3e3; border-radius: 6px; padding: 8px; }
+.panel h4 { font-size: 12px; margin: 10px 0 2px; color: #444; }
 .panel h3 { font-size: 13px; margin: 0 0 4px; display: flex; justify-content: space-between; }
 .chart { position: relative; height: 230px; }  /* Chart.js sizes a canvas from a container of its own */
 #finals .grid { grid-template-columns: 1fr; }
@@ -34,7 +35,7 @@ figure { margin: 0; } figure img { max-width: 100%; border: 1px solid #eee; } fi
 constexpr const char* kBody = R"html(
 <header id="header"></header>
 <h2>What differs between variants</h2><div id="differs"></div>
-<h2>Final values <span class="muted">(last value of each finished run; difference, 95% CI and Welch p against the reference)</span></h2>
+<h2>Final values <span class="muted">(last value of each seed's latest finished run; exploration and confirmation apart; paired or Welch t against the reference, adjusted p)</span></h2>
 <div id="finals"></div>
 <h2>Curves <span class="muted">(mean over runs, band from min to max; dashed: references)</span></h2>
 <div id="curves" class="grid"></div>
@@ -88,33 +89,60 @@ let charts = 0;
   box.append(t, el('p', {class: 'muted'}, `${D.differs.same} other settings are equal in every variant.`));
 })();
 
-// ---- final values: htm compare's table and the seeds' values
+// ---- final values: htm compare's tables, phase by phase, and the seeds' values beside each
+// variant's mean and its one-sided bound against the target
 (() => {
   const box = document.getElementById('finals');
+  for (const w of D.warnings) box.append(el('p', {class: 'bad warning'}, 'warning: ' + w));
   const grid = el('div', {class: 'grid'});
   box.append(D.finals.length ? grid : nodata('No metric to compare.'));  // in the page before charts are drawn
+  const PHASE = {explore: 'Exploration: the seeds variants were chosen on (for choosing, not for claims)',
+                 confirm: 'Confirmation: htm run --confirm, seeds no variant was chosen on'};
   for (const f of D.finals) {
-    const panel = el('div', {class: 'panel final', 'data-metric': f.metric}, el('h3', {}, f.metric));
-    if (f.missing) { panel.append(nodata(f.missing)); grid.append(panel); continue; }
-    const t = el('table', {class: 'compare'}, el('tr', {}, ...['variant', 'n', 'mean', 'sd', 'diff vs ' + f.reference, 'p (Welch)', '95% CI of diff'].map(c => el('th', {}, c))));
-    for (const r of f.rows) {
-      const ref = r.variant === f.reference;
-      t.append(el('tr', {}, el('td', {style: `color:${color(r.variant)}`}, r.variant), el('td', {class: 'num'}, r.n),
-        el('td', {class: 'num'}, fmt(r.mean)), el('td', {class: 'num'}, fmt(r.sd)), el('td', {class: 'num'}, ref ? '' : fmt(r.diff)),
-        el('td', {class: 'num'}, ref ? '' : fmt(r.p, 3)), el('td', {class: 'num'}, r.ci_low === null ? '' : `[${fmt(r.ci_low)}, ${fmt(r.ci_high)}]`)));
-    }
-    const canvas = el('canvas');
-    panel.append(el('div', {class: 'final-body'}, t, el('div', {class: 'chart'}, canvas)));
+    const panel = el('div', {class: 'panel final', 'data-metric': f.metric},
+                     el('h3', {}, f.metric + (f.target ? '  (target ' + f.target.text + ')' : '')));
     grid.append(panel);
-    const points = f.rows.flatMap((r, i) => r.values.map((y, k) => ({x: i + (k - (r.values.length - 1) / 2) * 0.08, y})));
-    new Chart(canvas, {type: 'scatter', data: {datasets: [{data: points, pointRadius: 4,
-        backgroundColor: f.rows.flatMap(r => r.values.map(() => color(r.variant)))}]},
-      options: {animation: false, maintainAspectRatio: false, plugins: {legend: {display: false}},
-        scales: {x: {min: -0.5, max: f.rows.length - 0.5, grid: {display: false},
-                     afterBuildTicks: axis => { axis.ticks = f.rows.map((_, i) => ({value: i})); },
-                     ticks: {autoSkip: false, callback: v => (f.rows[v] || {}).variant || ''}},
-                 y: {title: {display: true, text: f.metric}}}}});
-    charts++;
+    if (f.missing) { panel.append(nodata(f.missing)); continue; }
+    for (const ph of f.phases) {
+      const seeds = [...new Set(ph.rows.flatMap(r => r.seeds))].sort((a, b) => a - b);
+      panel.append(el('h4', {class: 'phase', 'data-phase': ph.phase}, `${PHASE[ph.phase]}; seeds ${seeds.join(', ')}`));
+      const heads = ['variant', 'n', 'mean', 'sd', 'diff vs ' + f.reference, 'effect % [95% CI]', 'test', 'p', `p (${f.adjust})`];
+      if (f.target) heads.push((f.target.at_least ? 'lower' : 'upper') + ' 95% bound');
+      if (ph.rows.some(r => r.collapsed >= 0)) heads.push('collapsed');
+      const t = el('table', {class: 'compare'}, el('tr', {}, ...heads.map(c => el('th', {}, c))));
+      for (const r of ph.rows) {
+        const cells = [el('td', {style: `color:${color(r.variant)}`}, r.variant), el('td', {class: 'num'}, r.n),
+          el('td', {class: 'num'}, fmt(r.mean)), el('td', {class: 'num'}, fmt(r.sd, 3)),
+          el('td', {class: 'num'}, r.tested ? fmt(r.diff) : ''),
+          el('td', {class: 'num'}, r.tested && r.effect !== null ? `${fmt(r.effect, 3)} [${fmt(r.effect_low, 3)}, ${fmt(r.effect_high, 3)}]` : ''),
+          el('td', {}, r.reference ? '(reference)' : r.test), el('td', {class: 'num'}, r.tested ? fmt(r.p, 3) : ''),
+          el('td', {class: 'num'}, r.tested ? fmt(r.p_adjusted, 3) : '')];
+        if (f.target) cells.push(el('td', {class: 'num ' + (r.met ? '' : 'bad')}, r.bound === null ? '' : `${fmt(r.bound, 4)} ${r.met ? 'met' : 'not met'}`));
+        if (r.collapsed >= 0) cells.push(el('td', {class: 'num'}, `${r.collapsed} of ${r.n}`));
+        t.append(el('tr', {}, ...cells));
+      }
+      const canvas = el('canvas');
+      panel.append(el('div', {class: 'final-body'}, t, el('div', {class: 'chart'}, canvas)));
+      if (ph.family) panel.append(el('p', {class: 'muted'}, `p (${f.adjust}): adjusted over the ${ph.family} comparisons of this phase.`));
+      const rows = ph.rows, dot = (i, k, n) => i + (k - (n - 1) / 2) * Math.min(0.08, 0.6 / n);
+      const datasets = [{label: 'seeds', data: rows.flatMap((r, i) => r.values.map((y, k) => ({x: dot(i, k, r.values.length), y}))),
+        pointRadius: 4, backgroundColor: rows.flatMap(r => r.values.map(() => alpha(color(r.variant), 0.7)))},
+        {label: 'mean', data: rows.map((r, i) => ({x: i, y: r.mean})), pointStyle: 'line', pointRadius: 16, borderWidth: 2,
+         borderColor: '#222', backgroundColor: '#222'}];
+      if (f.target) {
+        datasets.push({label: '95% bound', data: rows.map((r, i) => ({x: i, y: r.bound})), pointStyle: 'triangle',
+          rotation: f.target.at_least ? 0 : 180, pointRadius: 7, backgroundColor: rows.map(r => r.met ? '#2ca02c' : '#b00020')});
+        datasets.push({label: 'target', type: 'line', data: [{x: -0.5, y: f.target.threshold}, {x: rows.length - 0.5, y: f.target.threshold}],
+          borderColor: '#b00020', borderDash: [6, 4], borderWidth: 1.5, pointRadius: 0});
+      }
+      new Chart(canvas, {type: 'scatter', data: {datasets},
+        options: {animation: false, maintainAspectRatio: false, plugins: {legend: {display: !!f.target, labels: {boxWidth: 12}}},
+          scales: {x: {min: -0.5, max: rows.length - 0.5, grid: {display: false},
+                       afterBuildTicks: axis => { axis.ticks = rows.map((_, i) => ({value: i})); },
+                       ticks: {autoSkip: false, callback: v => (rows[v] || {}).variant || ''}},
+                   y: {title: {display: true, text: f.metric}}}}});
+      charts++;
+    }
   }
 })();
 

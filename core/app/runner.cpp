@@ -95,7 +95,31 @@ std::map<std::string, std::string> tags_of(const RunRequest& request) {
   std::map<std::string, std::string> tags;
   for (const auto& t : request.tags) tags.insert(key_value("--tag", t));
   if (!request.note.empty()) tags["note"] = request.note;
+  if (request.confirm) tags["phase"] = "confirm";
   return tags;
+}
+
+// The seeds a request runs of one variant. Exploration (the default) never touches a
+// confirmation seed; --confirm runs only those, so no claim rests on the seeds a variant was
+// chosen on (docs/statistics.md).
+std::vector<int64_t> seeds_of(const RunRequest& request, const ExperimentSettings& experiment, const std::string& file) {
+  const auto& confirm = experiment.confirm_seeds;
+  const auto is_confirm = [&](int64_t s) { return std::find(confirm.begin(), confirm.end(), s) != confirm.end(); };
+  std::string listed;
+  for (int64_t s : confirm) listed += (listed.empty() ? "" : ", ") + std::to_string(s);
+  if (request.confirm) {
+    for (int64_t s : request.seeds)
+      if (!is_confirm(s))
+        throw Error("--confirm --seed " + std::to_string(s) + ": not one of " + file +
+                    "'s confirmation seeds (experiment.confirm_seeds: " + listed + ")");
+    return request.seeds.empty() ? confirm : request.seeds;
+  }
+  const std::vector<int64_t> seeds = request.seeds.empty() ? experiment.seeds : request.seeds;
+  for (int64_t s : seeds)
+    if (is_confirm(s))
+      throw Error("seed " + std::to_string(s) + " is one of " + file + "'s confirmation seeds (experiment.confirm_seeds: " +
+                  listed + "): freeze the variant, then run it with --confirm --variant V");
+  return seeds;
 }
 
 constexpr int kRunBusyTimeoutMs = 10 * 60 * 1000;  // a run waits up to 10 minutes for an outside lock
@@ -324,6 +348,11 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
   for (const auto& warning : registry.warnings()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   ExperimentFile file = ExperimentFile::load(request.file, request.overrides);
   for (const auto& sweep : request.sweeps) file.add_sweep(sweep);
+  if (request.confirm && request.variants.empty())
+    throw Error("--confirm needs --variant: confirm the variants you froze, named, not the whole study");
+  for (const auto& tag : request.tags)
+    if (key_value("--tag", tag).first == "phase")
+      throw Error("--tag " + tag + ": the tag 'phase' is set by --confirm (runs without it are exploratory)");
   std::vector<std::string> variants = request.variants.empty() ? file.variants() : request.variants;
   std::vector<std::pair<std::string, int64_t>> work;
   std::string results, logs;
@@ -332,8 +361,7 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
     ResolvedConfig config = file.resolve(variant, registry);
     results = config.settings.runtime.results;
     logs = config.settings.runtime.artifacts + "/" + config.experiment + "/logs";
-    auto seeds = request.seeds.empty() ? config.settings.experiment.seeds : request.seeds;
-    for (int64_t seed : seeds)
+    for (int64_t seed : seeds_of(request, config.settings.experiment, request.file))
       if (std::find(work.begin(), work.end(), std::make_pair(variant, seed)) == work.end())  // repeats collapse
         work.emplace_back(variant, seed);
   }

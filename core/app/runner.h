@@ -17,7 +17,8 @@ struct RunRequest {
   std::vector<std::string> overrides;  ///< --set k=v
   std::vector<std::string> sweeps;     ///< --sweep k=a,b,c: grid axes added to the file's
   std::vector<std::string> variants;   ///< empty: all
-  std::vector<int64_t> seeds;          ///< empty: the file's [experiment] seeds
+  std::vector<int64_t> seeds;          ///< empty: the file's [experiment] seeds (confirm_seeds with confirm)
+  bool confirm = false;                ///< --confirm: the named variants on the confirmation seeds, tagged phase=confirm
   int jobs = 1;
   bool force = false;                  ///< run again even when a finished run exists
   std::vector<std::string> tags;       ///< --tag key=value, stored on each run (tags table)

@@ -36,7 +36,8 @@ done
 [[ $(grep -o 'class="seed-picker"' dom.html | wc -l) -ge 2 && $(grep -o '<option value=' dom.html | wc -l) -ge 4 ]] ||
   fail "no seed picker with each variant's two seeds"
 
-# The final-values table holds htm compare's numbers (n, mean, sd, diff, p) for each variant.
+# The final-values table holds htm compare's numbers (n, mean, sd, diff, effect) for each variant
+# of the exploration phase (the first table on both).
 "$HTM" compare "$EXPERIMENT" --db "$DB" > compare.txt || fail "htm compare failed"
 tr '\n' ' ' < dom.html | grep -o '<table class="compare">.*</table>' | head -1 |
   sed 's/<\/tr>/\n/g; s/<[^>]*>/ /g' | awk 'NF >= 3 { $1 = $1; print }' > page.txt
@@ -52,7 +53,7 @@ while read -r variant n rest; do
       exit !(b != "x" && d <= 1e-4 * (m > 1 ? m : 1)) }' || fail "$variant column $i: compare says ${want[$i]}, the page ${have[$i]:-nothing}"
   done
   checked=$((checked + 1))
-done < <(sed -n '4,$p' compare.txt | grep -v '^note')
+done < <(sed -n '/^exploration/,/^p (/p' compare.txt | grep -v '^exploration\|^-\|^p (\|^warning')
 [[ $checked -ge 2 ]] || fail "compared $checked variants with htm compare"
 
 browser --window-size=1280,2000 --screenshot="$WORK/shot.png" "file://$WORK/report.html" > /dev/null

@@ -96,6 +96,20 @@ void check_experiment_name(const std::string& name, const Node* table, const Whe
                                       "with '.' or '-', at most 100 characters");
 }
 
+// The confirmation seeds are kept apart from the exploration seeds: a seed in both would let a
+// variant be chosen on the runs that are to confirm it.
+void check_seed_phases(const ExperimentSettings& experiment, const Node* table, const Where& start) {
+  for (int64_t seed : experiment.confirm_seeds)
+    if (std::find(experiment.seeds.begin(), experiment.seeds.end(), seed) != experiment.seeds.end()) {
+      const Node* at = table ? table->find("confirm_seeds") : nullptr;
+      if (at == nullptr && table != nullptr) at = table->find("seeds");
+      fail(at ? at->value_at : start, "seed " + std::to_string(seed) +
+                                          " is both an exploration seed ('experiment.seeds') and a confirmation "
+                                          "seed ('experiment.confirm_seeds', default 1000-1009): the two sets must "
+                                          "not share a seed");
+    }
+}
+
 // Cross-setting rules of [estimator], reported where the file wrote the setting at fault.
 void check_estimator(const EstimatorSettings& estimator, const Node* table, const Where& start) {
   if ((estimator.baseline == RewardBaseline::value || estimator.dense > 0) &&
@@ -272,6 +286,7 @@ ResolvedConfig ExperimentFile::resolve(const std::string& variant, const PluginC
   check_experiment_name(name, config.find("experiment"), Where{path_, 1, 1});
   resolved.settings = typed_settings(resolved.host_values_);
   const Where start{path_, 1, 1};
+  check_seed_phases(resolved.settings.experiment, config.find("experiment"), start);
   check_model_shape(resolved.settings.model, config.find("model"), start);
   check_estimator(resolved.settings.estimator, config.find("estimator"), start);
   resolved.experiment = name;

@@ -114,7 +114,10 @@ std::vector<HostSection> build_schema() {
       Section<E>("experiment", &HostSettings::experiment)
           .add("name", &E::name, Text(), "name results are filed under; empty: the file's name without .toml")
           .add("description", &E::description, Text(), "one line saying what the experiment asks")
-          .add("seeds", &E::seeds, Ints{0}, "every variant runs once per seed", at_least(0))
+          .add("seeds", &E::seeds, Ints{0}, "exploration seeds: every variant runs once per seed", at_least(0))
+          .add("confirm_seeds", &E::confirm_seeds, Ints{1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009},
+               "confirmation seeds, disjoint from seeds: only `htm run --confirm --variant V` runs them (tagged "
+               "phase=confirm)", at_least(0))
           .done());
   schema.push_back(
       Section<M>("model", &HostSettings::model)

@@ -29,7 +29,8 @@ enum class RewardBaseline { none, ema, rloo, value };
 struct ExperimentSettings {
   std::string name;  ///< results are filed under it; the file's stem when the file names none
   std::string description;
-  std::vector<int64_t> seeds;
+  std::vector<int64_t> seeds;          ///< exploration: where variants are tried and chosen
+  std::vector<int64_t> confirm_seeds;  ///< confirmation: only `htm run --confirm` runs them
 };
 
 struct ModelSettings {
