@@ -1,5 +1,6 @@
 // The statistics behind `htm compare` and `htm report`, against values computed independently:
-// scipy 1.10.1 (Debian's python3-scipy) for the t-tests and bounds, a hand-worked textbook table
+// scipy 1.10.1 (Debian's python3-scipy) for the t-tests and bounds (values through a t quantile
+// agree to 1e-9: Boost's and scipy's quantile algorithms differ in the last digits), a hand-worked textbook table
 // for Holm, and Student's t density integrated numerically for the p-values.
 #include <cmath>
 
@@ -34,8 +35,8 @@ TEST(StatisticsTest, PairedTestMatchesScipyTtestRel) {
   EXPECT_NEAR(r.t, 9.540879863093872, 1e-9);
   EXPECT_NEAR(r.p, 0.0006739723560863108, 1e-12);
   EXPECT_DOUBLE_EQ(r.df, 4);
-  EXPECT_NEAR(r.ci_low, 0.09415451706120703, 1e-12);
-  EXPECT_NEAR(r.ci_high, 0.17144548293879297, 1e-12);
+  EXPECT_NEAR(r.ci_low, 0.09415451706120703, 1e-9);
+  EXPECT_NEAR(r.ci_high, 0.17144548293879297, 1e-9);
   EXPECT_NEAR(r.diff, 0.1328, 1e-12);
 }
 
@@ -48,8 +49,8 @@ TEST(StatisticsTest, WelchTestMatchesScipyTtestInd) {
   EXPECT_NEAR(r.t, 10.145980941002927, 1e-9);
   EXPECT_NEAR(r.p, 1.576438880957173e-05, 1e-12);
   EXPECT_NEAR(r.df, 7.217752697459186, 1e-9);
-  EXPECT_NEAR(r.ci_low, 0.10203789119368309, 1e-12);
-  EXPECT_NEAR(r.ci_high, 0.16356210880631675, 1e-12);
+  EXPECT_NEAR(r.ci_low, 0.10203789119368309, 1e-9);
+  EXPECT_NEAR(r.ci_high, 0.16356210880631675, 1e-9);
   // Uneven sizes: ttest_ind([.21, .215, .209, .22], [.17, .18, .165, .175, .172, .169],
   // equal_var=False): statistic 12.614041895964869, pvalue 6.4621738594841715e-06.
   const TTest u = welch_test({0.21, 0.215, 0.209, 0.22}, {0.17, 0.18, 0.165, 0.175, 0.172, 0.169});
@@ -98,7 +99,7 @@ TEST(StatisticsTest, TargetBoundsMatchScipy) {
   EXPECT_TRUE(f1.at_least);
   EXPECT_DOUBLE_EQ(f1.threshold, 0.9);
   const TargetCheck c = check_target(kA, f1);
-  EXPECT_NEAR(c.bound, 0.8746520859901653, 1e-12);
+  EXPECT_NEAR(c.bound, 0.8746520859901653, 1e-9);
   EXPECT_NEAR(c.p, 0.5902603837078899, 1e-12);
   EXPECT_FALSE(c.met);
   // An upper bound for "at most": mean + t.ppf(0.95, 4)·se = 0.17754923107962814, and
@@ -107,7 +108,7 @@ TEST(StatisticsTest, TargetBoundsMatchScipy) {
   EXPECT_EQ(mse.metric, "test/mse");
   EXPECT_FALSE(mse.at_least);
   const TargetCheck m = check_target({0.1723, 0.1801, 0.1652, 0.1688, 0.1744}, mse);
-  EXPECT_NEAR(m.bound, 0.17754923107962814, 1e-12);
+  EXPECT_NEAR(m.bound, 0.17754923107962814, 1e-9);
   EXPECT_NEAR(m.p, 0.00019320773673725633, 1e-13);
   EXPECT_TRUE(m.met);
   // No spread: the bound is the value itself.
