@@ -161,6 +161,25 @@ TEST(PairSampler, PairsAreDisjointOrderedAndNeverSelf) {
   }
 }
 
+// Logits spanning more than float's exp range: after the best pair is drawn, the others' rates
+// relative to it underflow to 0. The sampler must still follow their softmax, not draw uniformly
+// (it did before 2026-11-25: 1 draw in 3 was right here).
+TEST(PairSampler, LogitsSpanningHundredsStillFollowTheirSoftmax) {
+  const int64_t B = 200, T = 6;
+  auto logits = torch::full({B, T, T}, -1000.0);
+  logits.select(1, 0).select(1, 1).fill_(0.0);     // (0, 1)
+  logits.select(1, 2).select(1, 3).fill_(-150.0);  // (2, 3): 150 below the best
+  logits.select(1, 4).select(1, 5).fill_(-300.0);  // (4, 5)
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  for (auto sampler : {&sample_disjoint_pairs, &sample_disjoint_pairs_sequential}) {
+    auto [src, dst] = sampler(logits, 3, gen);
+    const auto want_src = torch::tensor({0, 2, 4}, torch::kLong).expand({B, 3});
+    const auto want_dst = torch::tensor({1, 3, 5}, torch::kLong).expand({B, 3});
+    EXPECT_TRUE(torch::equal(src, want_src) && torch::equal(dst, want_dst))
+        << (src.eq(want_src).logical_and(dst.eq(want_dst)).all(1).sum().item<int64_t>()) << " of " << B << " rows right";
+  }
+}
+
 TEST(PairSampler, SameSeedSameDrawsAndRejectsImpossibleR) {
   auto logits = torch::randn({3, 16, 16});
   auto a = sample_disjoint_pairs(logits, 8, at::make_generator<at::CPUGeneratorImpl>(9));

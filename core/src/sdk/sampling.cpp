@@ -1,6 +1,7 @@
 // Pair and token samplers shared by the policies. Shapes: B batch, T tokens, r draws.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <vector>
@@ -81,6 +82,22 @@ void check_pairs_args(const torch::Tensor& logits, int64_t r) {
                 " disjoint pairs from " + std::to_string(logits.size(1)) + " tokens");
 }
 
+// Rates are relative to the sample's best pair. Once every pair still allowed lies far below it
+// (more than about 46 in logit), its float rate nears underflow: at 104 it is 0 and the round
+// would draw uniformly. Such pairs are rescaled to the best of them, which leaves their race,
+// and so the draw's distribution, as it was. Logits that span less never reach this, so their
+// draws are unchanged to the bit.
+void rescale_if_underflowing(const float* lg, int64_t T, const std::vector<int32_t>& unused, std::vector<float>& rate) {
+  constexpr float kSmallest = 1e-20f;
+  float round_top = 0, logit_top = -std::numeric_limits<float>::infinity();
+  for (int32_t i : unused)
+    for (int32_t j : unused)
+      if (i != j) round_top = std::max(round_top, rate[i * T + j]), logit_top = std::max(logit_top, lg[i * T + j]);
+  if (round_top >= kSmallest || !std::isfinite(logit_top)) return;
+  for (int32_t i : unused)
+    for (int32_t j : unused) rate[i * T + j] = std::exp(lg[i * T + j] - logit_top);
+}
+
 }  // namespace
 
 double logit_bound() { return g_logit_bound; }
@@ -136,6 +153,7 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tenso
         unused.clear();
         for (int32_t t = 0; t < T; ++t)
           if (!used[t]) unused.push_back(t);
+        rescale_if_underflowing(lg, T, unused, rate);
         double total_rate = 0;
         for (int32_t i : unused)
           for (int32_t j : unused)
