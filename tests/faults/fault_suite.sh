@@ -136,8 +136,14 @@ section_concurrent() {  # two `htm run` of one study at once split the work
 section_jobs() {  # --jobs: a signal to the parent reaches the workers; a killed parent takes them along
   local db=$WORK/jobs.sqlite rc
   "$HTM" run "$STUDY" --jobs 2 $(run_args "$db" "$WORK/jobs-runs") > jobs.log 2>&1 &
-  local pid=$!
-  sleep 2.5
+  local pid=$! tries=0
+  # The signal must land while workers train: wait (up to 60 s) until one has claimed its run, so
+  # a slow start on a busy machine does not turn this into a test of start-up.
+  until [[ $(sql "$db" "SELECT count(*) FROM runs WHERE status = 'running'" 2> /dev/null) -ge 1 ]] || ((tries >= 600)); do
+    sleep 0.1
+    tries=$((tries + 1))
+  done
+  sleep 0.5
   kill -TERM $pid; injected=$((injected + 1))
   wait $pid; rc=$?
   [[ $rc == 130 ]] || fail "jobs: parent exit $rc after SIGTERM, expected 130: $(tail -3 jobs.log)"
