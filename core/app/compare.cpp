@@ -278,7 +278,7 @@ void print_one_metric(const Comparison& c, const MetricTable& table, const Compa
   }
 }
 
-void print_metrics(const Comparison& c, const CompareRequest& request) {
+void print_metrics(const Comparison& c) {
   const char* adj = stats::adjustment_name(c.adjustment);
   for (const char* phase : kPhases) {
     QueryResult t;
@@ -324,7 +324,6 @@ void print_metrics(const Comparison& c, const CompareRequest& request) {
       std::printf("p (%s): %s tests against %s, adjusted over the %zu comparisons of this phase\n", adj,
                   "paired t where seeds match, Welch t otherwise,", c.reference.c_str(), family);
   }
-  (void)request;
 }
 
 }  // namespace
@@ -376,7 +375,7 @@ int cmd_compare(const Args& args) {
                 "Welch t otherwise\n", c.metrics[0].metric.c_str(), c.reference.c_str());
     print_one_metric(c, c.metrics[0], request);
   } else {
-    print_metrics(c, request);
+    print_metrics(c);
   }
   for (const auto& w : c.warnings) std::printf("warning: %s\n", w.c_str());
   return 0;
