@@ -154,7 +154,8 @@ Comparison compare_study(ResultsStore& store, CompareRequest& request) {
   if (variants.empty())
     throw Error("no finished run of experiment '" + request.experiment + "' has the metric " +
                 (request.metrics.size() == 1 ? "'" + request.metrics[0] + "'" : "s asked for") +
-                (request.filter.hash.empty() && request.filter.tags.empty() ? "" : " among the runs the filters select") +
+                (request.filter.hash.empty() && request.filter.tags.empty() ? ""
+                                                                             : " among the runs the filters select") +
                 " in " + store.path());
   if (request.reference.empty()) request.reference = variants.front();
   if (std::find(variants.begin(), variants.end(), request.reference) == variants.end())
@@ -264,8 +265,9 @@ void print_one_metric(const Comparison& c, const MetricTable& table, const Compa
     for (const auto& r : pt.rows) {
       std::vector<std::string> line = {r.variant, std::to_string(r.values.size()), fixed(r.mean), fixed(r.sd, 3)};
       if (r.tested) {
-        line.insert(line.end(), {fixed(r.test.diff), fixed(r.effect.percent, 3), interval(r.effect.ci_low, r.effect.ci_high),
-                                 stats::test_name(r.test.kind), fixed(r.test.p, 3), fixed(r.p_adjusted, 3)});
+        line.insert(line.end(), {fixed(r.test.diff), fixed(r.effect.percent, 3),
+                                 interval(r.effect.ci_low, r.effect.ci_high), stats::test_name(r.test.kind),
+                                 fixed(r.test.p, 3), fixed(r.p_adjusted, 3)});
       } else {
         line.insert(line.end(), {"", "", "", r.reference ? "(reference)" : "", "", ""});
       }
@@ -351,7 +353,8 @@ int cmd_compare(const Args& args) {
   pos.add("experiment", 1);
   po::variables_map vm;
   if (!parse_options("compare", args, opts, pos, vm,
-                     "EXPERIMENT [--metric M...] [--reference VARIANT] [--target 'M>=X'] [--adjust holm] [--hash H] [--tag k=v]"))
+                     "EXPERIMENT [--metric M...] [--reference VARIANT] [--target 'M>=X'] [--adjust holm] "
+                     "[--hash H] [--tag k=v]"))
     return 0;
   request.adjustment = stats::parse_adjustment(adjust);
   const auto qualified = [&](const std::string& m) { return qualified_metric(m, split); };

@@ -199,7 +199,8 @@ std::string finals(ResultsStore& store, ReportRequest& request, const std::vecto
            ",\"p\":" + number(r.test.p) + ",\"p_adjusted\":" + number(r.p_adjusted) +
            ",\"effect\":" + number(r.effect.percent) + ",\"effect_low\":" + number(r.effect.ci_low) +
            ",\"effect_high\":" + number(r.effect.ci_high) + ",\"bound\":" +
-           number(r.has_target ? r.target.bound : NAN) + ",\"met\":" + (r.has_target && r.target.met ? "true" : "false") +
+           number(r.has_target ? r.target.bound : NAN) +
+           ",\"met\":" + (r.has_target && r.target.met ? "true" : "false") +
            ",\"collapsed\":" + std::to_string(r.collapsed) + ",\"seeds\":" +
            array(r.seeds, [](int64_t s) { return std::to_string(s); }) + ",\"values\":" + numbers(r.values) + "}";
   };
@@ -207,12 +208,14 @@ std::string finals(ResultsStore& store, ReportRequest& request, const std::vecto
     std::string out = "{\"metric\":" + quote(t.metric) + ",\"reference\":" + quote(c.reference) +
                       ",\"adjust\":" + quote(stats::adjustment_name(c.adjustment));
     if (t.has_target)
-      out += ",\"target\":{\"text\":" + quote(t.target.text) + ",\"at_least\":" + (t.target.at_least ? "true" : "false") +
+      out += ",\"target\":{\"text\":" + quote(t.target.text) +
+             ",\"at_least\":" + (t.target.at_least ? "true" : "false") +
              ",\"threshold\":" + number(t.target.threshold) + "}";
     if (!t.missing.empty()) return out + ",\"missing\":" + quote(t.missing) + "}";  // an explicit "no data" panel
     return out + ",\"phases\":" + array(t.phases, [&](const PhaseTable& p) {
              return "{\"phase\":" + quote(p.phase) + ",\"family\":" + std::to_string(p.family) +
-                    ",\"has_reference\":" + (p.has_reference ? "true" : "false") + ",\"rows\":" + array(p.rows, row_json) + "}";
+                    ",\"has_reference\":" + (p.has_reference ? "true" : "false") +
+                    ",\"rows\":" + array(p.rows, row_json) + "}";
            }) + "}";
   });
 }
@@ -310,7 +313,8 @@ std::string report_data(ResultsStore& store, ReportRequest& request) {
          }) +
          ",\"plugins\":" + array(plugins.rows, [](const std::vector<std::string>& p) { return array(p, quote); }) +
          ",\"differs\":" + differing_settings(store, runs, variants) + ",\"curves\":" + curves(store, runs, variants) +
-         ",\"finals\":" + finals_json + ",\"warnings\":" + warnings + ",\"pictures\":" + pictures(store, runs, variants) + "}";
+         ",\"finals\":" + finals_json + ",\"warnings\":" + warnings +
+         ",\"pictures\":" + pictures(store, runs, variants) + "}";
 }
 
 int cmd_report(const Args& args) {
@@ -335,7 +339,8 @@ int cmd_report(const Args& args) {
   po::positional_options_description pos;
   pos.add("experiment", 1);
   po::variables_map vm;
-  if (!parse_options("report", args, opts, pos, vm, "EXPERIMENT [-o FILE.html] [--metric split/name] [--reference V] [--target 'M>=X']"))
+  if (!parse_options("report", args, opts, pos, vm,
+                     "EXPERIMENT [-o FILE.html] [--metric split/name] [--reference V] [--target 'M>=X']"))
     return 0;
   request.adjustment = stats::parse_adjustment(adjust);
   for (const auto& text : targets) {

@@ -102,7 +102,8 @@ std::map<std::string, std::string> tags_of(const RunRequest& request) {
 // The seeds a request runs of one variant. Exploration (the default) never touches a
 // confirmation seed; --confirm runs only those, so no claim rests on the seeds a variant was
 // chosen on (docs/statistics.md).
-std::vector<int64_t> seeds_of(const RunRequest& request, const ExperimentSettings& experiment, const std::string& file) {
+std::vector<int64_t> seeds_of(const RunRequest& request, const ExperimentSettings& experiment,
+                              const std::string& file) {
   const auto& confirm = experiment.confirm_seeds;
   const auto is_confirm = [&](int64_t s) { return std::find(confirm.begin(), confirm.end(), s) != confirm.end(); };
   std::string listed;
@@ -117,8 +118,9 @@ std::vector<int64_t> seeds_of(const RunRequest& request, const ExperimentSetting
   const std::vector<int64_t> seeds = request.seeds.empty() ? experiment.seeds : request.seeds;
   for (int64_t s : seeds)
     if (is_confirm(s))
-      throw Error("seed " + std::to_string(s) + " is one of " + file + "'s confirmation seeds (experiment.confirm_seeds: " +
-                  listed + "): freeze the variant, then run it with --confirm --variant V");
+      throw Error("seed " + std::to_string(s) + " is one of " + file +
+                  "'s confirmation seeds (experiment.confirm_seeds: " + listed +
+                  "): freeze the variant, then run it with --confirm --variant V");
   return seeds;
 }
 
