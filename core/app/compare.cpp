@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <boost/program_options.hpp>
 
@@ -125,6 +126,26 @@ std::string qualified_metric(const std::string& metric, const std::string& split
   for (const char* known : {"test/", "train/"})
     if (metric.rfind(known, 0) == 0) return metric;
   return split + "/" + metric;
+}
+
+void add_claim_options(po::options_description& opts, ClaimOptions& claims) {
+  opts.add_options()
+      ("adjust", po::value(&claims.adjust)->default_value("holm"),
+       "p-value adjustment over every comparison of a phase (variants x metrics): holm, bonferroni or none")
+      ("target", po::value(&claims.targets)->composing(),
+       "a claim to check, e.g. 'cluster_f1>=0.9': the one-sided 95% bound of each variant's mean, met or not")
+      ("collapse", po::value(&claims.collapse)->default_value(-1),
+       "count the runs whose last value is more than this below their own peak (e.g. 0.2 for F1)");
+}
+
+std::pair<stats::Adjustment, std::vector<stats::Target>> parse_claims(const ClaimOptions& claims,
+                                                                     const std::string& split) {
+  std::vector<stats::Target> targets;
+  for (const auto& text : claims.targets) {
+    targets.push_back(stats::parse_target(text));
+    targets.back().metric = qualified_metric(targets.back().metric, split);
+  }
+  return {stats::parse_adjustment(claims.adjust), targets};
 }
 
 std::string seed_list(std::vector<int64_t> seeds) {
@@ -332,23 +353,19 @@ void print_metrics(const Comparison& c) {
 
 int cmd_compare(const Args& args) {
   po::options_description opts("options");
-  std::string split, adjust, db;
-  std::vector<std::string> metrics, tags, targets;
+  std::string split, db;
+  std::vector<std::string> metrics, tags;
   CompareRequest request;
+  ClaimOptions claims;
   opts.add_options()
       ("experiment", po::value(&request.experiment)->required(), "experiment name (as `htm runs` shows it)")
       ("metric,m", po::value(&metrics)->composing(), "metric name, e.g. mse (repeatable: one column each; default mse)")
       ("split", po::value(&split)->default_value("test"), "metric split: test or train")
       ("reference,r", po::value(&request.reference), "variant the others are compared with (default: the first run's)")
-      ("adjust", po::value(&adjust)->default_value("holm"),
-       "p-value adjustment over every comparison of a phase (variants x metrics): holm, bonferroni or none")
-      ("target", po::value(&targets)->composing(),
-       "a claim to check, e.g. 'cluster_f1>=0.9': the one-sided 95% bound of each variant's mean, met or not")
-      ("collapse", po::value(&request.collapse)->default_value(-1),
-       "count the runs whose last value is more than this below their own peak (e.g. 0.2 for F1)")
       ("hash", po::value(&request.filter.hash), "only runs whose config hash starts with this")
       ("tag", po::value(&tags)->composing(), "only runs tagged key=value (repeatable: all of them)")
       ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
+  add_claim_options(opts, claims);
   po::positional_options_description pos;
   pos.add("experiment", 1);
   po::variables_map vm;
@@ -356,15 +373,10 @@ int cmd_compare(const Args& args) {
                      "EXPERIMENT [--metric M...] [--reference VARIANT] [--target 'M>=X'] [--adjust holm] "
                      "[--hash H] [--tag k=v]"))
     return 0;
-  request.adjustment = stats::parse_adjustment(adjust);
-  const auto qualified = [&](const std::string& m) { return qualified_metric(m, split); };
-  for (const auto& text : targets) {
-    stats::Target target = stats::parse_target(text);
-    target.metric = qualified(target.metric);
-    request.targets.push_back(target);
-  }
+  std::tie(request.adjustment, request.targets) = parse_claims(claims, split);
+  request.collapse = claims.collapse;
   if (metrics.empty() && request.targets.empty()) metrics = {"mse"};
-  for (const auto& m : metrics) request.metrics.push_back(qualified(m));
+  for (const auto& m : metrics) request.metrics.push_back(qualified_metric(m, split));
   for (const auto& tag : tags) request.filter.tags.push_back(key_value("--tag", tag));
 
   ResultsStore store(db, OpenMode::read_only);

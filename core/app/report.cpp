@@ -8,6 +8,7 @@
 #include <iterator>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <boost/program_options.hpp>
 
@@ -320,34 +321,24 @@ std::string report_data(ResultsStore& store, ReportRequest& request) {
 int cmd_report(const Args& args) {
   po::options_description opts("options");
   ReportRequest request;
-  std::string adjust;
-  std::vector<std::string> targets;
+  ClaimOptions claims;
   opts.add_options()
       ("experiment", po::value(&request.experiment)->required(), "experiment name (as `htm runs` shows it)")
       ("out,o", po::value(&request.out), "HTML file to write (default: results/reports/EXPERIMENT.html)")
       ("metric,m", po::value(&request.metrics)->composing(),
        "split/name of a metric in the final-values panel (repeatable; default: the task's, e.g. test/mse)")
       ("reference,r", po::value(&request.reference), "variant the others are compared with (default: the first)")
-      ("adjust", po::value(&adjust)->default_value("holm"),
-       "p-value adjustment over every comparison of a phase (variants x metrics): holm, bonferroni or none")
-      ("target", po::value(&targets)->composing(),
-       "a claim to check and draw, e.g. 'test/cluster_f1>=0.9' (split defaults to test)")
-      ("collapse", po::value(&request.collapse)->default_value(-1),
-       "count the runs whose last value is more than this below their own peak")
       ("chart-js", po::value(&request.chart_js), "Chart.js file to inline (default: Debian's libjs-chart.js)")
       ("db", po::value(&request.db)->default_value(kDefaultResultsPath), "results database");
+  add_claim_options(opts, claims);  // targets drawn in the final-values panel; split defaults to test
   po::positional_options_description pos;
   pos.add("experiment", 1);
   po::variables_map vm;
   if (!parse_options("report", args, opts, pos, vm,
                      "EXPERIMENT [-o FILE.html] [--metric split/name] [--reference V] [--target 'M>=X']"))
     return 0;
-  request.adjustment = stats::parse_adjustment(adjust);
-  for (const auto& text : targets) {
-    stats::Target target = stats::parse_target(text);
-    target.metric = qualified_metric(target.metric, "test");
-    request.targets.push_back(target);
-  }
+  std::tie(request.adjustment, request.targets) = parse_claims(claims, "test");
+  request.collapse = claims.collapse;
   const std::string chart_js = chart_js_source(request.chart_js);
   ResultsStore store(request.db, OpenMode::read_only);
   const std::string data = report_data(store, request);
