@@ -13,6 +13,7 @@
 #include <boost/dll/shared_library.hpp>
 
 #include "file_checks.h"
+#include "model/run_board.h"
 #include "htm/error.h"
 
 namespace fs = std::filesystem;
@@ -150,13 +151,18 @@ std::shared_ptr<Plugin> Registry::build(PluginKind kind, const std::string& name
   const PluginEntry& e = entry(kind, name);
   auto create = e.library->get<CreateFn>("htm_plugin_create");
   Plugin* raw = nullptr;
+  int previous = -1;  // a supervised run's board names this plugin while its constructor runs
+  const int slot = board_building(kind, name, e.manifest.version, e.path, &previous);
   try {
     raw = create(params, ctx);
   } catch (const Error&) {
+    board_built(slot, nullptr, previous);
     throw;  // already a sentence about the input
   } catch (const std::exception& err) {
+    board_built(slot, nullptr, previous);
     throw Error(std::string(kind_name(kind)) + " plugin '" + name + "' failed to build: " + err.what());
   }
+  board_built(slot, dynamic_cast<const void*>(raw), previous);
   built_.push_back({dynamic_cast<const void*>(raw), kind, name});
   return std::shared_ptr<Plugin>(raw, [library = e.library](Plugin* p) { delete p; });
 }

@@ -18,9 +18,11 @@
 #include "config/settings.h"
 #include "dist/communicator.h"
 #include "report.h"
+#include "launch.h"
 #include "runner.h"
 #include "signals.h"
 #include "sample.h"
+#include "supervise.h"
 #include "table.h"
 
 namespace po = boost::program_options;
@@ -129,6 +131,7 @@ int cmd_resume(const Args& args) {
       ("run", po::value(&run_id)->required(), "run id (see htm runs): an interrupted or killed run")
       ("set", po::value(&overrides)->composing(), "the --set options the run was started with")
       ("sweep", po::value(&sweeps)->composing(), "the --sweep options the run was started with")
+      ("force", "retry a run that crashed twice at the same step (htm run leaves it alone)")
       ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
   po::positional_options_description pos;
   pos.add("run", 1);
@@ -137,9 +140,14 @@ int cmd_resume(const Args& args) {
   if (world_from_environment())
     throw Error("htm resume runs in one process; a data-parallel run resumes with the command that started it "
                 "(htm run FILE --nproc N, or the same launcher): it continues unfinished runs");
-  Registry registry;
   set_graceful_stop(true);
-  return resume_run(run_id, db, overrides, sweeps, registry);
+  if (!supervised_child()) {  // the run trains in a supervised child, as under htm run
+    std::vector<std::string> child = {self_path(), "resume"};
+    child.insert(child.end(), args.begin(), args.end());
+    return run_supervised(child, "run " + std::to_string(run_id));
+  }
+  Registry registry;
+  return resume_run(run_id, db, overrides, sweeps, registry, vm.count("force") > 0);
 }
 
 int cmd_config(const Args& args) {

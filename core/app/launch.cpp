@@ -17,11 +17,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <thread>
 
 #include "htm/error.h"
 #include "signals.h"
+#include "supervise.h"
 #include "train/trainer.h"
 
 extern char** environ;
@@ -153,21 +155,27 @@ void print_outcome(const std::string& log) {
 
 }  // namespace
 
-// --jobs N: each variant × seed in its own process, N at a time. Workers get their own process
-// group (a terminal's Ctrl-C reaches the parent alone, which forwards it once) and die with
-// the parent (HTM_WORKER_OF: they ask the kernel for SIGTERM when it goes). On a terminal the
-// workers write to log files under `logs` and the parent keeps one live line per running job.
+// Each variant × seed in a supervised child process, request.jobs at a time (docs/reliability.md):
+// a child that crashes costs its run, which is recorded failed with the signal, the plugin and
+// the step, and the study goes on. Children get their own process group (a terminal's Ctrl-C
+// reaches the parent alone, which forwards it once) and die with the parent (HTM_WORKER_OF: they
+// ask the kernel for SIGTERM when it goes). One at a time, a child shares this terminal; with
+// --jobs N on a terminal they write to log files under `logs` and the parent keeps one live line
+// per running job.
 int run_parallel(const RunRequest& request, const std::vector<std::pair<std::string, int64_t>>& work,
                  const std::string& logs) {
-  const bool live = isatty(fileno(stderr)) && request.verbosity >= 1;
+  const bool live = request.jobs > 1 && isatty(fileno(stderr)) && request.verbosity >= 1;
   if (live) std::filesystem::create_directories(logs);
   Spawner spawner;
   struct Job {
     std::string label, log;
+    std::unique_ptr<ChildBoard> board;
   };
   std::map<pid_t, Job> jobs;
   size_t next = 0, done = 0;
   int worst = 0, drawn = 0;
+  bool refused = false;  // a child refused its input before any run existed: the others would too
+  std::vector<std::string> failures;
   auto erase_block = [&] {
     for (; drawn > 0; --drawn) std::fprintf(stderr, "\x1b[1A\x1b[2K");
   };
@@ -185,20 +193,28 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
       erase_block();
       print_outcome(found->second.log);
     }
+    const ChildEnd end = found->second.board->settle(pid, status);
+    if (end.crashed)
+      std::fprintf(stderr, "error: [%s] %s\n", (end.label.empty() ? found->second.label : end.label).c_str(),
+                   end.message.c_str());
+    if (end.code == 1 && !end.claimed && !end.crashed) refused = true;
+    if (end.code == 1 && (end.claimed || end.crashed))
+      failures.push_back(end.run_id > 0 ? "run " + std::to_string(end.run_id) : found->second.label);
     jobs.erase(found);
     ++done;
-    worst = std::max(worst, exit_code(status));
+    worst = std::max(worst, end.code);
   };
-  while ((next < work.size() && !interrupt_requested()) || !jobs.empty()) {
-    if (next < work.size() && static_cast<int>(jobs.size()) < request.jobs && !interrupt_requested()) {
+  auto may_start = [&] { return next < work.size() && !interrupt_requested() && !refused; };
+  while (may_start() || !jobs.empty()) {
+    if (may_start() && static_cast<int>(jobs.size()) < request.jobs) {
       const auto& [variant, seed] = work[next];
       std::vector<std::string> args = shared_args(request);
       args.insert(args.end(), {"--variant", variant, "--seed", std::to_string(seed)});
-      add_threads(args, request, static_cast<unsigned>(request.jobs));
-      Job job{variant + " seed " + std::to_string(seed), ""};
+      if (request.jobs > 1 && work.size() > 1) add_threads(args, request, static_cast<unsigned>(request.jobs));
+      Job job{variant + " seed " + std::to_string(seed), "", std::make_unique<ChildBoard>()};
       if (live) job.log = logs + "/" + run_file_name(variant, seed) + ".log";
-      const pid_t pid = spawner.spawn(args, {}, job.log);
-      jobs[pid] = job;
+      const pid_t pid = spawner.spawn(args, {job.board->environment()}, job.log);
+      jobs[pid] = std::move(job);
       ++next;
       continue;
     }
@@ -225,6 +241,14 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
                    static_cast<long long>(work[i].second));
     return 130;
   }
+  if (refused && next < work.size())
+    std::fprintf(stderr, "htm: %zu run(s) not started: the input was refused (the error above)\n", work.size() - next);
+  if (!failures.empty()) {
+    std::string list;
+    for (const auto& f : failures) list += (list.empty() ? "" : ", ") + f;
+    std::fprintf(stderr, "htm: %zu of %zu runs failed (%s); htm runs shows why\n", failures.size(), work.size(),
+                 list.c_str());
+  }
   return worst;
 }
 
@@ -239,13 +263,21 @@ int run_ranks(const RunRequest& request, int grace_s) {
 }
 
 int run_child(const std::vector<std::string>& args, const std::string& log) {
+  return exit_code(wait_worker(start_worker(args, {}, log)));
+}
+
+pid_t start_worker(const std::vector<std::string>& args, const std::vector<std::string>& environment,
+                   const std::string& log) {
   Spawner spawner;
-  const pid_t pid = spawner.spawn(args, {}, log);
+  return spawner.spawn(args, environment, log);
+}
+
+int wait_worker(pid_t pid) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   forget_worker(pid);
-  return exit_code(status);
+  return status;
 }
 
 int launch_ranks(const std::vector<std::string>& args, int n, const std::string& rank0_log, int grace_s) {

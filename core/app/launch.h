@@ -2,6 +2,8 @@
 // (N ranks of one data-parallel run on this host, with torchrun's environment variables).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -14,8 +16,10 @@ namespace htm {
 /// "<variant>-seed<S>" as one safe path component.
 std::string run_file_name(const std::string& variant, int64_t seed);
 
-/// --jobs: each of `work` in its own `htm run` process, request.jobs at a time; worker logs go
-/// to `logs` on a terminal (with one live line per job). Returns the worst exit code.
+/// Each of `work` in its own supervised `htm run` process (supervise.h), request.jobs at a time;
+/// with --jobs N on a terminal, worker logs go to `logs` (with one live line per job). A crash is
+/// recorded as its run's failure and the study goes on; the last line counts the failed runs.
+/// Returns the worst exit code (1 for a crash).
 int run_parallel(const RunRequest& request, const std::vector<std::pair<std::string, int64_t>>& work,
                  const std::string& logs);
 
@@ -32,6 +36,12 @@ int launch_ranks(const std::vector<std::string>& args, int n, const std::string&
 
 /// Runs `args` (args[0]: self_path()) as one worker process, output to `log`; its exit code.
 int run_child(const std::vector<std::string>& args, const std::string& log);
+
+/// Starts `args` (args[0]: self_path()) as a worker process with `environment` added (output
+/// to `log` when given; signals are passed on to it), and waits for one (its wait status).
+pid_t start_worker(const std::vector<std::string>& args, const std::vector<std::string>& environment,
+                   const std::string& log);
+int wait_worker(pid_t pid);
 
 /// This executable's path.
 std::string self_path();

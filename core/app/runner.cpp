@@ -30,7 +30,9 @@
 #include "file_checks.h"
 #include "launch.h"
 #include "model/plugin_scope.h"
+#include "model/run_board.h"
 #include "signals.h"
+#include "supervise.h"
 #include "store/results_store.h"
 
 namespace htm {
@@ -90,6 +92,12 @@ std::string artifact_dir(const ResolvedConfig& config, const std::string& varian
 }
 
 enum class Outcome { finished, skipped, failed, interrupted };
+
+// What the request asks of runs it finds unfinished (htm resume names one, --force retries a held one).
+struct Continue {
+  int64_t expected_run = 0;    ///< the run htm resume names (0: whichever claim_run finds)
+  bool retry_crashed = false;  ///< resume a run held after crashing twice at one step
+};
 
 std::map<std::string, std::string> tags_of(const RunRequest& request) {
   std::map<std::string, std::string> tags;
@@ -185,7 +193,8 @@ Outcome follow_run(const ExperimentFile& file, const std::string& variant, int64
 
 Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t seed, bool force,
                 const Registry& registry, const std::map<std::string, std::string>& tags = {},
-                int verbosity = 1, int64_t expected_run = 0, Communicator* comm = nullptr) {
+                int verbosity = 1, Continue resume = {}, Communicator* comm = nullptr) {
+  const int64_t expected_run = resume.expected_run;
   if (comm != nullptr && comm->rank() != 0) return follow_run(file, variant, seed, registry, *comm);
   ResolvedConfig config = file.resolve(variant, registry);
   const bool bf16_fell_back = apply_runtime(config.settings.runtime, comm);
@@ -220,11 +229,12 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
 
   RunInfo info = describe(config, registry, file.path(), seed);
   info.artifact_dir = artifact_dir(config, variant, seed);
-  const Claim claim = store.claim_run(info, force);
+  const Claim claim = store.claim_run(info, force, resume.retry_crashed);
   if (expected_run != 0 && claim.run_id != expected_run && claim.outcome != Claim::Outcome::finished)
     throw Error("run " + std::to_string(expected_run) + " is not the latest unfinished run of " + label +
                 " (that is run " + std::to_string(claim.run_id) + ")");
   const bool train = ex && (claim.outcome == Claim::Outcome::started || claim.outcome == Claim::Outcome::resumed);
+  if (train || claim.outcome == Claim::Outcome::held) board_run(claim.run_id, store.path(), label);
   share_decision(comm, !train ? kSkip : claim.outcome == Claim::Outcome::resumed ? kResume : kStart);
   switch (claim.outcome) {
     case Claim::Outcome::finished:
@@ -235,6 +245,11 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
       std::printf("[%s] run %lld is being trained by another process (%s); skipped\n", label.c_str(),
                   static_cast<long long>(claim.run_id), claim.detail.c_str());
       return Outcome::skipped;
+    case Claim::Outcome::held:
+      std::fprintf(stderr, "error: [%s] run %lld is not resumed: %s (htm runs shows the error; htm resume %lld "
+                   "--force retries it)\n", label.c_str(), static_cast<long long>(claim.run_id), claim.detail.c_str(),
+                   static_cast<long long>(claim.run_id));
+      return Outcome::failed;
     case Claim::Outcome::resumed:
       std::fprintf(stderr, "[%s] resuming run %lld (it was %s)\n", label.c_str(), static_cast<long long>(claim.run_id),
                    claim.detail.c_str());
@@ -312,6 +327,29 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   }
 }
 
+// The runs of `work` a child must be started for: a finished one is skipped here, as run_one
+// would, without the cost of a process.
+std::vector<std::pair<std::string, int64_t>> unfinished(const RunRequest& request, const ExperimentFile& file,
+                                                        const Registry& registry,
+                                                        const std::vector<std::pair<std::string, int64_t>>& work) {
+  if (request.force) return work;
+  std::vector<std::pair<std::string, int64_t>> left;
+  std::map<std::string, std::unique_ptr<ResultsStore>> stores;
+  for (const auto& [variant, seed] : work) {
+    const ResolvedConfig config = file.resolve(variant, registry);
+    auto& store = stores[config.settings.runtime.results];
+    if (!store) store = std::make_unique<ResultsStore>(config.settings.runtime.results);
+    if (auto done = store->find_finished(config.experiment, variant, seed, config.hash))
+      std::printf("[%s/%s seed %lld] already finished as run %lld in %s; skipped (use --force to run again)\n",
+                  config.experiment.c_str(), variant.c_str(), static_cast<long long>(seed),
+                  static_cast<long long>(*done), store->path().c_str());
+    else
+      left.emplace_back(variant, seed);
+  }
+  std::fflush(stdout);
+  return left;
+}
+
 }  // namespace
 
 // "<variant>-seed<S>" as one safe path component: a variant's name may hold anything TOML allows.
@@ -387,7 +425,8 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
     for (int64_t id : store.settle_stale())
       std::fprintf(stderr, "note: run %lld had lost its process; recorded as killed\n", static_cast<long long>(id));
   }
-  if (request.jobs > 1 && work.size() > 1) return run_parallel(request, work, logs);
+  // Every run in a supervised child of its own, unless this process is one (or a rank).
+  if (!world && !supervised_child()) return run_parallel(request, unfinished(request, file, registry, work), logs);
 
   std::unique_ptr<Communicator> comm;
   if (world) {  // every rank must be given the same runs with the same configs
@@ -400,7 +439,7 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
   int code = 0;
   for (const auto& [variant, seed] : work) {
     if (interrupt_requested() && !comm) return 130;
-    switch (run_one(file, variant, seed, request.force, registry, tags_of(request), request.verbosity, 0, comm.get())) {
+    switch (run_one(file, variant, seed, request.force, registry, tags_of(request), request.verbosity, {}, comm.get())) {
       case Outcome::interrupted: return 130;
       case Outcome::failed:
         if (comm) {  // a rank may be gone: the group cannot be trusted for the next run
@@ -416,19 +455,25 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
 }
 
 int resume_run(int64_t run_id, const std::string& db, const std::vector<std::string>& overrides,
-               const std::vector<std::string>& sweeps, const Registry& registry) {
+               const std::vector<std::string>& sweeps, const Registry& registry, bool force) {
   std::string source, variant;
   int64_t seed = 0;
   std::string hash;
   {
     ResultsStore store(db);
     store.settle_stale();
-    auto row = store.query("SELECT source_file, variant, seed, config_hash, status FROM runs WHERE id = ?", {run_id});
+    auto row = store.query("SELECT r.source_file, r.variant, r.seed, r.config_hash, r.status, coalesce(c.value, 0) "
+                           "FROM runs r LEFT JOIN tags c ON c.run_id = r.id AND c.key = 'crashes' WHERE r.id = ?",
+                           {run_id});
     if (row.rows.empty()) throw Error("results database '" + db + "' has no run " + std::to_string(run_id));
     const auto& r = row.rows[0];
     if (r[4] == "finished") throw Error("run " + std::to_string(run_id) + " has finished: nothing to resume");
-    if (r[4] == "failed")
+    const int64_t crashes = std::atoll(r[5].c_str());
+    if (r[4] == "failed" && crashes == 0)
       throw Error("run " + std::to_string(run_id) + " failed; a failed run is not resumed (htm run starts it again)");
+    if (r[4] == "failed" && crashes >= kCrashesHeld && !force)
+      throw Error("run " + std::to_string(run_id) + " crashed " + std::to_string(crashes) +
+                  " times at one step; htm resume " + std::to_string(run_id) + " --force retries it");
     if (r[4] == "running") throw Error("run " + std::to_string(run_id) + " is still running under its process");
     source = r[0], variant = r[1], seed = std::atoll(r[2].c_str()), hash = r[3];
   }
@@ -441,7 +486,7 @@ int resume_run(int64_t run_id, const std::string& db, const std::vector<std::str
     throw Error("'" + source + "' now resolves to another config for variant '" + variant + "' (hash " + config.hash +
                 "; run " + std::to_string(run_id) + " has " + hash +
                 "): give the --set options it was started with, or restore the file");
-  switch (run_one(file, variant, seed, false, registry, {}, 1, run_id)) {
+  switch (run_one(file, variant, seed, false, registry, {}, 1, {run_id, force})) {
     case Outcome::interrupted: return 130;
     case Outcome::failed: return 1;
     default: return 0;

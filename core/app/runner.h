@@ -42,10 +42,11 @@ std::vector<T> shard_of(const std::vector<T>& work, int k, int n) {
 /// 1 any failed, 130 interrupted). Prints one summary line per run.
 int run_experiment(const RunRequest& request, const Registry& registry);
 
-/// `htm resume RUN`: continues an interrupted or killed run from its checkpoint. The experiment
-/// file (with `overrides`) must still resolve to the run's config hash.
+/// `htm resume RUN`: continues an interrupted, killed or crashed run from its checkpoint. The
+/// experiment file (with `overrides`) must still resolve to the run's config hash. A run that
+/// crashed kCrashesHeld times at one step is resumed only with `force`.
 int resume_run(int64_t run_id, const std::string& db, const std::vector<std::string>& overrides,
-               const std::vector<std::string>& sweeps, const Registry& registry);
+               const std::vector<std::string>& sweeps, const Registry& registry, bool force = false);
 
 /// The checkout's git revision (with "-dirty" for uncommitted changes), or "unknown".
 std::string git_revision();

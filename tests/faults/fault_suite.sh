@@ -7,7 +7,7 @@ set -uo pipefail
 HTM=$(realpath "$1")
 SRC=$(realpath "$2")
 shift 2
-SECTIONS=${*:-kill signals concurrent jobs disk input plugins files lock}
+SECTIONS=${*:-kill signals concurrent jobs crash disk input plugins files lock}
 WORK=$(mktemp -d /tmp/htm-faults.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
@@ -46,13 +46,15 @@ ref() {
 }
 
 section_kill() {  # kill -9 at random points, then the same command resumes; the result is the reference's
+  # (kill -9 of the training child alone is a crash: section_crash)
   ref
   local db=$WORK/kill.sqlite rc kills=0
   for i in 1 2 3 4 5 6; do
     "$HTM" run "$STUDY" --variant learned --seed 0 --set train.epochs=20 $(run_args "$db" "$WORK/kill-runs") > kill$i.log 2>&1 &
     local pid=$!
     sleep "$(random_delay 0.8 2.5)"
-    kill -9 $pid 2>/dev/null
+    # The whole process tree at once, as a lost machine: htm run and the child training the run.
+    kill -9 $pid $(pgrep -P $pid) 2>/dev/null
     wait $pid 2>/dev/null; rc=$?
     [[ $rc == 137 ]] && { injected=$((injected + 1)); kills=$((kills + 1)); }
     if (( kills == 1 )) && [[ $rc == 137 && $(sql "$db" "SELECT status FROM runs") == running ]]; then
@@ -165,6 +167,67 @@ section_jobs() {  # --jobs: a signal to the parent reaches the workers; a killed
   [[ $(sql "$db" "SELECT count(*) || ' ' || sum(status = 'finished') FROM runs") == "4 4" ]] ||
     fail "jobs: expected 4 finished runs, got $(sql "$db" "SELECT group_concat(variant || seed || status) FROM runs")"
   ok "jobs: SIGTERM forwarded, orphans none, study finished"
+}
+
+section_crash() {  # a plugin that crashes its process costs that run: recorded failed, named, the study goes on
+  local db=$WORK/crash.sqlite rc kinds=0 fault id error
+  local crash=$SRC/tests/faults/crash.toml
+  export HTM_PLUGIN_PATH=$(dirname "$HTM")/test-plugins
+  declare -A want=([segv]=SIGSEGV [abort]=SIGABRT [fpe]=SIGFPE [bus]=SIGBUS [ill]=SIGILL [kill]=SIGKILL
+                   [exit]='exited with code 3')
+  for fault in segv abort fpe bus ill kill exit; do  # one run each, in a supervised child (--jobs 1)
+    db=$WORK/crash-$fault.sqlite
+    "$HTM" run "$crash" --variant crashy --seed 0 --set "policy.fault=\"$fault\"" \
+      $(run_args "$db" "$WORK/crash-runs") > crash-$fault.log 2>&1
+    rc=$?
+    injected=$((injected + 1))
+    [[ $rc == 1 ]] || fail "crash $fault: exit $rc, expected 1: $(tail -2 crash-$fault.log)"
+    id=$(sql "$db" "SELECT max(id) FROM runs")
+    error=$(sql "$db" "SELECT status || ': ' || error FROM runs WHERE id = $id")
+    [[ $error == "failed: "*"${want[$fault]}"*"policy plugin 'faulty' 0.9.1 ("*"htm_policy_faulty.so) at step "* ]] ||
+      fail "crash $fault: run $id recorded as '$error'"
+    tail -1 crash-$fault.log | grep -q "^htm: 1 of 1 runs failed (run $id)" ||
+      fail "crash $fault: last line: $(tail -1 crash-$fault.log)"
+    grep -q 'c10::\|frame #' crash-$fault.log && fail "crash $fault: stack frames on the terminal"
+    kinds=$((kinds + 1))
+  done
+  db=$WORK/crash.sqlite
+  # --jobs 2: two crashing runs and two good ones; the good ones finish, the last line counts the failures.
+  local -a study=("$crash" --variant crashy --variant random $(run_args "$db" "$WORK/crash-runs"))
+  "$HTM" run "${study[@]}" --jobs 2 > crash-jobs.log 2>&1
+  rc=$?
+  injected=$((injected + 2))
+  [[ $rc == 1 ]] || fail "crash --jobs: exit $rc: $(tail -2 crash-jobs.log)"
+  [[ $(sql "$db" "SELECT group_concat(variant || ':' || status, ' ') FROM (SELECT * FROM runs ORDER BY variant, seed)") == \
+     "crashy:failed crashy:failed random:finished random:finished" ]] ||
+    fail "crash --jobs: $(sql "$db" "SELECT group_concat(variant || seed || status) FROM runs")"
+  tail -1 crash-jobs.log | grep -q '^htm: 2 of 4 runs failed' || fail "crash --jobs: last line: $(tail -1 crash-jobs.log)"
+  [[ $(sql "$db" "SELECT count(*) FROM runs WHERE status = 'running'") == 0 ]] || fail "crash: a run left running"
+  # No crash loop: the next htm run resumes a crashed run once; a second crash at the same step holds it.
+  id=$(sql "$db" "SELECT min(id) FROM runs WHERE status = 'failed'")
+  "$HTM" run "${study[@]}" --jobs 2 > crash-again.log 2>&1
+  grep -q "resuming run $id (it was crashed at step" crash-again.log || fail "crash: run $id not resumed once: $(head -3 crash-again.log)"
+  [[ $(sql "$db" "SELECT value FROM tags WHERE run_id = $id AND key = 'crashes'") == 2 ]] ||
+    fail "crash: run $id crash count $(sql "$db" "SELECT value FROM tags WHERE run_id = $id AND key = 'crashes'")"
+  "$HTM" run "${study[@]}" --jobs 2 > crash-held.log 2>&1
+  grep -q "run $id is not resumed: it crashed 2 times at step" crash-held.log || fail "crash: run $id not held: $(tail -3 crash-held.log)"
+  "$HTM" runs --db "$db" > crash-list.log 2>&1
+  grep -q "htm resume $id --force retries it" crash-list.log || fail "crash: htm runs does not say why run $id is held"
+  "$HTM" resume $id --db "$db" > crash-resume.log 2>&1 && fail "crash: htm resume without --force retried a held run"
+  "$HTM" resume $id --force --db "$db" > crash-resume.log 2>&1
+  [[ $(sql "$db" "SELECT value FROM tags WHERE run_id = $id AND key = 'crashes'") == 3 ]] ||
+    fail "crash: htm resume --force did not retry run $id: $(tail -2 crash-resume.log)"
+  [[ $(sql "$db" "SELECT count(*) FROM runs WHERE status = 'running'") == 0 ]] || fail "crash: a run left running"
+  [[ $(sql "$db" "PRAGMA integrity_check") == ok ]] || fail "crash: integrity_check"
+  # A supervised run's metrics are those of the same run trained in-process (HTM_RUN_BOARD set to
+  # something that is no board: the process trains itself, as every run did before supervision).
+  "$HTM" run "$STUDY" --variant learned --seed 1 --set train.epochs=2 $(run_args "$WORK/sup.sqlite" "$WORK/sup-runs") > sup.log 2>&1
+  HTM_RUN_BOARD=$WORK/no-board "$HTM" run "$STUDY" --variant learned --seed 1 --set train.epochs=2 \
+    $(run_args "$WORK/inproc.sqlite" "$WORK/sup-runs") > inproc.log 2>&1
+  [[ -n "$(series "$WORK/sup.sqlite" 1)" && "$(series "$WORK/sup.sqlite" 1)" == "$(series "$WORK/inproc.sqlite" 1)" ]] ||
+    fail "crash: a supervised run's metrics differ from the same run in-process"
+  export HTM_PLUGIN_PATH=
+  ok "crash: $kinds crash kinds recorded failed with signal, plugin and step; --jobs study went on; a crash loop held; supervised = in-process bit for bit"
 }
 
 section_disk() {  # a full disk while writing a checkpoint fails the run cleanly

@@ -1,6 +1,7 @@
 // Which plugin an exception came out of. The host marks each call into a plugin with a
 // PluginScope; a scope left by an exception records its plugin (the innermost one wins), and
-// the runner names that plugin in the run's error. A policy's call also runs in fp32 whatever
+// the runner names that plugin in the run's error. Under a supervisor the scope also marks its
+// plugin on the run's board, so a crash inside it is named too (model/run_board.h). A policy's call also runs in fp32 whatever
 // runtime.precision says: merge and unmerge logits, and the sampling on them, stay exact.
 #pragma once
 
@@ -8,6 +9,7 @@
 
 #include "htm/manifest.h"
 #include "htm/precision.h"
+#include "model/run_board.h"
 
 namespace htm {
 
@@ -33,8 +35,10 @@ class PluginScope {
       : kind_(kind),
         object_(dynamic_cast<const void*>(plugin)),
         exceptions_(std::uncaught_exceptions()),
+        board_previous_(board_enter(object_)),
         precision_(kind == PluginKind::policy ? Precision::fp32 : matmul_precision()) {}
   ~PluginScope() {
+    board_leave(board_previous_);
     if (std::uncaught_exceptions() > exceptions_ && g_plugin_fault.object == nullptr) g_plugin_fault = {kind_, object_};
   }
   PluginScope(const PluginScope&) = delete;
@@ -44,6 +48,7 @@ class PluginScope {
   PluginKind kind_;
   const void* object_;
   int exceptions_;
+  int board_previous_;  ///< the plugin a supervised run's board showed before this scope
   PrecisionScope precision_;
 };
 

@@ -60,16 +60,20 @@ bool owner_alive(const RunOwner& owner, double heartbeat_at, double now) {
   return now - heartbeat_at < kHeartbeatTimeoutS;
 }
 
-Claim ResultsStore::claim_run(const RunInfo& info, bool force) {
+Claim ResultsStore::claim_run(const RunInfo& info, bool force, bool retry_crashed) {
   Transaction transaction(db_, path_);  // BEGIN IMMEDIATE: one claimer at a time
   const RunOwner me = RunOwner::self();
   const double now = now_seconds();
   Claim claim;
   Statement latest(db_, path_,
                    "SELECT r.id, r.status, r.artifact_dir, r.owner_host, r.owner_pid, r.owner_start, "
-                   "r.heartbeat_at FROM runs r JOIN experiments e ON e.id = r.experiment_id "
+                   "r.heartbeat_at, coalesce(c.value, 0), s.value FROM runs r "
+                   "JOIN experiments e ON e.id = r.experiment_id "
+                   "LEFT JOIN tags c ON c.run_id = r.id AND c.key = 'crashes' "
+                   "LEFT JOIN tags s ON s.run_id = r.id AND s.key = 'crash_step' "
                    "WHERE e.name = ? AND r.variant = ? AND r.seed = ? AND r.config_hash = ? "
-                   "AND r.status IN ('finished', 'running', 'interrupted', 'killed') "
+                   "AND (r.status IN ('finished', 'running', 'interrupted', 'killed') "
+                   "OR (r.status = 'failed' AND c.value IS NOT NULL)) "
                    "ORDER BY (r.status = 'finished') DESC, r.id DESC LIMIT 1");
   latest.bind_text(1, info.experiment).bind_text(2, info.variant).bind_int(3, info.seed).bind_text(4, info.config_hash);
   const bool found = latest.step();
@@ -79,6 +83,7 @@ Claim ResultsStore::claim_run(const RunInfo& info, bool force) {
   const RunOwner owner{found ? latest.column_text(3) : "", found ? latest.column_int(4) : 0,
                        found ? latest.column_int(5) : 0};
   const double heartbeat_at = found ? latest.column_real(6) : 0;
+  const int64_t crashes = found ? latest.column_int(7) : 0;
   if (found && status == "finished" && !force) {
     transaction.commit();
     return {Claim::Outcome::finished, id, artifact_dir, ""};
@@ -86,6 +91,11 @@ Claim ResultsStore::claim_run(const RunInfo& info, bool force) {
   if (found && status == "running" && owner_alive(owner, heartbeat_at, now)) {
     transaction.commit();
     return {Claim::Outcome::taken, id, artifact_dir, owner_text(owner)};
+  }
+  if (found && status == "failed" && crashes >= kCrashesHeld && !force && !retry_crashed) {
+    transaction.commit();
+    return {Claim::Outcome::held, id, artifact_dir,
+            "it crashed " + std::to_string(crashes) + " times at step " + latest.column_text(8)};
   }
   if (found && status != "finished" && !force) {
     Statement(db_, path_,
@@ -98,12 +108,46 @@ Claim ResultsStore::claim_run(const RunInfo& info, bool force) {
         .bind_int(5, id)
         .run();
     transaction.commit();
-    return {Claim::Outcome::resumed, id, artifact_dir, status == "running" ? "killed" : status};
+    return {Claim::Outcome::resumed, id, artifact_dir,
+            status == "running" ? "killed" : status == "failed" ? "crashed at step " + latest.column_text(8) : status};
   }
   claim.run_id = insert_run(info, me);
   claim.artifact_dir = info.artifact_dir;
   transaction.commit();
   return claim;
+}
+
+int64_t ResultsStore::record_crash(int64_t run_id, int64_t owner_pid, int64_t step, const std::string& message) {
+  Transaction transaction(db_, path_);
+  Statement(db_, path_,
+            "UPDATE runs SET status = 'failed', ended_at = ?, error = ? WHERE id = ? AND status = 'running' "
+            "AND owner_pid = ?")
+      .bind_real(1, now_seconds())
+      .bind_text(2, message)
+      .bind_int(3, run_id)
+      .bind_int(4, owner_pid)
+      .run();
+  if (sqlite3_changes(db_) == 0) {  // recorded by the process itself, or taken over: not ours to say
+    transaction.commit();
+    return 0;
+  }
+  Statement previous(db_, path_,
+                     "SELECT coalesce(c.value, 0), s.value FROM runs r LEFT JOIN tags c ON c.run_id = r.id "
+                     "AND c.key = 'crashes' LEFT JOIN tags s ON s.run_id = r.id AND s.key = 'crash_step' "
+                     "WHERE r.id = ?");
+  previous.bind_int(1, run_id).step();
+  const int64_t crashes = previous.column_text(1) == std::to_string(step) ? previous.column_int(0) + 1 : 1;
+  Statement tag(db_, path_, "INSERT OR REPLACE INTO tags(run_id, key, value) VALUES (?, ?, ?)");
+  tag.bind_int(1, run_id).bind_text(2, "crashes").bind_text(3, std::to_string(crashes)).run();
+  tag.bind_int(1, run_id).bind_text(2, "crash_step").bind_text(3, std::to_string(step)).run();
+  if (crashes >= kCrashesHeld)
+    Statement(db_, path_, "UPDATE runs SET error = error || ? WHERE id = ?")
+        .bind_text(1, "; it crashed " + std::to_string(crashes) + " times at this step, so htm run does not resume "
+                      "it (htm resume " + std::to_string(run_id) + " --force retries it)")
+        .bind_int(2, run_id)
+        .run();
+  transaction.commit();
+  return crashes;
 }
 
 void ResultsStore::heartbeat(int64_t run_id) {

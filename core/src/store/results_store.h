@@ -44,6 +44,8 @@ struct RunOwner {
 /// start time; on another host, its heartbeat is younger than kHeartbeatTimeoutS.
 bool owner_alive(const RunOwner& owner, double heartbeat_at, double now);
 inline constexpr double kHeartbeatTimeoutS = 600;
+/// A run whose process crashed this many times at the same step is not resumed automatically.
+inline constexpr int64_t kCrashesHeld = 2;
 
 /// What claim_run() found for a run's identity (experiment, variant, seed, config hash).
 struct Claim {
@@ -52,11 +54,12 @@ struct Claim {
     resumed,   ///< an unfinished row (interrupted or killed), now owned by this process
     finished,  ///< already finished: nothing to do
     taken,     ///< running under a live owner: another process's work
+    held,      ///< crashed kCrashesHeld times at one step: resumed only when asked (htm resume --force)
   };
   Outcome outcome = Outcome::started;
   int64_t run_id = 0;
   std::string artifact_dir;  ///< the row's artifact folder (resumed: where its checkpoint is)
-  std::string detail;        ///< taken: the owner ("host h pid p"); resumed: the status it had
+  std::string detail;        ///< taken: the owner ("host h pid p"); resumed: the status it had; held: why
 };
 
 /// Everything recorded when a run starts.
@@ -102,8 +105,15 @@ class ResultsStore {
   /// Atomically takes the work of one run identity for this process: a finished run is left
   /// alone (unless `force`), a running one with a live owner is someone else's, an unfinished
   /// one (interrupted, killed, or running under a dead owner, which is first recorded killed)
-  /// is resumed, and otherwise a new row is begun from `info`.
-  Claim claim_run(const RunInfo& info, bool force);
+  /// is resumed, and otherwise a new row is begun from `info`. A run whose process crashed
+  /// (record_crash) is resumed too, unless it crashed kCrashesHeld times at one step: then it
+  /// is `held`, unless `retry_crashed`.
+  Claim claim_run(const RunInfo& info, bool force, bool retry_crashed = false);
+  /// A supervisor's record of a run whose process (`owner_pid`) died by a signal at `step`:
+  /// failed with `message`, and the tags `crashes` (how many times in a row at this step) and
+  /// `crash_step`. Does nothing when the run is no longer running under that process. Returns
+  /// the crash count (0: nothing recorded).
+  int64_t record_crash(int64_t run_id, int64_t owner_pid, int64_t step, const std::string& message);
   /// Refreshes the owner's heartbeat; throws htm::Error when the run is no longer this
   /// process's (another process settled it as killed and took it over).
   void heartbeat(int64_t run_id);

@@ -18,6 +18,7 @@
 #include "htm/row_shard.h"
 #include "htm/sets.h"
 #include "model/plugin_scope.h"
+#include "model/run_board.h"
 #include "train/baselines.h"
 #include "train/estimator.h"
 #include "train/optimizer.h"
@@ -264,6 +265,7 @@ TrainSummary Trainer::run() {
         throw Interrupted();
       }
       const auto step_t0 = Clock::now();
+      board_step(step + 1, total_steps);  // what a supervisor names if this process dies in the step
       // ---- learning rate and ρ for this step
       lr = lr_at(train, step, epoch, total_steps);
       optimizer.set_lr(lr);
