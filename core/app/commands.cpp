@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -39,12 +40,13 @@ struct Command {
 const std::vector<Command>& commands() {
   static const std::vector<Command> list = {
       {"run", cmd_run, "run every variant x seed of an experiment file (resuming unfinished ones)"},
-      {"resume", cmd_resume, "continue an interrupted or killed run from its last checkpoint"},
+      {"resume", cmd_resume, "continue an interrupted, killed or crashed run from its last checkpoint"},
       {"config", cmd_config, "print the resolved config of an experiment's variants"},
       {"plugins", cmd_plugins, "list the plugins found on the search path"},
       {"runs", cmd_runs, "list recorded runs"},
       {"query", cmd_query, "run SQL on the results database and print a table"},
       {"merge", cmd_merge, "copy the runs of other databases into this one"},
+      {"db", cmd_db, "check a results database (SQLite's integrity check), or recover a damaged one's runs"},
       {"compare", cmd_compare, "per-variant mean, sd and Welch t-test of a metric over seeds"},
       {"export", cmd_export, "a run's or a study's metrics as CSV"},
       {"report", cmd_report, "one self-contained HTML page of a study: settings, curves, final values, pictures"},
@@ -119,6 +121,7 @@ int cmd_run(const Args& args) {
   for (const auto& tag : req.tags) key_value("--tag", tag);  // refused before anything runs
   Registry registry;
   set_graceful_stop(true);  // Ctrl-C checkpoints and records the run interrupted
+  req.supervise = true;     // a crash costs one run, not the study (docs/reliability.md)
   return run_experiment(req, registry);
 }
 
@@ -240,6 +243,52 @@ int cmd_runs(const Args& args) {
   return 0;
 }
 
+int cmd_db(const Args& args) {
+  po::options_description opts("options");
+  std::string action, db, out;
+  opts.add_options()
+      ("action", po::value(&action)->required(), "check | recover")
+      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database")
+      ("out", po::value(&out), "recover: the new database to write (must not exist)");
+  po::positional_options_description pos;
+  pos.add("action", 1);
+  po::variables_map vm;
+  if (!parse_options("db", args, opts, pos, vm, "check|recover [--db PATH] [--out NEW]")) return 0;
+  if (action != "check" && action != "recover") throw Error("htm db " + action + ": expected check or recover");
+  if (action == "recover") {
+    if (out.empty()) throw Error("htm db recover: name the new database with --out NEW");
+    const RecoveryReport report = ResultsStore::recover_file(db, out);
+    std::string rows;
+    for (const auto& [table, n] : report.rows) rows += (rows.empty() ? "" : ", ") + table + " " + std::to_string(n);
+    std::printf("read from %s: %s\n", db.c_str(), rows.c_str());
+    for (const auto& lost : report.lost) std::printf("unreadable, skipped: %s\n", lost.c_str());
+    if (report.lost.empty()) std::printf("every row was readable: the damage was in an index or in free pages\n");
+    std::printf("%s: %lld runs, each tagged 'recovered'; htm db check --db %s checks it\n", out.c_str(),
+                static_cast<long long>(report.runs), out.c_str());
+    return 0;
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(db, ec)) throw Error("results database '" + db + "': no such file");
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<std::string> complaints = ResultsStore::check_file(db, true);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double mib = static_cast<double>(std::filesystem::file_size(db, ec)) / (1 << 20);
+  if (complaints.empty()) {
+    ResultsStore store(db, OpenMode::read_only);
+    const auto counts = store.query("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM metrics)");
+    std::printf("%s: integrity_check ok: %s runs, %s metric rows, %.1f MiB, checked in %.2f s\n", db.c_str(),
+                counts.rows[0][0].c_str(), counts.rows[0][1].c_str(), mib, seconds);
+    return 0;
+  }
+  std::printf("%s: malformed; SQLite's integrity_check says (first %zu):\n", db.c_str(), complaints.size());
+  for (const auto& line : complaints) std::printf("  %s\n", line.c_str());
+  std::printf("htm writes nothing into it. Recover the runs SQLite can still read into a new file, check\n"
+              "that, and name it with --db from then on (docs/reliability.md):\n"
+              "  htm db recover --db %s --out recovered.sqlite\n"
+              "  htm db check --db recovered.sqlite\n", db.c_str());
+  return 1;
+}
+
 int cmd_query(const Args& args) {
   po::options_description opts("options");
   std::string db, sql;
@@ -331,6 +380,24 @@ int cmd_check_plugin(const Args& args) {
   throw Error("cannot run " + beside.string() + ": " + std::strerror(errno));
 }
 
+// An error's text for the terminal: one line. libtorch appends its C++ stack frames to what()
+// ("Exception raised from ... frame #0: ..."); those go to a log file, named in the line.
+std::string without_frames(const std::string& text) {
+  const size_t frames = text.find("\nException raised from");
+  std::string line = text.substr(0, frames);
+  for (char& c : line)
+    if (c == '\n') c = ' ';
+  if (frames == std::string::npos) return line;
+  std::error_code ec;
+  const std::string log = (std::filesystem::temp_directory_path(ec) / ("htm-error-" + std::to_string(getpid()) + ".log")).string();
+  if (FILE* out = std::fopen(log.c_str(), "w")) {
+    std::fprintf(out, "%s\n", text.c_str());
+    std::fclose(out);
+    return line + " (C++ frames in " + log + ")";
+  }
+  return line;
+}
+
 int dispatch(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     usage();
@@ -344,11 +411,8 @@ int dispatch(int argc, char** argv) {
     } catch (const po::error& e) {
       std::fprintf(stderr, "error: htm %s: %s (see htm %s --help)\n", c.name, e.what(), c.name);
       return 2;
-    } catch (const Error& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
-      return 1;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
+      std::fprintf(stderr, "error: %s\n", without_frames(e.what()).c_str());
       return 1;
     }
   }

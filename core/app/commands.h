@@ -22,6 +22,7 @@ int cmd_resume(const Args& args);
 int cmd_runs(const Args& args);
 int cmd_query(const Args& args);
 int cmd_merge(const Args& args);
+int cmd_db(const Args& args);
 int cmd_compare(const Args& args);
 int cmd_export(const Args& args);
 int cmd_bench(const Args& args);
@@ -33,6 +34,10 @@ int cmd_check_plugin(const Args& args);
 bool parse_options(const std::string& command, const Args& args, boost::program_options::options_description& options,
                    const boost::program_options::positional_options_description& positional,
                    boost::program_options::variables_map& vm, const char* synopsis);
+
+/// An error's text as the terminal shows it: one line, libtorch's C++ frames moved to a log
+/// file under the temporary folder that the line names.
+std::string without_frames(const std::string& text);
 
 /// Dispatches argv[1] to a subcommand; prints usage for none or an unknown one.
 int dispatch(int argc, char** argv);

@@ -175,6 +175,7 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
   size_t next = 0, done = 0;
   int worst = 0, drawn = 0;
   bool refused = false;  // a child refused its input before any run existed: the others would too
+  bool corrupt = false;  // a child met a malformed database: nothing more goes into it
   std::vector<std::string> failures;
   auto erase_block = [&] {
     for (; drawn > 0; --drawn) std::fprintf(stderr, "\x1b[1A\x1b[2K");
@@ -197,7 +198,8 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
     if (end.crashed)
       std::fprintf(stderr, "error: [%s] %s\n", (end.label.empty() ? found->second.label : end.label).c_str(),
                    end.message.c_str());
-    if (end.code == 1 && !end.claimed && !end.crashed) refused = true;
+    corrupt |= end.database_corrupt;
+    if ((end.code == 1 && !end.claimed && !end.crashed) || end.database_corrupt) refused = true;
     if (end.code == 1 && (end.claimed || end.crashed))
       failures.push_back(end.run_id > 0 ? "run " + std::to_string(end.run_id) : found->second.label);
     jobs.erase(found);
@@ -242,7 +244,8 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
     return 130;
   }
   if (refused && next < work.size())
-    std::fprintf(stderr, "htm: %zu run(s) not started: the input was refused (the error above)\n", work.size() - next);
+    std::fprintf(stderr, "htm: %zu run(s) not started: %s (the error above)\n", work.size() - next,
+                 corrupt ? "the results database is malformed" : "the input was refused");
   if (!failures.empty()) {
     std::string list;
     for (const auto& f : failures) list += (list.empty() ? "" : ", ") + f;

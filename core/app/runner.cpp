@@ -32,6 +32,7 @@
 #include "model/plugin_scope.h"
 #include "model/run_board.h"
 #include "signals.h"
+#include "selection.h"
 #include "supervise.h"
 #include "store/results_store.h"
 
@@ -105,31 +106,6 @@ std::map<std::string, std::string> tags_of(const RunRequest& request) {
   if (!request.note.empty()) tags["note"] = request.note;
   if (request.confirm) tags["phase"] = "confirm";
   return tags;
-}
-
-// The seeds a request runs of one variant. Exploration (the default) never touches a
-// confirmation seed; --confirm runs only those, so no claim rests on the seeds a variant was
-// chosen on (docs/statistics.md).
-std::vector<int64_t> seeds_of(const RunRequest& request, const ExperimentSettings& experiment,
-                              const std::string& file) {
-  const auto& confirm = experiment.confirm_seeds;
-  const auto is_confirm = [&](int64_t s) { return std::find(confirm.begin(), confirm.end(), s) != confirm.end(); };
-  std::string listed;
-  for (int64_t s : confirm) listed += (listed.empty() ? "" : ", ") + std::to_string(s);
-  if (request.confirm) {
-    for (int64_t s : request.seeds)
-      if (!is_confirm(s))
-        throw Error("--confirm --seed " + std::to_string(s) + ": not one of " + file +
-                    "'s confirmation seeds (experiment.confirm_seeds: " + listed + ")");
-    return request.seeds.empty() ? confirm : request.seeds;
-  }
-  const std::vector<int64_t> seeds = request.seeds.empty() ? experiment.seeds : request.seeds;
-  for (int64_t s : seeds)
-    if (is_confirm(s))
-      throw Error("seed " + std::to_string(s) + " is one of " + file +
-                  "'s confirmation seeds (experiment.confirm_seeds: " + listed +
-                  "): freeze the variant, then run it with --confirm --variant V");
-  return seeds;
 }
 
 constexpr int kRunBusyTimeoutMs = 10 * 60 * 1000;  // a run waits up to 10 minutes for an outside lock
@@ -313,6 +289,11 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
                   scores["cluster_f1"].c_str(), scores["random/cluster_f1"].c_str(), scores["sibling_f1"].c_str(),
                   scores["random/sibling_f1"].c_str());
     return Outcome::finished;
+  } catch (const DatabaseCorrupt& e) {  // nothing more into that file: the run's checkpoint is its record
+    board_database_corrupt();
+    std::fprintf(stderr, "\nerror: [%s] run %lld stopped at a checkpoint in %s: %s\n", label.c_str(),
+                 static_cast<long long>(run_id), artifacts.c_str(), e.what());
+    return Outcome::failed;
   } catch (const Interrupted&) {
     store.finish_run(run_id, RunStatus::interrupted, "interrupted by a signal; htm run resumes it");
     std::fprintf(stderr, "\n[%s] run %lld interrupted; recorded as such (running the same command resumes it)\n",
@@ -327,53 +308,7 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   }
 }
 
-// The runs of `work` a child must be started for: a finished one is skipped here, as run_one
-// would, without the cost of a process.
-std::vector<std::pair<std::string, int64_t>> unfinished(const RunRequest& request, const ExperimentFile& file,
-                                                        const Registry& registry,
-                                                        const std::vector<std::pair<std::string, int64_t>>& work) {
-  if (request.force) return work;
-  std::vector<std::pair<std::string, int64_t>> left;
-  std::map<std::string, std::unique_ptr<ResultsStore>> stores;
-  for (const auto& [variant, seed] : work) {
-    const ResolvedConfig config = file.resolve(variant, registry);
-    auto& store = stores[config.settings.runtime.results];
-    if (!store) store = std::make_unique<ResultsStore>(config.settings.runtime.results);
-    if (auto done = store->find_finished(config.experiment, variant, seed, config.hash))
-      std::printf("[%s/%s seed %lld] already finished as run %lld in %s; skipped (use --force to run again)\n",
-                  config.experiment.c_str(), variant.c_str(), static_cast<long long>(seed),
-                  static_cast<long long>(*done), store->path().c_str());
-    else
-      left.emplace_back(variant, seed);
-  }
-  std::fflush(stdout);
-  return left;
-}
-
 }  // namespace
-
-// "<variant>-seed<S>" as one safe path component: a variant's name may hold anything TOML allows.
-std::string run_file_name(const std::string& variant, int64_t seed) {
-  std::string name = variant + "-seed" + std::to_string(seed);
-  for (char& c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && std::string("-_.=,+").find(c) == std::string::npos) c = '_';
-  if (name[0] == '.') name[0] = '_';
-  return name;
-}
-
-std::pair<int, int> parse_shard(const std::string& text) {
-  const size_t slash = text.find('/');
-  auto number = [&](const std::string& part) {
-    if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos)
-      throw Error("--shard " + text + ": expected K/N with 0 <= K < N, e.g. --shard 0/4");
-    return std::stoi(part);
-  };
-  if (slash == std::string::npos) throw Error("--shard " + text + ": expected K/N with 0 <= K < N, e.g. --shard 0/4");
-  const int k = number(text.substr(0, slash)), n = number(text.substr(slash + 1));
-  if (n < 1) throw Error("--shard " + text + ": N must be at least 1");
-  if (k >= n) throw Error("--shard " + text + ": K must be in 0.." + std::to_string(n - 1) + " (shards count from 0)");
-  return {k, n};
-}
 
 std::string git_revision() {
   const std::string dir = HTM_SOURCE_DIR;
@@ -385,7 +320,8 @@ std::string git_revision() {
 }
 
 int run_experiment(const RunRequest& request, const Registry& registry) {
-  for (const auto& warning : registry.warnings()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  if (!supervised_child())  // said once, by the supervisor
+    for (const auto& warning : registry.warnings()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   ExperimentFile file = ExperimentFile::load(request.file, request.overrides);
   for (const auto& sweep : request.sweeps) file.add_sweep(sweep);
   if (request.confirm && request.variants.empty())
@@ -421,12 +357,15 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
   }
   if (world && request.jobs > 1) throw Error("--jobs cannot be used by a data-parallel rank (WORLD_SIZE is set)");
   if (!world || world->rank == 0) {  // runs whose process is gone are recorded killed; they resume below
+    if (!supervised_child()) ResultsStore::require_sound(results);  // before this command's first write
     ResultsStore store(results);
     for (int64_t id : store.settle_stale())
       std::fprintf(stderr, "note: run %lld had lost its process; recorded as killed\n", static_cast<long long>(id));
   }
-  // Every run in a supervised child of its own, unless this process is one (or a rank).
-  if (!world && !supervised_child()) return run_parallel(request, unfinished(request, file, registry, work), logs);
+  // Every run in a supervised child of its own (htm run; a caller of this function that trains
+  // in-process asks for --jobs 1 without `supervise`), unless this process is one, or a rank.
+  if (!world && (request.supervise || (request.jobs > 1 && work.size() > 1)) && !supervised_child())
+    return run_parallel(request, unfinished(request, file, registry, work), logs);
 
   std::unique_ptr<Communicator> comm;
   if (world) {  // every rank must be given the same runs with the same configs
@@ -460,6 +399,7 @@ int resume_run(int64_t run_id, const std::string& db, const std::vector<std::str
   int64_t seed = 0;
   std::string hash;
   {
+    ResultsStore::require_sound(db);
     ResultsStore store(db);
     store.settle_stale();
     auto row = store.query("SELECT r.source_file, r.variant, r.seed, r.config_hash, r.status, coalesce(c.value, 0) "

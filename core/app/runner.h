@@ -26,6 +26,7 @@ struct RunRequest {
   int verbosity = 1;                   ///< 0 --quiet, 1, 2 --verbose (TrainerOptions::verbosity)
   int nproc = 1;                       ///< --nproc: data-parallel ranks started on this host
   std::string shard;                   ///< --shard K/N: the K-th of N slices of the runs ("" all)
+  bool supervise = false;              ///< each run in a supervised child process (htm run does; supervise.h)
 };
 
 /// `--shard K/N` as {K, N}: 0 ≤ K < N. Throws htm::Error with what was expected.

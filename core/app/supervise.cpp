@@ -41,6 +41,7 @@ ChildEnd ChildBoard::settle(pid_t pid, int status) const {
   end.claimed = read && board.run_id > 0;
   end.run_id = end.claimed ? board.run_id : 0;
   if (end.claimed) end.label = board.label;
+  end.database_corrupt = read && board.database_corrupt != 0;
   // A stop the user asked for (a signal forwarded to it, or a second one ending it at once) is
   // not a crash: the run stays resumable, as it always was. Nor are htm's own exit codes (0, 1
   // after recording a failure or refusing input, 2 for a usage error): the child said it all.

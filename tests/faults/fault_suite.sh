@@ -7,7 +7,7 @@ set -uo pipefail
 HTM=$(realpath "$1")
 SRC=$(realpath "$2")
 shift 2
-SECTIONS=${*:-kill signals concurrent jobs crash disk input plugins files lock}
+SECTIONS=${*:-kill signals concurrent jobs crash corrupt disk input plugins files lock}
 WORK=$(mktemp -d /tmp/htm-faults.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
@@ -228,6 +228,36 @@ section_crash() {  # a plugin that crashes its process costs that run: recorded 
     fail "crash: a supervised run's metrics differ from the same run in-process"
   export HTM_PLUGIN_PATH=
   ok "crash: $kinds crash kinds recorded failed with signal, plugin and step; --jobs study went on; a crash loop held; supervised = in-process bit for bit"
+}
+
+section_corrupt() {  # one damaged 4 KiB page: htm run writes nothing into the file; htm db check says what to do
+  ref
+  local bad=$WORK/bad.sqlite rc pages before
+  cp ref.sqlite "$bad"
+  sql "$bad" "PRAGMA wal_checkpoint(TRUNCATE)" > /dev/null
+  pages=$(( $(stat -c %s "$bad") / 4096 ))
+  dd if=/dev/urandom of="$bad" bs=4096 seek=$((pages / 2)) count=1 conv=notrunc status=none
+  before=$(sha256sum < "$bad")
+  "$HTM" run "$STUDY" --variant random --seed 1 --set train.epochs=1 $(run_args "$bad" "$WORK/bad-runs") > bad.log 2>&1
+  rc=$?
+  injected=$((injected + 1))
+  crashed $rc bad.log && { crashes=$((crashes + 1)); fail "corrupt: crash (rc $rc)"; }
+  [[ $rc == 1 ]] || fail "corrupt: htm run exit $rc: $(tail -2 bad.log)"
+  [[ $(wc -l < bad.log) == 1 ]] && grep -q "^error: results database '$bad' is malformed (SQLite's quick_check: " bad.log ||
+    fail "corrupt: not one line naming the file: $(cat bad.log)"
+  [[ $(sha256sum < "$bad") == "$before" ]] || fail "corrupt: htm run changed the malformed file"
+  [[ ! -s $bad-wal ]] || fail "corrupt: htm run wrote a WAL for the malformed file"
+  "$HTM" db check --db "$bad" > check.log 2>&1 && fail "corrupt: htm db check passed a malformed file"
+  grep -q "htm db recover --db $bad --out recovered.sqlite" check.log || fail "corrupt: htm db check gives no recovery: $(tail -3 check.log)"
+  "$HTM" db recover --db "$bad" --out recovered.sqlite > recover.log 2>&1 || fail "corrupt: htm db recover: $(tail -3 recover.log)"
+  grep -q "unreadable, skipped: \|every row was readable" recover.log || fail "corrupt: htm db recover says nothing of lost rows: $(cat recover.log)"
+  "$HTM" db check --db recovered.sqlite > check.log 2>&1 || fail "corrupt: the recovered file fails the check: $(tail -3 check.log)"
+  "$HTM" runs --db recovered.sqlite > check.log 2>&1 && grep -q finished check.log ||
+    fail "corrupt: the recovered file lost its run: $(tail -3 check.log)"
+  "$HTM" run "$STUDY" --variant random --seed 1 --set train.epochs=1 $(run_args "$WORK/recovered.sqlite" "$WORK/bad-runs") > rec.log 2>&1 ||
+    fail "corrupt: htm run into the recovered file: $(tail -2 rec.log)"
+  [[ $(sha256sum < "$bad") == "$before" ]] || fail "corrupt: checking or recovering changed the malformed file"
+  ok "corrupt: one damaged page: htm run refused in one line, file unchanged; htm db recover gave a sound file with the run"
 }
 
 section_disk() {  # a full disk while writing a checkpoint fails the run cleanly

@@ -62,6 +62,10 @@ void board_run(int64_t run_id, const std::string& db, const std::string& label) 
   publish(g_board->run_id, run_id);
 }
 
+void board_database_corrupt() {
+  if (open_run_board()) publish(g_board->database_corrupt, 1);
+}
+
 void board_step(int64_t step, int64_t total) {
   if (g_board == nullptr) return;
   publish(g_board->total_steps, total);

@@ -29,6 +29,8 @@ struct RunBoard {
   int64_t total_steps;
   int32_t current;         ///< index into plugins of the plugin executing; -1 none
   int32_t count;           ///< plugins listed
+  int32_t database_corrupt;  ///< 1: the run met a malformed database (start nothing more there)
+  int32_t reserved;
   char db[1024];           ///< the results database the run is recorded in
   char label[256];         ///< "experiment/variant seed S"
   BoardPlugin plugins[kBoardPlugins];
@@ -40,6 +42,8 @@ struct RunBoard {
 bool open_run_board();
 /// The run this process trains, once claimed.
 void board_run(int64_t run_id, const std::string& db, const std::string& label);
+/// The run's database turned out malformed: the supervisor starts no more runs.
+void board_database_corrupt();
 /// The step being trained (1-based) of `total`.
 void board_step(int64_t step, int64_t total);
 /// A plugin this process is about to build: it becomes the one executing, and returns its

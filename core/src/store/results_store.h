@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "htm/error.h"
 #include "htm/value.h"
 #include "store/metric.h"
 
@@ -18,6 +19,13 @@ struct sqlite3;
 namespace htm {
 
 enum class RunStatus { running, finished, failed, interrupted, killed };
+
+/// The database file is malformed (SQLITE_CORRUPT or SQLITE_NOTADB). Nothing more may be written
+/// to it: a run that meets it checkpoints and stops (docs/reliability.md).
+class DatabaseCorrupt : public Error {
+ public:
+  using Error::Error;
+};
 const char* status_name(RunStatus status);
 
 /// How a store is opened: commands that only read (runs, query, compare) open it read-only,
@@ -77,6 +85,13 @@ struct RunInfo {
   std::string artifact_dir;
   std::map<std::string, Value> params;  ///< flattened resolved config ("train.lr" -> 0.0001)
   std::vector<PluginVersion> plugins;
+};
+
+/// What recover_file() brought over.
+struct RecoveryReport {
+  std::vector<std::pair<std::string, int64_t>> rows;  ///< per table: rows SQLite could still read
+  std::vector<std::string> lost;                      ///< per damaged table: the rowids skipped
+  int64_t runs = 0;                                   ///< runs in the new file
 };
 
 /// Result of an arbitrary query, every cell rendered as text (NULL as "").
@@ -154,6 +169,19 @@ class ResultsStore {
   void set_busy_timeout(int milliseconds);
 
   const std::string& path() const { return path_; }
+
+  /// SQLite's own check of an existing file, opened read-only: PRAGMA quick_check (every page
+  /// read once: about 6 ms per MB here), or with `full` integrity_check (also every index against
+  /// its table). Returns its complaints, at most `limit`; none when the file is sound, empty or
+  /// absent. A file SQLite cannot read at all is one complaint.
+  static std::vector<std::string> check_file(const std::string& path, bool full = false, int limit = 20);
+  /// check_file(), quick, before a command's first write: throws htm::Error with the first
+  /// complaint and what to do when the file is malformed.
+  static void require_sound(const std::string& path);
+  /// Reads what SQLite can still read of a damaged database (table by table, skipping the rows
+  /// of unreadable pages) into the new htm database `out`, via merge_from(); a run that was
+  /// `running` becomes `killed`, and every run is tagged `recovered`. Refuses an existing `out`.
+  static RecoveryReport recover_file(const std::string& damaged, const std::string& out);
 
  private:
   void exec(const std::string& sql);

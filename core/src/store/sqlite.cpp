@@ -16,12 +16,21 @@ void fail(const std::string& path, const std::string& message) {
   throw Error("results database '" + path + "': " + message);
 }
 
+void fail_sqlite(sqlite3* db, const std::string& path, const std::string& message) {
+  const int code = sqlite3_errcode(db) & 0xff;
+  if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB)
+    throw DatabaseCorrupt("results database '" + path + "' is malformed (" + message +
+                          "): nothing more is written to it; htm db check " + path + " says what is wrong, and " +
+                          "docs/reliability.md how to recover its runs into a new file");
+  fail(path, message);
+}
+
 void run_sql(sqlite3* db, const std::string& path, const char* sql) {
   char* message = nullptr;
   if (sqlite3_exec(db, sql, nullptr, nullptr, &message) != SQLITE_OK) {
     std::string text = message ? message : sqlite3_errmsg(db);
     sqlite3_free(message);
-    fail(path, text);
+    fail_sqlite(db, path, text);
   }
 }
 
@@ -63,7 +72,7 @@ std::string cell_text(sqlite3_stmt* stmt, int index) {
 }
 
 Statement::Statement(sqlite3* db, const std::string& path, const char* sql) : db_(db), path_(path) {
-  if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) fail(path, sqlite3_errmsg(db));
+  if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) fail_sqlite(db, path, sqlite3_errmsg(db));
 }
 
 Statement::~Statement() { sqlite3_finalize(stmt_); }
@@ -101,7 +110,7 @@ bool Statement::step() {
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  fail(path_, sqlite3_errmsg(db_));
+  fail_sqlite(db_, path_, sqlite3_errmsg(db_));
 }
 
 void Statement::run() {
@@ -119,7 +128,7 @@ std::string Statement::column_text(int index) {
 }
 
 void Statement::check(int rc) {
-  if (rc != SQLITE_OK) fail(path_, sqlite3_errmsg(db_));
+  if (rc != SQLITE_OK) fail_sqlite(db_, path_, sqlite3_errmsg(db_));
 }
 
 Transaction::Transaction(sqlite3* db, const std::string& path) : db_(db), path_(path) {

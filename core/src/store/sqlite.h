@@ -18,6 +18,8 @@ inline constexpr int kBusyTimeoutMs = 30000;
 double now_seconds();
 /// Throws htm::Error "results database 'PATH': message".
 [[noreturn]] void fail(const std::string& path, const std::string& message);
+/// Throws DatabaseCorrupt when `db`'s last error is SQLITE_CORRUPT or SQLITE_NOTADB, else as fail().
+[[noreturn]] void fail_sqlite(sqlite3* db, const std::string& path, const std::string& message);
 /// Runs SQL that returns no rows (several statements allowed).
 void run_sql(sqlite3* db, const std::string& path, const char* sql);
 /// Switches the file to WAL, retrying while another process holds the lock.

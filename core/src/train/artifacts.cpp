@@ -87,7 +87,7 @@ void Trainer::save_checkpoint(const LoopState& s, const FusedAdamW& optimizer, c
   std::ostringstream bytes;
   archive.save_to(bytes);
   write_atomically(path, bytes.str());
-  store_.add_artifact(run_id_, "checkpoint", path, s.step);
+  if (!store_broken_) store_.add_artifact(run_id_, "checkpoint", path, s.step);
 }
 
 bool Trainer::load_checkpoint(LoopState& s, FusedAdamW& optimizer, FusedAdamW& policy_optimizer, Estimator& estimator,

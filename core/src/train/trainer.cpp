@@ -251,156 +251,162 @@ TrainSummary Trainer::run() {
     last_checkpoint = Clock::now();
   };
   int64_t& step = state.step;
-  for (; state.epoch < epochs && step < total_steps; ++state.epoch, state.batch = 0) {
-    const int64_t epoch = state.epoch;
-    if (state.batch == 0) {  // ---- epoch set-up
-      state.order = torch::randperm(data.size(Split::train), data_gen).narrow(0, 0, n_train);
-      state.epoch_loss = 0;
-      state.epoch_batches = 0;
-    }
-    for (; state.batch < steps_per_epoch && step < total_steps;) {
-      const int64_t b = state.batch;
-      if (comm != nullptr ? stop_agreed : interrupt_requested()) {  // between two steps: the state is whole, keep it
-        if (train.checkpoint && step > resumed_from_) checkpoint();
-        throw Interrupted();
+  try {  // a malformed database stops the run at a checkpoint, and nothing more is written to it
+    for (; state.epoch < epochs && step < total_steps; ++state.epoch, state.batch = 0) {
+      const int64_t epoch = state.epoch;
+      if (state.batch == 0) {  // ---- epoch set-up
+        state.order = torch::randperm(data.size(Split::train), data_gen).narrow(0, 0, n_train);
+        state.epoch_loss = 0;
+        state.epoch_batches = 0;
       }
-      const auto step_t0 = Clock::now();
-      board_step(step + 1, total_steps);  // what a supervisor names if this process dies in the step
-      // ---- learning rate and ρ for this step
-      lr = lr_at(train, step, epoch, total_steps);
-      optimizer.set_lr(lr);
-      policy_optimizer.set_lr(policy_lr * lr / train.lr);
-      const double rho = rho_for(train, step, epoch, total_steps);
-      // ---- forward at a sampled depth of the stochastic merging schedule
-      // (a teacher-forced stage trains every layer at once, so it uses the full schedule)
-      const bool teacher_forced = step < teacher_forced_steps;
-      const int64_t depth = layers == 0                            ? 0
-                            : teacher_forced || !train.stochastic_depth ? layers
-                                                                  : sample_depth(rho, layers, generator_);
-      const std::vector<int64_t> schedule(ex_.schedule.begin(), ex_.schedule.begin() + depth);
-      Batch batch;
-      const int64_t B = std::min(batch_size, n_train - b * batch_size);  // the whole batch's inputs
-      auto indices = state.order.narrow(0, b * batch_size, B);
-      const auto [first, rows] = comm != nullptr ? rows_of_rank(B, comm->rank(), comm->world()) : std::pair<int64_t, int64_t>{0, B};
-      {
-        PluginScope scope(PluginKind::dataset, &data);
-        batch = data.get(Split::train, indices.narrow(0, first, rows));
-      }
-      const int64_t K = estimator.rollouts();
-      if (K > 1) {  // K adjacent copies of each input, each drawing its own decisions
-        batch.input = batch.input.repeat_interleave(K, 0);
-        if (batch.labels.defined()) batch.labels = batch.labels.repeat_interleave(K, 0);
-        if (batch.tree.defined()) batch.tree = batch.tree.repeat_interleave(K, 0);
-      }
-      ForwardHooks step_hooks = hooks(epoch, step, true);
-      step_hooks.tree = batch.tree;
-      // Data-parallel: random draws are made for the whole batch and this rank keeps its rows.
-      std::optional<RowShardScope> shard;
-      if (comm != nullptr) shard.emplace(RowShard{first * K, rows * K, B * K});
-      auto out = teacher_forced
-                     ? ex_.model->forward_teacher_forced(batch.input, schedule, generator_, &step_hooks)
-                     : ex_.model->forward(batch.input, schedule, generator_, &step_hooks);
-      std::vector<Metric> terms;
-      torch::Tensor per_sample;
-      try {
-        per_sample = training_objective(ex_.losses, out, batch, epoch, step, true, teacher_forced, &terms, train.anytime);
-      } catch (const NonFinite& e) {
-        throw Error("training diverged at step " + std::to_string(step + 1) + ": " + e.what());
-      }
-      shard.reset();  // the forward pass's draws are made; evaluation below draws for itself
-      auto loss = per_sample.mean();
-      BatchShare share;
-      if (comm != nullptr)  // the whole batch's loss, and whether any rank was asked to stop
-        share = share_of_batch(*comm, per_sample, rows * K, B * K, interrupt_requested(), &stop_agreed);
-
-      // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
-      auto total = estimator.objective(per_sample, out.log_prob, out.entropy, share, out.valued, out.pair_errors);
-      if (replay && !teacher_forced) {  // an earlier step's draw again, weighted by p_now / p_then
-        if (auto past = replay->draw(estimating.replay, generator_)) {
-          ForwardHooks again = hooks(epoch, step, true);
-          again.tree = past->batch.tree;
-          again.merges = past->merges;
-          auto rout = ex_.model->forward(past->batch.input, past->schedule, generator_, &again);
-          auto g = training_objective(ex_.losses, rout, past->batch, epoch, step, true, false, nullptr, train.anytime);
-          const double rows_ratio = static_cast<double>(g.size(0)) / static_cast<double>(per_sample.size(0));
-          total = total + rows_ratio * estimator.replayed(g, rout.log_prob, merge_log_prob(rout), past->behaviour);
+      for (; state.batch < steps_per_epoch && step < total_steps;) {
+        const int64_t b = state.batch;
+        if (comm != nullptr ? stop_agreed : interrupt_requested()) {  // between two steps: the state is whole, keep it
+          if (train.checkpoint && step > resumed_from_) checkpoint();
+          throw Interrupted();
         }
-        replay->add(batch, schedule, out);
-      }
-      if (out.leaf_loss.defined()) {  // a probe on detached tokens: outside the policy's reward
-        total = total + share.fraction * out.leaf_loss.mean();
-        terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
-      }
-      const bool log_now = (step + 1) % log_every == 0 || step + 1 == total_steps;
-      if (log_now && out.entropy.defined()) terms.push_back({"policy_entropy", out.entropy.mean().item<double>()});
-      if (log_now)
-        for (const auto& [name, value] : estimator.diagnostics()) terms.push_back({name, value.item<double>()});
-      if (log_now && comm != nullptr) {  // the whole batch's means
-        std::vector<double> values;
-        for (const auto& t : terms) values.push_back(t.value * share.fraction);
-        values = comm->sum(values);
-        for (size_t i = 0; i < terms.size(); ++i) terms[i].value = values[i];
-      }
-
-      // ---- backward and update (data-parallel: gradients summed over the ranks as they come)
-      optimizer.zero_grad();
-      policy_optimizer.zero_grad();
-      if (reducer) reducer->backward(total);
-      else total.backward();
-      if (log_now) {  // per-block gradient norms, before clipping: where the signal reaches
-        for (const auto& child : ex_.model->named_children()) {
-          const auto params = child.value()->parameters();
-          if (params.empty()) continue;
-          std::vector<torch::Tensor> norms;
-          for (const auto& p : params)
-            if (p.grad().defined()) norms.push_back(p.grad().norm());
-          const double norm = norms.empty() ? 0.0 : torch::stack(norms).norm().item<double>();
-          terms.push_back({"grad_norm/" + child.key(), norm});
+        const auto step_t0 = Clock::now();
+        board_step(step + 1, total_steps);  // what a supervisor names if this process dies in the step
+        // ---- learning rate and ρ for this step
+        lr = lr_at(train, step, epoch, total_steps);
+        optimizer.set_lr(lr);
+        policy_optimizer.set_lr(policy_lr * lr / train.lr);
+        const double rho = rho_for(train, step, epoch, total_steps);
+        // ---- forward at a sampled depth of the stochastic merging schedule
+        // (a teacher-forced stage trains every layer at once, so it uses the full schedule)
+        const bool teacher_forced = step < teacher_forced_steps;
+        const int64_t depth = layers == 0                            ? 0
+                              : teacher_forced || !train.stochastic_depth ? layers
+                                                                    : sample_depth(rho, layers, generator_);
+        const std::vector<int64_t> schedule(ex_.schedule.begin(), ex_.schedule.begin() + depth);
+        Batch batch;
+        const int64_t B = std::min(batch_size, n_train - b * batch_size);  // the whole batch's inputs
+        auto indices = state.order.narrow(0, b * batch_size, B);
+        const auto [first, rows] = comm != nullptr ? rows_of_rank(B, comm->rank(), comm->world()) : std::pair<int64_t, int64_t>{0, B};
+        {
+          PluginScope scope(PluginKind::dataset, &data);
+          batch = data.get(Split::train, indices.narrow(0, first, rows));
         }
-      }
-      if (train.grad_clip > 0) torch::nn::utils::clip_grad_norm_(ex_.model->parameters(), train.grad_clip);
-      optimizer.step();
-      policy_optimizer.step();
+        const int64_t K = estimator.rollouts();
+        if (K > 1) {  // K adjacent copies of each input, each drawing its own decisions
+          batch.input = batch.input.repeat_interleave(K, 0);
+          if (batch.labels.defined()) batch.labels = batch.labels.repeat_interleave(K, 0);
+          if (batch.tree.defined()) batch.tree = batch.tree.repeat_interleave(K, 0);
+        }
+        ForwardHooks step_hooks = hooks(epoch, step, true);
+        step_hooks.tree = batch.tree;
+        // Data-parallel: random draws are made for the whole batch and this rank keeps its rows.
+        std::optional<RowShardScope> shard;
+        if (comm != nullptr) shard.emplace(RowShard{first * K, rows * K, B * K});
+        auto out = teacher_forced
+                       ? ex_.model->forward_teacher_forced(batch.input, schedule, generator_, &step_hooks)
+                       : ex_.model->forward(batch.input, schedule, generator_, &step_hooks);
+        std::vector<Metric> terms;
+        torch::Tensor per_sample;
+        try {
+          per_sample = training_objective(ex_.losses, out, batch, epoch, step, true, teacher_forced, &terms, train.anytime);
+        } catch (const NonFinite& e) {
+          throw Error("training diverged at step " + std::to_string(step + 1) + ": " + e.what());
+        }
+        shard.reset();  // the forward pass's draws are made; evaluation below draws for itself
+        auto loss = per_sample.mean();
+        BatchShare share;
+        if (comm != nullptr)  // the whole batch's loss, and whether any rank was asked to stop
+          share = share_of_batch(*comm, per_sample, rows * K, B * K, interrupt_requested(), &stop_agreed);
 
-      // ---- bookkeeping
-      ++step;
-      ++state.batch;
-      state.images += B;
-      const double loss_value = share.split ? share.batch_loss : loss.item<double>();
-      if (!std::isfinite(loss_value)) throw Error("training diverged at step " + std::to_string(step) + ": the loss is " + std::to_string(loss_value));
-      state.epoch_loss += loss_value;
-      ++state.epoch_batches;
-      state.running_loss = step == 1 ? loss_value : 0.9 * state.running_loss + 0.1 * loss_value;
-      const double step_ips = B / std::max(1e-9, seconds_since(step_t0));
-      state.images_per_s = step == 1 ? step_ips : 0.9 * state.images_per_s + 0.1 * step_ips;
-      if (log_now) {
-        terms.push_back({"loss", loss_value});
-        terms.push_back({"rho", rho});
-        terms.push_back({"depth", static_cast<double>(depth)});
-        terms.push_back({"images_per_s", state.images_per_s});
-        terms.push_back({"lr", lr});
-        store_.log_metrics(run_id_, step, epoch, "train", terms);
-        progress(epoch, step, total_steps, state.running_loss, rho, depth, state.images_per_s,
-                 seconds_before + seconds_since(t0), step == total_steps);
+        // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
+        auto total = estimator.objective(per_sample, out.log_prob, out.entropy, share, out.valued, out.pair_errors);
+        if (replay && !teacher_forced) {  // an earlier step's draw again, weighted by p_now / p_then
+          if (auto past = replay->draw(estimating.replay, generator_)) {
+            ForwardHooks again = hooks(epoch, step, true);
+            again.tree = past->batch.tree;
+            again.merges = past->merges;
+            auto rout = ex_.model->forward(past->batch.input, past->schedule, generator_, &again);
+            auto g = training_objective(ex_.losses, rout, past->batch, epoch, step, true, false, nullptr, train.anytime);
+            const double rows_ratio = static_cast<double>(g.size(0)) / static_cast<double>(per_sample.size(0));
+            total = total + rows_ratio * estimator.replayed(g, rout.log_prob, merge_log_prob(rout), past->behaviour);
+          }
+          replay->add(batch, schedule, out);
+        }
+        if (out.leaf_loss.defined()) {  // a probe on detached tokens: outside the policy's reward
+          total = total + share.fraction * out.leaf_loss.mean();
+          terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
+        }
+        const bool log_now = (step + 1) % log_every == 0 || step + 1 == total_steps;
+        if (log_now && out.entropy.defined()) terms.push_back({"policy_entropy", out.entropy.mean().item<double>()});
+        if (log_now)
+          for (const auto& [name, value] : estimator.diagnostics()) terms.push_back({name, value.item<double>()});
+        if (log_now && comm != nullptr) {  // the whole batch's means
+          std::vector<double> values;
+          for (const auto& t : terms) values.push_back(t.value * share.fraction);
+          values = comm->sum(values);
+          for (size_t i = 0; i < terms.size(); ++i) terms[i].value = values[i];
+        }
+
+        // ---- backward and update (data-parallel: gradients summed over the ranks as they come)
+        optimizer.zero_grad();
+        policy_optimizer.zero_grad();
+        if (reducer) reducer->backward(total);
+        else total.backward();
+        if (log_now) {  // per-block gradient norms, before clipping: where the signal reaches
+          for (const auto& child : ex_.model->named_children()) {
+            const auto params = child.value()->parameters();
+            if (params.empty()) continue;
+            std::vector<torch::Tensor> norms;
+            for (const auto& p : params)
+              if (p.grad().defined()) norms.push_back(p.grad().norm());
+            const double norm = norms.empty() ? 0.0 : torch::stack(norms).norm().item<double>();
+            terms.push_back({"grad_norm/" + child.key(), norm});
+          }
+        }
+        if (train.grad_clip > 0) torch::nn::utils::clip_grad_norm_(ex_.model->parameters(), train.grad_clip);
+        optimizer.step();
+        policy_optimizer.step();
+
+        // ---- bookkeeping
+        ++step;
+        ++state.batch;
+        state.images += B;
+        const double loss_value = share.split ? share.batch_loss : loss.item<double>();
+        if (!std::isfinite(loss_value)) throw Error("training diverged at step " + std::to_string(step) + ": the loss is " + std::to_string(loss_value));
+        state.epoch_loss += loss_value;
+        ++state.epoch_batches;
+        state.running_loss = step == 1 ? loss_value : 0.9 * state.running_loss + 0.1 * loss_value;
+        const double step_ips = B / std::max(1e-9, seconds_since(step_t0));
+        state.images_per_s = step == 1 ? step_ips : 0.9 * state.images_per_s + 0.1 * step_ips;
+        if (log_now) {
+          terms.push_back({"loss", loss_value});
+          terms.push_back({"rho", rho});
+          terms.push_back({"depth", static_cast<double>(depth)});
+          terms.push_back({"images_per_s", state.images_per_s});
+          terms.push_back({"lr", lr});
+          store_.log_metrics(run_id_, step, epoch, "train", terms);
+          progress(epoch, step, total_steps, state.running_loss, rho, depth, state.images_per_s,
+                   seconds_before + seconds_since(t0), step == total_steps);
+        }
+        const bool epoch_end = state.batch == steps_per_epoch || step == total_steps;
+        const bool eval_now = eval_every > 0 && step % eval_every == 0 && step != total_steps;
+        if (eval_now) log_eval(step, epoch);
+        if (epoch_end) {  // ---- evaluation at the full schedule
+          store_.log_metrics(run_id_, step, epoch, "train",
+                             {{"epoch_loss", state.epoch_loss / std::max<int64_t>(1, state.epoch_batches)}});
+          if (!eval_now) log_eval(step, epoch);
+        }
+        // ---- checkpoint: at each epoch's end and at the runtime's interval
+        const bool interval = (runtime.checkpoint_every > 0 && step % runtime.checkpoint_every == 0) ||
+                              (runtime.checkpoint_minutes > 0 && seconds_since(last_checkpoint) >= 60 * runtime.checkpoint_minutes);
+        if (train.checkpoint && (epoch_end || interval)) checkpoint();
+        if (seconds_since(last_heartbeat) >= 10) {  // the claim on this run stays ours
+          store_.heartbeat(run_id_);
+          last_heartbeat = Clock::now();
+        }
+        if (options_.after_step) options_.after_step(step);
       }
-      const bool epoch_end = state.batch == steps_per_epoch || step == total_steps;
-      const bool eval_now = eval_every > 0 && step % eval_every == 0 && step != total_steps;
-      if (eval_now) log_eval(step, epoch);
-      if (epoch_end) {  // ---- evaluation at the full schedule
-        store_.log_metrics(run_id_, step, epoch, "train",
-                           {{"epoch_loss", state.epoch_loss / std::max<int64_t>(1, state.epoch_batches)}});
-        if (!eval_now) log_eval(step, epoch);
-      }
-      // ---- checkpoint: at each epoch's end and at the runtime's interval
-      const bool interval = (runtime.checkpoint_every > 0 && step % runtime.checkpoint_every == 0) ||
-                            (runtime.checkpoint_minutes > 0 && seconds_since(last_checkpoint) >= 60 * runtime.checkpoint_minutes);
-      if (train.checkpoint && (epoch_end || interval)) checkpoint();
-      if (seconds_since(last_heartbeat) >= 10) {  // the claim on this run stays ours
-        store_.heartbeat(run_id_);
-        last_heartbeat = Clock::now();
-      }
-      if (options_.after_step) options_.after_step(step);
     }
+  } catch (const DatabaseCorrupt&) {
+    store_broken_ = true;
+    if (train.checkpoint) checkpoint();
+    throw;
   }
   log_policy_spread(step, epochs - 1);
   save_pictures(step, "final");

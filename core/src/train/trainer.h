@@ -137,6 +137,7 @@ class Trainer {
   ResultsStore& store_;
   int64_t run_id_;
   std::string artifact_dir_;
+  bool store_broken_ = false;  ///< the database is malformed: checkpoints are files only
   int64_t seed_;
   std::string label_;
   at::Generator generator_;
