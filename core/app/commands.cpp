@@ -98,7 +98,9 @@ int cmd_run(const Args& args) {
       ("set", po::value(&req.overrides)->composing(), "override a setting, e.g. --set train.epochs=2")
       ("sweep", po::value(&req.sweeps)->composing(), "one variant per value, e.g. --sweep train.lr=1e-3,3e-3 (a [grid] axis)")
       ("jobs,j", po::value(&req.jobs)->default_value(1), "runs executed at once, each in its own process")
-      ("force", po::bool_switch(&req.force), "run again even if a finished run with this config exists")
+      ("force", po::bool_switch(&req.force),
+       "run again even if a finished run with this config exists; train even when the memory estimate exceeds "
+       "the memory available")
       ("tag", po::value(&req.tags)->composing(), "key=value stored on each run (repeatable; htm runs and report show it)")
       ("note", po::value(&req.note), "free text stored on each run as the tag 'note'")
       ("quiet,q", "no progress lines: only each run's final lines and errors")
@@ -161,17 +163,20 @@ int cmd_config(const Args& args) {
       ("file", po::value(&file)->required(), "experiment file (TOML)")
       ("variant,v", po::value(&variants)->composing(), "variant (repeatable; default: all)")
       ("set", po::value(&overrides)->composing(), "override a setting")
-      ("sweep", po::value(&sweeps)->composing(), "one variant per value, e.g. --sweep train.lr=1e-3,3e-3");
+      ("sweep", po::value(&sweeps)->composing(), "one variant per value, e.g. --sweep train.lr=1e-3,3e-3")
+      ("no-estimate", "skip building each variant for its parameter count and training memory estimate");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_options("config", args, opts, pos, vm, "FILE [options]")) return 0;
+  const bool estimate = vm.count("no-estimate") == 0;
   Registry registry;
   ExperimentFile ex = ExperimentFile::load(file, overrides);
   for (const auto& sweep : sweeps) ex.add_sweep(sweep);
   for (const auto& v : variants.empty() ? ex.variants() : variants) {
     ResolvedConfig config = ex.resolve(v, registry);
     std::printf("# variant %s (config hash %s)\n%s\n", v.c_str(), config.hash.c_str(), config.toml.c_str());
+    if (estimate) print_memory_estimate(config, registry);
   }
   return 0;
 }
@@ -381,9 +386,10 @@ int cmd_check_plugin(const Args& args) {
 }
 
 // An error's text for the terminal: one line. libtorch appends its C++ stack frames to what()
-// ("Exception raised from ... frame #0: ..."); those go to a log file, named in the line.
+// ("Exception raised from ...", or "frame #0: ..." straight after an allocation failure); those
+// go to a log file, named in the line.
 std::string without_frames(const std::string& text) {
-  const size_t frames = text.find("\nException raised from");
+  const size_t frames = std::min(text.find("\nException raised from"), text.find("\nframe #"));
   std::string line = text.substr(0, frames);
   for (char& c : line)
     if (c == '\n') c = ' ';

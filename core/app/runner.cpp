@@ -35,6 +35,7 @@
 #include "selection.h"
 #include "supervise.h"
 #include "store/results_store.h"
+#include "train/memory.h"
 
 namespace htm {
 namespace {
@@ -203,6 +204,20 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
     if (fault.object != nullptr) early_message = registry.describe(fault.object) + " failed: " + early_message;
   }
 
+  // Memory before the first step: a run that would not fit is refused here, like bad input.
+  std::optional<MemoryEstimate> memory;
+  if (ex && comm == nullptr) {
+    memory = estimate_training_memory(*ex);
+    const AvailableMemory available = available_memory();
+    if (!force && available.mib > 0 && memory->total_mib() > available.mib) {
+      char have[64];
+      if (available.mib >= 1024) std::snprintf(have, sizeof have, "%.1f GiB", available.mib / 1024);
+      else std::snprintf(have, sizeof have, "%.0f MiB", available.mib);
+      throw Error("[" + label + "] needs about " + describe(*memory) + " to train, more than the " + have +
+                  " available (" + available.source + "); htm run --force trains it anyway");
+    }
+  }
+
   RunInfo info = describe(config, registry, file.path(), seed);
   info.artifact_dir = artifact_dir(config, variant, seed);
   const Claim claim = store.claim_run(info, force, resume.retry_crashed);
@@ -284,6 +299,10 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
                                 {run_id});
     std::map<std::string, std::string> scores;
     for (const auto& row : f1.rows) scores[row[0]] = row[1];
+    if (memory && verbosity >= 1)
+      std::printf("[%s] memory: peak %.0f MiB resident; estimated %.0f MiB before the first step (%+.0f%%)\n",
+                  label.c_str(), peak_resident_mib(), memory->total_mib(),
+                  100.0 * (memory->total_mib() / peak_resident_mib() - 1));
     if (scores.count("cluster_f1"))
       std::printf("[%s] hierarchy: cluster F1 %s (random merges %s), sibling F1 %s (random %s)\n", label.c_str(),
                   scores["cluster_f1"].c_str(), scores["random/cluster_f1"].c_str(), scores["sibling_f1"].c_str(),
@@ -391,6 +410,22 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
     }
   }
   return code;
+}
+
+void print_memory_estimate(const ResolvedConfig& config, const Registry& registry) {
+  try {
+    apply_runtime(config.settings.runtime, nullptr);
+    Experiment ex = assemble(config, registry, config.settings.experiment.seeds.empty() ? 0
+                                                                                          : config.settings.experiment.seeds[0]);
+    const MemoryEstimate memory = estimate_training_memory(ex);
+    const AvailableMemory available = available_memory();
+    std::printf("# parameters: %lld (%lld trained)\n# training memory estimate: %s; available: %.1f GiB (%s)\n",
+                static_cast<long long>(memory.parameters), static_cast<long long>(memory.trained),
+                describe(memory).c_str(), available.mib / 1024, available.source.c_str());
+  } catch (const std::exception& e) {
+    std::string full;
+    std::printf("# training memory estimate: not available: %s\n", one_line(e, &full).c_str());
+  }
 }
 
 int resume_run(int64_t run_id, const std::string& db, const std::vector<std::string>& overrides,

@@ -49,6 +49,11 @@ int run_experiment(const RunRequest& request, const Registry& registry);
 int resume_run(int64_t run_id, const std::string& db, const std::vector<std::string>& overrides,
                const std::vector<std::string>& sweeps, const Registry& registry, bool force = false);
 
+/// `htm config`'s lines after a variant's config: its parameter count and training memory
+/// estimate (train/memory.h) beside the memory available; a line saying why when it cannot be
+/// built (its data missing, say).
+void print_memory_estimate(const ResolvedConfig& config, const Registry& registry);
+
 /// The checkout's git revision (with "-dirty" for uncommitted changes), or "unknown".
 std::string git_revision();
 

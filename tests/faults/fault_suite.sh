@@ -293,6 +293,22 @@ section_input() {  # bad values and files: one clear line, non-zero exit, no cra
     [[ $(grep -c '^error: ' in.log) == 1 ]] || fail "--set $value: not one error line: $(tail -3 in.log)"
     grep -q 'libtorch\|c10::' in.log && fail "--set $value: libtorch text: $(tail -3 in.log)"
   done
+  # Memory: a run whose estimate exceeds what is available is refused with both figures; --force
+  # trains it. A width whose weights cannot be allocated fails in one line, without C++ frames.
+  HTM_MEMORY_AVAILABLE_MIB=50 "$HTM" run "$STUDY" --variant learned --seed 0 --set train.epochs=1 \
+    $(run_args "$db" "$WORK/input-runs") > in.log 2>&1
+  local rc=$?
+  n=$((n + 1))
+  [[ $rc == 1 && $(wc -l < in.log) == 1 ]] &&
+    grep -q "^error: \[faults/learned seed 0\] needs about .* MiB (process with weights and data .*, more than the 50 MiB available (HTM_MEMORY_AVAILABLE_MIB); htm run --force trains it anyway" in.log ||
+    fail "memory estimate: exit $rc: $(cat in.log)"
+  HTM_MEMORY_AVAILABLE_MIB=50 "$HTM" run "$STUDY" --variant learned --seed 0 --set train.epochs=1 --force \
+    $(run_args "$WORK/forced.sqlite" "$WORK/input-runs") > in.log 2>&1 || fail "memory --force: exit $?: $(tail -2 in.log)"
+  "$HTM" run "$STUDY" --variant learned --seed 0 --set model.dim=65536 $(run_args "$db" "$WORK/input-runs") > in.log 2>&1
+  rc=$?
+  n=$((n + 1))
+  crashed $rc in.log && { crashes=$((crashes + 1)); fail "dim=65536: crash (rc $rc)"; }
+  [[ $rc == 1 && $(grep -c . in.log) == 1 ]] && grep -q 'allocate' in.log || fail "dim=65536: exit $rc, not one line: $(head -c 600 in.log)"
   # A schedule of zeros merges nothing: a valid (if pointless) study, which once crashed.
   "$HTM" run "$STUDY" --variant learned --seed 0 --set "model.schedule=[0]" --set train.epochs=1 \
     $(run_args "$WORK/zero.sqlite" "$WORK/input-runs") > in.log 2>&1 || fail "schedule [0]: exit $?: $(tail -3 in.log)"

@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 
 #include "htm/error.h"
 
@@ -36,23 +35,22 @@ void publish(T& field, T value) {
 }  // namespace
 
 bool open_run_board() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    const char* path = std::getenv("HTM_RUN_BOARD");
-    if (path == nullptr || *path == '\0') return;
-    const int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) return;
-    void* map = mmap(nullptr, sizeof(RunBoard), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) return;
-    auto* board = static_cast<RunBoard*>(map);
-    if (std::memcmp(board->magic, kMagic, sizeof kMagic) != 0) {
-      munmap(map, sizeof(RunBoard));
-      return;
-    }
-    g_board = board;
-  });
-  return g_board != nullptr;
+  static std::string tried;  // the board path last tried: each is mapped once (calls come from one thread)
+  const char* path = std::getenv("HTM_RUN_BOARD");
+  if (g_board != nullptr || path == nullptr || *path == '\0' || tried == path) return g_board != nullptr;
+  tried = path;
+  const int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  void* map = mmap(nullptr, sizeof(RunBoard), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return false;
+  auto* board = static_cast<RunBoard*>(map);
+  if (std::memcmp(board->magic, kMagic, sizeof kMagic) != 0) {
+    munmap(map, sizeof(RunBoard));
+    return false;
+  }
+  g_board = board;
+  return true;
 }
 
 void board_run(int64_t run_id, const std::string& db, const std::string& label) {

@@ -38,7 +38,7 @@ struct RunBoard {
 
 // ---- the child's side: each call does nothing when this process has no board
 
-/// Maps the board named by HTM_RUN_BOARD (once; later calls are free). Whether there is one.
+/// Maps the board named by HTM_RUN_BOARD (each path once). Whether this process has one.
 bool open_run_board();
 /// The run this process trains, once claimed.
 void board_run(int64_t run_id, const std::string& db, const std::string& label);

@@ -1,0 +1,51 @@
+// Training memory, estimated before the first step: the process as it is once the experiment is
+// assembled (libraries, data, weights), plus the gradients and AdamW's two moments of every
+// trained parameter, plus the activations a training step keeps for backward at the batch size,
+// measured on forward passes at two tiny batches and extrapolated linearly; or, when it is more,
+// what the reference scores hold before training starts (docs/reliability.md checks the
+// estimate against measured peaks).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "train/experiment.h"
+
+namespace htm {
+
+struct MemoryEstimate {
+  int64_t parameters = 0;       ///< every parameter
+  int64_t trained = 0;          ///< those a step updates
+  double resident_mib = 0;      ///< this process once assembled: libraries, data, weights
+  double gradients_mib = 0;     ///< fp32, one per trained parameter
+  double moments_mib = 0;       ///< AdamW's first and second moments
+  double activations_mib = 0;   ///< kept for backward at `batch`
+  double baselines_mib = 0;     ///< the reference scores computed before training (train/baselines.h)
+  int64_t batch = 0;
+  /// The process plus whichever phase holds more: the references first, then training.
+  double total_mib() const {
+    return resident_mib + std::max(baselines_mib, gradients_mib + moments_mib + activations_mib);
+  }
+};
+
+/// The estimate for `ex` (assembled). Draws nothing from any generator a run uses: a run that
+/// was estimated trains exactly as one that was not.
+MemoryEstimate estimate_training_memory(Experiment& ex);
+
+/// What this process may still use: MemAvailable, or less where a cgroup (v2) limit is set.
+/// HTM_MEMORY_AVAILABLE_MIB, when set, stands for both (a smaller machine, for tests).
+struct AvailableMemory {
+  double mib = 0;
+  std::string source;  ///< "MemAvailable" or "the cgroup's memory.max"
+};
+AvailableMemory available_memory();
+
+/// "1.7 GiB (process with weights and data 301 MiB, gradients 22, AdamW moments 44, activations
+/// 1331 at batch 256; references before training 527)"
+std::string describe(const MemoryEstimate& estimate);
+
+/// This process's peak resident memory so far (VmHWM), in MiB.
+double peak_resident_mib();
+
+}  // namespace htm

@@ -1,0 +1,165 @@
+// The training memory estimate (train/memory.h): it draws nothing a run uses, it grows with the
+// batch size, and a run trained after it ends where one trained without it ends. The run board
+// (model/run_board.h) a supervisor reads after a crash, and the store's crash record.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "config/experiment_config.h"
+#include "model/plugin_scope.h"
+#include "model/run_board.h"
+#include "registry.h"
+#include "store/results_store.h"
+#include "test_util.h"
+#include "train/experiment.h"
+#include "train/memory.h"
+#include "train/trainer.h"
+
+namespace htm {
+namespace {
+
+const Registry& registry() {
+  static const Registry r({HTM_PLUGIN_DIR});
+  return r;
+}
+
+ResolvedConfig trees(const std::string& dir, int64_t batch) {
+  const std::string path = dir + "/memory.toml";
+  std::ofstream(path) << "[experiment]\nname = \"memory\"\nseeds = [0]\n"
+                      << "[dataset]\nplugin = \"trees\"\ntokens = 16\ntrain_size = 128\ntest_size = 32\n"
+                      << "[adapter]\nplugin = \"points\"\n[loss.point_set]\n"
+                      << "[model]\ndim = 32\nheads = 2\nlayers = 4\ndropout = 0.1\n"
+                      << "[train]\nepochs = 1\nbatch_size = " << batch << "\nimages = 0\ncheckpoint = false\n"
+                      << "[runtime]\nthreads = 1\nresults = \"" << dir << "/htm.sqlite\"\nartifacts = \"" << dir
+                      << "/runs\"\n";
+  ExperimentFile file = ExperimentFile::load(path);
+  return file.resolve(file.variants()[0], registry());
+}
+
+std::vector<float> weights_after_training(Experiment& ex, const std::string& dir, const std::string& name) {
+  ResultsStore store(dir + "/" + name + ".sqlite");
+  RunInfo info;
+  info.experiment = "memory";
+  info.variant = name;
+  Trainer(ex, store, store.begin_run(info), dir + "/runs-" + name, 0, name).run();
+  std::vector<float> all;
+  for (const auto& p : ex.model->parameters()) {
+    auto flat = p.detach().flatten().contiguous();
+    all.insert(all.end(), flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel());
+  }
+  return all;
+}
+
+TEST(MemoryEstimate, DrawsNothingARunUsesSoAnEstimatedRunEndsWhereAnotherEnds) {
+  const std::string dir = htm::testing::fresh_dir("memory_same");
+  Experiment plain = assemble(trees(dir, 16), registry(), 0);
+  const std::vector<float> expected = weights_after_training(plain, dir, "plain");
+
+  Experiment estimated = assemble(trees(dir, 16), registry(), 0);
+  const torch::Tensor before = at::detail::getDefaultCPUGenerator().get_state();
+  const bool training = estimated.model->is_training();
+  const MemoryEstimate e = estimate_training_memory(estimated);
+  EXPECT_TRUE(torch::equal(before, at::detail::getDefaultCPUGenerator().get_state())) << "the global stream moved";
+  EXPECT_EQ(estimated.model->is_training(), training);
+  EXPECT_EQ(e.parameters, estimated.parameters);
+  EXPECT_EQ(e.trained, estimated.participating);
+  EXPECT_DOUBLE_EQ(e.gradients_mib, 4.0 * static_cast<double>(e.trained) / (1 << 20));
+  EXPECT_DOUBLE_EQ(e.moments_mib, 2 * e.gradients_mib);
+  EXPECT_GT(e.resident_mib, 0);
+  EXPECT_GT(e.activations_mib, 0);
+  EXPECT_EQ(weights_after_training(estimated, dir, "estimated"), expected);
+}
+
+TEST(MemoryEstimate, ActivationsGrowWithTheBatchAndTheTotalAddsItsParts) {
+  const std::string dir = htm::testing::fresh_dir("memory_batch");
+  Experiment small = assemble(trees(dir, 8), registry(), 0);
+  Experiment large = assemble(trees(dir, 64), registry(), 0);
+  const MemoryEstimate a = estimate_training_memory(small), b = estimate_training_memory(large);
+  EXPECT_EQ(a.batch, 8);
+  EXPECT_EQ(b.batch, 64);
+  EXPECT_GT(b.activations_mib, 2 * a.activations_mib) << a.activations_mib << " vs " << b.activations_mib;
+  EXPECT_DOUBLE_EQ(b.total_mib(), b.resident_mib + std::max(b.baselines_mib, b.gradients_mib + b.moments_mib +
+                                                                                  b.activations_mib));
+  EXPECT_NE(describe(b).find("at batch 64"), std::string::npos) << describe(b);
+}
+
+TEST(MemoryEstimate, HtmMemoryAvailableMibStandsForASmallerMachine) {
+  setenv("HTM_MEMORY_AVAILABLE_MIB", "123", 1);
+  const AvailableMemory simulated = available_memory();
+  unsetenv("HTM_MEMORY_AVAILABLE_MIB");
+  EXPECT_DOUBLE_EQ(simulated.mib, 123);
+  EXPECT_EQ(simulated.source, "HTM_MEMORY_AVAILABLE_MIB");
+  const AvailableMemory real = available_memory();
+  EXPECT_GT(real.mib, 0);
+}
+
+TEST(RunBoard, AChildsRunStepAndPluginAreWhatItsSupervisorReads) {
+  const std::string path = create_run_board();
+  RunBoard board{};
+  ASSERT_TRUE(read_run_board(path, &board));
+  EXPECT_EQ(board.run_id, 0);
+  EXPECT_EQ(board.current, -1);
+  EXPECT_EQ(board_plugin_text(board), "");
+  // This process plays the child: the board is found through HTM_RUN_BOARD.
+  setenv("HTM_RUN_BOARD", path.c_str(), 1);
+  ASSERT_TRUE(open_run_board());
+  board_run(42, "/tmp/x.sqlite", "study/v seed 1");
+  board_step(13, 64);
+  int previous = 0;
+  const int slot = board_building(PluginKind::policy, "crashy", "1.2.3", "/p/htm_policy_crashy.so", &previous);
+  ASSERT_TRUE(read_run_board(path, &board));
+  EXPECT_EQ(board_plugin_text(board), "policy plugin 'crashy' 1.2.3 (/p/htm_policy_crashy.so)") << "while building";
+  const int object = 0;
+  board_built(slot, &object, previous);
+  ASSERT_TRUE(read_run_board(path, &board));
+  EXPECT_EQ(board_plugin_text(board), "") << "built: no plugin executing";
+  {
+    const int token = board_enter(&object);
+    ASSERT_TRUE(read_run_board(path, &board));
+    EXPECT_EQ(board_plugin_text(board), "policy plugin 'crashy' 1.2.3 (/p/htm_policy_crashy.so)");
+    board_leave(token);
+  }
+  ASSERT_TRUE(read_run_board(path, &board));
+  EXPECT_EQ(board.run_id, 42);
+  EXPECT_EQ(board.step, 13);
+  EXPECT_EQ(board.total_steps, 64);
+  EXPECT_STREQ(board.db, "/tmp/x.sqlite");
+  EXPECT_STREQ(board.label, "study/v seed 1");
+  EXPECT_EQ(board.current, -1);
+  unsetenv("HTM_RUN_BOARD");
+  std::filesystem::remove(path);
+}
+
+TEST(CrashRecord, CountsCrashesAtOneStepAndHoldsTheRunAtTheSecond) {
+  const std::string dir = htm::testing::fresh_dir("crash_record");
+  ResultsStore store(dir + "/db.sqlite");
+  RunInfo info;
+  info.experiment = "e";
+  info.variant = "v";
+  info.config_hash = "h";
+  const Claim first = store.claim_run(info, false);
+  const int64_t me = RunOwner::self().pid;
+  EXPECT_EQ(store.record_crash(first.run_id, me + 1, 5, "crashed: SIGSEGV"), 0) << "another process's run";
+  EXPECT_EQ(store.record_crash(first.run_id, me, 5, "crashed: SIGSEGV at step 5"), 1);
+  EXPECT_EQ(store.record_crash(first.run_id, me, 5, "again"), 0) << "already recorded";
+  const Claim second = store.claim_run(info, false);
+  EXPECT_EQ(second.outcome, Claim::Outcome::resumed);
+  EXPECT_EQ(second.run_id, first.run_id);
+  EXPECT_EQ(second.detail, "crashed at step 5");
+  EXPECT_EQ(store.record_crash(first.run_id, me, 5, "crashed: SIGSEGV at step 5"), 2);
+  const Claim third = store.claim_run(info, false);
+  EXPECT_EQ(third.outcome, Claim::Outcome::held);
+  EXPECT_EQ(third.detail, "it crashed 2 times at step 5");
+  auto error = store.query("SELECT error FROM runs WHERE id = ?", {first.run_id});
+  EXPECT_NE(error.rows[0][0].find("htm resume " + std::to_string(first.run_id) + " --force retries it"),
+            std::string::npos);
+  const Claim retried = store.claim_run(info, false, true);
+  EXPECT_EQ(retried.outcome, Claim::Outcome::resumed);
+  EXPECT_EQ(store.record_crash(first.run_id, me, 9, "crashed elsewhere"), 1) << "another step starts the count again";
+}
+
+}  // namespace
+}  // namespace htm
