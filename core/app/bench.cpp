@@ -31,6 +31,7 @@
 #include "sdk/gemm.h"
 #include "train/estimator.h"
 #include "train/experiment.h"
+#include "train/memory.h"
 #include "train/optimizer.h"
 #include "train/trainer.h"
 
@@ -58,15 +59,7 @@ std::vector<double> time_ms(int repeats, F&& f) {
   return ms;
 }
 
-// Peak resident memory of this process (VmHWM), in MiB.
-double status_mib(const char* field) {
-  std::ifstream status("/proc/self/status");
-  const std::string key = std::string(field) + ":";
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind(key, 0) == 0) return std::stod(line.substr(key.size())) / 1024.0;
-  return 0;
-}
-double peak_rss_mib() { return status_mib("VmHWM"); }
+double peak_rss_mib() { return peak_resident_mib(); }
 
 // Starts a new VmHWM from the current resident size (Linux ≥ 4.0): the peak of what follows.
 void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }

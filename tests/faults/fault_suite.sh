@@ -417,7 +417,9 @@ section_lock() {  # someone holds the database's write lock for 35 s: the run wa
     [[ -f $db && $(sql "$db" "SELECT count(*) FROM runs" 2> /dev/null) == 1 ]] && break
     sleep 0.1
   done
-  (echo "BEGIN IMMEDIATE;"; sleep 35; echo "COMMIT;") | sqlite3 "$db"
+  # .timeout: BEGIN IMMEDIATE waits for the run's own write in progress instead of failing at once.
+  (echo ".timeout 10000"; echo "BEGIN IMMEDIATE;"; sleep 35; echo "COMMIT;") | sqlite3 "$db" > lockshell.log 2>&1
+  [[ -s lockshell.log ]] && fail "lock: the outside lock was never held: $(head -2 lockshell.log)"
   injected=$((injected + 1))
   wait $pid; rc=$?
   [[ $rc == 0 ]] || fail "lock: the run failed under an outside lock (rc $rc): $(tail -2 lock.log)"

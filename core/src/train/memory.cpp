@@ -14,7 +14,6 @@
 #include "train/baselines.h"
 
 namespace htm {
-namespace {
 
 double status_mib(const char* field) {
   std::ifstream status("/proc/self/status");
@@ -23,6 +22,8 @@ double status_mib(const char* field) {
     if (line.rfind(key, 0) == 0) return std::stod(line.substr(key.size())) / 1024.0;
   return 0;
 }
+
+namespace {
 
 // Bytes the allocator has handed out and not had back (heap chunks and mmap'd blocks).
 double heap_in_use() {

@@ -45,6 +45,8 @@ AvailableMemory available_memory();
 /// 1331 at batch 256; references before training 527)"
 std::string describe(const MemoryEstimate& estimate);
 
+/// A memory field of /proc/self/status ("VmRSS", "VmHWM"), in MiB.
+double status_mib(const char* field);
 /// This process's peak resident memory so far (VmHWM), in MiB.
 double peak_resident_mib();
 
