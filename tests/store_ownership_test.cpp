@@ -180,3 +180,27 @@ TEST_F(ResultsStoreTest, PluginLibrariesAreRecordedWithPathAndHash) {
 
 }  // namespace
 }  // namespace htm
+
+namespace htm {
+namespace {
+
+// A run's owner killed while its parent was gone may stay a zombie for as long as PID 1 does not
+// reap it (a container's PID 1 may never): it trains nothing, so its run is not its any more.
+TEST(RunOwnership, AZombieOwnsNothing) {
+  const pid_t child = fork();
+  if (child == 0) {
+    usleep(200 * 1000);
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  const RunOwner owner = RunOwner::of(child);
+  EXPECT_TRUE(owner_alive(owner, 0, 0)) << "alive while it sleeps";
+  usleep(600 * 1000);  // now a zombie: not reaped yet
+  EXPECT_FALSE(owner_alive(owner, 0, 0));
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_FALSE(owner_alive(owner, 0, 0));
+}
+
+}  // namespace
+}  // namespace htm

@@ -23,11 +23,15 @@ using store::Transaction;
 
 namespace {
 
+// Start time of a process (clock ticks since boot, /proc/PID/stat field 22); 0 when there is no
+// such process, or only its zombie: a process killed while its parent was gone may wait for a
+// PID 1 that never reaps it (in a container), and it trains nothing.
 int64_t process_start(int64_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t paren = text.rfind(')');  // the command name may hold spaces and parentheses
-  if (paren == std::string::npos) return 0;
+  if (paren == std::string::npos || paren + 2 >= text.size()) return 0;
+  if (text[paren + 2] == 'Z' || text[paren + 2] == 'X') return 0;  // field 3, the state: dead
   std::istringstream fields(text.substr(paren + 2));
   std::string field;
   for (int i = 3; i <= 22 && fields >> field; ++i)  // field 22: start time in clock ticks
