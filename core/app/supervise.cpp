@@ -78,8 +78,9 @@ ChildEnd ChildBoard::settle(pid_t pid, int status) const {
     end.code = 1;
     end.message = "run " + std::to_string(board.run_id) + " " + what;
     if (crashes >= kCrashesHeld)
-      end.message += "; it crashed there " + std::to_string(crashes) + " times, so htm run does not resume it (htm resume " +
-                     std::to_string(board.run_id) + " --force retries it)";
+      end.message += "; it crashed there " + std::to_string(crashes) +
+                     " times, so htm run does not resume it (htm resume " + std::to_string(board.run_id) +
+                     " --force retries it)";
   } catch (const std::exception& e) {
     end.crashed = true;
     end.code = 1;

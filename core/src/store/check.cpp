@@ -158,7 +158,8 @@ RecoveryReport ResultsStore::recover_file(const std::string& damaged, const std:
       // A scratch file: its journal in memory, no syncs. No transaction spans the tables either: SQLite
       // refuses to commit one that read a damaged page, so each copy commits on its own.
       store::run_sql(db, salvage, "PRAGMA main.journal_mode=MEMORY; PRAGMA main.synchronous=OFF");
-      for (const char* table : {"meta", "experiments", "runs", "run_plugins", "params", "tags", "metrics", "artifacts"}) {
+      for (const char* table :
+           {"meta", "experiments", "runs", "run_plugins", "params", "tags", "metrics", "artifacts"}) {
         std::string lost;
         const int64_t rows = salvage_table(db, salvage, table, &lost);
         report.rows.emplace_back(table, rows);
@@ -180,7 +181,8 @@ RecoveryReport ResultsStore::recover_file(const std::string& damaged, const std:
     char stamp[32];
     const std::time_t now = std::time(nullptr);
     std::strftime(stamp, sizeof stamp, "%Y-%m-%d", std::localtime(&now));
-    store::Statement(recovered.db_, out, "INSERT OR REPLACE INTO tags(run_id, key, value) SELECT id, 'recovered', ? FROM runs")
+    store::Statement(recovered.db_, out,
+                     "INSERT OR REPLACE INTO tags(run_id, key, value) SELECT id, 'recovered', ? FROM runs")
         .bind_text(1, std::string("from ") + damaged + " on " + stamp +
                           (report.lost.empty() ? "" : "; rows were lost there"))
         .run();
