@@ -395,7 +395,8 @@ std::string without_frames(const std::string& text) {
     if (c == '\n') c = ' ';
   if (frames == std::string::npos) return line;
   std::error_code ec;
-  const std::string log = (std::filesystem::temp_directory_path(ec) / ("htm-error-" + std::to_string(getpid()) + ".log")).string();
+  const std::string log =
+      (std::filesystem::temp_directory_path(ec) / ("htm-error-" + std::to_string(getpid()) + ".log")).string();
   if (FILE* out = std::fopen(log.c_str(), "w")) {
     std::fprintf(out, "%s\n", text.c_str());
     std::fclose(out);

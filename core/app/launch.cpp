@@ -81,6 +81,8 @@ class Spawner {
 
 }  // namespace
 
+int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
 std::string self_path() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
 namespace {
@@ -107,7 +109,6 @@ void add_threads(std::vector<std::string>& args, const RunRequest& request, unsi
   args.insert(args.end(), {"--set", "runtime.threads=" + std::to_string(std::max(1u, cores / workers))});
 }
 
-int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
 // A TCP port nobody listens on now (the kernel's choice), for rank 0's rendezvous.
 int free_port() {

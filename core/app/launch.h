@@ -43,6 +43,9 @@ pid_t start_worker(const std::vector<std::string>& args, const std::vector<std::
                    const std::string& log);
 int wait_worker(pid_t pid);
 
+/// A wait status as a shell shows it: the exit code, or 128 + the signal.
+int exit_code(int status);
+
 /// This executable's path.
 std::string self_path();
 

@@ -397,7 +397,8 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
   int code = 0;
   for (const auto& [variant, seed] : work) {
     if (interrupt_requested() && !comm) return 130;
-    switch (run_one(file, variant, seed, request.force, registry, tags_of(request), request.verbosity, {}, comm.get())) {
+    switch (run_one(file, variant, seed, request.force, registry, tags_of(request), request.verbosity, {},
+                    comm.get())) {
       case Outcome::interrupted: return 130;
       case Outcome::failed:
         if (comm) {  // a rank may be gone: the group cannot be trusted for the next run
@@ -415,8 +416,8 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
 void print_memory_estimate(const ResolvedConfig& config, const Registry& registry) {
   try {
     apply_runtime(config.settings.runtime, nullptr);
-    Experiment ex = assemble(config, registry, config.settings.experiment.seeds.empty() ? 0
-                                                                                          : config.settings.experiment.seeds[0]);
+    const auto& seeds = config.settings.experiment.seeds;
+    Experiment ex = assemble(config, registry, seeds.empty() ? 0 : seeds[0]);
     const MemoryEstimate memory = estimate_training_memory(ex);
     const AvailableMemory available = available_memory();
     std::printf("# parameters: %lld (%lld trained)\n# training memory estimate: %s; available: %.1f GiB (%s)\n",

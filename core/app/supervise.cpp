@@ -35,7 +35,7 @@ std::string ChildBoard::environment() const { return "HTM_RUN_BOARD=" + path_; }
 
 ChildEnd ChildBoard::settle(pid_t pid, int status) const {
   ChildEnd end;
-  end.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  end.code = exit_code(status);
   RunBoard board{};
   const bool read = read_run_board(path_, &board);
   end.claimed = read && board.run_id > 0;

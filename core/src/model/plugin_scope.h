@@ -1,8 +1,9 @@
 // Which plugin an exception came out of. The host marks each call into a plugin with a
 // PluginScope; a scope left by an exception records its plugin (the innermost one wins), and
 // the runner names that plugin in the run's error. Under a supervisor the scope also marks its
-// plugin on the run's board, so a crash inside it is named too (model/run_board.h). A policy's call also runs in fp32 whatever
-// runtime.precision says: merge and unmerge logits, and the sampling on them, stay exact.
+// plugin on the run's board, so a crash inside it is named too (model/run_board.h). A policy's
+// call also runs in fp32 whatever runtime.precision says: merge and unmerge logits, and the
+// sampling on them, stay exact.
 #pragma once
 
 #include <exception>

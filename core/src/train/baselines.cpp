@@ -84,7 +84,8 @@ BaselineScores baseline_scores(const Dataset& data, Model& model, int64_t n_trai
 double baseline_bytes(const Dataset& data, int64_t n_train, int64_t n_test, int64_t pca_components) {
   double features = 1;
   for (int64_t d : data.sample_shape()) features *= static_cast<double>(d);
-  const double fit = static_cast<double>(std::min(n_train, kFitRows)) * features, test = static_cast<double>(n_test) * features;
+  const double fit = static_cast<double>(std::min(n_train, kFitRows)) * features;
+  const double test = static_cast<double>(n_test) * features;
   const bool pca = data.sample_shape().size() == 3 && pca_components > 0;
   const bool ridge = data.num_classes() > 1;
   // PCA: fit rows fp32 + fp64 + centred fp64, test rows fp32 + fp64 + two fp64 products + fp32 result.

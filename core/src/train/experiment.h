@@ -2,6 +2,7 @@
 // chosen plugins, and the weighted losses. Used by `htm run`, `htm bench`, `htm sample`, tests.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,6 +38,12 @@ struct Experiment {
 /// Seeds torch's global generator with `seed` first, so initial weights depend on it alone.
 /// Throws htm::Error for combinations that cannot work (a vit that does not classify, ...).
 Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, int64_t seed);
+
+/// A count a setting asks for (train.train_samples, eval_samples, max_steps; 0: all) within
+/// what there is.
+inline int64_t samples_limit(int64_t requested, int64_t available) {
+  return requested > 0 ? std::min(requested, available) : available;
+}
 
 /// Threads for torch: `threads`, or every core when it is 0.
 void set_threads(int64_t threads);

@@ -58,11 +58,9 @@ MemoryEstimate estimate_training_memory(Experiment& ex) {
   e.gradients_mib = 4.0 * static_cast<double>(e.trained) / kMiB;
   e.moments_mib = 2 * e.gradients_mib;
   const TrainSettings& train = ex.config.settings.train;
-  const auto limit = [](int64_t requested, int64_t available) {  // as the trainer reads train_samples
-    return requested > 0 ? std::min(requested, available) : available;
-  };
-  e.baselines_mib = baseline_bytes(*ex.dataset, limit(train.train_samples, ex.dataset->size(Split::train)),
-                                   limit(train.eval_samples, ex.dataset->size(Split::test)), ex.latent_floats) /
+  e.baselines_mib = baseline_bytes(*ex.dataset, samples_limit(train.train_samples, ex.dataset->size(Split::train)),
+                                   samples_limit(train.eval_samples, ex.dataset->size(Split::test)),
+                                   ex.latent_floats) /
                     kMiB;
   const int64_t available = ex.dataset->size(Split::train);
   if (available >= 2) {

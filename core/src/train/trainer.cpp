@@ -42,9 +42,6 @@ std::string clock_text(double seconds) {
   return buf;
 }
 
-int64_t limit(int64_t requested, int64_t available) {
-  return requested > 0 ? std::min(requested, available) : available;
-}
 
 }  // namespace
 
@@ -74,7 +71,8 @@ Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, st
       seed_(seed),
       label_(std::move(label)),
       generator_(at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed))),
-      eval_samples_(limit(experiment.config.settings.train.eval_samples, experiment.dataset->size(Split::test))),
+      eval_samples_(samples_limit(experiment.config.settings.train.eval_samples,
+                                  experiment.dataset->size(Split::test))),
       options_(std::move(options)) {}
 
 ForwardHooks Trainer::hooks(int64_t epoch, int64_t step, bool training) {
@@ -151,11 +149,11 @@ TrainSummary Trainer::run() {
   Dataset& data = *ex_.dataset;
   if (primary()) std::filesystem::create_directories(artifact_dir_);
 
-  const int64_t n_train = limit(train.train_samples, data.size(Split::train));
+  const int64_t n_train = samples_limit(train.train_samples, data.size(Split::train));
   const int64_t batch_size = train.batch_size;
   const int64_t epochs = train.epochs;
   const int64_t steps_per_epoch = (n_train + batch_size - 1) / batch_size;
-  const int64_t total_steps = limit(train.max_steps, epochs * steps_per_epoch);
+  const int64_t total_steps = samples_limit(train.max_steps, epochs * steps_per_epoch);
   const int64_t log_every = std::max<int64_t>(1, train.log_every);
   const int64_t eval_every = train.eval_every;
   const int64_t layers = static_cast<int64_t>(ex_.schedule.size());
@@ -282,7 +280,8 @@ TrainSummary Trainer::run() {
         Batch batch;
         const int64_t B = std::min(batch_size, n_train - b * batch_size);  // the whole batch's inputs
         auto indices = state.order.narrow(0, b * batch_size, B);
-        const auto [first, rows] = comm != nullptr ? rows_of_rank(B, comm->rank(), comm->world()) : std::pair<int64_t, int64_t>{0, B};
+        const auto [first, rows] =
+            comm != nullptr ? rows_of_rank(B, comm->rank(), comm->world()) : std::pair<int64_t, int64_t>{0, B};
         {
           PluginScope scope(PluginKind::dataset, &data);
           batch = data.get(Split::train, indices.narrow(0, first, rows));
@@ -304,7 +303,8 @@ TrainSummary Trainer::run() {
         std::vector<Metric> terms;
         torch::Tensor per_sample;
         try {
-          per_sample = training_objective(ex_.losses, out, batch, epoch, step, true, teacher_forced, &terms, train.anytime);
+          per_sample = training_objective(ex_.losses, out, batch, epoch, step, true, teacher_forced, &terms,
+                                          train.anytime);
         } catch (const NonFinite& e) {
           throw Error("training diverged at step " + std::to_string(step + 1) + ": " + e.what());
         }
@@ -322,7 +322,8 @@ TrainSummary Trainer::run() {
             again.tree = past->batch.tree;
             again.merges = past->merges;
             auto rout = ex_.model->forward(past->batch.input, past->schedule, generator_, &again);
-            auto g = training_objective(ex_.losses, rout, past->batch, epoch, step, true, false, nullptr, train.anytime);
+            auto g = training_objective(ex_.losses, rout, past->batch, epoch, step, true, false, nullptr,
+                                        train.anytime);
             const double rows_ratio = static_cast<double>(g.size(0)) / static_cast<double>(per_sample.size(0));
             total = total + rows_ratio * estimator.replayed(g, rout.log_prob, merge_log_prob(rout), past->behaviour);
           }
@@ -368,7 +369,9 @@ TrainSummary Trainer::run() {
         ++state.batch;
         state.images += B;
         const double loss_value = share.split ? share.batch_loss : loss.item<double>();
-        if (!std::isfinite(loss_value)) throw Error("training diverged at step " + std::to_string(step) + ": the loss is " + std::to_string(loss_value));
+        if (!std::isfinite(loss_value))
+          throw Error("training diverged at step " + std::to_string(step) + ": the loss is " +
+                      std::to_string(loss_value));
         state.epoch_loss += loss_value;
         ++state.epoch_batches;
         state.running_loss = step == 1 ? loss_value : 0.9 * state.running_loss + 0.1 * loss_value;
@@ -394,7 +397,8 @@ TrainSummary Trainer::run() {
         }
         // ---- checkpoint: at each epoch's end and at the runtime's interval
         const bool interval = (runtime.checkpoint_every > 0 && step % runtime.checkpoint_every == 0) ||
-                              (runtime.checkpoint_minutes > 0 && seconds_since(last_checkpoint) >= 60 * runtime.checkpoint_minutes);
+                              (runtime.checkpoint_minutes > 0 &&
+                               seconds_since(last_checkpoint) >= 60 * runtime.checkpoint_minutes);
         if (train.checkpoint && (epoch_end || interval)) checkpoint();
         if (seconds_since(last_heartbeat) >= 10) {  // the claim on this run stays ours
           store_.heartbeat(run_id_);
