@@ -38,7 +38,11 @@ std::string elf_problem(const std::string& path) {
   if (!in.good() && !in.eof()) return "it cannot be read";
   const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
   const uint64_t size = bytes.size();
-  if (size < 64 || std::memcmp(b, "\x7f" "ELF", 4) != 0) return "it is not a shared library (invalid ELF header)";
+  if (size < 64 || std::memcmp(b,
+                               "\x7f"
+                               "ELF",
+                               4) != 0)
+    return "it is not a shared library (invalid ELF header)";
   if (b[4] != 2 || b[5] != 1) return "it is not a 64-bit little-endian ELF file";
   const uint64_t phoff = little(b + 0x20, 8), shoff = little(b + 0x28, 8);
   const uint64_t phentsize = little(b + 0x36, 2), phnum = little(b + 0x38, 2);

@@ -13,8 +13,8 @@
 #include <boost/dll/shared_library.hpp>
 
 #include "file_checks.h"
-#include "model/run_board.h"
 #include "htm/error.h"
+#include "model/run_board.h"
 
 namespace fs = std::filesystem;
 
@@ -50,8 +50,10 @@ Registry::Registry(const std::vector<std::string>& search_path) : search_path_(s
       if (!is_plugin_file(it->path())) continue;
       std::error_code entry_ec;
       const bool regular = it->is_regular_file(entry_ec);  // follows links: a loop is an error here
-      if (entry_ec) warnings_.push_back("'" + it->path().string() + "' skipped: " + entry_ec.message());
-      else if (regular) files.push_back(it->path());
+      if (entry_ec)
+        warnings_.push_back("'" + it->path().string() + "' skipped: " + entry_ec.message());
+      else if (regular)
+        files.push_back(it->path());
     }
     if (ec) warnings_.push_back("plugin folder '" + dir + "' not read to its end: " + ec.message());
     std::sort(files.begin(), files.end());
@@ -71,8 +73,7 @@ Registry::Registry(const std::vector<std::string>& search_path) : search_path_(s
     }
   }
   std::sort(entries_.begin(), entries_.end(), [](const PluginEntry& a, const PluginEntry& b) {
-    return std::make_pair(a.manifest.kind, a.manifest.name) <
-           std::make_pair(b.manifest.kind, b.manifest.name);
+    return std::make_pair(a.manifest.kind, a.manifest.name) < std::make_pair(b.manifest.kind, b.manifest.name);
   });
 }
 
@@ -95,9 +96,8 @@ PluginEntry Registry::load(const std::string& path) {
     throw Error("'" + path + "' is not an htm plugin (it lacks the htm_plugin_* entry points)");
   const int abi = library->get<AbiFn>("htm_plugin_abi_version")();
   if (abi != kSdkAbiVersion)
-    throw Error("plugin '" + path + "' was built for htm SDK ABI " + std::to_string(abi) +
-                ", but this htm uses ABI " + std::to_string(kSdkAbiVersion) +
-                "; rebuild it against the installed SDK");
+    throw Error("plugin '" + path + "' was built for htm SDK ABI " + std::to_string(abi) + ", but this htm uses ABI " +
+                std::to_string(kSdkAbiVersion) + "; rebuild it against the installed SDK");
   PluginEntry entry;
   entry.manifest = *library->get<ManifestFn>("htm_plugin_manifest")();
   if (entry.manifest.abi != kSdkAbiVersion)
@@ -115,9 +115,10 @@ const PluginEntry& Registry::entry(PluginKind kind, const std::string& name) con
   std::string known;
   for (const auto& n : names(kind)) known += (known.empty() ? "" : ", ") + n;
   const std::string refused = why_missing(kind, name);
-  if (!refused.empty()) throw Error(std::string(kind_name(kind)) + " plugin '" + name + "' was found but not loaded: " + refused);
-  throw Error(std::string("unknown ") + kind_name(kind) + " plugin '" + name + "'; known: " +
-              (known.empty() ? "none" : known));
+  if (!refused.empty())
+    throw Error(std::string(kind_name(kind)) + " plugin '" + name + "' was found but not loaded: " + refused);
+  throw Error(std::string("unknown ") + kind_name(kind) + " plugin '" + name +
+              "'; known: " + (known.empty() ? "none" : known));
 }
 
 std::string Registry::why_missing(PluginKind kind, const std::string& name) const {

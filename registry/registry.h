@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "config/plugin_catalog.h"
 #include "htm/manifest.h"
 #include "htm/plugin.h"
-#include "config/plugin_catalog.h"
 
 namespace boost::dll {
 class shared_library;

@@ -10,8 +10,7 @@
 namespace htm {
 namespace {
 
-torch::Tensor plain_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              int64_t heads) {
+torch::Tensor plain_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads) {
   const int64_t B = k.size(0), Tq = q.size(1), Tk = k.size(1), C = q.size(2), d = C / heads;
   auto split = [&](const torch::Tensor& t, int64_t n) { return t.view({t.size(0), n, heads, d}).transpose(1, 2); };
   auto w = torch::softmax(torch::matmul(split(q, Tq), split(k, Tk).transpose(-2, -1)) / std::sqrt(double(d)), -1);
@@ -26,13 +25,13 @@ Inputs inputs(int64_t bq, int64_t B, int64_t Tq, int64_t Tk, int64_t C) {
   torch::manual_seed(1);
   // k and v as strided halves of one projection, the way the model produces them.
   auto kv = torch::randn({B, Tk, 2 * C});
-  return {torch::randn({bq, Tq, C}).requires_grad_(true),
-          kv.narrow(2, 0, C).clone().requires_grad_(true), kv.narrow(2, C, C).requires_grad_(true)};
+  return {torch::randn({bq, Tq, C}).requires_grad_(true), kv.narrow(2, 0, C).clone().requires_grad_(true),
+          kv.narrow(2, C, C).requires_grad_(true)};
 }
 
 TEST(FusedAttention, MatchesPlainAttentionValuesAndGradients) {
-  for (auto [bq, B, Tq, Tk, C, h] : std::vector<std::array<int64_t, 6>>{
-           {3, 3, 70, 33, 16, 2}, {1, 4, 130, 9, 12, 3}, {2, 2, 5, 200, 8, 1}}) {
+  for (auto [bq, B, Tq, Tk, C, h] :
+       std::vector<std::array<int64_t, 6>>{{3, 3, 70, 33, 16, 2}, {1, 4, 130, 9, 12, 3}, {2, 2, 5, 200, 8, 1}}) {
     Inputs in = inputs(bq, B, Tq, Tk, C);
     auto fused = fused_attention(in.q, in.k, in.v, h, 0.0, true);
     auto plain = plain_attention(in.q, in.k, in.v, h);
@@ -94,7 +93,6 @@ TEST(FusedAttention, DropoutGradientsMatchFiniteDifferences) {
   }
 }
 
-
 TEST(Linear, MatchesTorchLinearValuesAndGradients) {
   torch::manual_seed(2);
   Linear layer(24, 10);
@@ -118,7 +116,6 @@ TEST(Linear, MatchesTorchLinearValuesAndGradients) {
   // Same initialisation bounds as torch::nn::Linear: U(-1/sqrt(in), 1/sqrt(in)).
   EXPECT_LE(layer->weight.abs().max().item<double>(), 1.0 / std::sqrt(24.0));
 }
-
 
 // The row kernels behind it (AVX-512 where the CPU has it) against plain computations: the
 // dropout mask bit for bit against the counter stream, over lengths with and without a tail.

@@ -177,9 +177,9 @@ TEST_F(ConfigTest, ExtendsMergesTablesAndReplacesValues) {
   const std::string child =
       write("sub/child.toml", "extends = [\"../base.toml\", \"../more.toml\"]\n[model]\ndim = 128\nschedule = [2]\n");
   const ResolvedConfig config = ExperimentFile::load(child).resolve("default", catalog_);
-  EXPECT_EQ(config.settings.model.dim, 128);               // the child wins
-  EXPECT_EQ(config.settings.model.heads, 2);               // the later base wins
-  EXPECT_EQ(config.settings.model.schedule, Ints{2});      // arrays replace
+  EXPECT_EQ(config.settings.model.dim, 128);           // the child wins
+  EXPECT_EQ(config.settings.model.heads, 2);           // the later base wins
+  EXPECT_EQ(config.settings.model.schedule, Ints{2});  // arrays replace
   EXPECT_EQ(config.settings.train.epochs, 3);
   EXPECT_EQ(config.policy.params.integer("heads"), 2);
   EXPECT_EQ(config.experiment, "child");
@@ -220,7 +220,8 @@ TEST_F(ConfigTest, ErrorsInExtendedFilesNameThatFile) {
   EXPECT_EQ(resolve_error("extends = \"base.toml\"\n[train]\nlr = 0.1\n"),
             base +
                 ":3:1: unknown key 'train.lrr'; expected one of: anytime, batch_size, checkpoint, epochs, "
-                "eval_batch_size, eval_every, eval_policies, eval_samples, grad_clip, images, log_every, lr, lr_decay_epochs, "
+                "eval_batch_size, eval_every, eval_policies, eval_samples, grad_clip, images, log_every, lr, "
+                "lr_decay_epochs, "
                 "lr_decay_factor, lr_schedule, max_steps, rho0, rho_end, rho_ramp, rho_schedule, rho_step, "
                 "stochastic_depth, train_samples, warmup_steps, weight_decay");
 }
@@ -331,12 +332,13 @@ TEST_F(ConfigTest, SetErrorsNameTheOverride) {
 // by zero, epochs = 0 recorded a "finished" run of 0 steps, lr = nan failed mid-run).
 TEST_F(ConfigTest, OutOfRangeValuesAreRefusedWhereTheyAreWritten) {
   EXPECT_EQ(resolve_error("[model]\nheads = 0\n"), exp() + ":2:9: 'model.heads' expects at least 1, got 0");
-  EXPECT_EQ(resolve_error("[train]\nbatch_size = 0\n"),
-            exp() + ":2:14: 'train.batch_size' expects at least 1, got 0");
+  EXPECT_EQ(resolve_error("[train]\nbatch_size = 0\n"), exp() + ":2:14: 'train.batch_size' expects at least 1, got 0");
   EXPECT_EQ(resolve_error("", {"train.epochs=0"}), "--set train.epochs=0: 'train.epochs' expects at least 1, got 0");
   EXPECT_EQ(resolve_error("", {"train.epochs=-3"}), "--set train.epochs=-3: 'train.epochs' expects at least 1, got -3");
-  EXPECT_EQ(resolve_error("[train]\nlr = nan\n"), exp() + ":2:6: 'train.lr' expects a finite number above 0.0, got nan");
-  EXPECT_EQ(resolve_error("", {"train.lr=-1"}), "--set train.lr=-1: 'train.lr' expects a finite number above 0.0, got -1.0");
+  EXPECT_EQ(resolve_error("[train]\nlr = nan\n"),
+            exp() + ":2:6: 'train.lr' expects a finite number above 0.0, got nan");
+  EXPECT_EQ(resolve_error("", {"train.lr=-1"}),
+            "--set train.lr=-1: 'train.lr' expects a finite number above 0.0, got -1.0");
   EXPECT_EQ(resolve_error("[model]\ndropout = 2.0\n"),
             exp() + ":2:11: 'model.dropout' expects a number in [0.0, 1.0], got 2.0");
   EXPECT_EQ(resolve_error("[model]\nschedule = [4, -1]\n"),
@@ -348,8 +350,10 @@ TEST_F(ConfigTest, OutOfRangeValuesAreRefusedWhereTheyAreWritten) {
   EXPECT_EQ(resolve_error("", {"train.rho0=nan"}),
             "--set train.rho0=nan: 'train.rho0' expects a finite number above 0.0, got nan");
   // Settings that must agree: the heads split the width.
-  EXPECT_EQ(resolve_error("[model]\ndim = 64\nheads = 3\n"), exp() + ":3:9: 'model.heads' (3) must divide 'model.dim' (64)");
-  EXPECT_EQ(resolve_error("", {"model.dim=100"}), "--set model.dim=100: 'model.heads' (8) must divide 'model.dim' (100)");
+  EXPECT_EQ(resolve_error("[model]\ndim = 64\nheads = 3\n"),
+            exp() + ":3:9: 'model.heads' (3) must divide 'model.dim' (64)");
+  EXPECT_EQ(resolve_error("", {"model.dim=100"}),
+            "--set model.dim=100: 'model.heads' (8) must divide 'model.dim' (100)");
   // The edges are allowed.
   EXPECT_NO_THROW(resolve("[model]\ndropout = 0.0\nmerge_fraction = 1.0\n[train]\nmax_steps = 0\n"));
 }

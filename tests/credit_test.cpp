@@ -21,8 +21,8 @@ using htm::testing::TwoPairCase;
 // The value baseline with the two pairs of a draw as two layers' decisions: layer 1's value is
 // one number, layer 2's a table over the first pair drawn (the state the second draw is made
 // from), indexed by src·4 + dst.
-std::vector<ValuedDecision> two_layers(const torch::Tensor& log_prob, const torch::Tensor& src, const torch::Tensor& dst,
-                                       const torch::Tensor& v1, const torch::Tensor& v2) {
+std::vector<ValuedDecision> two_layers(const torch::Tensor& log_prob, const torch::Tensor& src,
+                                       const torch::Tensor& dst, const torch::Tensor& v1, const torch::Tensor& v2) {
   auto first = src.select(1, 0) * 4 + dst.select(1, 0);
   return {{log_prob.select(1, 0), v1.expand({src.size(0)})}, {log_prob.select(1, 1), v2.index_select(0, first)}};
 }
@@ -49,7 +49,8 @@ TEST(ValueBaseline, AnyValuesOfTheStateLeaveTheGradientUnbiased) {
   Estimator estimator(value_settings());
   const int64_t n = 200000;
   auto logits = c.theta.expand({n, 4, 4});
-  auto [src, dst] = sample_disjoint_pairs(logits.detach().to(torch::kFloat), 2, at::make_generator<at::CPUGeneratorImpl>(9));
+  auto [src, dst] =
+      sample_disjoint_pairs(logits.detach().to(torch::kFloat), 2, at::make_generator<at::CPUGeneratorImpl>(9));
   auto lp = pair_log_prob(logits, src, dst, LogProbForm::exact);
   torch::manual_seed(3);  // deliberately wrong values: unbiased all the same, only noisier
   auto v1 = torch::full({1}, 3.0, torch::kDouble), v2 = 4.0 * torch::rand({16}, torch::kDouble);
@@ -76,8 +77,8 @@ TEST(ValueBaseline, PerLayerValuesLowerTheVarianceBelowOneBaseline) {
       auto logits = c.theta.expand({16, 4, 4});
       auto [src, dst] = sample_disjoint_pairs(logits.detach().to(torch::kFloat), 2, gen);
       auto lp = pair_log_prob(logits, src, dst, LogProbForm::exact);
-      auto objective = estimator.objective(draw_loss(c, src, dst) + shift, lp.sum(1), {}, {},
-                                           two_layers(lp, src, dst, one, v2));
+      auto objective =
+          estimator.objective(draw_loss(c, src, dst) + shift, lp.sum(1), {}, {}, two_layers(lp, src, dst, one, v2));
       grads.push_back(torch::autograd::grad({objective}, {c.theta})[0].flatten());
     }
     return torch::stack(grads).var(0).sum().item<double>();
@@ -85,7 +86,8 @@ TEST(ValueBaseline, PerLayerValuesLowerTheVarianceBelowOneBaseline) {
   const double none = spread(RewardBaseline::none, conditional);
   const double constant = spread(RewardBaseline::value, one.expand({16}));
   const double per_layer = spread(RewardBaseline::value, conditional);
-  std::printf("      gradient variance: no baseline %.3g, one value %.3g, per-layer values %.3g\n", none, constant, per_layer);
+  std::printf("      gradient variance: no baseline %.3g, one value %.3g, per-layer values %.3g\n", none, constant,
+              per_layer);
   EXPECT_LT(constant, 0.05 * none);
   EXPECT_LT(per_layer, 0.85 * constant);
 }
@@ -109,9 +111,12 @@ TEST(ValueBaseline, ValuesRegressTheLossAndTeachThePolicyNothing) {
     optimiser.step();
   }
   EXPECT_NEAR(v1.item<double>(), mean, 0.1);
-  auto p_first = torch::zeros({16}, torch::kDouble).index_add_(
-      0, c.src.select(1, 0) * 4 + c.dst.select(1, 0),
-      pair_log_prob(c.theta.detach().expand({c.src.size(0), 4, 4}), c.src, c.dst, LogProbForm::exact).sum(1).exp());
+  auto p_first =
+      torch::zeros({16}, torch::kDouble)
+          .index_add_(0, c.src.select(1, 0) * 4 + c.dst.select(1, 0),
+                      pair_log_prob(c.theta.detach().expand({c.src.size(0), 4, 4}), c.src, c.dst, LogProbForm::exact)
+                          .sum(1)
+                          .exp());
   for (int64_t k = 0; k < 16; ++k)
     if (p_first[k].item<double>() > 0.05)
       EXPECT_NEAR(v2[k].item<double>(), conditional[k].item<double>(), 0.15) << "first pair " << k;
@@ -126,7 +131,8 @@ TEST(ValueBaseline, ValuesRegressTheLossAndTeachThePolicyNothing) {
   auto g = draw_loss(c, src, dst);
   auto valued = two_layers(lp, src, dst, v1, v2);
   auto with = torch::autograd::grad({estimator.objective(g, lp.sum(1), {}, {}, valued)}, {theta}, {}, true)[0];
-  auto by_hand = ((g - valued[0].value.detach()) * lp.select(1, 0) + (g - valued[1].value.detach()) * lp.select(1, 1)).mean();
+  auto by_hand =
+      ((g - valued[0].value.detach()) * lp.select(1, 0) + (g - valued[1].value.detach()) * lp.select(1, 1)).mean();
   EXPECT_TRUE(torch::allclose(with, torch::autograd::grad({by_hand}, {theta})[0], 1e-9, 1e-12));
 }
 
@@ -152,7 +158,8 @@ TEST(DenseReward, ErrorsToGoGiveTheGradientOfTheExpectedPairErrors) {
   Estimator estimator(settings);
   const int64_t n = 200000;
   auto logits = c.theta.expand({n, 4, 4});
-  auto [src, dst] = sample_disjoint_pairs(logits.detach().to(torch::kFloat), 2, at::make_generator<at::CPUGeneratorImpl>(9));
+  auto [src, dst] =
+      sample_disjoint_pairs(logits.detach().to(torch::kFloat), 2, at::make_generator<at::CPUGeneratorImpl>(9));
   auto lp = pair_log_prob(logits, src, dst, LogProbForm::exact);
   auto error = c.cost.index_select(0, (src * 4 + dst).view(-1)).view(src.sizes());  // n×2
   auto objective = estimator.objective(torch::zeros({n}, torch::kDouble), lp.sum(1), {}, {}, {}, {{lp, error}});
@@ -176,7 +183,8 @@ TEST(Replay, ImportanceWeightsMakeAnotherPolicysDrawsUnbiasedForToday) {
   settings.replay_clip = 1e9;  // untruncated
   Estimator estimator(settings);
   const int64_t n = 200000;
-  auto [src, dst] = sample_disjoint_pairs(then.to(torch::kFloat).expand({n, 4, 4}), 2, at::make_generator<at::CPUGeneratorImpl>(3));
+  auto [src, dst] =
+      sample_disjoint_pairs(then.to(torch::kFloat).expand({n, 4, 4}), 2, at::make_generator<at::CPUGeneratorImpl>(3));
   auto behaviour = pair_log_prob(then.expand({n, 4, 4}), src, dst, LogProbForm::exact).sum(1);
   auto now = pair_log_prob(c.theta.expand({n, 4, 4}), src, dst, LogProbForm::exact).sum(1);
   auto g = draw_loss(c, src, dst);
@@ -189,7 +197,7 @@ TEST(Replay, ImportanceWeightsMakeAnotherPolicysDrawsUnbiasedForToday) {
   ASSERT_EQ(estimator.diagnostics().size(), 1u);
   EXPECT_EQ(estimator.diagnostics()[0].first, "policy_replay_weight");
   EXPECT_NEAR(estimator.diagnostics()[0].second.item<double>(), 1.0, 0.03);  // E_q[p / q] = 1
-  settings.replay_clip = 0.5;  // truncated: no weight above the clip
+  settings.replay_clip = 0.5;                                                // truncated: no weight above the clip
   Estimator clipped(settings);
   clipped.replayed(g, now, now, behaviour);
   EXPECT_LE(clipped.diagnostics()[0].second.item<double>(), 0.5);

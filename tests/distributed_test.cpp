@@ -67,11 +67,15 @@ Recorded read(const std::string& db) {
   Recorded r;
   for (const auto& row : store.query("SELECT variant, artifact_dir FROM runs WHERE status = 'finished'").rows)
     r.artifacts[row[0]] = row[1];
-  for (const auto& row : store.query("SELECT r.variant, m.value FROM metrics m JOIN runs r ON r.id = m.run_id "
-                                     "WHERE m.split = 'train' AND m.name = 'loss' ORDER BY r.variant, m.step").rows)
+  for (const auto& row : store
+                             .query("SELECT r.variant, m.value FROM metrics m JOIN runs r ON r.id = m.run_id "
+                                    "WHERE m.split = 'train' AND m.name = 'loss' ORDER BY r.variant, m.step")
+                             .rows)
     r.loss[row[0]].push_back(std::stod(row[1]));
-  for (const auto& row : store.query("SELECT r.variant, m.value FROM latest_metrics m JOIN runs r ON r.id = m.run_id "
-                                     "WHERE m.split = 'test' AND m.name = 'mse'").rows)
+  for (const auto& row : store
+                             .query("SELECT r.variant, m.value FROM latest_metrics m JOIN runs r ON r.id = m.run_id "
+                                    "WHERE m.split = 'test' AND m.name = 'mse'")
+                             .rows)
     r.test_mse[row[0]] = std::stod(row[1]);
   return r;
 }
@@ -132,8 +136,9 @@ TEST(DataParallel, TwoRanksOfHalfTheBatchMatchOneProcessOfTheWholeBatch) {
       scale = std::max(scale, value.abs().max().item<double>());
     }
     EXPECT_LT(worst, kTolerance * std::max(1.0, scale)) << "largest parameter difference";
-    std::printf("[ %s ] final parameters: largest difference %.3g (largest parameter %.3g), loss steps equal within %.0e\n",
-                variant.c_str(), worst, scale, kTolerance);
+    std::printf(
+        "[ %s ] final parameters: largest difference %.3g (largest parameter %.3g), loss steps equal within %.0e\n",
+        variant.c_str(), worst, scale, kTolerance);
   }
   EXPECT_FALSE(fs::exists(s / "two.sqlite-journal"));
 }
@@ -141,8 +146,7 @@ TEST(DataParallel, TwoRanksOfHalfTheBatchMatchOneProcessOfTheWholeBatch) {
 TEST(DataParallel, ARankThatDiesFailsTheRunWithinTheTimeout) {
   Scratch s;
   // A longer run, so rank 1 can be killed while training.
-  const std::string args = "run " + study_options(s, "db.sqlite") +
-                           " --variant mlp --set train.epochs=200 --nproc 2";
+  const std::string args = "run " + study_options(s, "db.sqlite") + " --variant mlp --set train.epochs=200 --nproc 2";
   const auto t0 = std::chrono::steady_clock::now();
   pid_t launcher = fork();
   ASSERT_GE(launcher, 0);
@@ -185,7 +189,9 @@ TEST(DataParallel, AnInterruptedRunResumesOnTwoRanksAndEndsWhereOneProcessEnds) 
   Scratch s;
   // Long evaluations every other step: the signal often lands in one, where a rank must not act
   // on it alone.
-  const std::string common = " --variant mlp --set train.epochs=30 --set runtime.checkpoint_every=5 --set train.eval_every=2 --set dataset.test_size=512 --set train.eval_samples=512";
+  const std::string common =
+      " --variant mlp --set train.epochs=30 --set runtime.checkpoint_every=5 --set train.eval_every=2 --set "
+      "dataset.test_size=512 --set train.eval_samples=512";
   ASSERT_EQ(htm("run " + study_options(s, "one.sqlite") + common).first, 0);
   const std::string two = "run " + study_options(s, "two.sqlite") + common + " --nproc 2";
   pid_t launcher = fork();
@@ -231,8 +237,9 @@ TEST(DataParallel, AnInterruptedRunResumesOnTwoRanksAndEndsWhereOneProcessEnds) 
   double worst = 0;
   for (const auto& [name, value] : a) worst = std::max(worst, (value - b.at(name)).abs().max().item<double>());
   EXPECT_LT(worst, kTolerance);
-  std::printf("[ interrupted at %lld logged steps, resumed on 2 ranks ] largest parameter difference from one process: %.3g\n",
-              static_cast<long long>(logged), worst);
+  std::printf(
+      "[ interrupted at %lld logged steps, resumed on 2 ranks ] largest parameter difference from one process: %.3g\n",
+      static_cast<long long>(logged), worst);
 }
 
 TEST(DataParallel, BadInputIsRefusedWithOneClearLine) {
@@ -307,7 +314,8 @@ TEST(DataParallel, ASplitBatchDrawsTheWholeBatchsRandomNumbersForItsRows) {
     auto [s, d] = sample_disjoint_pairs(logits.narrow(0, offset, rows), 3, gen);
     EXPECT_TRUE(torch::equal(s, src.narrow(0, offset, rows)));
     EXPECT_TRUE(torch::equal(d, dst.narrow(0, offset, rows)));
-    EXPECT_TRUE(torch::equal(sample_without_replacement(scores.narrow(0, offset, rows), 4, gen), top.narrow(0, offset, rows)));
+    EXPECT_TRUE(
+        torch::equal(sample_without_replacement(scores.narrow(0, offset, rows), 4, gen), top.narrow(0, offset, rows)));
     EXPECT_TRUE(torch::equal(normal_like_rows(x.narrow(0, offset, rows), gen), noise.narrow(0, offset, rows)));
     torch::manual_seed(5);
     EXPECT_TRUE(torch::equal(fast_dropout(x.narrow(0, offset, rows), 0.5, true), mask.narrow(0, offset, rows)));
@@ -334,7 +342,8 @@ TEST(Shards, TwoShardsMergedHoldTheWholeStudysRuns) {
   // Same runs, configs and metrics (timestamps and ids aside).
   const std::string runs = "SELECT variant, seed, status, config_hash FROM runs ORDER BY variant, seed";
   const std::string metrics =
-      "SELECT r.variant, r.seed, m.step, m.split, m.name, printf('%.17g', m.value) FROM metrics m JOIN runs r ON r.id = m.run_id "
+      "SELECT r.variant, r.seed, m.step, m.split, m.name, printf('%.17g', m.value) FROM metrics m JOIN runs r ON r.id "
+      "= m.run_id "
       "WHERE m.name NOT IN ('images_per_s') ORDER BY r.variant, r.seed, m.step, m.split, m.name";
   ResultsStore whole(s / "whole.sqlite", OpenMode::read_only), merged(s / "merged.sqlite", OpenMode::read_only);
   EXPECT_EQ(whole.query(runs).rows, merged.query(runs).rows);

@@ -5,8 +5,8 @@
 #include <torch/torch.h>
 
 #include "registry.h"
-#include "store/results_store.h"
 #include "runner.h"
+#include "store/results_store.h"
 #include "test_util.h"
 
 namespace htm {
@@ -46,8 +46,8 @@ TEST(EndToEnd, TrainsRecordsAndSkipsWhatIsDone) {
   EXPECT_GT(mse, 0);
   EXPECT_GT(baseline, 0);
   EXPECT_EQ(cell(store, "SELECT count(*) FROM metrics WHERE split='test' AND name='mse'"), "2");  // per epoch
-  for (const char* name : {"rho", "depth", "images_per_s", "loss/mse", "lr", "grad_norm/adapter",
-                           "grad_norm/merge", "grad_norm/policy", "baseline/linear_accuracy"})
+  for (const char* name : {"rho", "depth", "images_per_s", "loss/mse", "lr", "grad_norm/adapter", "grad_norm/merge",
+                           "grad_norm/policy", "baseline/linear_accuracy"})
     EXPECT_EQ(cell(store, std::string("SELECT count(*) > 0 FROM metrics WHERE name='") + name + "'"), "1") << name;
   // The PCA reference has the bottleneck's size: one token of width 16.
   EXPECT_EQ(cell(store, "SELECT value FROM metrics WHERE name='baseline/pca_components'"), "16");
@@ -81,8 +81,9 @@ TEST(EndToEnd, SameSeedSameResult) {
   request.seeds = {1};
   ASSERT_EQ(run_experiment(request, registry), 0);
   ResultsStore store(dir + "/htm.sqlite");
-  auto r = store.query("SELECT r.seed, m.value FROM metrics m JOIN runs r ON r.id = m.run_id "
-                       "WHERE m.split='test' AND m.name='mse' ORDER BY r.id");
+  auto r = store.query(
+      "SELECT r.seed, m.value FROM metrics m JOIN runs r ON r.id = m.run_id "
+      "WHERE m.split='test' AND m.name='mse' ORDER BY r.id");
   ASSERT_EQ(r.rows.size(), 3u);
   EXPECT_EQ(r.rows[0][1], r.rows[1][1]) << "seed 0 twice";
   EXPECT_NE(r.rows[0][1], r.rows[2][1]) << "seed 1 should differ";
@@ -125,10 +126,12 @@ TEST(EndToEnd, APluginThatFailsInTheFirstForwardPassIsNamedAndRecorded) {
   ResultsStore store(dir + "/htm.sqlite");
   auto rows = store.query("SELECT status, error FROM runs ORDER BY id");
   ASSERT_EQ(rows.rows.size(), 2u);
-  const std::string plugin = "policy plugin 'faulty' 0.9.1 (" + std::string(HTM_TEST_PLUGIN_DIR) + "/htm_policy_faulty.so) failed: ";
+  const std::string plugin =
+      "policy plugin 'faulty' 0.9.1 (" + std::string(HTM_TEST_PLUGIN_DIR) + "/htm_policy_faulty.so) failed: ";
   EXPECT_EQ(rows.rows[0][0], "failed");
   EXPECT_EQ(rows.rows[0][1], plugin + "boom from faulty scoring");
-  EXPECT_EQ(rows.rows[1][1], plugin + "its merge decision's src is Long of shape [2, 1], expected int64 of shape [2, 8]");
+  EXPECT_EQ(rows.rows[1][1],
+            plugin + "its merge decision's src is Long of shape [2, 1], expected int64 of shape [2, 8]");
   // Each library that ran is recorded with its path and SHA-256.
   EXPECT_EQ(cell(store, "SELECT count(*) FROM run_plugins WHERE length(sha256) = 64 AND path LIKE '%.so'"),
             cell(store, "SELECT count(*) FROM run_plugins"));

@@ -43,8 +43,8 @@ torch::Tensor exact_gradient(const Case& c) {
 }
 
 // Average surrogate gradient over `batches` batches of `batch` draws each.
-torch::Tensor monte_carlo_gradient(const Case& c, const EstimatorSettings& settings, int64_t batches,
-                                   int64_t batch, bool with_score_term = true) {
+torch::Tensor monte_carlo_gradient(const Case& c, const EstimatorSettings& settings, int64_t batches, int64_t batch,
+                                   bool with_score_term = true) {
   Estimator estimator(settings);
   const int64_t n = batches * batch;
   auto logits = c.theta.expand({n, kT, kT});
@@ -66,7 +66,8 @@ TEST(Surrogate, SingleDrawGradientIsEquation4) {
   auto grad = torch::autograd::grad({estimator.objective(g, log_prob)}, {c.theta})[0];
 
   // Eq. 4 by hand: g · ∇log p + ∇g, with ∇log p = onehot(Y) − p off the diagonal.
-  auto p = torch::softmax(c.theta.detach().masked_fill(torch::eye(kT, torch::kBool), -INFINITY).view({-1}), 0).view({kT, kT});
+  auto p = torch::softmax(c.theta.detach().masked_fill(torch::eye(kT, torch::kBool), -INFINITY).view({-1}), 0)
+               .view({kT, kT});
   auto expected = -p * g.item<double>();
   expected[2][0] += g.item<double>();
   expected[0][1] += c.theta[0][0][1].item<double>();
@@ -81,7 +82,8 @@ TEST(Surrogate, AverageGradientIsUnbiasedForBothRewards) {
     settings.reward = reward;
     auto mc = monte_carlo_gradient(c, settings, 20000, 4);
     const double err = (mc - exact).abs().max().item<double>();
-    EXPECT_LT(err, 0.03) << (reward == RewardScope::sample ? "per-sample" : "batch") << " reward\nmc " << mc << "\nexact " << exact;
+    EXPECT_LT(err, 0.03) << (reward == RewardScope::sample ? "per-sample" : "batch") << " reward\nmc " << mc
+                         << "\nexact " << exact;
   }
   // A moving-average baseline, built from earlier batches only, changes the variance, not the mean.
   settings.reward = RewardScope::batch;
@@ -153,8 +155,10 @@ TEST(ExactLogProb, PairsAreRenormalisedOverTheTokensStillUnused) {
     }
   }
   // Far-apart logits keep their precision (the later normalisers are tiny next to the first).
-  auto wide = torch::tensor({0.0, 80.0, -60.0, 5.0, 40.0, 0.0, 1.0, 2.0, -70.0, 3.0, 0.0, 4.0, 9.0, 8.0, 7.0, 0.0}).view({1, 4, 4});
-  auto lp2 = pair_log_prob(wide, torch::tensor({{0}, {2}}).view({1, 2}), torch::tensor({{1}, {3}}).view({1, 2}), LogProbForm::exact);
+  auto wide = torch::tensor({0.0, 80.0, -60.0, 5.0, 40.0, 0.0, 1.0, 2.0, -70.0, 3.0, 0.0, 4.0, 9.0, 8.0, 7.0, 0.0})
+                  .view({1, 4, 4});
+  auto lp2 = pair_log_prob(wide, torch::tensor({{0}, {2}}).view({1, 2}), torch::tensor({{1}, {3}}).view({1, 2}),
+                           LogProbForm::exact);
   // Second draw 2→3 among the pairs of tokens {2, 3}: logits 4 (2→3) and 7 (3→2).
   EXPECT_NEAR(lp2[0][1].item<double>(), 4.0 - std::log(std::exp(4.0) + std::exp(7.0)), 1e-4);
 }
@@ -187,8 +191,10 @@ TEST(ExactLogProb, TokensArePlackettLuceAndAForcedChoiceHasNone) {
     auto drawn = sample_without_replacement(s, 3, at::make_generator<at::CPUGeneratorImpl>(3));
     auto grad = torch::autograd::grad({token_log_prob(s, drawn, form).sum()}, {s})[0];
     const double relative = grad.mean(0).norm().item<double>() / grad.norm(2, 1).mean().item<double>();
-    if (form == LogProbForm::exact) EXPECT_LT(relative, 0.035);
-    else EXPECT_GT(relative, 0.10);
+    if (form == LogProbForm::exact)
+      EXPECT_LT(relative, 0.035);
+    else
+      EXPECT_GT(relative, 0.10);
   }
 }
 
@@ -200,7 +206,9 @@ TEST(ExactLogProb, EnumeratedDrawsAreTheSamplersDistribution) {
   const int64_t n = 40000;
   auto [src, dst] = sample_disjoint_pairs(c.theta.detach().to(torch::kFloat).expand({n, 4, 4}), 2,
                                           at::make_generator<at::CPUGeneratorImpl>(5));
-  auto key = [](const torch::Tensor& s, const torch::Tensor& d) { return ((s.select(1, 0) * 4 + d.select(1, 0)) * 16 + s.select(1, 1) * 4 + d.select(1, 1)); };
+  auto key = [](const torch::Tensor& s, const torch::Tensor& d) {
+    return ((s.select(1, 0) * 4 + d.select(1, 0)) * 16 + s.select(1, 1) * 4 + d.select(1, 1));
+  };
   auto counts = torch::bincount(key(src, dst), {}, 256).to(torch::kDouble);
   std::vector<double> observed, probs;
   auto keys = key(c.src, c.dst);
@@ -223,7 +231,8 @@ TEST(ExactLogProb, SurrogateGradientMatchesFiniteDifferencesOfTheExpectedLoss) {
     Estimator estimator(settings);
     const int64_t n = 200000;
     auto logits = c.theta.expand({n, 4, 4});
-    auto [src, dst] = sample_disjoint_pairs(logits.detach().to(torch::kFloat), 2, at::make_generator<at::CPUGeneratorImpl>(9));
+    auto [src, dst] =
+        sample_disjoint_pairs(logits.detach().to(torch::kFloat), 2, at::make_generator<at::CPUGeneratorImpl>(9));
     auto objective = estimator.objective(draw_loss(c, src, dst), pair_log_prob(logits, src, dst, form).sum(1));
     return torch::autograd::grad({objective}, {c.theta})[0][0];
   };
@@ -253,7 +262,8 @@ TEST(Estimator, LeaveOneOutBaselineLowersTheVarianceWithoutBias) {
       Estimator estimator(settings);
       auto logits = c.theta.expand({16, 4, 4});  // 4 inputs × 4 rollouts
       auto [src, dst] = sample_disjoint_pairs(logits.detach().to(torch::kFloat), 2, gen);
-      auto objective = estimator.objective(draw_loss(c, src, dst) + 50.0, pair_log_prob(logits, src, dst, LogProbForm::exact).sum(1));
+      auto objective = estimator.objective(draw_loss(c, src, dst) + 50.0,
+                                           pair_log_prob(logits, src, dst, LogProbForm::exact).sum(1));
       grads.push_back(torch::autograd::grad({objective}, {c.theta})[0].flatten());
     }
     return torch::stack(grads).var(0).sum().item<double>();
@@ -265,7 +275,8 @@ TEST(Estimator, LeaveOneOutBaselineLowersTheVarianceWithoutBias) {
 }
 
 TEST(Estimator, EntropyBonusPushesTowardsUniformMerges) {
-  auto logits = torch::tensor({{3.0, 0.0, 1.0}, {0.5, 2.0, -1.0}, {0.0, 0.0, 7.0}}).view({1, 3, 3}).requires_grad_(true);
+  auto logits =
+      torch::tensor({{3.0, 0.0, 1.0}, {0.5, 2.0, -1.0}, {0.0, 0.0, 7.0}}).view({1, 3, 3}).requires_grad_(true);
   // The entropy over the 6 off-diagonal pairs, by hand.
   std::vector<double> off = {0.0, 1.0, 0.5, -1.0, 0.0, 0.0};
   double z = 0, h = 0;
@@ -276,7 +287,9 @@ TEST(Estimator, EntropyBonusPushesTowardsUniformMerges) {
   EstimatorSettings settings = default_settings().estimator;
   settings.entropy = 0.5;
   Estimator estimator(settings);
-  auto objective = estimator.objective(torch::zeros({1}), pair_log_prob(logits, torch::tensor({{0}}), torch::tensor({{2}}), LogProbForm::exact).sum(1) * 0, entropy);
+  auto objective = estimator.objective(
+      torch::zeros({1}),
+      pair_log_prob(logits, torch::tensor({{0}}), torch::tensor({{2}}), LogProbForm::exact).sum(1) * 0, entropy);
   auto grad = torch::autograd::grad({objective}, {logits})[0];
   // Descending the objective raises the entropy: the largest off-diagonal logit (0→2) goes down.
   EXPECT_GT(grad[0][0][2].item<double>(), 0);

@@ -29,8 +29,9 @@ class ExperimentIdentity : public ::testing::Test {
 
 TEST_F(ExperimentIdentity, AFileThatSetsNothingIsRefused) {
   for (const char* text : {"", "# only a comment\n\n   \n"})
-    EXPECT_EQ(resolve_error(text), exp() + ": the file sets nothing (it is empty or holds only comments); an "
-                                           "experiment file names at least its [experiment] or a plugin");
+    EXPECT_EQ(resolve_error(text), exp() +
+                                       ": the file sets nothing (it is empty or holds only comments); an "
+                                       "experiment file names at least its [experiment] or a plugin");
   EXPECT_NO_THROW(resolve("", {"train.epochs=1"}));  // what --set names is something
 }
 

@@ -3,8 +3,8 @@
 #include <filesystem>
 
 #include "registry.h"
-#include "store/results_store.h"
 #include "runner.h"
+#include "store/results_store.h"
 #include "test_util.h"
 
 namespace htm {
@@ -29,9 +29,14 @@ TEST_P(ExperimentFiles, EveryVariantResolvesAndRunsOneStep) {
   RunRequest request;
   request.file = GetParam();
   request.seeds = {0};
-  request.overrides = {"train.max_steps=1", "train.train_samples=4", "train.eval_samples=4",
-                       "train.batch_size=2", "train.eval_batch_size=4", "train.images=2",
-                       "train.checkpoint=false", "runtime.threads=1",
+  request.overrides = {"train.max_steps=1",
+                       "train.train_samples=4",
+                       "train.eval_samples=4",
+                       "train.batch_size=2",
+                       "train.eval_batch_size=4",
+                       "train.images=2",
+                       "train.checkpoint=false",
+                       "runtime.threads=1",
                        "runtime.results=\"" + dir + "/htm.sqlite\"",
                        "runtime.artifacts=\"" + dir + "/runs\""};
   ExperimentFile file = ExperimentFile::load(request.file, request.overrides);

@@ -2,8 +2,8 @@
 #include <cmath>
 #include <random>
 
-#include "model/gmm.h"
 #include "htm/error.h"
+#include "model/gmm.h"
 #include "test_util.h"
 
 namespace htm {

@@ -19,8 +19,7 @@ const Registry& registry() {
   return r;
 }
 
-std::shared_ptr<Dataset> make(const std::string& name,
-                              const std::map<std::string, Value>& overrides = {}) {
+std::shared_ptr<Dataset> make(const std::string& name, const std::map<std::string, Value>& overrides = {}) {
   Params p = registry().default_params(PluginKind::dataset, name);
   p.set("train_size", int64_t{64});
   p.set("test_size", int64_t{16});
@@ -28,9 +27,7 @@ std::shared_ptr<Dataset> make(const std::string& name,
   return registry().create<Dataset>(PluginKind::dataset, name, p, BuildContext{});
 }
 
-Batch all(const Dataset& data, Split split) {
-  return data.get(split, torch::arange(data.size(split), torch::kLong));
-}
+Batch all(const Dataset& data, Split split) { return data.get(split, torch::arange(data.size(split), torch::kLong)); }
 
 // One sample's truth (N−1 rows): every node 0..2N−3 is a child exactly once, children come
 // before their parents, and the smaller child is first.
@@ -42,8 +39,7 @@ Batch all(const Dataset& data, Split split) {
     const int64_t a = tree[k][0].item<int64_t>(), b = tree[k][1].item<int64_t>();
     if (a < 0 || b >= n + k || a >= b)
       return ::testing::AssertionFailure() << "row " << k << " = [" << a << ", " << b << "]";
-    if (used[a]++ || used[b]++)
-      return ::testing::AssertionFailure() << "row " << k << " reuses a node";
+    if (used[a]++ || used[b]++) return ::testing::AssertionFailure() << "row " << k << " reuses a node";
   }
   for (int64_t i = 0; i + 1 < 2 * n - 1; ++i)
     if (used[i] != 1) return ::testing::AssertionFailure() << "node " << i << " has no parent";
@@ -72,8 +68,8 @@ std::vector<std::vector<int64_t>> leaf_sets(const torch::Tensor& tree, int64_t n
   return s;
 }
 
-void expect_shapes_and_trees(const std::string& name, const std::map<std::string, Value>& params,
-                             int64_t n, int64_t features) {
+void expect_shapes_and_trees(const std::string& name, const std::map<std::string, Value>& params, int64_t n,
+                             int64_t features) {
   SCOPED_TRACE(name);
   auto data = make(name, params);
   EXPECT_EQ(data->sample_shape(), (std::vector<int64_t>{n, features}));
@@ -117,8 +113,7 @@ void expect_seeded(const std::string& name) {
   EXPECT_TRUE(torch::equal(a.input.narrow(0, 0, 8), fewer.input));
 }
 
-void expect_error(const std::string& name, const std::map<std::string, Value>& params,
-                  const std::string& parameter) {
+void expect_error(const std::string& name, const std::map<std::string, Value>& params, const std::string& parameter) {
   try {
     make(name, params);
     ADD_FAILURE() << name << " accepted a bad " << parameter;

@@ -6,12 +6,12 @@
 #include <torch/torch.h>
 
 #include "commands.h"
+#include "hierarchy/tree_scoring.h"
 #include "model/model.h"
 #include "registry.h"
-#include "store/results_store.h"
 #include "runner.h"
+#include "store/results_store.h"
 #include "test_util.h"
-#include "hierarchy/tree_scoring.h"
 
 namespace htm {
 namespace {

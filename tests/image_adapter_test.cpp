@@ -16,8 +16,11 @@ std::shared_ptr<Adapter> make_image_adapter(int64_t patch, int64_t bands, const 
   ctx.dim = 16;
   ctx.heads = 2;
   ctx.sample_shape = {3, 8, 8};
-  Params p({{"patch", patch}, {"fourier_bands", bands}, {"head_ratio", int64_t{1}},
-            {"queries", queries}, {"heads", int64_t{0}}});
+  Params p({{"patch", patch},
+            {"fourier_bands", bands},
+            {"head_ratio", int64_t{1}},
+            {"queries", queries},
+            {"heads", int64_t{0}}});
   torch::manual_seed(0);
   return registry.create<Adapter>(PluginKind::adapter, "image", p, ctx);
 }
@@ -54,10 +57,10 @@ TEST(ImageAdapter, LiftEqualsLayerNormLinearLayerNormOfTheConcatenatedPatch) {
   EXPECT_TRUE(torch::allclose(fast, plain, 1e-4, 1e-4)) << (fast - plain).abs().max();
 
   auto g = torch::randn(fast.sizes());
-  auto grads_fast = torch::autograd::grad({fast}, {input, named(*adapter, "lift_linear.weight"),
-                                                   named(*adapter, "lift_norm.weight")}, {g});
-  auto grads_plain = torch::autograd::grad({plain}, {input, named(*adapter, "lift_linear.weight"),
-                                                     named(*adapter, "lift_norm.weight")}, {g});
+  auto grads_fast = torch::autograd::grad(
+      {fast}, {input, named(*adapter, "lift_linear.weight"), named(*adapter, "lift_norm.weight")}, {g});
+  auto grads_plain = torch::autograd::grad(
+      {plain}, {input, named(*adapter, "lift_linear.weight"), named(*adapter, "lift_norm.weight")}, {g});
   for (size_t k = 0; k < grads_fast.size(); ++k)
     EXPECT_TRUE(torch::allclose(grads_fast[k], grads_plain[k], 1e-3, 1e-4))
         << "gradient " << k << " differs by " << (grads_fast[k] - grads_plain[k]).abs().max();
@@ -69,16 +72,14 @@ TEST(ImageAdapter, FourierFeaturesFollowAppendixA2) {
   ASSERT_EQ(f.sizes(), (std::vector<int64_t>{2 + 4 * 4, 8, 8}));
   EXPECT_FLOAT_EQ(f[0][0][0].item<float>(), -1.0f);  // x at the left edge
   EXPECT_FLOAT_EQ(f[0][0][7].item<float>(), 1.0f);
-  EXPECT_FLOAT_EQ(f[1][7][0].item<float>(), 1.0f);   // y at the bottom edge
+  EXPECT_FLOAT_EQ(f[1][7][0].item<float>(), 1.0f);  // y at the bottom edge
   // ω linearly spaced from 1/max(H,W) = 1/8 to min(H,W)/2 = 4 in 4 bands: 1/8, 35/24, 67/24, 4.
   const double w_max = 4.0, y = f[1][3][0].item<double>();
   EXPECT_NEAR(f[2 + 3][3][0].item<double>(), std::sin(2 * M_PI * y * w_max), 1e-5);
   EXPECT_NEAR(f[2 + 4 + 0][3][0].item<double>(), std::cos(2 * M_PI * y / 8.0), 1e-5);
 }
 
-TEST(ImageAdapter, RejectsPatchesThatDoNotTileTheImage) {
-  EXPECT_THROW(make_image_adapter(3, 4), Error);
-}
+TEST(ImageAdapter, RejectsPatchesThatDoNotTileTheImage) { EXPECT_THROW(make_image_adapter(3, 4), Error); }
 
 TEST(ImageAdapter, PatchQueriesPutEachPatchsPixelsInPlace) {
   // With the head's last layer zeroed, every patch's output is tanh of that layer's bias,

@@ -81,8 +81,8 @@ TEST(MemoryEstimate, ActivationsGrowWithTheBatchAndTheTotalAddsItsParts) {
   EXPECT_EQ(a.batch, 8);
   EXPECT_EQ(b.batch, 64);
   EXPECT_GT(b.activations_mib, 2 * a.activations_mib) << a.activations_mib << " vs " << b.activations_mib;
-  EXPECT_DOUBLE_EQ(b.total_mib(), b.resident_mib + std::max(b.baselines_mib, b.gradients_mib + b.moments_mib +
-                                                                                  b.activations_mib));
+  EXPECT_DOUBLE_EQ(b.total_mib(),
+                   b.resident_mib + std::max(b.baselines_mib, b.gradients_mib + b.moments_mib + b.activations_mib));
   EXPECT_NE(describe(b).find("at batch 64"), std::string::npos) << describe(b);
 }
 

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <string>
 
+#include "hierarchy/merge_tree.h"
 #include "htm/error.h"
 #include "test_util.h"
-#include "hierarchy/merge_tree.h"
 
 namespace htm {
 namespace {
@@ -16,9 +16,7 @@ namespace {
 using Merges = std::vector<std::array<int64_t, 2>>;
 
 // ((0,1),(2,3)),((4,5),(6,7)): nodes 8..11 are the leaf pairs, 12 and 13 the halves, 14 the root.
-MergeTree balanced8() {
-  return tree_from_merges(8, {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}});
-}
+MergeTree balanced8() { return tree_from_merges(8, {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}}); }
 
 // (((((0,1),2),3),4),5): one leaf pair, then one leaf joins per node.
 MergeTree caterpillar6() { return tree_from_merges(6, {{0, 1}, {6, 2}, {7, 3}, {8, 4}, {9, 5}}); }
@@ -46,16 +44,13 @@ TEST(MergeTree, LayersAreHeights) {
   EXPECT_EQ(balanced8().layer, (std::vector<int64_t>{1, 1, 1, 1, 2, 2, 3}));
   EXPECT_EQ(caterpillar6().layer, (std::vector<int64_t>{1, 2, 3, 4, 5}));
   // (0,1) and ((2,3),4) meet at the root: heights 1, 1, 2, then 1 + max(1, 2).
-  EXPECT_EQ(tree_from_merges(5, {{0, 1}, {2, 3}, {6, 4}, {5, 7}}).layer,
-            (std::vector<int64_t>{1, 1, 2, 3}));
+  EXPECT_EQ(tree_from_merges(5, {{0, 1}, {2, 3}, {6, 4}, {5, 7}}).layer, (std::vector<int64_t>{1, 1, 2, 3}));
   EXPECT_TRUE(tree_from_merges(3, {}).merges.empty());  // a forest of leaves is a tree too
 }
 
 TEST(MergeTree, RejectsMalformedMerges) {
-  EXPECT_NE(error_of(4, {{0, 1}, {1, 2}}).find("uses node 1, which an earlier merge used"),
-            std::string::npos);
-  EXPECT_NE(error_of(4, {{0, 5}, {1, 2}}).find("uses node 5, which does not exist before it"),
-            std::string::npos);
+  EXPECT_NE(error_of(4, {{0, 1}, {1, 2}}).find("uses node 1, which an earlier merge used"), std::string::npos);
+  EXPECT_NE(error_of(4, {{0, 5}, {1, 2}}).find("uses node 5, which does not exist before it"), std::string::npos);
   EXPECT_NE(error_of(4, {{2, 2}}).find("with itself"), std::string::npos);
   EXPECT_THROW(tree_from_merges(4, {{0, 1}, {4, 2}, {4, 3}}), Error);  // internal node twice
   EXPECT_THROW(tree_from_merges(4, {{-1, 0}}), Error);
@@ -68,16 +63,16 @@ TEST(MergeTree, PerfectPredictionScoresOne) {
   expect_scores(sibling_scores(truth, truth), 1, 1, 1);
   expect_scores(cluster_scores(truth, truth), 1, 1, 1);
   // Child order and merge order within a layer do not matter.
-  const MergeTree swapped = predicted(
-      8, {{7, 6}, {5, 4}, {3, 2}, {1, 0}, {9, 8}, {11, 10}, {13, 12}}, {1, 1, 1, 1, 2, 2, 3});
+  const MergeTree swapped =
+      predicted(8, {{7, 6}, {5, 4}, {3, 2}, {1, 0}, {9, 8}, {11, 10}, {13, 12}}, {1, 1, 1, 1, 2, 2, 3});
   expect_scores(sibling_scores(swapped, truth), 1, 1, 1);
   expect_scores(cluster_scores(swapped, truth), 1, 1, 1);
 }
 
 TEST(MergeTree, WrongFirstLayerScoresExactFractions) {
   // Layer 1 pairs (0,2),(1,3),(4,5),(6,7); then the same halves and root as the truth.
-  const MergeTree pred = predicted(8, {{0, 2}, {1, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}},
-                                   {1, 1, 1, 1, 2, 2, 3});
+  const MergeTree pred =
+      predicted(8, {{0, 2}, {1, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}}, {1, 1, 1, 1, 2, 2, 3});
   // Siblings: 2 of 4 predicted pairs are true, 2 of 4 true pairs found.
   expect_scores(sibling_scores(pred, balanced8()), 0.5, 0.5, 0.5);
   // Clusters: {0,2} {1,3} are wrong; {4,5} {6,7} {0..3} {4..7} right, of 6 true sets.
@@ -163,17 +158,15 @@ TEST(ScheduleReaches, FindsSchedulesThatHighestLevelFirstMisses) {
   EXPECT_FALSE(schedule_reaches(seven, {1, 4}));
   // (((0,1),2),(3,4)),((5,6),(7,8)) with [3, 3]: build (0,1) (5,6) (7,8), then ((0,1),2), (3,4)
   // and ((5,6),(7,8)). Building (3,4) in the first layer instead leaves only 2 ready.
-  const MergeTree nine =
-      tree_from_merges(9, {{0, 1}, {9, 2}, {3, 4}, {10, 11}, {5, 6}, {7, 8}, {13, 14}, {12, 15}});
+  const MergeTree nine = tree_from_merges(9, {{0, 1}, {9, 2}, {3, 4}, {10, 11}, {5, 6}, {7, 8}, {13, 14}, {12, 15}});
   EXPECT_TRUE(schedule_reaches(nine, {3, 3}));
   EXPECT_FALSE(schedule_reaches(nine, {3, 4}));  // 1 pair left + at most 2 new ready
   EXPECT_FALSE(schedule_reaches(nine, {4, 4}));
   // Four layers, so the search runs over two of them. Leaf pairs 11..14 with levels 3, 4, 3, 5;
   // the greedy builds 14, 12, 11 and then finds only 13 and 15 ready. Building 14, 12, 13 readies
   // 11, 15 and 17; then 16 = (15, 12); then 18 = (16, 11).
-  const MergeTree eleven = tree_from_merges(
-      11,
-      {{1, 7}, {6, 2}, {5, 9}, {10, 3}, {14, 4}, {15, 12}, {0, 13}, {16, 11}, {17, 18}, {8, 19}});
+  const MergeTree eleven =
+      tree_from_merges(11, {{1, 7}, {6, 2}, {5, 9}, {10, 3}, {14, 4}, {15, 12}, {0, 13}, {16, 11}, {17, 18}, {8, 19}});
   EXPECT_TRUE(schedule_reaches(eleven, {3, 3, 1, 1}));
   EXPECT_FALSE(schedule_reaches(eleven, {3, 3, 2}));
 }
@@ -186,8 +179,7 @@ TEST(Agglomerative, RecoversASpatiallyObviousTree) {
   // Equal distances go in node order: (0,5) (1,7) (2,4) (3,6); then (8,11) before (9,10).
   EXPECT_EQ(t.merges, (Merges{{0, 5}, {1, 7}, {2, 4}, {3, 6}, {8, 11}, {9, 10}, {12, 13}}));
   EXPECT_EQ(t.layer, (std::vector<int64_t>{1, 1, 1, 1, 2, 2, 3}));
-  const MergeTree truth =
-      tree_from_merges(8, {{0, 5}, {3, 6}, {1, 7}, {2, 4}, {8, 9}, {10, 11}, {12, 13}});
+  const MergeTree truth = tree_from_merges(8, {{0, 5}, {3, 6}, {1, 7}, {2, 4}, {8, 9}, {10, 11}, {12, 13}});
   expect_scores(sibling_scores(t, truth), 1, 1, 1);
   expect_scores(cluster_scores(t, truth), 1, 1, 1);
   EXPECT_TRUE(schedule_reaches(truth, {4, 2, 1}));
@@ -199,8 +191,7 @@ TEST(Agglomerative, RecoversASpatiallyObviousTree) {
 TEST(Agglomerative, PairsGreedilyAndWeighsCentroidsByLeaves) {
   // On a line at 0, 1, 1.5, 10: (1,2) is closest; (0,1) and (0,2) reuse a taken cluster, so the
   // second pair is (0,3) although it is the farthest.
-  EXPECT_EQ(agglomerative_merges({{0, 0}, {1, 0}, {1.5, 0}, {10, 0}}, {2}).merges,
-            (Merges{{1, 2}, {0, 3}}));
+  EXPECT_EQ(agglomerative_merges({{0, 0}, {1, 0}, {1.5, 0}, {10, 0}}, {2}).merges, (Merges{{1, 2}, {0, 3}}));
   // 0, 0.5, 2, 6, 11: (0,1), then ((0,1),2) at 1.75. Its centroid is (0 + 0.5 + 2)/3 = 5/6, 31/6
   // from leaf 3, farther than 3 to 4 (5); the mean of the two centroids (1.125) would be nearer.
   const MergeTree t = agglomerative_merges({{0, 0}, {0.5, 0}, {2, 0}, {6, 0}, {11, 0}}, {1, 1, 1});
@@ -217,8 +208,7 @@ TEST(Agglomerative, RejectsSchedulesTooLongForTheLeaves) {
 }
 
 TEST(RandomMerges, ReproducibleValidForests) {
-  for (const std::vector<int64_t>& schedule :
-       {std::vector<int64_t>{8, 4, 2, 1}, std::vector<int64_t>{5, 0, 3, 2}}) {
+  for (const std::vector<int64_t>& schedule : {std::vector<int64_t>{8, 4, 2, 1}, std::vector<int64_t>{5, 0, 3, 2}}) {
     std::mt19937_64 a(42), b(42);
     const MergeTree t = random_merges(16, schedule, a);
     const MergeTree u = random_merges(16, schedule, b);

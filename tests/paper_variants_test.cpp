@@ -3,10 +3,10 @@
 // the classifier and its parameter-matched ViT.
 #include <torch/torch.h>
 
+#include "hierarchy/policy_metrics.h"
 #include "htm/loss.h"
 #include "htm/merge.h"
 #include "model/model.h"
-#include "hierarchy/policy_metrics.h"
 #include "registry.h"
 #include "runner.h"
 #include "test_util.h"
@@ -83,7 +83,7 @@ TEST(Capacity, NoiseWhileTrainingPenaltyAndRelease) {
   auto noised = l->enter_layer(torch::zeros({4, 64, 64}), LayerEntry{1, 0, 0, true, gen});
   EXPECT_NEAR(noised.std().item<double>(), 1.0, 0.02);  // unit Gaussian noise (eq. 5)
   auto half = l->enter_layer(torch::zeros({4, 64, 64}), LayerEntry{1, 0, 20, true, gen});
-  EXPECT_NEAR(half.std().item<double>(), 0.5, 0.02);  // halfway through the release
+  EXPECT_NEAR(half.std().item<double>(), 0.5, 0.02);                                 // halfway through the release
   EXPECT_TRUE(torch::equal(l->enter_layer(x, LayerEntry{1, 0, 0, false, gen}), x));  // not in eval
 
   LossContext ctx;
@@ -203,9 +203,10 @@ TEST(Classifier, HtmGivesLogitsAndTheVitMatchesItsParameterCount) {
   ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{3, 10}));
   const double ratio = static_cast<double>(vit_ex.participating) / static_cast<double>(htm_ex.participating);
   EXPECT_NEAR(ratio, 1.0, 0.1) << vit_ex.participating << " vs " << htm_ex.participating;
-  EXPECT_THROW(assemble(classify_config(dir, "vit"), registry(), 0).model->forward_teacher_forced(
-                   batch.input, {}, at::make_generator<at::CPUGeneratorImpl>(0), nullptr),
-               Error);
+  EXPECT_THROW(
+      assemble(classify_config(dir, "vit"), registry(), 0)
+          .model->forward_teacher_forced(batch.input, {}, at::make_generator<at::CPUGeneratorImpl>(0), nullptr),
+      Error);
 }
 
 }  // namespace

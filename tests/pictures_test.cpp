@@ -7,25 +7,22 @@
 #include <filesystem>
 #include <memory>
 
-#include "htm/error.h"
 #include "hierarchy/merge_tree.h"
+#include "htm/error.h"
 #include "test_util.h"
 
 namespace htm {
 namespace {
 
 struct Png {
-  std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)> surface{
-      nullptr, &cairo_surface_destroy};
+  std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)> surface{nullptr, &cairo_surface_destroy};
   int width() const { return cairo_image_surface_get_width(surface.get()); }
   int height() const { return cairo_image_surface_get_height(surface.get()); }
   // {r, g, b} in 0..255 of pixel (x, y); both formats read from an opaque PNG keep 0x??RRGGBB.
   std::array<int, 3> at(int x, int y) const {
-    const auto* row = cairo_image_surface_get_data(surface.get()) +
-                      y * cairo_image_surface_get_stride(surface.get());
+    const auto* row = cairo_image_surface_get_data(surface.get()) + y * cairo_image_surface_get_stride(surface.get());
     const uint32_t v = reinterpret_cast<const uint32_t*>(row)[x];
-    return {static_cast<int>((v >> 16) & 255), static_cast<int>((v >> 8) & 255),
-            static_cast<int>(v & 255)};
+    return {static_cast<int>((v >> 16) & 255), static_cast<int>((v >> 8) & 255), static_cast<int>(v & 255)};
   }
 };
 
@@ -58,8 +55,8 @@ TEST(PointGrid, CellsFollowTheDocumentedLayout) {
   const auto png = read_png(dir + "/grid.png");
   EXPECT_EQ(png.width(), 3 * (160 + 4) + 4);
   EXPECT_EQ(png.height(), 2 * (160 + 4) + 4);
-  EXPECT_TRUE(is_dark(png.at(4 + 164 + 80, 4 + 80)));      // row 0, cell 1: the point
-  EXPECT_TRUE(is_white(png.at(4 + 80, 4 + 80)));           // row 0, cell 0: empty centre
+  EXPECT_TRUE(is_dark(png.at(4 + 164 + 80, 4 + 80)));                 // row 0, cell 1: the point
+  EXPECT_TRUE(is_white(png.at(4 + 80, 4 + 80)));                      // row 0, cell 0: empty centre
   EXPECT_TRUE(is_dark(png.at(4 + 2 * 164 + 80 + 20, 4 + 164 + 80)));  // row 1, cell 2: segment
   EXPECT_TRUE(is_white(png.at(4 + 164 + 80, 4 + 164 + 80)));          // row 1, cell 1: empty
 }
@@ -80,8 +77,7 @@ TEST(PolicyDiagram, MergeLineHasItsLayerColour) {
   const auto dir = testing::fresh_dir("policy");
   const auto samples = torch::tensor({{{-0.5, 0.0}, {0.5, 0.0}}});
   const MergeTree merged{2, {{0, 1}}, {1}}, unmerged{2, {}, {}};
-  write_policy_diagram(dir + "/policy.png", samples, {{merged, unmerged}}, {"learned", "true"},
-                       220);
+  write_policy_diagram(dir + "/policy.png", samples, {{merged, unmerged}}, {"learned", "true"}, 220);
   const auto png = read_png(dir + "/policy.png");
   const int cells_bottom = 26 + 1 * (220 + 4) + 4;
   EXPECT_EQ(png.width(), 2 * (220 + 4) + 4);
@@ -90,8 +86,8 @@ TEST(PolicyDiagram, MergeLineHasItsLayerColour) {
   const int x = 4 + 110 + 24, y = 26 + 4 + 110;
   expect_layer_colour(png.at(x, y), 1);
   expect_layer_colour(png.at(x, y - 1), 1);
-  EXPECT_TRUE(is_white(png.at(x + 224, y)));      // same spot, unmerged tree
-  EXPECT_TRUE(is_dark(png.at(4 + 110 - 48, y)));      // leaf 0 at (-0.5, 0)
+  EXPECT_TRUE(is_white(png.at(x + 224, y)));                        // same spot, unmerged tree
+  EXPECT_TRUE(is_dark(png.at(4 + 110 - 48, y)));                    // leaf 0 at (-0.5, 0)
   expect_layer_colour(png.at(4 + 6, cells_bottom + 2 + 4 + 6), 1);  // legend swatch
   bool title_drawn = false;
   for (int ty = 0; ty < 26; ++ty)
@@ -101,8 +97,7 @@ TEST(PolicyDiagram, MergeLineHasItsLayerColour) {
 
 TEST(PolicyDiagram, SegmentsAndTreesWithoutMergesHaveNoLegend) {
   const auto dir = testing::fresh_dir("segments");
-  const auto samples = torch::tensor({{{-0.8, 0.4, -0.2, 0.4}, {-0.5, 0.1, -0.5, 0.7},
-                                       {0.2, -0.3, 0.8, -0.5}}});
+  const auto samples = torch::tensor({{{-0.8, 0.4, -0.2, 0.4}, {-0.5, 0.1, -0.5, 0.7}, {0.2, -0.3, 0.8, -0.5}}});
   write_policy_diagram(dir + "/none.png", samples, {{MergeTree{3, {}, {}}}}, {"true"}, 100);
   auto png = read_png(dir + "/none.png");
   EXPECT_EQ(png.width(), 100 + 8);
@@ -122,12 +117,12 @@ TEST(PolicyDiagram, BadInputThrows) {
   auto check = [&](const MergeTree& tree) {
     EXPECT_THROW(write_policy_diagram(path, samples, {{good, tree}}, {"a", "b"}), Error);
   };
-  check(MergeTree{4, {}, {}});                       // leaves != N
-  check(MergeTree{3, {{0, 3}}, {1}});                // node 3 is not made yet
-  check(MergeTree{3, {{0, -1}}, {1}});               // no such node
-  check(MergeTree{3, {{0, 1}, {1, 2}}, {1, 1}});     // leaf 1 merged twice
-  check(MergeTree{3, {{0, 1}}, {}});                 // a layer per merge
-  check(MergeTree{3, {{0, 1}}, {0}});                // layers are 1-based
+  check(MergeTree{4, {}, {}});                    // leaves != N
+  check(MergeTree{3, {{0, 3}}, {1}});             // node 3 is not made yet
+  check(MergeTree{3, {{0, -1}}, {1}});            // no such node
+  check(MergeTree{3, {{0, 1}, {1, 2}}, {1, 1}});  // leaf 1 merged twice
+  check(MergeTree{3, {{0, 1}}, {}});              // a layer per merge
+  check(MergeTree{3, {{0, 1}}, {0}});             // layers are 1-based
   EXPECT_THROW(write_policy_diagram(path, samples, {{good}}, {"a", "b"}), Error);
   EXPECT_THROW(write_policy_diagram(path, samples, {{good}, {good}}, {"a"}), Error);
   EXPECT_THROW(write_policy_diagram(path, samples, {{good}}, {}), Error);

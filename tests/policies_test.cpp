@@ -6,8 +6,8 @@
 
 #include "htm/policy.h"
 #include "registry.h"
-#include "store/results_store.h"
 #include "runner.h"
+#include "store/results_store.h"
 #include "test_util.h"
 
 namespace htm {
@@ -79,7 +79,8 @@ TEST(HeuristicPolicy, TrainsInsideTheModelAndNeedsTheTransformerBlock) {
                       << "[adapter]\npatch = 7\nfourier_bands = 4\n"
                       << "[model]\ndim = 16\nheads = 2\nlayers = 4\n"
                       << "[train]\nbatch_size = 8\ntrain_samples = 16\neval_samples = 8\nimages = 0\n"
-                      << "[runtime]\nthreads = 1\nresults = \"" << dir << "/htm.sqlite\"\nartifacts = \"" << dir << "/runs\"\n"
+                      << "[runtime]\nthreads = 1\nresults = \"" << dir << "/htm.sqlite\"\nartifacts = \"" << dir
+                      << "/runs\"\n"
                       << "[variants.with_transformer]\n[variants.without_transformer]\nmodel.transformer = false\n";
   RunRequest request;
   request.file = file;
@@ -126,7 +127,8 @@ TEST(SharedKeyPolicy, RunsInsideTheModelAndNeedsCrossAttention) {
                       << "[adapter]\npatch = 7\nfourier_bands = 4\n"
                       << "[model]\ndim = 16\nheads = 2\nlayers = 4\n"
                       << "[train]\nbatch_size = 8\ntrain_samples = 16\neval_samples = 8\nimages = 0\n"
-                      << "[runtime]\nthreads = 1\nresults = \"" << dir << "/htm.sqlite\"\nartifacts = \"" << dir << "/runs\"\n";
+                      << "[runtime]\nthreads = 1\nresults = \"" << dir << "/htm.sqlite\"\nartifacts = \"" << dir
+                      << "/runs\"\n";
   RunRequest request;
   request.file = file;
   EXPECT_EQ(run_experiment(request, registry()), 0);

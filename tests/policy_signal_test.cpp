@@ -68,7 +68,8 @@ TEST(OraclePolicy, MergesExactlyTheTrueTree) {
   Batch batch = ex.dataset->get(Split::test, torch::arange(32));
   ForwardHooks hooks;
   hooks.tree = batch.tree;
-  Experiment mixed = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"oracle\"\ntruth_fraction = 0.5\n")), registry(), 0);
+  Experiment mixed =
+      assemble(resolve(trees_file(dir, "[policy]\nplugin = \"oracle\"\ntruth_fraction = 0.5\n")), registry(), 0);
   torch::NoGradGuard no_grad;
   auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1), &hooks);
   const auto truth = true_trees(batch.tree);
@@ -87,7 +88,7 @@ TEST(OraclePolicy, MergesExactlyTheTrueTree) {
     one.add(half_trees[b], truth[b]);
     exact += one.metrics("")[2].value == 1.0 ? 1 : 0;  // sibling F1
   }
-  EXPECT_GT(exact, 6);   // ~16 of 32 expected
+  EXPECT_GT(exact, 6);  // ~16 of 32 expected
   EXPECT_LT(exact, 26);
 }
 
@@ -122,11 +123,13 @@ TEST(EvalPolicies, TheSameWeightsAreScoredUnderEachPolicy) {
 
 TEST(EvalPolicies, AnUnknownPolicyIsNamedWhereItIsWritten) {
   const std::string dir = htm::testing::fresh_dir("unknown");
-  const std::string message = htm::testing::error_of([&] { resolve(trees_file(dir, ""), {"train.eval_policies=[\"orcale\"]"}); });
+  const std::string message =
+      htm::testing::error_of([&] { resolve(trees_file(dir, ""), {"train.eval_policies=[\"orcale\"]"}); });
   EXPECT_THAT(message, ::testing::HasSubstr("unknown policy plugin 'orcale'"));
   EXPECT_THAT(message, ::testing::HasSubstr("oracle"));  // the known names are listed
   // rloo without rollouts is refused at the setting.
-  const std::string rloo = htm::testing::error_of([&] { resolve(trees_file(dir, "[estimator]\nbaseline = \"rloo\"\n")); });
+  const std::string rloo =
+      htm::testing::error_of([&] { resolve(trees_file(dir, "[estimator]\nbaseline = \"rloo\"\n")); });
   EXPECT_THAT(rloo, ::testing::HasSubstr("signal.toml:"));
   EXPECT_THAT(rloo, ::testing::HasSubstr("rollouts"));
   // A value baseline for A.4's estimator, which has no reward, is refused at the line that asks.
@@ -151,7 +154,8 @@ TEST(PolicyOptimiser, ThePolicyTrainsAtItsOwnRate) {
     train(ex, store, dir, name);
     auto after = policy_params(ex);
     double change = 0;
-    for (size_t k = 0; k < before.size(); ++k) change = std::max(change, (after[k] - before[k]).abs().max().item<double>());
+    for (size_t k = 0; k < before.size(); ++k)
+      change = std::max(change, (after[k] - before[k]).abs().max().item<double>());
     return change;
   };
   const double shared = run("", "shared");
@@ -183,8 +187,10 @@ TEST(ValueBaseline, EachDrawIsValuedAndOnlyTheValueHeadsLearnFromTheirRegression
   double value_grad = 0;
   for (size_t k = 0; k < params.size(); ++k) {
     const double norm = grads[k].defined() ? grads[k].abs().max().item<double>() : 0.0;
-    if (names[k].rfind("value.", 0) == 0) value_grad = std::max(value_grad, norm);
-    else EXPECT_EQ(norm, 0.0) << names[k] << " learns from the values' regression";
+    if (names[k].rfind("value.", 0) == 0)
+      value_grad = std::max(value_grad, norm);
+    else
+      EXPECT_EQ(norm, 0.0) << names[k] << " learns from the values' regression";
   }
   EXPECT_GT(value_grad, 0);
 
@@ -209,13 +215,15 @@ TEST(DenseReward, APairsErrorStartsAsHalfItsSquaredDistance) {
   for (size_t d = 0; d < 4; ++d) {
     const auto& x = out.encoder_tokens[d];
     const auto& m = out.merges[d];
-    auto at = [&](const torch::Tensor& index) { return x.gather(1, index.unsqueeze(-1).expand({8, index.size(1), x.size(2)})); };
+    auto at = [&](const torch::Tensor& index) {
+      return x.gather(1, index.unsqueeze(-1).expand({8, index.size(1), x.size(2)}));
+    };
     auto expected = (at(m.src) - at(m.dst)).pow(2).mean(-1) / 2;
     EXPECT_TRUE(torch::allclose(out.pair_errors[d].error, expected, 1e-4, 1e-6)) << "layer " << d + 1;
     EXPECT_TRUE(torch::equal(out.pair_errors[d].log_prob, m.log_prob));
   }
-  const std::string refused = htm::testing::error_of(
-      [&] { resolve(trees_file(dir, "[estimator]\nmethod = \"prob_scale\"\ndense = 0.5\n")); });
+  const std::string refused =
+      htm::testing::error_of([&] { resolve(trees_file(dir, "[estimator]\nmethod = \"prob_scale\"\ndense = 0.5\n")); });
   EXPECT_THAT(refused, ::testing::HasSubstr("signal.toml:32:"));
   EXPECT_THAT(refused, ::testing::HasSubstr("'estimator.dense'"));
 }
@@ -236,7 +244,8 @@ TEST(Replay, TheModelMergesTheReplayedPairsAndThePolicyScoresThem) {
   ForwardHooks hooks;
   hooks.merges = past->merges;
   // Another generator: the merges are the replayed ones, not a new draw.
-  auto again = ex.model->forward(past->batch.input, past->schedule, at::make_generator<at::CPUGeneratorImpl>(99), &hooks);
+  auto again =
+      ex.model->forward(past->batch.input, past->schedule, at::make_generator<at::CPUGeneratorImpl>(99), &hooks);
   for (size_t d = 0; d < first.merges.size(); ++d) {
     EXPECT_TRUE(torch::equal(again.merges[d].src, first.merges[d].src)) << "layer " << d + 1;
     EXPECT_TRUE(torch::allclose(again.merges[d].log_prob, first.merges[d].log_prob, 1e-5, 1e-6)) << "layer " << d + 1;
@@ -253,14 +262,16 @@ TEST(Replay, TheModelMergesTheReplayedPairsAndThePolicyScoresThem) {
   EXPECT_EQ(part->merges[0].src.size(0), 3);
   // A policy with nothing to learn leaves nothing to weigh a replay by.
   ReplayBuffer none(2);
-  none.add(batch, random.schedule, random.model->forward(batch.input, random.schedule, at::make_generator<at::CPUGeneratorImpl>(1)));
+  none.add(batch, random.schedule,
+           random.model->forward(batch.input, random.schedule, at::make_generator<at::CPUGeneratorImpl>(1)));
   EXPECT_EQ(none.size(), 0u);
 }
 
 TEST(Replay, ARunReplaysAndLogsItsWeights) {
   const std::string dir = htm::testing::fresh_dir("replay_run");
-  Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n[estimator]\nreplay = 16\nreplay_capacity = 4\n")),
-                           registry(), 0);
+  Experiment ex = assemble(
+      resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n[estimator]\nreplay = 16\nreplay_capacity = 4\n")),
+      registry(), 0);
   ResultsStore store(dir + "/replay.sqlite");
   train(ex, store, dir, "replay");
   auto w = store.query("SELECT COUNT(*), MIN(value), MAX(value) FROM metrics WHERE name = 'policy_replay_weight'");
@@ -268,7 +279,6 @@ TEST(Replay, ARunReplaysAndLogsItsWeights) {
   EXPECT_GT(std::stod(w.rows[0][1]), 0);
   EXPECT_LE(std::stod(w.rows[0][2]), 2.0);  // replay_clip's default
 }
-
 
 TEST(Anytime, EachLevelIsWhatTheShallowerScheduleReconstructs) {
   // The oracle's merges and the mirror's unmerges draw nothing, so the reconstruction from the
@@ -299,7 +309,8 @@ TEST(Anytime, EachLevelIsWhatTheShallowerScheduleReconstructs) {
 
 TEST(Anytime, TheLossAddsTheLevelsMeanAndARunLogsIt) {
   const std::string dir = htm::testing::fresh_dir("anytime_loss");
-  Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n"), {"train.anytime=0.5"}), registry(), 0);
+  Experiment ex =
+      assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n"), {"train.anytime=0.5"}), registry(), 0);
   Batch batch = ex.dataset->get(Split::train, torch::arange(8));
   auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
   ASSERT_EQ(out.level_outputs.size(), 3u);
@@ -327,7 +338,6 @@ TEST(Anytime, TheLossAddsTheLevelsMeanAndARunLogsIt) {
   EXPECT_THAT(refused, ::testing::HasSubstr("classify.toml:10:"));
   EXPECT_THAT(refused, ::testing::HasSubstr("'train.anytime'"));
 }
-
 
 TEST(LogitBound, TheHostBoundsEveryMergeDecision) {
   // Bounded at 1e-4 every pair logit is nearly 0: each layer's merge distribution is uniform

@@ -21,8 +21,8 @@
 namespace htm {
 namespace {
 
-#define SKIP_WITHOUT_BF16()                                                                          \
-  if (!cpu_has_bf16())                                                                               \
+#define SKIP_WITHOUT_BF16()                                                                        \
+  if (!cpu_has_bf16())                                                                             \
   GTEST_SKIP() << "skipped: oneDNN finds no AVX512-BF16 or AMX-BF16 on this CPU, so runs in bf16 " \
                   "fall back to fp32"
 
@@ -90,7 +90,8 @@ TEST(Bf16, LinearMultipliesTheRoundedOperandsInFp32AndBackpropagatesWithinBf16To
 TEST(Bf16, FusedAttentionIsWithinBf16ToleranceOfFp32ValuesAndGradients) {
   SKIP_WITHOUT_BF16();
   // Per-batch and broadcast queries; k and v strided halves of one projection, as in the model.
-  for (auto [bq, B, Tq, Tk, C, h, p] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, double>>{
+  for (auto [bq, B, Tq, Tk, C, h, p] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, double>>{
            {3, 3, 70, 33, 32, 2, 0.0}, {1, 4, 130, 9, 24, 3, 0.0}, {2, 2, 40, 200, 16, 1, 0.2}}) {
     torch::manual_seed(2);
     auto kv = torch::randn({B, Tk, 2 * C});
@@ -154,16 +155,17 @@ TEST(Bf16, ATinyRunTrainsToTheSameTestMseAsFp32AndIsAnotherRun) {
     ASSERT_EQ(run_experiment(request, registry), 0) << precision;
   }
   ResultsStore store(dir + "/htm.sqlite");
-  auto rows = store.query(
-      "SELECT r.config_hash, m.value FROM runs r JOIN latest_metrics m ON m.run_id = r.id "
-      "WHERE m.split = 'test' AND m.name = 'mse' ORDER BY r.id").rows;
+  auto rows = store
+                  .query(
+                      "SELECT r.config_hash, m.value FROM runs r JOIN latest_metrics m ON m.run_id = r.id "
+                      "WHERE m.split = 'test' AND m.name = 'mse' ORDER BY r.id")
+                  .rows;
   ASSERT_EQ(rows.size(), 2u);  // bf16 is not taken for the finished fp32 run
   EXPECT_NE(rows[0][0], rows[1][0]);
   const double fp32 = std::stod(rows[0][1]), bf16 = std::stod(rows[1][1]);
   EXPECT_NE(fp32, bf16);
   EXPECT_NEAR(bf16, fp32, 0.05 * fp32) << "fp32 " << fp32 << ", bf16 " << bf16;
 }
-
 
 // An MLP's second half as one node (it keeps h, not gelu(h) too): the same values and gradients
 // as linear(gelu(h)), bit for bit in fp32.

@@ -5,8 +5,8 @@
 
 #include <torch/torch.h>
 
-#include "htm/merge.h"
 #include "file_checks.h"
+#include "htm/merge.h"
 #include "registry.h"
 #include "test_util.h"
 
@@ -18,12 +18,14 @@ TEST(Registry, RefusesAPluginBuiltForAnotherAbiWithASentence) {
     Registry::load(std::string(HTM_TEST_PLUGIN_DIR) + "/htm_policy_bad_abi.so");
     FAIL() << "loaded a plugin built for ABI 999";
   } catch (const Error& e) {
-    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("was built for htm SDK ABI 999, but this htm uses ABI " + std::to_string(kSdkAbiVersion)));
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("was built for htm SDK ABI 999, but this htm uses ABI " +
+                                                            std::to_string(kSdkAbiVersion)));
   }
   Registry registry({HTM_TEST_PLUGIN_DIR});
   ASSERT_EQ(registry.rejected().size(), 2u);  // bad_abi's handshake, bad_manifest's manifest
   EXPECT_THAT(registry.rejected()[0], ::testing::HasSubstr("htm_policy_bad_abi.so"));
-  EXPECT_THAT(registry.rejected()[1], ::testing::HasSubstr("htm_policy_bad_manifest.so' declares SDK ABI 2 in its manifest"));
+  EXPECT_THAT(registry.rejected()[1],
+              ::testing::HasSubstr("htm_policy_bad_manifest.so' declares SDK ABI 2 in its manifest"));
   EXPECT_NE(registry.find(PluginKind::loss, "throwing"), nullptr);  // the good fixture still loads
 }
 
@@ -40,9 +42,12 @@ TEST(Registry, RefusesFilesThatAreNotPlugins) {
 TEST(Registry, FindsBuiltinsAndNamesKnownOnesForUnknownNames) {
   Registry registry({HTM_PLUGIN_DIR});
   EXPECT_TRUE(registry.rejected().empty());
-  for (auto [kind, name] : std::vector<std::pair<PluginKind, std::string>>{
-           {PluginKind::policy, "learned"}, {PluginKind::merge, "mlp"}, {PluginKind::loss, "mse"},
-           {PluginKind::adapter, "image"}, {PluginKind::dataset, "fashion_mnist"}, {PluginKind::dataset, "cifar10"}}) {
+  for (auto [kind, name] : std::vector<std::pair<PluginKind, std::string>>{{PluginKind::policy, "learned"},
+                                                                           {PluginKind::merge, "mlp"},
+                                                                           {PluginKind::loss, "mse"},
+                                                                           {PluginKind::adapter, "image"},
+                                                                           {PluginKind::dataset, "fashion_mnist"},
+                                                                           {PluginKind::dataset, "cifar10"}}) {
     const Manifest* m = registry.find(kind, name);
     ASSERT_NE(m, nullptr) << name;
     EXPECT_EQ(m->abi, kSdkAbiVersion);
@@ -67,7 +72,8 @@ TEST(Registry, ObjectsKeepTheirLibraryLoaded) {
     const auto& entry = registry.entry(PluginKind::merge, "mlp");
     library = entry.library;
     const long before = entry.library.use_count();
-    op = registry.create<MergeOperator>(PluginKind::merge, "mlp", registry.default_params(PluginKind::merge, "mlp"), ctx);
+    op = registry.create<MergeOperator>(PluginKind::merge, "mlp", registry.default_params(PluginKind::merge, "mlp"),
+                                        ctx);
     EXPECT_EQ(entry.library.use_count(), before + 1);
   }
   // The registry is gone; the object's deleter still holds the library, so its code runs.
@@ -117,14 +123,16 @@ TEST(Registry, SurvivesTruncatedAndGarbageLibrariesAndSymlinkLoops) {
   std::string rejected;
   for (const auto& r : registry.rejected()) rejected += r + "\n";
   EXPECT_THAT(rejected, ::testing::HasSubstr("htm_policy_truncated.so': it is truncated: the file has"));
-  EXPECT_THAT(rejected, ::testing::HasSubstr("htm_policy_garbage.so': it is not a shared library (invalid ELF header)"));
+  EXPECT_THAT(rejected,
+              ::testing::HasSubstr("htm_policy_garbage.so': it is not a shared library (invalid ELF header)"));
   EXPECT_THAT(rejected, ::testing::HasSubstr("htm_policy_empty.so': it is not a shared library"));
   std::string warnings;
   for (const auto& w : registry.warnings()) warnings += w + "\n";
   EXPECT_THAT(warnings, ::testing::HasSubstr("htm_loss_loop_a.so' skipped: Too many levels of symbolic links"));
   EXPECT_THAT(warnings, ::testing::HasSubstr("folder_loop' skipped"));
   // The copy earlier on the path shadows the built-in, and that is said.
-  EXPECT_THAT(warnings, ::testing::HasSubstr("policy plugin 'random' in '" + dir + "/htm_policy_random.so' shadows the one in '"));
+  EXPECT_THAT(warnings, ::testing::HasSubstr("policy plugin 'random' in '" + dir +
+                                             "/htm_policy_random.so' shadows the one in '"));
   EXPECT_EQ(registry.entry(PluginKind::policy, "random").path, dir + "/htm_policy_random.so");
 }
 

@@ -32,10 +32,9 @@ TEST_F(ResultsStoreTest, CreatesSchemaAndParentDirectories) {
         "WHERE type IN ('table', 'view') ORDER BY name");
     std::vector<std::string> names;
     for (const auto& row : objects.rows) names.push_back(row[0]);
-    EXPECT_EQ(names, (std::vector<std::string>{
-                         "table artifacts", "table experiments", "view latest_metrics",
-                         "table meta", "table metrics", "table params", "table run_plugins",
-                         "view run_summary", "table runs", "table tags"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"table artifacts", "table experiments", "view latest_metrics",
+                                               "table meta", "table metrics", "table params", "table run_plugins",
+                                               "view run_summary", "table runs", "table tags"}));
     EXPECT_EQ(single(store, "SELECT value FROM meta WHERE key = 'schema_version'"), "2");
     EXPECT_EQ(single(store, "PRAGMA journal_mode"), "wal");
     EXPECT_EQ(single(store, "PRAGMA foreign_keys"), "1");
@@ -70,30 +69,27 @@ TEST_F(ResultsStoreTest, BeginRunRecordsRunParamsAndPlugins) {
   EXPECT_NE(id, second);
   std::string where = " FROM runs WHERE id = " + std::to_string(id);
   EXPECT_EQ(single(store, "SELECT status" + where), "running");
-  EXPECT_EQ(single(store, "SELECT variant || '/' || seed || '/' || config_hash" + where),
-            "learned/0/hash-a");
-  EXPECT_EQ(single(store, "SELECT length(uuid) = 32 AND uuid NOT GLOB '*[^0-9a-f]*'" + where),
-            "1");
+  EXPECT_EQ(single(store, "SELECT variant || '/' || seed || '/' || config_hash" + where), "learned/0/hash-a");
+  EXPECT_EQ(single(store, "SELECT length(uuid) = 32 AND uuid NOT GLOB '*[^0-9a-f]*'" + where), "1");
   EXPECT_EQ(single(store, "SELECT ended_at IS NULL AND error IS NULL" + where), "1");
   EXPECT_EQ(single(store, "SELECT started_at > 1.6e9" + where), "1");
   EXPECT_EQ(single(store, "SELECT count(DISTINCT uuid) FROM runs"), "2");
   EXPECT_EQ(single(store, "SELECT count(*) FROM experiments"), "1");
-  EXPECT_EQ(single(store, "SELECT e.name FROM runs r JOIN experiments e "
-                          "ON e.id = r.experiment_id" + std::string(" WHERE r.id = ") +
-                              std::to_string(id)),
+  EXPECT_EQ(single(store,
+                   "SELECT e.name FROM runs r JOIN experiments e "
+                   "ON e.id = r.experiment_id" +
+                       std::string(" WHERE r.id = ") + std::to_string(id)),
             "quickstart");
 
-  QueryResult params = store.query("SELECT key, value FROM params WHERE run_id = " +
-                                   std::to_string(id) + " ORDER BY key");
-  EXPECT_EQ(params.rows, (std::vector<std::vector<std::string>>{
-                             {"model.policy", "\"learned\""},
-                             {"model.schedule", "[4, 2, 1]"},
-                             {"train.amp", "false"},
-                             {"train.epochs", "2"}}));
-  QueryResult plugins = store.query("SELECT kind, name, version FROM run_plugins WHERE run_id = " +
-                                    std::to_string(id) + " ORDER BY kind");
-  EXPECT_EQ(plugins.rows, (std::vector<std::vector<std::string>>{{"merge", "mlp", "2"},
-                                                                 {"policy", "learned", "1"}}));
+  QueryResult params =
+      store.query("SELECT key, value FROM params WHERE run_id = " + std::to_string(id) + " ORDER BY key");
+  EXPECT_EQ(params.rows, (std::vector<std::vector<std::string>>{{"model.policy", "\"learned\""},
+                                                                {"model.schedule", "[4, 2, 1]"},
+                                                                {"train.amp", "false"},
+                                                                {"train.epochs", "2"}}));
+  QueryResult plugins = store.query("SELECT kind, name, version FROM run_plugins WHERE run_id = " + std::to_string(id) +
+                                    " ORDER BY kind");
+  EXPECT_EQ(plugins.rows, (std::vector<std::vector<std::string>>{{"merge", "mlp", "2"}, {"policy", "learned", "1"}}));
 }
 
 TEST_F(ResultsStoreTest, LatestMetricsPicksHighestStep) {
@@ -105,8 +101,7 @@ TEST_F(ResultsStoreTest, LatestMetricsPicksHighestStep) {
   store.log_metrics(id, 30, 1, "test", {{"mse", 0.25}});
   store.log_metrics(id, 30, 1, "test", {{"mse", 0.125}});  // same step again: latest wins
   EXPECT_EQ(single(store, "SELECT count(*) FROM metrics"), "6");
-  QueryResult latest = store.query(
-      "SELECT split, name, step, epoch, value FROM latest_metrics ORDER BY split, name");
+  QueryResult latest = store.query("SELECT split, name, step, epoch, value FROM latest_metrics ORDER BY split, name");
   EXPECT_EQ(latest.rows, (std::vector<std::vector<std::string>>{{"test", "mse", "30", "1", "0.125"},
                                                                 {"train", "loss", "30", "1", "1"},
                                                                 {"train", "mse", "10", "0", "0.5"}}));
@@ -134,7 +129,10 @@ TEST_F(ResultsStoreTest, WhatAResumeRepeatsIsRecordedOnce) {
     store.log_metrics(run, 10, 1, "train", {{"loss", 1.0}});
     store.add_artifact(run, "image", "final.png", 10);
   }
-  EXPECT_EQ(single(store, "SELECT count(*) || ' ' || max(value) FROM metrics WHERE name = 'policy_variation' AND run_id = " + id), "1 1.5");
+  EXPECT_EQ(
+      single(store,
+             "SELECT count(*) || ' ' || max(value) FROM metrics WHERE name = 'policy_variation' AND run_id = " + id),
+      "1 1.5");
   EXPECT_EQ(single(store, "SELECT count(*) FROM metrics WHERE name = 'policy_structure' AND run_id = " + id), "1");
   EXPECT_EQ(single(store, "SELECT count(*) FROM metrics WHERE name = 'loss' AND run_id = " + id), "2");  // appended
   EXPECT_EQ(single(store, "SELECT count(*) FROM artifacts WHERE run_id = " + id), "1");
@@ -148,23 +146,23 @@ TEST_F(ResultsStoreTest, FinishRunKeepsErrorAndMetrics) {
   store.finish_run(ok, RunStatus::finished);
   store.finish_run(bad, RunStatus::failed, "loss became NaN at step 6");
 
-  QueryResult runs = store.query(
-      "SELECT id, status, ended_at >= started_at, coalesce(error, '-') FROM runs ORDER BY id");
-  EXPECT_EQ(runs.rows, (std::vector<std::vector<std::string>>{
-                           {std::to_string(ok), "finished", "1", "-"},
-                           {std::to_string(bad), "failed", "1", "loss became NaN at step 6"}}));
-  EXPECT_EQ(single(store, "SELECT value FROM metrics WHERE run_id = " + std::to_string(bad)),
-            "9.5");
+  QueryResult runs =
+      store.query("SELECT id, status, ended_at >= started_at, coalesce(error, '-') FROM runs ORDER BY id");
+  EXPECT_EQ(runs.rows,
+            (std::vector<std::vector<std::string>>{{std::to_string(ok), "finished", "1", "-"},
+                                                   {std::to_string(bad), "failed", "1", "loss became NaN at step 6"}}));
+  EXPECT_EQ(single(store, "SELECT value FROM metrics WHERE run_id = " + std::to_string(bad)), "9.5");
   QueryResult summary = store.query(
       "SELECT experiment, status, started_at LIKE '____-__-__ __:__:__', duration_s >= 0, error "
-      "FROM run_summary WHERE id = " + std::to_string(bad));
-  EXPECT_EQ(summary.rows, (std::vector<std::vector<std::string>>{
-                              {"quickstart", "failed", "1", "1", "loss became NaN at step 6"}}));
+      "FROM run_summary WHERE id = " +
+      std::to_string(bad));
+  EXPECT_EQ(summary.rows,
+            (std::vector<std::vector<std::string>>{{"quickstart", "failed", "1", "1", "loss became NaN at step 6"}}));
 
-  EXPECT_NE(error_of([&] { store.finish_run(9999, RunStatus::finished); }).find("9999"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] { store.log_metrics(9999, 0, 0, "train", {{"loss", 1}}); })
-                .find("no run with id 9999"),
+  EXPECT_NE(error_of([&] { store.finish_run(9999, RunStatus::finished); }).find("9999"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              store.log_metrics(9999, 0, 0, "train", {{"loss", 1}});
+            }).find("no run with id 9999"),
             std::string::npos);
   EXPECT_EQ(single(store, "SELECT count(*) FROM metrics"), "1");
 }
@@ -192,11 +190,10 @@ TEST_F(ResultsStoreTest, FindFinishedMatchesOnlyFinishedRunsWithSameIdentity) {
 
 TEST_F(ResultsStoreTest, QueryRendersCellsAsTextAndReportsErrors) {
   ResultsStore store(db_path());
-  QueryResult result = store.query(
-      "SELECT 42 AS i, 2.5 AS r, 1.0 / 3 AS third, 'x' AS s, NULL AS n, 1e-7 AS tiny;  -- done\n");
+  QueryResult result =
+      store.query("SELECT 42 AS i, 2.5 AS r, 1.0 / 3 AS third, 'x' AS s, NULL AS n, 1e-7 AS tiny;  -- done\n");
   EXPECT_EQ(result.columns, (std::vector<std::string>{"i", "r", "third", "s", "n", "tiny"}));
-  EXPECT_EQ(result.rows, (std::vector<std::vector<std::string>>{
-                             {"42", "2.5", "0.333333", "x", "", "1e-07"}}));
+  EXPECT_EQ(result.rows, (std::vector<std::vector<std::string>>{{"42", "2.5", "0.333333", "x", "", "1e-07"}}));
   EXPECT_TRUE(store.query("SELECT 1 WHERE 0").rows.empty());
 
   std::string syntax = error_of([&] { store.query("SELEC 1"); });
@@ -278,8 +275,8 @@ TEST_F(ResultsStoreTest, ConcurrentProcessesLoseNothing) {
   QueryResult per_run = store.query(
       "SELECT r.seed, count(*), count(DISTINCT m.step), r.status FROM metrics m "
       "JOIN runs r ON r.id = m.run_id GROUP BY r.id ORDER BY r.seed");
-  EXPECT_EQ(per_run.rows, (std::vector<std::vector<std::string>>{{"0", "300", "300", "finished"},
-                                                                 {"1", "300", "300", "finished"}}));
+  EXPECT_EQ(per_run.rows,
+            (std::vector<std::vector<std::string>>{{"0", "300", "300", "finished"}, {"1", "300", "300", "finished"}}));
   EXPECT_EQ(single(store, "PRAGMA integrity_check"), "ok");
   EXPECT_TRUE(store.query("PRAGMA foreign_key_check").rows.empty());
 }
@@ -293,8 +290,8 @@ TEST_F(ResultsStoreTest, MergeImportsEachRunOnce) {
     source.log_metrics(first, 1, 0, "test", {{"mse", 0.5}, {"loss", 0.7}});
     source.log_metrics(first, 2, 1, "test", {{"mse", 0.25}});
     source.add_artifact(first, "image", "results/a/recon.png", 2);
-    source.query("INSERT INTO tags(run_id, key, value) VALUES (" + std::to_string(first) +
-                 ", 'note', 'baseline')", {}, true);
+    source.query("INSERT INTO tags(run_id, key, value) VALUES (" + std::to_string(first) + ", 'note', 'baseline')", {},
+                 true);
     source.finish_run(first, RunStatus::finished);
     int64_t second = source.begin_run(make_run("uniform", 0));
     source.finish_run(second, RunStatus::failed, "out of memory");
@@ -309,15 +306,13 @@ TEST_F(ResultsStoreTest, MergeImportsEachRunOnce) {
   EXPECT_EQ(single(target, "SELECT count(*) FROM experiments"), "2");
   int64_t merged = *target.find_finished("quickstart", "learned", 0, "hash-a");
   std::string of_run = " WHERE run_id = " + std::to_string(merged);
-  EXPECT_EQ(single(target, "SELECT value FROM latest_metrics" + of_run + " AND name = 'mse'"),
-            "0.25");
+  EXPECT_EQ(single(target, "SELECT value FROM latest_metrics" + of_run + " AND name = 'mse'"), "0.25");
   EXPECT_EQ(single(target, "SELECT count(*) FROM metrics" + of_run), "3");
   EXPECT_EQ(single(target, "SELECT count(*) FROM params" + of_run), "4");
   EXPECT_EQ(single(target, "SELECT count(*) FROM run_plugins" + of_run), "2");
   EXPECT_EQ(single(target, "SELECT value FROM tags" + of_run), "baseline");
   EXPECT_EQ(single(target, "SELECT path FROM artifacts" + of_run), "results/a/recon.png");
-  EXPECT_EQ(single(target, "SELECT error FROM run_summary WHERE variant = 'uniform'"),
-            "out of memory");
+  EXPECT_EQ(single(target, "SELECT error FROM run_summary WHERE variant = 'uniform'"), "out of memory");
 
   EXPECT_EQ(target.merge_from(source_path), 0);
   EXPECT_EQ(single(target, "SELECT count(*) FROM runs"), "3");
@@ -342,19 +337,17 @@ TEST_F(ResultsStoreTest, MergeImportsEachRunOnce) {
   EXPECT_EQ(single(target, "SELECT count(*) FROM metrics"), "3");
   EXPECT_EQ(single(target, "PRAGMA integrity_check"), "ok");
   EXPECT_TRUE(target.query("PRAGMA foreign_key_check").rows.empty());
-  EXPECT_EQ(single(target, "SELECT count(*) FROM pragma_database_list WHERE name != 'main' "
-                          "AND name != 'temp'"),
+  EXPECT_EQ(single(target,
+                   "SELECT count(*) FROM pragma_database_list WHERE name != 'main' "
+                   "AND name != 'temp'"),
             "0");  // the source was detached
 
-  EXPECT_NE(error_of([&] { target.merge_from(target_path); }).find("same database"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { target.merge_from(target_path); }).find("same database"), std::string::npos);
   std::string missing = db_path("missing.sqlite");
-  EXPECT_NE(error_of([&] { target.merge_from(missing); }).find("no such file"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { target.merge_from(missing); }).find("no such file"), std::string::npos);
   EXPECT_FALSE(fs::exists(missing));
   std::ofstream(db_path("empty.sqlite")).flush();
-  EXPECT_NE(error_of([&] { target.merge_from(db_path("empty.sqlite")); })
-                .find("not an htm results database"),
+  EXPECT_NE(error_of([&] { target.merge_from(db_path("empty.sqlite")); }).find("not an htm results database"),
             std::string::npos);
 }
 

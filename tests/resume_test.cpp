@@ -34,8 +34,8 @@ using Series = std::map<std::string, double>;  // "split/name@step" → value
 
 Series metrics_of(ResultsStore& store, int64_t run) {
   Series out;
-  auto rows = store.query("SELECT split, name, step, value FROM metrics WHERE run_id = ? AND name != 'images_per_s'",
-                          {run});
+  auto rows =
+      store.query("SELECT split, name, step, value FROM metrics WHERE run_id = ? AND name != 'images_per_s'", {run});
   for (const auto& r : rows.rows) out[r[0] + "/" + r[1] + "@" + r[2]] = r[3].empty() ? NAN : std::stod(r[3]);
   return out;
 }
@@ -62,7 +62,6 @@ class Resume : public ::testing::Test {
 };
 
 TEST_F(Resume, AStoppedAndAKilledRunEndWhereAnUninterruptedOneEnds) {
-
   // Uninterrupted.
   Experiment straight = assemble(config, registry, 3);
   const int64_t a = store.begin_run(info);
@@ -131,8 +130,10 @@ TEST_F(Resume, WithoutACheckpointARunStartsOverAndLogsNothingTwice) {
   Trainer trainer(ex, store, run, dir + "/r", 0, "r", resume);
   trainer.run();
   EXPECT_EQ(trainer.resumed_from(), 0);
-  auto twice = store.query("SELECT count(*) FROM (SELECT split, name, step FROM metrics WHERE run_id = ? "
-                           "GROUP BY split, name, step HAVING count(*) > 1)", {run});
+  auto twice = store.query(
+      "SELECT count(*) FROM (SELECT split, name, step FROM metrics WHERE run_id = ? "
+      "GROUP BY split, name, step HAVING count(*) > 1)",
+      {run});
   EXPECT_EQ(twice.rows[0][0], "0");
 }
 
@@ -151,11 +152,16 @@ TEST_F(Resume, AKillAfterTheLastCheckpointLogsTheEndOnce) {
   Trainer trainer(ex, store, run, dir + "/e", 0, "e", resume);
   trainer.run();
   EXPECT_EQ(trainer.resumed_from(), 8);
-  auto twice = store.query("SELECT count(*) FROM (SELECT split, name, step FROM metrics WHERE run_id = ? "
-                           "GROUP BY split, name, step HAVING count(*) > 1)", {run});
+  auto twice = store.query(
+      "SELECT count(*) FROM (SELECT split, name, step FROM metrics WHERE run_id = ? "
+      "GROUP BY split, name, step HAVING count(*) > 1)",
+      {run});
   EXPECT_EQ(twice.rows[0][0], "0");
-  EXPECT_EQ(store.query("SELECT count(*) FROM metrics WHERE run_id = ? AND name = 'policy_variation'", {run}).rows[0][0], "1");
-  auto listed = store.query("SELECT count(*) FROM (SELECT path FROM artifacts WHERE run_id = ? GROUP BY path HAVING count(*) > 1)", {run});
+  EXPECT_EQ(
+      store.query("SELECT count(*) FROM metrics WHERE run_id = ? AND name = 'policy_variation'", {run}).rows[0][0],
+      "1");
+  auto listed = store.query(
+      "SELECT count(*) FROM (SELECT path FROM artifacts WHERE run_id = ? GROUP BY path HAVING count(*) > 1)", {run});
   EXPECT_EQ(listed.rows[0][0], "0");
 }
 

@@ -21,24 +21,24 @@ constexpr int64_t kPairs = kT * kT;
 std::vector<double> exact_sequence_probs(const torch::Tensor& logits /* T×T */) {
   auto l = logits.accessor<float, 2>();
   std::vector<double> probs(kPairs * kPairs * kPairs, 0.0);
-  std::function<void(int, std::vector<char>&, int64_t, double)> walk =
-      [&](int depth, std::vector<char>& used, int64_t code, double p) {
-        if (depth == kR) {
-          probs[code] += p;
-          return;
-        }
-        double z = 0;
-        for (int i = 0; i < kT; ++i)
-          for (int j = 0; j < kT; ++j)
-            if (i != j && !used[i] && !used[j]) z += std::exp(l[i][j]);
-        for (int i = 0; i < kT; ++i)
-          for (int j = 0; j < kT; ++j) {
-            if (i == j || used[i] || used[j]) continue;
-            used[i] = used[j] = 1;
-            walk(depth + 1, used, code * kPairs + i * kT + j, p * std::exp(l[i][j]) / z);
-            used[i] = used[j] = 0;
-          }
-      };
+  std::function<void(int, std::vector<char>&, int64_t, double)> walk = [&](int depth, std::vector<char>& used,
+                                                                           int64_t code, double p) {
+    if (depth == kR) {
+      probs[code] += p;
+      return;
+    }
+    double z = 0;
+    for (int i = 0; i < kT; ++i)
+      for (int j = 0; j < kT; ++j)
+        if (i != j && !used[i] && !used[j]) z += std::exp(l[i][j]);
+    for (int i = 0; i < kT; ++i)
+      for (int j = 0; j < kT; ++j) {
+        if (i == j || used[i] || used[j]) continue;
+        used[i] = used[j] = 1;
+        walk(depth + 1, used, code * kPairs + i * kT + j, p * std::exp(l[i][j]) / z);
+        used[i] = used[j] = 0;
+      }
+  };
   std::vector<char> used(kT, 0);
   walk(0, used, 0, 1.0);
   return probs;
@@ -93,8 +93,8 @@ TEST(PairSampler, TestDetectsAWrongDistribution) {
   auto logits = test_logits();
   auto batch = (logits * 1.1).unsqueeze(0).expand({kDraws, kT, kT}).contiguous();
   auto fast = sample_disjoint_pairs(batch, kR, at::make_generator<at::CPUGeneratorImpl>(11));
-  auto [stat, df] = htm::testing::chi_square(sequence_counts(fast.first, fast.second),
-                                             exact_sequence_probs(logits), kDraws);
+  auto [stat, df] =
+      htm::testing::chi_square(sequence_counts(fast.first, fast.second), exact_sequence_probs(logits), kDraws);
   EXPECT_GT(stat, htm::testing::chi_square_bound(df));
 }
 
@@ -112,7 +112,8 @@ TEST(PairSampler, ALogitBoundIsWhatTheSamplerLogProbAndEntropyRead) {
     LogitBoundScope bound(c);
     EXPECT_EQ(logit_bound(), c);
     drawn = sample_disjoint_pairs(batch, kR, at::make_generator<at::CPUGeneratorImpl>(11));
-    bounded_log_prob = pair_log_prob(batch.narrow(0, 0, 64), drawn.first.narrow(0, 0, 64), drawn.second.narrow(0, 0, 64), LogProbForm::exact);
+    bounded_log_prob = pair_log_prob(batch.narrow(0, 0, 64), drawn.first.narrow(0, 0, 64),
+                                     drawn.second.narrow(0, 0, 64), LogProbForm::exact);
     bounded_entropy = pair_entropy(batch.narrow(0, 0, 1));
   }
   EXPECT_EQ(logit_bound(), 0.0);
@@ -176,7 +177,8 @@ TEST(PairSampler, LogitsSpanningHundredsStillFollowTheirSoftmax) {
     const auto want_src = torch::tensor({0, 2, 4}, torch::kLong).expand({B, 3});
     const auto want_dst = torch::tensor({1, 3, 5}, torch::kLong).expand({B, 3});
     EXPECT_TRUE(torch::equal(src, want_src) && torch::equal(dst, want_dst))
-        << (src.eq(want_src).logical_and(dst.eq(want_dst)).all(1).sum().item<int64_t>()) << " of " << B << " rows right";
+        << (src.eq(want_src).logical_and(dst.eq(want_dst)).all(1).sum().item<int64_t>()) << " of " << B
+        << " rows right";
   }
 }
 
@@ -199,7 +201,8 @@ TEST(PairSampler, PaperLogProbIsTheMaskedLogSoftmax) {
       for (int j = 0; j < 4; ++j)
         if (i != j) z += std::exp(logits[b][i][j].item<double>());
     for (int64_t k = 0; k < 2; ++k) {
-      const double expect = logits[b][src[b][k].item<int64_t>()][dst[b][k].item<int64_t>()].item<double>() - std::log(z);
+      const double expect =
+          logits[b][src[b][k].item<int64_t>()][dst[b][k].item<int64_t>()].item<double>() - std::log(z);
       EXPECT_NEAR(lp[b][k].item<double>(), expect, 1e-5);
     }
   }

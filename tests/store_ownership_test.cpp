@@ -45,7 +45,11 @@ TEST_F(ResultsStoreTest, AnotherProgramsDatabaseIsRefusedAndLeftUnchanged) {
 }
 
 TEST_F(ResultsStoreTest, ADatabaseWhoseMetaWasDroppedIsNotRestamped) {
-  { ResultsStore store(db_path()); store.begin_run(make_run()); store.query("DROP TABLE meta", {}, true); }
+  {
+    ResultsStore store(db_path());
+    store.begin_run(make_run());
+    store.query("DROP TABLE meta", {}, true);
+  }
   const std::string message = error_of([&] { ResultsStore store(db_path()); });
   EXPECT_NE(message.find("not an htm results database"), std::string::npos) << message;
   EXPECT_EQ(raw_single(db_path(), "SELECT count(*) FROM sqlite_master WHERE name = 'meta'"), "0");
@@ -56,10 +60,10 @@ TEST_F(ResultsStoreTest, QueriesOnlyReadUnlessWritingIsAskedFor) {
   const int64_t run = store.begin_run(make_run());
   const std::string attach = "ATTACH DATABASE '" + db_path("other.sqlite") + "' AS other";
   const std::string vacuum = "VACUUM INTO '" + db_path("copy.sqlite") + "'";
-  for (const std::string& sql : {std::string("DELETE FROM runs"), std::string("DROP TABLE metrics"),
-                                 std::string("UPDATE meta SET value = '1'"), attach, vacuum,
-                                 std::string("PRAGMA journal_mode = DELETE"), std::string("PRAGMA query_only = 0"),
-                                 std::string("INSERT INTO tags(run_id, key) VALUES (1, 'x')")}) {
+  for (const std::string& sql :
+       {std::string("DELETE FROM runs"), std::string("DROP TABLE metrics"), std::string("UPDATE meta SET value = '1'"),
+        attach, vacuum, std::string("PRAGMA journal_mode = DELETE"), std::string("PRAGMA query_only = 0"),
+        std::string("INSERT INTO tags(run_id, key) VALUES (1, 'x')")}) {
     const std::string message = error_of([&] { store.query(sql); });
     EXPECT_NE(message.find("would change a database"), std::string::npos) << sql << ": " << message;
   }
@@ -72,10 +76,14 @@ TEST_F(ResultsStoreTest, QueriesOnlyReadUnlessWritingIsAskedFor) {
 }
 
 TEST_F(ResultsStoreTest, ReadOnlyOpeningNeverWritesAndNeedsAnExistingDatabase) {
-  EXPECT_NE(error_of([&] { ResultsStore store(db_path("absent.sqlite"), OpenMode::read_only); }).find("no such database"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { ResultsStore store(db_path("absent.sqlite"), OpenMode::read_only); }).find("no such database"),
+      std::string::npos);
   EXPECT_FALSE(fs::exists(db_path("absent.sqlite")));
-  { ResultsStore store(db_path()); store.begin_run(make_run()); }
+  {
+    ResultsStore store(db_path());
+    store.begin_run(make_run());
+  }
   ResultsStore reader(db_path(), OpenMode::read_only);
   EXPECT_EQ(single(reader, "SELECT count(*) FROM runs"), "1");
   EXPECT_NE(error_of([&] { reader.query("DELETE FROM runs", {}, true); }).find("readonly"), std::string::npos);
@@ -151,8 +159,8 @@ TEST_F(ResultsStoreTest, ClaimsGiveEachRunOneOwnerAndResumeWhatWasLeft) {
   const Claim forced = store.claim_run(make_run(), true);
   EXPECT_EQ(forced.outcome, Claim::Outcome::started);
   EXPECT_NE(forced.run_id, first.run_id);
-  store.query("UPDATE runs SET owner_host = 'elsewhere', heartbeat_at = unixepoch('now') WHERE id = ?",
-              {forced.run_id}, true);
+  store.query("UPDATE runs SET owner_host = 'elsewhere', heartbeat_at = unixepoch('now') WHERE id = ?", {forced.run_id},
+              true);
   EXPECT_TRUE(store.stale_runs().empty());
   store.query("UPDATE runs SET heartbeat_at = unixepoch('now') - 3600 WHERE id = ?", {forced.run_id}, true);
   EXPECT_EQ(store.stale_runs(), std::vector<int64_t>{forced.run_id});
@@ -174,8 +182,9 @@ TEST_F(ResultsStoreTest, PluginLibrariesAreRecordedWithPathAndHash) {
   RunInfo info = make_run();
   info.plugins = {{"policy", "learned", "1.1.0", "/lib/htm_policy_learned.so", std::string(64, 'a')}};
   const int64_t run = store.begin_run(info);
-  EXPECT_EQ(single(store, "SELECT path || ' ' || length(sha256) FROM run_plugins WHERE run_id = " + std::to_string(run)),
-            "/lib/htm_policy_learned.so 64");
+  EXPECT_EQ(
+      single(store, "SELECT path || ' ' || length(sha256) FROM run_plugins WHERE run_id = " + std::to_string(run)),
+      "/lib/htm_policy_learned.so 64");
 }
 
 }  // namespace

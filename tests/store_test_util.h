@@ -23,15 +23,12 @@ class ResultsStoreTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  std::string db_path(const std::string& name = "htm.sqlite") const {
-    return (dir_ / name).string();
-  }
+  std::string db_path(const std::string& name = "htm.sqlite") const { return (dir_ / name).string(); }
 
   fs::path dir_;
 };
 
-inline RunInfo make_run(const std::string& variant = "learned", int64_t seed = 0,
-                 const std::string& hash = "hash-a") {
+inline RunInfo make_run(const std::string& variant = "learned", int64_t seed = 0, const std::string& hash = "hash-a") {
   RunInfo info;
   info.experiment = "quickstart";
   info.source_file = "experiments/quickstart.toml";

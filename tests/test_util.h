@@ -39,8 +39,8 @@ inline std::string fresh_dir(const std::string& name) {
 
 /// Pearson chi-square statistic of observed counts against expected probabilities, pooling
 /// cells with expectation below 5 into one. Returns {statistic, degrees of freedom}.
-inline std::pair<double, int> chi_square(const std::vector<double>& counts,
-                                         const std::vector<double>& probs, double n) {
+inline std::pair<double, int> chi_square(const std::vector<double>& counts, const std::vector<double>& probs,
+                                         double n) {
   double stat = 0, pooled_obs = 0, pooled_exp = 0;
   int cells = 0;
   for (size_t k = 0; k < counts.size(); ++k) {

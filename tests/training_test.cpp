@@ -3,13 +3,13 @@
 // schedules, and gradients reaching every block of a fresh model.
 #include <torch/torch.h>
 
-#include "train/baselines.h"
 #include "htm/layers.h"
 #include "htm/merge.h"
-#include "train/optimizer.h"
 #include "registry.h"
 #include "runner.h"
 #include "test_util.h"
+#include "train/baselines.h"
+#include "train/optimizer.h"
 #include "train/schedules.h"
 #include "train/trainer.h"
 
@@ -125,8 +125,8 @@ TEST(Schedule, LearningRateWarmsUpThenDecays) {
   s.lr_schedule = LrDecay::cosine;
   EXPECT_DOUBLE_EQ(lr_at(s, 0, 0, 13), 0.25);  // (step + 1) / (warmup + 1)
   EXPECT_DOUBLE_EQ(lr_at(s, 2, 0, 13), 0.75);
-  EXPECT_DOUBLE_EQ(lr_at(s, 3, 0, 13), 1.0);   // the cosine starts at its top
-  EXPECT_NEAR(lr_at(s, 8, 0, 13), 0.5, 1e-12); // halfway through the 10 decay steps
+  EXPECT_DOUBLE_EQ(lr_at(s, 3, 0, 13), 1.0);    // the cosine starts at its top
+  EXPECT_NEAR(lr_at(s, 8, 0, 13), 0.5, 1e-12);  // halfway through the 10 decay steps
   EXPECT_NEAR(lr_at(s, 13, 0, 13), 0.0, 1e-12);
   s.lr_schedule = LrDecay::step;  // the paper's step decay: × factor at each decay epoch reached
   s.warmup_steps = 0;
@@ -143,7 +143,7 @@ TEST(Schedule, RhoRampsByStep) {
   EXPECT_DOUBLE_EQ(rho_ramp_at(0.2, 1.0, 0.5, 50, 100), 1.0);
   EXPECT_DOUBLE_EQ(rho_ramp_at(0.2, 2.0, 0.5, 99, 100), 2.0);
   EXPECT_DOUBLE_EQ(rho_ramp_at(0.2, 1.0, 0.0, 0, 100), 1.0);  // no ramp: the end at once
-  TrainSettings s = default_settings().train;  // the settings choose between the two schedules
+  TrainSettings s = default_settings().train;                 // the settings choose between the two schedules
   s.rho0 = 0.2;
   s.rho_step = 0.1;
   EXPECT_DOUBLE_EQ(rho_for(s, 25, 3, 100), rho_at(0.2, 0.1, 3));
@@ -157,7 +157,8 @@ ResolvedConfig tiny_config(const std::string& dir, const std::string& task, bool
                            const std::string& model_extra = "") {
   std::ofstream(dir + "/t.toml") << "[adapter]\nplugin = \"image\"\npatch = 7\nfourier_bands = 4\n"
                                  << "[merge]\nplugin = \"mlp\"\nresidual = " << (residual ? "true" : "false") << "\n"
-                                 << "[model]\ndim = 32\nheads = 2\nlayers = 4\ndropout = 0.0\ntask = \"" << task << "\"\n"
+                                 << "[model]\ndim = 32\nheads = 2\nlayers = 4\ndropout = 0.0\ntask = \"" << task
+                                 << "\"\n"
                                  << model_extra << (task == "classify" ? "[loss.cross_entropy]\n" : "");
   ExperimentFile file = ExperimentFile::load(dir + "/t.toml", {});
   return file.resolve(file.variants()[0], registry());

@@ -10,21 +10,24 @@
 namespace htm::testing {
 
 struct TwoPairCase {
-  torch::Tensor theta;  // 1×4×4, the policy's parameters
-  torch::Tensor cost;   // 16: a cost per ordered pair; the loss of a draw is the sum over its pairs
+  torch::Tensor theta;     // 1×4×4, the policy's parameters
+  torch::Tensor cost;      // 16: a cost per ordered pair; the loss of a draw is the sum over its pairs
   torch::Tensor src, dst;  // 24×2: every ordered draw
 };
 
 inline TwoPairCase two_pair_case() {
   torch::manual_seed(31);
   TwoPairCase c{(1.5 * torch::randn({1, 4, 4}, torch::kDouble)).requires_grad_(true),
-                torch::rand({16}, torch::kDouble) * 4.0, {}, {}};
+                torch::rand({16}, torch::kDouble) * 4.0,
+                {},
+                {}};
   std::vector<int64_t> s, d;
   for (int64_t i = 0; i < 4; ++i)
     for (int64_t j = 0; j < 4; ++j)
       for (int64_t k = 0; k < 4; ++k)
         for (int64_t l = 0; l < 4; ++l)
-          if (i != j && k != l && k != i && k != j && l != i && l != j) s.insert(s.end(), {i, k}), d.insert(d.end(), {j, l});
+          if (i != j && k != l && k != i && k != j && l != i && l != j)
+            s.insert(s.end(), {i, k}), d.insert(d.end(), {j, l});
   c.src = torch::tensor(s).view({-1, 2});
   c.dst = torch::tensor(d).view({-1, 2});
   return c;

@@ -14,10 +14,10 @@
 #include <functional>
 #include <optional>
 
-#include <boost/program_options.hpp>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
+#include <boost/program_options.hpp>
 
 #include "commands.h"
 #include "dist/communicator.h"
@@ -78,12 +78,15 @@ GemmRates gemm_rates(int64_t n, int repeats = 10) {
     return flop / median(time_ms(repeats, f)) / 1e6;
   };
   GemmRates r;
-  r.htm_fp32 = rate([&] { gemm(false, false, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(), n, 0.0f,
-                               c.data_ptr<float>(), n); });
+  r.htm_fp32 = rate([&] {
+    gemm(false, false, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(), n, 0.0f, c.data_ptr<float>(), n);
+  });
   r.torch_fp32 = rate([&] { torch::mm_out(c, a, b); });
   auto a16 = a.to(torch::kBFloat16), b16 = b.to(torch::kBFloat16);
-  r.htm_bf16 = rate([&] { gemm(false, false, n, n, n, 1.0f, {a16.data_ptr(), n, true}, {b16.data_ptr(), n, true},
-                               0.0f, c.data_ptr<float>(), n); });
+  r.htm_bf16 = rate([&] {
+    gemm(false, false, n, n, n, 1.0f, {a16.data_ptr(), n, true}, {b16.data_ptr(), n, true}, 0.0f, c.data_ptr<float>(),
+         n);
+  });
   r.torch_bf16 = rate([&] { torch::mm(a16, b16); });
   return r;
 }
@@ -137,8 +140,10 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
     optimizer.zero_grad();
     {
       RECORD_FUNCTION("htm::backward", {});
-      if (reducer) reducer->backward(total);
-      else total.backward();
+      if (reducer)
+        reducer->backward(total);
+      else
+        total.backward();
     }
     phase_ended();
     RECORD_FUNCTION("htm::optimizer", {});
@@ -177,19 +182,22 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
 // The line `htm bench` prints for every configuration it times, the same fields in the same order.
 void summary(const std::string& what, int64_t batch, int64_t T, const StepTiming& t, int ranks, int threads,
              double gemm_peak) {
-  const double ms = median(t.ms), gflops = static_cast<double>(t.flops) * ranks / ms / 1e6;  // each rank counts its rows
-  std::printf("summary  %-28s B=%lld T=%-4lld %d process%s x %d thread%s  %7.1f ms  %6.2f images/s  %6.1f GFLOP/s  "
-              "%3.0f%% of GEMM peak  %5.0f MiB\n",
-              what.c_str(), (long long)batch, (long long)T, ranks, ranks == 1 ? "" : "es", threads,
-              threads == 1 ? "" : "s", ms, batch * 1000.0 / ms, gflops, 100.0 * gflops / (gemm_peak * ranks), t.peak_mib);
+  const double ms = median(t.ms),
+               gflops = static_cast<double>(t.flops) * ranks / ms / 1e6;  // each rank counts its rows
+  std::printf(
+      "summary  %-28s B=%lld T=%-4lld %d process%s x %d thread%s  %7.1f ms  %6.2f images/s  %6.1f GFLOP/s  "
+      "%3.0f%% of GEMM peak  %5.0f MiB\n",
+      what.c_str(), (long long)batch, (long long)T, ranks, ranks == 1 ? "" : "es", threads, threads == 1 ? "" : "s", ms,
+      batch * 1000.0 / ms, gflops, 100.0 * gflops / (gemm_peak * ranks), t.peak_mib);
   std::fflush(stdout);
 }
 
 // The resident memory around one step: before it, and the peak of each phase.
 void memory_line(const std::string& what, const StepTiming& t) {
-  std::printf("memory   %-28s resident MiB: %.0f before the step; peak %.0f in forward, %.0f in backward, "
-              "%.0f in the optimiser\n",
-              what.c_str(), t.before_mib, t.forward_mib, t.backward_mib, t.optimizer_mib);
+  std::printf(
+      "memory   %-28s resident MiB: %.0f before the step; peak %.0f in forward, %.0f in backward, "
+      "%.0f in the optimiser\n",
+      what.c_str(), t.before_mib, t.forward_mib, t.backward_mib, t.optimizer_mib);
 }
 
 // Least-squares slope of log y against log x: the exponent of y ∝ x^a.
@@ -249,15 +257,16 @@ std::string child_bench(std::vector<std::string> args, double gemm_peak, int npr
 
 // --scaling: the step at image sides 16, 32, 64 (T = 64, 256, 1024 at patch 2, merged to one
 // root), each in its own process, then the sampler alone up to T = 4096, with fitted exponents.
-void scaling(const std::string& config_file, const std::vector<std::string>& overrides, int64_t steps,
-             int threads, double gemm_peak) {
+void scaling(const std::string& config_file, const std::vector<std::string>& overrides, int64_t steps, int threads,
+             double gemm_peak) {
   std::vector<double> tokens, step_ms;
   for (int side : {16, 32, 64}) {
     const int layers = static_cast<int>(std::lround(std::log2(side * side / 4)));
-    std::vector<std::string> args = {"--config", config_file, "--steps", std::to_string(steps), "--threads",
-                                     std::to_string(threads)};
+    std::vector<std::string> args = {
+        "--config", config_file, "--steps", std::to_string(steps), "--threads", std::to_string(threads)};
     for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
-    args.insert(args.end(), {"--set", "dataset.size=" + std::to_string(side), "--set", "model.layers=" + std::to_string(layers)});
+    args.insert(args.end(),
+                {"--set", "dataset.size=" + std::to_string(side), "--set", "model.layers=" + std::to_string(layers)});
     const std::string text = child_bench(args, gemm_peak);
     tokens.push_back(side * side / 4.0);
     step_ms.push_back(number_before(text, " ms "));
@@ -287,21 +296,20 @@ int cmd_bench(const Args& args) {
   int nproc = 1;
   std::string profile, config_file, variant;
   std::vector<std::string> overrides;
-  opts.add_options()
-      ("threads", po::value(&threads)->default_value(1), "torch threads (0 = all cores)")
-      ("steps", po::value(&steps)->default_value(5), "timed training steps (after one warm-up)")
-      ("config", po::value(&config_file)->default_value("bench/paper_size.toml"),
-       "experiment file whose model, data and batch size are timed (default: the paper's size)")
-      ("variant", po::value(&variant), "the variant (default: the first)")
-      ("set", po::value(&overrides)->composing(),
-       "override a setting, e.g. --set train.batch_size=32 --set policy.plugin=random")
-      ("profile", po::value(&profile), "write a chrome://tracing profile of one step to this file")
-      ("nproc", po::value(&nproc)->default_value(1),
-       "also time the step data-parallel: N processes of one thread, each a slice of the same batch")
-      ("gemm", "only the GEMM rates: fp32 and bf16 through htm's oneDNN GEMMs and through torch::mm")
-      ("scaling", "also the step at T = 64, 256, 1024 (each in its own process) and the sampler up to T = 4096, "
-                  "with fitted exponents")
-      ("step-only", "the training step's summary line alone (no GEMM rates, no sampler)");
+  opts.add_options()("threads", po::value(&threads)->default_value(1), "torch threads (0 = all cores)")(
+      "steps", po::value(&steps)->default_value(5), "timed training steps (after one warm-up)")(
+      "config", po::value(&config_file)->default_value("bench/paper_size.toml"),
+      "experiment file whose model, data and batch size are timed (default: the paper's size)")(
+      "variant", po::value(&variant), "the variant (default: the first)")(
+      "set", po::value(&overrides)->composing(),
+      "override a setting, e.g. --set train.batch_size=32 --set policy.plugin=random")(
+      "profile", po::value(&profile), "write a chrome://tracing profile of one step to this file")(
+      "nproc", po::value(&nproc)->default_value(1),
+      "also time the step data-parallel: N processes of one thread, each a slice of the same batch")(
+      "gemm", "only the GEMM rates: fp32 and bf16 through htm's oneDNN GEMMs and through torch::mm")(
+      "scaling",
+      "also the step at T = 64, 256, 1024 (each in its own process) and the sampler up to T = 4096, "
+      "with fitted exponents")("step-only", "the training step's summary line alone (no GEMM rates, no sampler)");
   po::variables_map vm;
   if (!parse_options("bench", args, opts, {}, vm, "[options]")) return 0;
   if (nproc < 1) throw Error("--nproc " + std::to_string(nproc) + ": must be at least 1");
@@ -320,9 +328,10 @@ int cmd_bench(const Args& args) {
   if (!world && !step_only) {
     for (int64_t n : vm.count("gemm") ? std::vector<int64_t>{256, 512, 1024, 2048} : std::vector<int64_t>{1024}) {
       const GemmRates g = gemm_rates(n);
-      std::printf("gemm     %lld^3 at %d thread%s: fp32 htm::gemm (oneDNN sgemm) %.1f GFLOP/s, torch::mm %.1f GFLOP/s;"
-                  " bf16 htm::gemm (oneDNN, fp32 accumulation) %.1f GFLOP/s, torch::mm %.1f GFLOP/s\n",
-                  (long long)n, nthreads, nthreads == 1 ? "" : "s", g.htm_fp32, g.torch_fp32, g.htm_bf16, g.torch_bf16);
+      std::printf(
+          "gemm     %lld^3 at %d thread%s: fp32 htm::gemm (oneDNN sgemm) %.1f GFLOP/s, torch::mm %.1f GFLOP/s;"
+          " bf16 htm::gemm (oneDNN, fp32 accumulation) %.1f GFLOP/s, torch::mm %.1f GFLOP/s\n",
+          (long long)n, nthreads, nthreads == 1 ? "" : "s", g.htm_fp32, g.torch_fp32, g.htm_bf16, g.torch_bf16);
       if (n == 1024) peak = g;
     }
     if (vm.count("gemm")) {
@@ -340,8 +349,8 @@ int cmd_bench(const Args& args) {
   const Precision precision = set_precision(ex.config.settings.runtime.precision);
   const double gemm_peak = peak.of(precision);
   const int64_t batch = c.data.input.size(0), T = c.T;
-  const std::string name = ex.config.experiment + "/" + ex.config.variant +
-                           (precision == Precision::bf16 ? " bf16" : " fp32");
+  const std::string name =
+      ex.config.experiment + "/" + ex.config.variant + (precision == Precision::bf16 ? " bf16" : " fp32");
   auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
 
   // ---- the pair sampler alone: B×T×T logits, the first layer's r pairs
@@ -350,10 +359,10 @@ int cmd_bench(const Args& args) {
     auto logits = torch::randn({batch, T, T});
     auto fast = time_ms(20, [&] { sample_disjoint_pairs(logits, r, gen); });
     auto slow = time_ms(2, [&] { sample_disjoint_pairs_sequential(logits, r, gen); });
-    std::printf("sampler  B=%lld T=%lld r=%lld  gumbel-sort-scan: median %.2f ms   "
-                "one-pair-at-a-time: median %.1f ms   (%.0fx)\n",
-                (long long)batch, (long long)T, (long long)r, median(fast), median(slow),
-                median(slow) / median(fast));
+    std::printf(
+        "sampler  B=%lld T=%lld r=%lld  gumbel-sort-scan: median %.2f ms   "
+        "one-pair-at-a-time: median %.1f ms   (%.0fx)\n",
+        (long long)batch, (long long)T, (long long)r, median(fast), median(slow), median(slow) / median(fast));
     // The log-probabilities of that draw, forward and backward, in each form (issue 12: the
     // exact form must not undo the sampler's speed).
     auto [src, dst] = sample_disjoint_pairs(logits, r, gen);
@@ -383,11 +392,12 @@ int cmd_bench(const Args& args) {
     return 0;
   }
   const double med = median(t.ms);
-  std::printf("train    %s  B=%lld T=%lld C=%lld L=%zu h=%lld params=%.2fM  step: median %.1f ms "
-              "(min %.1f, max %.1f over %lld)  %.1f images/s  %.2f GFLOP through htm::gemm per step\n",
-              name.c_str(), (long long)batch, (long long)T, (long long)ex.config.settings.model.dim, ex.schedule.size(),
-              (long long)ex.config.settings.model.heads, ex.parameters / 1e6, med, *std::min_element(t.ms.begin(), t.ms.end()),
-              *std::max_element(t.ms.begin(), t.ms.end()), (long long)steps, batch * 1000.0 / med, t.flops / 1e9);
+  std::printf(
+      "train    %s  B=%lld T=%lld C=%lld L=%zu h=%lld params=%.2fM  step: median %.1f ms "
+      "(min %.1f, max %.1f over %lld)  %.1f images/s  %.2f GFLOP through htm::gemm per step\n",
+      name.c_str(), (long long)batch, (long long)T, (long long)ex.config.settings.model.dim, ex.schedule.size(),
+      (long long)ex.config.settings.model.heads, ex.parameters / 1e6, med, *std::min_element(t.ms.begin(), t.ms.end()),
+      *std::max_element(t.ms.begin(), t.ms.end()), (long long)steps, batch * 1000.0 / med, t.flops / 1e9);
   summary(name, batch, T, t, 1, nthreads, gemm_peak);
   memory_line(name, t);
 
@@ -400,14 +410,15 @@ int cmd_bench(const Args& args) {
       one = time_training(ex, c.data, steps, "", std::nullopt);
       summary(name, batch, T, one, 1, 1, one_peak);
     }
-    std::vector<std::string> rank_args = {"--config", config_file, "--variant", ex.config.variant,
-                                          "--steps", std::to_string(steps)};
+    std::vector<std::string> rank_args = {"--config",        config_file, "--variant",
+                                          ex.config.variant, "--steps",   std::to_string(steps)};
     for (const auto& o : overrides) rank_args.insert(rank_args.end(), {"--set", o});
     const double dp = number_before(child_bench(rank_args, one_peak, nproc), " images/s ");
     const double single = batch * 1000.0 / median(one.ms);
-    std::printf("scaling  B=%lld: 1 process x 1 thread %.2f images/s, %d processes x 1 thread %.2f images/s: "
-                "speed-up %.2fx, efficiency %.0f%%\n",
-                (long long)batch, single, nproc, dp, dp / single, 100.0 * dp / (nproc * single));
+    std::printf(
+        "scaling  B=%lld: 1 process x 1 thread %.2f images/s, %d processes x 1 thread %.2f images/s: "
+        "speed-up %.2fx, efficiency %.0f%%\n",
+        (long long)batch, single, nproc, dp, dp / single, 100.0 * dp / (nproc * single));
   }
   if (vm.count("scaling")) scaling(config_file, overrides, steps, nthreads, gemm_peak);
   return 0;

@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -13,16 +13,16 @@
 
 #include <boost/program_options.hpp>
 
-#include "htm/error.h"
-#include "registry.h"
-#include "store/results_store.h"
 #include "config/settings.h"
 #include "dist/communicator.h"
-#include "report.h"
+#include "htm/error.h"
 #include "launch.h"
+#include "registry.h"
+#include "report.h"
 #include "runner.h"
-#include "signals.h"
 #include "sample.h"
+#include "signals.h"
+#include "store/results_store.h"
 #include "supervise.h"
 #include "table.h"
 
@@ -60,8 +60,9 @@ const std::vector<Command>& commands() {
 void usage() {
   std::printf("usage: htm <command> [options]   (htm <command> --help for its options)\n\n");
   for (const auto& c : commands()) std::printf("  %-12s %s\n", c.name, c.summary);
-  std::printf("\nplugins are searched in HTM_PLUGIN_PATH (':'-separated), then the build's and the\n"
-              "installed plugin folders\n");
+  std::printf(
+      "\nplugins are searched in HTM_PLUGIN_PATH (':'-separated), then the build's and the\n"
+      "installed plugin folders\n");
 }
 
 }  // namespace
@@ -73,8 +74,7 @@ std::pair<std::string, std::string> key_value(const std::string& option, const s
 }
 
 bool parse_options(const std::string& command, const Args& args, po::options_description& options,
-           const po::positional_options_description& positional, po::variables_map& vm,
-           const char* synopsis) {
+                   const po::positional_options_description& positional, po::variables_map& vm, const char* synopsis) {
   options.add_options()("help,h", "show this help");
   po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
   if (vm.count("help")) {
@@ -88,28 +88,28 @@ bool parse_options(const std::string& command, const Args& args, po::options_des
 int cmd_run(const Args& args) {
   po::options_description opts("options");
   RunRequest req;
-  opts.add_options()
-      ("file", po::value(&req.file)->required(), "experiment file (TOML)")
-      ("variant,v", po::value(&req.variants)->composing(), "variant to run (repeatable; default: all)")
-      ("seed,s", po::value(&req.seeds)->composing(), "seed to run (repeatable; default: the file's seeds)")
-      ("confirm", po::bool_switch(&req.confirm),
-       "run the --variant(s) on the file's confirmation seeds (experiment.confirm_seeds, default 1000-1009), "
-       "tagged phase=confirm; exploration never uses those seeds")
-      ("set", po::value(&req.overrides)->composing(), "override a setting, e.g. --set train.epochs=2")
-      ("sweep", po::value(&req.sweeps)->composing(), "one variant per value, e.g. --sweep train.lr=1e-3,3e-3 (a [grid] axis)")
-      ("jobs,j", po::value(&req.jobs)->default_value(1), "runs executed at once, each in its own process")
-      ("force", po::bool_switch(&req.force),
-       "run again even if a finished run with this config exists; train even when the memory estimate exceeds "
-       "the memory available")
-      ("tag", po::value(&req.tags)->composing(), "key=value stored on each run (repeatable; htm runs and report show it)")
-      ("note", po::value(&req.note), "free text stored on each run as the tag 'note'")
-      ("quiet,q", "no progress lines: only each run's final lines and errors")
-      ("verbose", "also a line per evaluation with its scores")
-      ("nproc", po::value(&req.nproc)->default_value(1),
-       "data-parallel processes per run on this host (a multi-host run reads torchrun's RANK, WORLD_SIZE, "
-       "MASTER_ADDR, MASTER_PORT instead)")
-      ("shard", po::value(&req.shard), "K/N: run only the K-th (0-based) of N slices of the variant x seed list")
-      ("db", po::value<std::string>(), "results database (same as --set runtime.results=PATH)");
+  opts.add_options()("file", po::value(&req.file)->required(), "experiment file (TOML)")(
+      "variant,v", po::value(&req.variants)->composing(), "variant to run (repeatable; default: all)")(
+      "seed,s", po::value(&req.seeds)->composing(), "seed to run (repeatable; default: the file's seeds)")(
+      "confirm", po::bool_switch(&req.confirm),
+      "run the --variant(s) on the file's confirmation seeds (experiment.confirm_seeds, default 1000-1009), "
+      "tagged phase=confirm; exploration never uses those seeds")("set", po::value(&req.overrides)->composing(),
+                                                                  "override a setting, e.g. --set train.epochs=2")(
+      "sweep", po::value(&req.sweeps)->composing(),
+      "one variant per value, e.g. --sweep train.lr=1e-3,3e-3 (a [grid] axis)")(
+      "jobs,j", po::value(&req.jobs)->default_value(1), "runs executed at once, each in its own process")(
+      "force", po::bool_switch(&req.force),
+      "run again even if a finished run with this config exists; train even when the memory estimate exceeds "
+      "the memory available")("tag", po::value(&req.tags)->composing(),
+                              "key=value stored on each run (repeatable; htm runs and report show it)")(
+      "note", po::value(&req.note), "free text stored on each run as the tag 'note'")(
+      "quiet,q", "no progress lines: only each run's final lines and errors")(
+      "verbose", "also a line per evaluation with its scores")(
+      "nproc", po::value(&req.nproc)->default_value(1),
+      "data-parallel processes per run on this host (a multi-host run reads torchrun's RANK, WORLD_SIZE, "
+      "MASTER_ADDR, MASTER_PORT instead)")("shard", po::value(&req.shard),
+                                           "K/N: run only the K-th (0-based) of N slices of the variant x seed list")(
+      "db", po::value<std::string>(), "results database (same as --set runtime.results=PATH)");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
@@ -132,19 +132,19 @@ int cmd_resume(const Args& args) {
   int64_t run_id = 0;
   std::string db;
   std::vector<std::string> overrides, sweeps;
-  opts.add_options()
-      ("run", po::value(&run_id)->required(), "run id (see htm runs): an interrupted or killed run")
-      ("set", po::value(&overrides)->composing(), "the --set options the run was started with")
-      ("sweep", po::value(&sweeps)->composing(), "the --sweep options the run was started with")
-      ("force", "retry a run that crashed twice at the same step (htm run leaves it alone)")
-      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
+  opts.add_options()("run", po::value(&run_id)->required(), "run id (see htm runs): an interrupted or killed run")(
+      "set", po::value(&overrides)->composing(), "the --set options the run was started with")(
+      "sweep", po::value(&sweeps)->composing(), "the --sweep options the run was started with")(
+      "force", "retry a run that crashed twice at the same step (htm run leaves it alone)")(
+      "db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
   po::positional_options_description pos;
   pos.add("run", 1);
   po::variables_map vm;
   if (!parse_options("resume", args, opts, pos, vm, "RUN [--set k=v ...] [--db PATH]")) return 0;
   if (world_from_environment())
-    throw Error("htm resume runs in one process; a data-parallel run resumes with the command that started it "
-                "(htm run FILE --nproc N, or the same launcher): it continues unfinished runs");
+    throw Error(
+        "htm resume runs in one process; a data-parallel run resumes with the command that started it "
+        "(htm run FILE --nproc N, or the same launcher): it continues unfinished runs");
   set_graceful_stop(true);
   if (!supervised_child()) {  // the run trains in a supervised child, as under htm run
     std::vector<std::string> child = {self_path(), "resume"};
@@ -159,12 +159,11 @@ int cmd_config(const Args& args) {
   po::options_description opts("options");
   std::string file;
   std::vector<std::string> variants, overrides, sweeps;
-  opts.add_options()
-      ("file", po::value(&file)->required(), "experiment file (TOML)")
-      ("variant,v", po::value(&variants)->composing(), "variant (repeatable; default: all)")
-      ("set", po::value(&overrides)->composing(), "override a setting")
-      ("sweep", po::value(&sweeps)->composing(), "one variant per value, e.g. --sweep train.lr=1e-3,3e-3")
-      ("no-estimate", "skip building each variant for its parameter count and training memory estimate");
+  opts.add_options()("file", po::value(&file)->required(), "experiment file (TOML)")(
+      "variant,v", po::value(&variants)->composing(), "variant (repeatable; default: all)")(
+      "set", po::value(&overrides)->composing(), "override a setting")(
+      "sweep", po::value(&sweeps)->composing(), "one variant per value, e.g. --sweep train.lr=1e-3,3e-3")(
+      "no-estimate", "skip building each variant for its parameter count and training memory estimate");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
@@ -197,8 +196,8 @@ int cmd_plugins(const Args& args) {
     for (const auto& e : registry.entries()) {
       std::printf("\n%s %s  (%s)\n", kind_name(e.manifest.kind), e.manifest.name.c_str(), e.path.c_str());
       for (const auto& p : e.manifest.params)
-        std::printf("  %-16s %-12s = %-24s %s\n", p.name.c_str(), type_name(p.type),
-                    to_toml(p.default_value).c_str(), p.description.c_str());
+        std::printf("  %-16s %-12s = %-24s %s\n", p.name.c_str(), type_name(p.type), to_toml(p.default_value).c_str(),
+                    p.description.c_str());
     }
   }
   for (const auto& r : registry.rejected()) std::fprintf(stderr, "warning: %s\n", r.c_str());
@@ -213,11 +212,10 @@ int cmd_runs(const Args& args) {
   po::options_description opts("options");
   std::string db, experiment;
   int limit = 50;
-  opts.add_options()
-      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database")
-      ("experiment,e", po::value(&experiment), "only this experiment")
-      ("limit,n", po::value(&limit)->default_value(50), "most recent runs to show")
-      ("clean", "record runs whose process is gone as killed (htm run resumes them)");
+  opts.add_options()("db", po::value(&db)->default_value(kDefaultResultsPath), "results database")(
+      "experiment,e", po::value(&experiment), "only this experiment")("limit,n", po::value(&limit)->default_value(50),
+                                                                      "most recent runs to show")(
+      "clean", "record runs whose process is gone as killed (htm run resumes them)");
   po::variables_map vm;
   if (!parse_options("runs", args, opts, {}, vm, "[options]")) return 0;
   if (vm.count("clean")) {
@@ -238,23 +236,24 @@ int cmd_runs(const Args& args) {
       "AND m.name = 'accuracy') AS test_accuracy, "
       "(SELECT group_concat(key || '=' || value, ' ') FROM tags t WHERE t.run_id = s.id) AS tags, s.error "
       "FROM run_summary s" +
-      std::string(experiment.empty() ? "" : " WHERE s.experiment = ?") + " ORDER BY s.id DESC LIMIT ?", params);
+          std::string(experiment.empty() ? "" : " WHERE s.experiment = ?") + " ORDER BY s.id DESC LIMIT ?",
+      params);
   for (auto& row : result.rows)  // a running row whose process is gone is shown as what it is
     if (std::find(stale.begin(), stale.end(), std::atoll(row[0].c_str())) != stale.end()) row[4] = "killed*";
   std::printf("%s", format_table(result).c_str());
   if (!stale.empty())
-    std::printf("\n* its process is gone; `htm runs --clean` (or the next `htm run`) records it killed, and "
-                "`htm run` resumes it\n");
+    std::printf(
+        "\n* its process is gone; `htm runs --clean` (or the next `htm run`) records it killed, and "
+        "`htm run` resumes it\n");
   return 0;
 }
 
 int cmd_db(const Args& args) {
   po::options_description opts("options");
   std::string action, db, out;
-  opts.add_options()
-      ("action", po::value(&action)->required(), "check | recover")
-      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database")
-      ("out", po::value(&out), "recover: the new database to write (must not exist)");
+  opts.add_options()("action", po::value(&action)->required(), "check | recover")(
+      "db", po::value(&db)->default_value(kDefaultResultsPath), "results database")(
+      "out", po::value(&out), "recover: the new database to write (must not exist)");
   po::positional_options_description pos;
   pos.add("action", 1);
   po::variables_map vm;
@@ -287,20 +286,21 @@ int cmd_db(const Args& args) {
   }
   std::printf("%s: malformed; SQLite's integrity_check says (first %zu):\n", db.c_str(), complaints.size());
   for (const auto& line : complaints) std::printf("  %s\n", line.c_str());
-  std::printf("htm writes nothing into it. Recover the runs SQLite can still read into a new file, check\n"
-              "that, and name it with --db from then on (docs/reliability.md):\n"
-              "  htm db recover --db %s --out recovered.sqlite\n"
-              "  htm db check --db recovered.sqlite\n", db.c_str());
+  std::printf(
+      "htm writes nothing into it. Recover the runs SQLite can still read into a new file, check\n"
+      "that, and name it with --db from then on (docs/reliability.md):\n"
+      "  htm db recover --db %s --out recovered.sqlite\n"
+      "  htm db check --db recovered.sqlite\n",
+      db.c_str());
   return 1;
 }
 
 int cmd_query(const Args& args) {
   po::options_description opts("options");
   std::string db, sql;
-  opts.add_options()
-      ("sql", po::value(&sql)->required(), "SQL statement")
-      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database")
-      ("write", "allow a statement that changes the database (UPDATE, DELETE, ...)");
+  opts.add_options()("sql", po::value(&sql)->required(), "SQL statement")(
+      "db", po::value(&db)->default_value(kDefaultResultsPath), "results database")(
+      "write", "allow a statement that changes the database (UPDATE, DELETE, ...)");
   po::positional_options_description pos;
   pos.add("sql", 1);
   po::variables_map vm;
@@ -315,9 +315,8 @@ int cmd_merge(const Args& args) {
   po::options_description opts("options");
   std::string db;
   std::vector<std::string> others;
-  opts.add_options()
-      ("other", po::value(&others)->required()->composing(), "database(s) to copy runs from")
-      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database to merge into");
+  opts.add_options()("other", po::value(&others)->required()->composing(), "database(s) to copy runs from")(
+      "db", po::value(&db)->default_value(kDefaultResultsPath), "results database to merge into");
   po::positional_options_description pos;
   pos.add("other", -1);
   po::variables_map vm;
@@ -326,8 +325,10 @@ int cmd_merge(const Args& args) {
   for (const auto& other : others) {
     int64_t running = 0;
     const int64_t merged = store.merge_from(other, &running);
-    std::printf("%s: %lld new runs merged into %s", other.c_str(), static_cast<long long>(merged), store.path().c_str());
-    if (running > 0) std::printf(" (%lld still running there: merge again once they end)", static_cast<long long>(running));
+    std::printf("%s: %lld new runs merged into %s", other.c_str(), static_cast<long long>(merged),
+                store.path().c_str());
+    if (running > 0)
+      std::printf(" (%lld still running there: merge again once they end)", static_cast<long long>(running));
     std::printf("\n");
   }
   return 0;
@@ -336,20 +337,19 @@ int cmd_merge(const Args& args) {
 int cmd_sample(const Args& args) {
   po::options_description opts("options");
   SampleRequest req;
-  opts.add_options()
-      ("run", po::value(&req.run_id)->required(), "run id (see htm runs); it must have a checkpoint")
-      ("count,n", po::value(&req.count)->default_value(16), "samples to generate")
-      ("out,o", po::value(&req.out), "PNG to write (default: the run's artifact folder/samples.png)")
-      ("components,k", po::value(&req.components)->default_value(8), "Gaussians in the mixture")
-      ("covariance", po::value(&req.covariance)->default_value("auto"),
-       "full, diag, or auto (full up to 128 dimensions, where EM stays fast)")
-      ("fit-samples", po::value(&req.fit_samples)->default_value(2000), "training samples to fit the mixture to")
-      ("seed", po::value(&req.seed)->default_value(0), "seed of the fit and the draws")
-      ("decode", po::value(&req.decode)->default_value("classifier"),
-       "sets: classifier (unmerge what the leaf/internal classifier calls internal) or schedule")
-      ("leaf-threshold", po::value(&req.leaf_threshold)->default_value(0.5),
-       "with --decode classifier: a token is a leaf when P(leaf) exceeds this")
-      ("db", po::value(&req.db)->default_value(kDefaultResultsPath), "results database");
+  opts.add_options()("run", po::value(&req.run_id)->required(), "run id (see htm runs); it must have a checkpoint")(
+      "count,n", po::value(&req.count)->default_value(16), "samples to generate")(
+      "out,o", po::value(&req.out), "PNG to write (default: the run's artifact folder/samples.png)")(
+      "components,k", po::value(&req.components)->default_value(8), "Gaussians in the mixture")(
+      "covariance", po::value(&req.covariance)->default_value("auto"),
+      "full, diag, or auto (full up to 128 dimensions, where EM stays fast)")(
+      "fit-samples", po::value(&req.fit_samples)->default_value(2000), "training samples to fit the mixture to")(
+      "seed", po::value(&req.seed)->default_value(0), "seed of the fit and the draws")(
+      "decode", po::value(&req.decode)->default_value("classifier"),
+      "sets: classifier (unmerge what the leaf/internal classifier calls internal) or schedule")(
+      "leaf-threshold", po::value(&req.leaf_threshold)->default_value(0.5),
+      "with --decode classifier: a token is a leaf when P(leaf) exceeds this")(
+      "db", po::value(&req.db)->default_value(kDefaultResultsPath), "results database");
   po::positional_options_description pos;
   pos.add("run", 1);
   po::variables_map vm;
@@ -366,9 +366,10 @@ int cmd_sample(const Args& args) {
 
 int cmd_check_plugin(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::printf("usage: htm check-plugin PLUGIN.so|FOLDER... [--gtest_filter=PATTERN]\n\n"
-                "Runs the conformance suite (shapes, gradients, determinism under a seed) on the named\n"
-                "plugin libraries, or every library in the named folders, with htm-conformance.\n");
+    std::printf(
+        "usage: htm check-plugin PLUGIN.so|FOLDER... [--gtest_filter=PATTERN]\n\n"
+        "Runs the conformance suite (shapes, gradients, determinism under a seed) on the named\n"
+        "plugin libraries, or every library in the named folders, with htm-conformance.\n");
     return args.empty() ? 2 : 0;
   }
   const auto beside = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "htm-conformance";

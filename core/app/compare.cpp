@@ -11,8 +11,8 @@
 #include <boost/program_options.hpp>
 
 #include "commands.h"
-#include "htm/error.h"
 #include "config/settings.h"
+#include "htm/error.h"
 #include "store/results_store.h"
 #include "table.h"
 
@@ -129,17 +129,17 @@ std::string qualified_metric(const std::string& metric, const std::string& split
 }
 
 void add_claim_options(po::options_description& opts, ClaimOptions& claims) {
-  opts.add_options()
-      ("adjust", po::value(&claims.adjust)->default_value("holm"),
-       "p-value adjustment over every comparison of a phase (variants x metrics): holm, bonferroni or none")
-      ("target", po::value(&claims.targets)->composing(),
-       "a claim to check, e.g. 'cluster_f1>=0.9': the one-sided 95% bound of each variant's mean, met or not")
-      ("collapse", po::value(&claims.collapse)->default_value(-1),
-       "count the runs whose last value is more than this below their own peak (e.g. 0.2 for F1)");
+  opts.add_options()(
+      "adjust", po::value(&claims.adjust)->default_value("holm"),
+      "p-value adjustment over every comparison of a phase (variants x metrics): holm, bonferroni or none")(
+      "target", po::value(&claims.targets)->composing(),
+      "a claim to check, e.g. 'cluster_f1>=0.9': the one-sided 95% bound of each variant's mean, met or not")(
+      "collapse", po::value(&claims.collapse)->default_value(-1),
+      "count the runs whose last value is more than this below their own peak (e.g. 0.2 for F1)");
 }
 
 std::pair<stats::Adjustment, std::vector<stats::Target>> parse_claims(const ClaimOptions& claims,
-                                                                     const std::string& split) {
+                                                                      const std::string& split) {
   std::vector<stats::Target> targets;
   for (const auto& text : claims.targets) {
     targets.push_back(stats::parse_target(text));
@@ -173,11 +173,11 @@ Comparison compare_study(ResultsStore& store, CompareRequest& request) {
       if (std::find(variants.begin(), variants.end(), v) == variants.end()) variants.push_back(v);
   }
   if (variants.empty())
-    throw Error("no finished run of experiment '" + request.experiment + "' has the metric " +
-                (request.metrics.size() == 1 ? "'" + request.metrics[0] + "'" : "s asked for") +
-                (request.filter.hash.empty() && request.filter.tags.empty() ? ""
-                                                                             : " among the runs the filters select") +
-                " in " + store.path());
+    throw Error(
+        "no finished run of experiment '" + request.experiment + "' has the metric " +
+        (request.metrics.size() == 1 ? "'" + request.metrics[0] + "'" : "s asked for") +
+        (request.filter.hash.empty() && request.filter.tags.empty() ? "" : " among the runs the filters select") +
+        " in " + store.path());
   if (request.reference.empty()) request.reference = variants.front();
   if (std::find(variants.begin(), variants.end(), request.reference) == variants.end())
     throw Error("experiment '" + request.experiment + "' has no finished variant '" + request.reference + "'");
@@ -278,7 +278,15 @@ void print_one_metric(const Comparison& c, const MetricTable& table, const Compa
     for (const auto& row : pt.rows) seeds.insert(seeds.end(), row.seeds.begin(), row.seeds.end());
     std::printf("\n%s, seeds %s\n", phase_title(pt.phase), seed_list(seeds).c_str());
     QueryResult t;
-    t.columns = {"variant", "n", "mean", "sd", "diff vs " + c.reference, "effect %", "95% CI of effect %", "test", "p",
+    t.columns = {"variant",
+                 "n",
+                 "mean",
+                 "sd",
+                 "diff vs " + c.reference,
+                 "effect %",
+                 "95% CI of effect %",
+                 "test",
+                 "p",
                  std::string("p (") + adj + ")"};
     if (table.has_target)
       t.columns.push_back(std::string(table.target.at_least ? "lower" : "upper") + " 95% bound: " + table.target.text);
@@ -286,9 +294,9 @@ void print_one_metric(const Comparison& c, const MetricTable& table, const Compa
     for (const auto& r : pt.rows) {
       std::vector<std::string> line = {r.variant, std::to_string(r.values.size()), fixed(r.mean), fixed(r.sd, 3)};
       if (r.tested) {
-        line.insert(line.end(), {fixed(r.test.diff), fixed(r.effect.percent, 3),
-                                 interval(r.effect.ci_low, r.effect.ci_high), stats::test_name(r.test.kind),
-                                 fixed(r.test.p, 3), fixed(r.p_adjusted, 3)});
+        line.insert(line.end(),
+                    {fixed(r.test.diff), fixed(r.effect.percent, 3), interval(r.effect.ci_low, r.effect.ci_high),
+                     stats::test_name(r.test.kind), fixed(r.test.p, 3), fixed(r.p_adjusted, 3)});
       } else {
         line.insert(line.end(), {"", "", "", r.reference ? "(reference)" : "", "", ""});
       }
@@ -357,14 +365,14 @@ int cmd_compare(const Args& args) {
   std::vector<std::string> metrics, tags;
   CompareRequest request;
   ClaimOptions claims;
-  opts.add_options()
-      ("experiment", po::value(&request.experiment)->required(), "experiment name (as `htm runs` shows it)")
-      ("metric,m", po::value(&metrics)->composing(), "metric name, e.g. mse (repeatable: one column each; default mse)")
-      ("split", po::value(&split)->default_value("test"), "metric split: test or train")
-      ("reference,r", po::value(&request.reference), "variant the others are compared with (default: the first run's)")
-      ("hash", po::value(&request.filter.hash), "only runs whose config hash starts with this")
-      ("tag", po::value(&tags)->composing(), "only runs tagged key=value (repeatable: all of them)")
-      ("db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
+  opts.add_options()("experiment", po::value(&request.experiment)->required(),
+                     "experiment name (as `htm runs` shows it)")(
+      "metric,m", po::value(&metrics)->composing(), "metric name, e.g. mse (repeatable: one column each; default mse)")(
+      "split", po::value(&split)->default_value("test"), "metric split: test or train")(
+      "reference,r", po::value(&request.reference), "variant the others are compared with (default: the first run's)")(
+      "hash", po::value(&request.filter.hash), "only runs whose config hash starts with this")(
+      "tag", po::value(&tags)->composing(), "only runs tagged key=value (repeatable: all of them)")(
+      "db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
   add_claim_options(opts, claims);
   po::positional_options_description pos;
   pos.add("experiment", 1);
@@ -386,8 +394,10 @@ int cmd_compare(const Args& args) {
   std::printf("%s: the last value of each seed's latest finished run, against %s\n", request.experiment.c_str(),
               c.reference.c_str());
   if (c.metrics.size() == 1) {
-    std::printf("%s; effect: (mean / %s's mean - 1), delta-method CI; test: paired t where the seeds match, "
-                "Welch t otherwise\n", c.metrics[0].metric.c_str(), c.reference.c_str());
+    std::printf(
+        "%s; effect: (mean / %s's mean - 1), delta-method CI; test: paired t where the seeds match, "
+        "Welch t otherwise\n",
+        c.metrics[0].metric.c_str(), c.reference.c_str());
     print_one_metric(c, c.metrics[0], request);
   } else {
     print_metrics(c);

@@ -30,25 +30,25 @@ struct CompareRequest {
   RunFilter filter;
   stats::Adjustment adjustment = stats::Adjustment::holm;
   std::vector<stats::Target> targets;  ///< metric as "split/name"; each target's metric is compared
-  double collapse = -1;  ///< > 0: count the runs whose last value is more than this below their peak
+  double collapse = -1;                ///< > 0: count the runs whose last value is more than this below their peak
 };
 
 /// One variant's line in one phase.
 struct CompareRow {
   std::string variant;
-  std::vector<int64_t> seeds;      ///< ascending
-  std::vector<double> values;      ///< one per seed, the seed's latest finished run
-  double mean = 0, sd = 0;         ///< sd: NaN with fewer than 2 values
+  std::vector<int64_t> seeds;  ///< ascending
+  std::vector<double> values;  ///< one per seed, the seed's latest finished run
+  double mean = 0, sd = 0;     ///< sd: NaN with fewer than 2 values
   bool reference = false;
-  bool tested = false;             ///< a test against the reference was made (not the reference)
-  stats::TTest test;               ///< against the reference; NaN fields when it cannot be formed
-  stats::Effect effect;            ///< (mean / the reference's mean − 1) as %, with its CI
-  double p_adjusted = 0;           ///< test.p adjusted over the phase's family
-  size_t configs = 1;              ///< distinct config hashes pooled in this variant
+  bool tested = false;    ///< a test against the reference was made (not the reference)
+  stats::TTest test;      ///< against the reference; NaN fields when it cannot be formed
+  stats::Effect effect;   ///< (mean / the reference's mean − 1) as %, with its CI
+  double p_adjusted = 0;  ///< test.p adjusted over the phase's family
+  size_t configs = 1;     ///< distinct config hashes pooled in this variant
   std::vector<std::string> hashes;
   bool has_target = false;
   stats::TargetCheck target;
-  int collapsed = -1;              ///< runs more than CompareRequest::collapse below their peak; -1 not counted
+  int collapsed = -1;  ///< runs more than CompareRequest::collapse below their peak; -1 not counted
 };
 
 /// The runs of one phase. "explore": every run not tagged phase=confirm (the seeds variants were
@@ -96,7 +96,7 @@ void add_claim_options(boost::program_options::options_description& opts, ClaimO
 /// Parses them: the adjustment, and the targets with their metrics qualified by `split`.
 /// Throws htm::Error for an unknown adjustment or a target that cannot be read.
 std::pair<stats::Adjustment, std::vector<stats::Target>> parse_claims(const ClaimOptions& claims,
-                                                                     const std::string& split);
+                                                                      const std::string& split);
 
 /// "0-2", "1000-1009" or "0, 3, 7": a seed list for a table's heading.
 std::string seed_list(std::vector<int64_t> seeds);

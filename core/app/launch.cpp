@@ -11,9 +11,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -108,7 +108,6 @@ void add_threads(std::vector<std::string>& args, const RunRequest& request, unsi
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   args.insert(args.end(), {"--set", "runtime.threads=" + std::to_string(std::max(1u, cores / workers))});
 }
-
 
 // A TCP port nobody listens on now (the kernel's choice), for rank 0's rendezvous.
 int free_port() {
@@ -224,8 +223,10 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
     int status = 0;
     if (!live) {  // a plain log: block until a worker ends
       const pid_t pid = wait(&status);
-      if (pid > 0) finished(pid, status);
-      else if (errno == ECHILD) jobs.clear();
+      if (pid > 0)
+        finished(pid, status);
+      else if (errno == ECHILD)
+        jobs.clear();
       continue;
     }
     const pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -255,7 +256,6 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
   }
   return worst;
 }
-
 
 int run_ranks(const RunRequest& request, int grace_s) {
   std::vector<std::string> args = shared_args(request);
@@ -289,10 +289,11 @@ int launch_ranks(const std::vector<std::string>& args, int n, const std::string&
   Spawner spawner;
   std::map<pid_t, int> ranks;  // pid → rank
   for (int r = 0; r < n; ++r) {
-    const pid_t pid = spawner.spawn(args, {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(n),
-                                           "LOCAL_RANK=" + std::to_string(r), "LOCAL_WORLD_SIZE=" + std::to_string(n),
-                                           "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)},
-                                    r == 0 ? rank0_log : "");
+    const pid_t pid = spawner.spawn(
+        args,
+        {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(n), "LOCAL_RANK=" + std::to_string(r),
+         "LOCAL_WORLD_SIZE=" + std::to_string(n), "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)},
+        r == 0 ? rank0_log : "");
     ranks[pid] = r;
   }
   int rank0 = 0, worst = 0;

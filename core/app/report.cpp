@@ -96,8 +96,10 @@ std::string differing_settings(ResultsStore& store, const std::vector<Run>& runs
         first.insert(r.id);
         break;
       }
-  const auto rows = store.query("SELECT r.variant, p.key, p.value FROM params p JOIN runs r ON r.id = p.run_id "
-                                "WHERE p.run_id IN " + in_list(runs));
+  const auto rows = store.query(
+      "SELECT r.variant, p.key, p.value FROM params p JOIN runs r ON r.id = p.run_id "
+      "WHERE p.run_id IN " +
+      in_list(runs));
   for (const auto& row : rows.rows) {
     if (row[1].rfind("experiment.", 0) == 0 || row[1].rfind("runtime.", 0) == 0) continue;
     by_key[row[1]].emplace(row[0], row[2]);  // the variant's first value stays
@@ -131,8 +133,9 @@ std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std:
   for (const Run& r : runs) variant_of[r.id] = r.variant;
   // metric → variant → step → run → value (the last logged at that step)
   std::map<std::string, std::map<std::string, std::map<int64_t, std::map<int64_t, double>>>> data;
-  const auto rows = store.query("SELECT run_id, split || '/' || name, step, printf('%.9g', value) FROM metrics WHERE run_id IN " +
-                                in_list(runs) + " AND value IS NOT NULL ORDER BY rowid");
+  const auto rows =
+      store.query("SELECT run_id, split || '/' || name, step, printf('%.9g', value) FROM metrics WHERE run_id IN " +
+                  in_list(runs) + " AND value IS NOT NULL ORDER BY rowid");
   for (const auto& row : rows.rows) {
     const int64_t run = std::stoll(row[0]);
     data[row[1]][variant_of[run]][std::stoll(row[2])][run] = std::stod(row[3]);
@@ -164,8 +167,8 @@ std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std:
     }
     // A metric spanning decades (both ends positive, a ratio over 100) is offered on a log scale.
     const bool decades = lo_all > 0 && hi_all / lo_all > 100;
-    out += (out.size() > 1 ? "," : "") + std::string("{\"metric\":") + quote(metric) + ",\"log\":" +
-           (decades ? "true" : "false") + ",\"series\":" + series + "]}";
+    out += (out.size() > 1 ? "," : "") + std::string("{\"metric\":") + quote(metric) +
+           ",\"log\":" + (decades ? "true" : "false") + ",\"series\":" + series + "]}";
   }
   return out + "]";
 }
@@ -193,17 +196,18 @@ std::string finals(ResultsStore& store, ReportRequest& request, const std::vecto
   *warnings = array(c.warnings, quote);
   const auto row_json = [](const CompareRow& r) {
     return "{\"variant\":" + quote(r.variant) + ",\"n\":" + std::to_string(r.values.size()) +
-           ",\"mean\":" + number(r.mean) + ",\"sd\":" + number(r.sd) + ",\"reference\":" +
-           (r.reference ? "true" : "false") + ",\"tested\":" + (r.tested ? "true" : "false") +
+           ",\"mean\":" + number(r.mean) + ",\"sd\":" + number(r.sd) +
+           ",\"reference\":" + (r.reference ? "true" : "false") + ",\"tested\":" + (r.tested ? "true" : "false") +
            ",\"test\":" + quote(r.tested ? stats::test_name(r.test.kind) : "") + ",\"diff\":" + number(r.test.diff) +
            ",\"ci_low\":" + number(r.test.ci_low) + ",\"ci_high\":" + number(r.test.ci_high) +
            ",\"p\":" + number(r.test.p) + ",\"p_adjusted\":" + number(r.p_adjusted) +
            ",\"effect\":" + number(r.effect.percent) + ",\"effect_low\":" + number(r.effect.ci_low) +
-           ",\"effect_high\":" + number(r.effect.ci_high) + ",\"bound\":" +
-           number(r.has_target ? r.target.bound : NAN) +
+           ",\"effect_high\":" + number(r.effect.ci_high) +
+           ",\"bound\":" + number(r.has_target ? r.target.bound : NAN) +
            ",\"met\":" + (r.has_target && r.target.met ? "true" : "false") +
-           ",\"collapsed\":" + std::to_string(r.collapsed) + ",\"seeds\":" +
-           array(r.seeds, [](int64_t s) { return std::to_string(s); }) + ",\"values\":" + numbers(r.values) + "}";
+           ",\"collapsed\":" + std::to_string(r.collapsed) +
+           ",\"seeds\":" + array(r.seeds, [](int64_t s) { return std::to_string(s); }) +
+           ",\"values\":" + numbers(r.values) + "}";
   };
   return array(c.metrics, [&](const MetricTable& t) {
     std::string out = "{\"metric\":" + quote(t.metric) + ",\"reference\":" + quote(c.reference) +
@@ -213,11 +217,14 @@ std::string finals(ResultsStore& store, ReportRequest& request, const std::vecto
              ",\"at_least\":" + (t.target.at_least ? "true" : "false") +
              ",\"threshold\":" + number(t.target.threshold) + "}";
     if (!t.missing.empty()) return out + ",\"missing\":" + quote(t.missing) + "}";  // an explicit "no data" panel
-    return out + ",\"phases\":" + array(t.phases, [&](const PhaseTable& p) {
-             return "{\"phase\":" + quote(p.phase) + ",\"family\":" + std::to_string(p.family) +
-                    ",\"has_reference\":" + (p.has_reference ? "true" : "false") +
-                    ",\"rows\":" + array(p.rows, row_json) + "}";
-           }) + "}";
+    return out + ",\"phases\":" +
+           array(t.phases,
+                 [&](const PhaseTable& p) {
+                   return "{\"phase\":" + quote(p.phase) + ",\"family\":" + std::to_string(p.family) +
+                          ",\"has_reference\":" + (p.has_reference ? "true" : "false") +
+                          ",\"rows\":" + array(p.rows, row_json) + "}";
+                 }) +
+           "}";
   });
 }
 
@@ -234,13 +241,16 @@ std::string pictures(ResultsStore& store, const std::vector<Run>& runs, const st
         if (r.variant == variant && (r.status == "finished") == (pass == 0) && shown.size() < kSeedsShown)
           shown.push_back(&r);
     for (const Run* run : shown) {
-      const auto rows = store.query("SELECT kind, path FROM artifacts WHERE run_id = ? AND path LIKE '%.png' "
-                                    "ORDER BY step, rowid", {run->id});
+      const auto rows = store.query(
+          "SELECT kind, path FROM artifacts WHERE run_id = ? AND path LIKE '%.png' "
+          "ORDER BY step, rowid",
+          {run->id});
       std::map<std::string, std::string> latest;
       for (const auto& row : rows.rows) latest[row[0]] = row[1];
       for (const auto& [kind, path] : latest) {
         std::string picture = "{\"variant\":" + quote(variant) + ",\"seed\":" + std::to_string(run->seed) +
-                              ",\"run\":" + std::to_string(run->id) + ",\"kind\":" + quote(kind) + ",\"path\":" + quote(path);
+                              ",\"run\":" + std::to_string(run->id) + ",\"kind\":" + quote(kind) +
+                              ",\"path\":" + quote(path);
         std::error_code ec;
         if (std::filesystem::is_regular_file(path, ec))
           picture += ",\"src\":" + quote("data:image/png;base64," + base64(read_file(path)));
@@ -280,12 +290,14 @@ std::string report_data(ResultsStore& store, ReportRequest& request) {
   std::vector<Run> runs;
   std::vector<std::string> variants;
   for (const auto& r : rows.rows) {
-    runs.push_back({std::stoll(r[0]), std::stoll(r[2]), r[1], r[3], r[4], r[5], r[6], r[9], std::stod(r[7]), std::stod(r[8])});
+    runs.push_back(
+        {std::stoll(r[0]), std::stoll(r[2]), r[1], r[3], r[4], r[5], r[6], r[9], std::stod(r[7]), std::stod(r[8])});
     if (std::find(variants.begin(), variants.end(), r[1]) == variants.end()) variants.push_back(r[1]);
   }
   std::vector<std::string> metrics = request.metrics;
   if (metrics.empty()) {  // the task's own: whichever of these the runs logged
-    const auto logged = store.query("SELECT DISTINCT split || '/' || name FROM metrics WHERE run_id IN " + in_list(runs));
+    const auto logged =
+        store.query("SELECT DISTINCT split || '/' || name FROM metrics WHERE run_id IN " + in_list(runs));
     std::set<std::string> names;
     for (const auto& row : logged.rows) names.insert(row[0]);
     for (const char* m : {"test/mse", "test/accuracy", "test/cluster_f1", "test/sibling_f1"})
@@ -295,23 +307,27 @@ std::string report_data(ResultsStore& store, ReportRequest& request) {
   for (const std::string& m : metrics)
     if (m.find('/') == std::string::npos) throw Error("--metric " + m + ": expected split/name, e.g. test/mse");
   std::string description;
-  const auto described = store.query("SELECT value FROM params WHERE run_id = ? AND key = 'experiment.description'",
-                                     {runs.front().id});
+  const auto described =
+      store.query("SELECT value FROM params WHERE run_id = ? AND key = 'experiment.description'", {runs.front().id});
   if (!described.rows.empty()) {  // params hold TOML text: read it as --set would
     const config::Node node = config::parse_override("description=" + described.rows[0][0]);
     if (const auto* text = std::get_if<std::string>(&*node.find("description")->value)) description = *text;
   }
   std::string warnings;
   const std::string finals_json = finals(store, request, metrics, &warnings);
-  const auto plugins = store.query("SELECT DISTINCT kind, name, coalesce(version, ''), coalesce(sha256, '') "
-                                   "FROM run_plugins WHERE run_id IN " + in_list(runs) + " ORDER BY kind, name");
+  const auto plugins = store.query(
+      "SELECT DISTINCT kind, name, coalesce(version, ''), coalesce(sha256, '') "
+      "FROM run_plugins WHERE run_id IN " +
+      in_list(runs) + " ORDER BY kind, name");
   return "{\"experiment\":" + quote(request.experiment) + ",\"description\":" + quote(description) +
-         ",\"database\":" + quote(store.path()) + ",\"variants\":" + array(variants, quote) +
-         ",\"runs\":" + array(runs, [](const Run& r) {
-           return "{\"id\":" + std::to_string(r.id) + ",\"variant\":" + quote(r.variant) + ",\"seed\":" +
-                  std::to_string(r.seed) + ",\"status\":" + quote(r.status) + ",\"error\":" + quote(r.error) +
-                  ",\"git\":" + quote(r.git) + ",\"tags\":" + quote(r.tags) + ",\"started\":" + number(r.started) + ",\"ended\":" + number(r.ended) + "}";
-         }) +
+         ",\"database\":" + quote(store.path()) + ",\"variants\":" + array(variants, quote) + ",\"runs\":" +
+         array(runs,
+               [](const Run& r) {
+                 return "{\"id\":" + std::to_string(r.id) + ",\"variant\":" + quote(r.variant) +
+                        ",\"seed\":" + std::to_string(r.seed) + ",\"status\":" + quote(r.status) +
+                        ",\"error\":" + quote(r.error) + ",\"git\":" + quote(r.git) + ",\"tags\":" + quote(r.tags) +
+                        ",\"started\":" + number(r.started) + ",\"ended\":" + number(r.ended) + "}";
+               }) +
          ",\"plugins\":" + array(plugins.rows, [](const std::vector<std::string>& p) { return array(p, quote); }) +
          ",\"differs\":" + differing_settings(store, runs, variants) + ",\"curves\":" + curves(store, runs, variants) +
          ",\"finals\":" + finals_json + ",\"warnings\":" + warnings +
@@ -322,14 +338,14 @@ int cmd_report(const Args& args) {
   po::options_description opts("options");
   ReportRequest request;
   ClaimOptions claims;
-  opts.add_options()
-      ("experiment", po::value(&request.experiment)->required(), "experiment name (as `htm runs` shows it)")
-      ("out,o", po::value(&request.out), "HTML file to write (default: results/reports/EXPERIMENT.html)")
-      ("metric,m", po::value(&request.metrics)->composing(),
-       "split/name of a metric in the final-values panel (repeatable; default: the task's, e.g. test/mse)")
-      ("reference,r", po::value(&request.reference), "variant the others are compared with (default: the first)")
-      ("chart-js", po::value(&request.chart_js), "Chart.js file to inline (default: Debian's libjs-chart.js)")
-      ("db", po::value(&request.db)->default_value(kDefaultResultsPath), "results database");
+  opts.add_options()("experiment", po::value(&request.experiment)->required(),
+                     "experiment name (as `htm runs` shows it)")(
+      "out,o", po::value(&request.out), "HTML file to write (default: results/reports/EXPERIMENT.html)")(
+      "metric,m", po::value(&request.metrics)->composing(),
+      "split/name of a metric in the final-values panel (repeatable; default: the task's, e.g. test/mse)")(
+      "reference,r", po::value(&request.reference), "variant the others are compared with (default: the first)")(
+      "chart-js", po::value(&request.chart_js), "Chart.js file to inline (default: Debian's libjs-chart.js)")(
+      "db", po::value(&request.db)->default_value(kDefaultResultsPath), "results database");
   add_claim_options(opts, claims);  // targets drawn in the final-values panel; split defaults to test
   po::positional_options_description pos;
   pos.add("experiment", 1);

@@ -13,28 +13,28 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <iostream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include <torch/torch.h>
 
+#include "dist/communicator.h"
+#include "file_checks.h"
 #include "htm/adapter.h"
 #include "htm/error.h"
 #include "htm/merge.h"
 #include "htm/policy.h"
 #include "htm/sets.h"
-#include "dist/communicator.h"
-#include "file_checks.h"
 #include "launch.h"
 #include "model/plugin_scope.h"
 #include "model/run_board.h"
-#include "signals.h"
 #include "selection.h"
-#include "supervise.h"
+#include "signals.h"
 #include "store/results_store.h"
+#include "supervise.h"
 #include "train/memory.h"
 
 namespace htm {
@@ -57,8 +57,7 @@ std::string hostname() {
   return buf;
 }
 
-RunInfo describe(const ResolvedConfig& config, const Registry& registry, const std::string& file,
-                 int64_t seed) {
+RunInfo describe(const ResolvedConfig& config, const Registry& registry, const std::string& file, int64_t seed) {
   RunInfo info;
   info.experiment = config.experiment;
   info.source_file = file;
@@ -89,8 +88,8 @@ std::string artifact_dir(const ResolvedConfig& config, const std::string& varian
   char stamp[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
-  return config.settings.runtime.artifacts + "/" + config.experiment + "/" + name + "-" + stamp +
-         "-" + std::to_string(getpid());
+  return config.settings.runtime.artifacts + "/" + config.experiment + "/" + name + "-" + stamp + "-" +
+         std::to_string(getpid());
 }
 
 enum class Outcome { finished, skipped, failed, interrupted };
@@ -145,8 +144,8 @@ Outcome follow_run(const ExperimentFile& file, const std::string& variant, int64
                    Communicator& comm) {
   ResolvedConfig config = file.resolve(variant, registry);
   apply_runtime(config.settings.runtime, &comm);
-  const std::string label = config.experiment + "/" + variant + " seed " + std::to_string(seed) + ", rank " +
-                            std::to_string(comm.rank());
+  const std::string label =
+      config.experiment + "/" + variant + " seed " + std::to_string(seed) + ", rank " + std::to_string(comm.rank());
   const int64_t decision = share_decision(&comm, kSkip);
   if (decision == kSkip) return Outcome::skipped;
   Experiment ex = assemble(config, registry, seed);
@@ -169,8 +168,8 @@ Outcome follow_run(const ExperimentFile& file, const std::string& variant, int64
 }
 
 Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t seed, bool force,
-                const Registry& registry, const std::map<std::string, std::string>& tags = {},
-                int verbosity = 1, Continue resume = {}, Communicator* comm = nullptr) {
+                const Registry& registry, const std::map<std::string, std::string>& tags = {}, int verbosity = 1,
+                Continue resume = {}, Communicator* comm = nullptr) {
   const int64_t expected_run = resume.expected_run;
   if (comm != nullptr && comm->rank() != 0) return follow_run(file, variant, seed, registry, *comm);
   ResolvedConfig config = file.resolve(variant, registry);
@@ -211,8 +210,10 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
     const AvailableMemory available = available_memory();
     if (!force && available.mib > 0 && memory->total_mib() > available.mib) {
       char have[64];
-      if (available.mib >= 1024) std::snprintf(have, sizeof have, "%.1f GiB", available.mib / 1024);
-      else std::snprintf(have, sizeof have, "%.0f MiB", available.mib);
+      if (available.mib >= 1024)
+        std::snprintf(have, sizeof have, "%.1f GiB", available.mib / 1024);
+      else
+        std::snprintf(have, sizeof have, "%.0f MiB", available.mib);
       throw Error("[" + label + "] needs about " + describe(*memory) + " to train, more than the " + have +
                   " available (" + available.source + "); htm run --force trains it anyway");
     }
@@ -237,15 +238,18 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
                   static_cast<long long>(claim.run_id), claim.detail.c_str());
       return Outcome::skipped;
     case Claim::Outcome::held:
-      std::fprintf(stderr, "error: [%s] run %lld is not resumed: %s (htm runs shows the error; htm resume %lld "
-                   "--force retries it)\n", label.c_str(), static_cast<long long>(claim.run_id), claim.detail.c_str(),
+      std::fprintf(stderr,
+                   "error: [%s] run %lld is not resumed: %s (htm runs shows the error; htm resume %lld "
+                   "--force retries it)\n",
+                   label.c_str(), static_cast<long long>(claim.run_id), claim.detail.c_str(),
                    static_cast<long long>(claim.run_id));
       return Outcome::failed;
     case Claim::Outcome::resumed:
       std::fprintf(stderr, "[%s] resuming run %lld (it was %s)\n", label.c_str(), static_cast<long long>(claim.run_id),
                    claim.detail.c_str());
       break;
-    case Claim::Outcome::started: break;
+    case Claim::Outcome::started:
+      break;
   }
   const int64_t run_id = claim.run_id;
   const std::string artifacts = claim.artifact_dir;
@@ -274,29 +278,29 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
     TrainSummary s = trainer.run();
     store.finish_run(run_id, RunStatus::finished);
     if (std::isnan(s.accuracy))
-      std::printf("[%s] run %lld finished: test MSE %.5f vs mean-image baseline %.5f (%.1f%%), "
-                  "%lld steps in %.1f s (%.1f img/s)\n",
-                  label.c_str(), static_cast<long long>(run_id), s.test_mse, s.reference.mean_mse,
-                  100.0 * s.test_mse / s.reference.mean_mse, static_cast<long long>(s.steps), s.seconds,
-                  s.images_per_s);
+      std::printf(
+          "[%s] run %lld finished: test MSE %.5f vs mean-image baseline %.5f (%.1f%%), "
+          "%lld steps in %.1f s (%.1f img/s)\n",
+          label.c_str(), static_cast<long long>(run_id), s.test_mse, s.reference.mean_mse,
+          100.0 * s.test_mse / s.reference.mean_mse, static_cast<long long>(s.steps), s.seconds, s.images_per_s);
     else
-      std::printf("[%s] run %lld finished: test accuracy %.4f, %lld parameters, %lld steps in %.1f s "
-                  "(%.1f img/s)\n",
-                  label.c_str(), static_cast<long long>(run_id), s.accuracy,
-                  static_cast<long long>(ex->participating), static_cast<long long>(s.steps),
-                  s.seconds, s.images_per_s);
+      std::printf(
+          "[%s] run %lld finished: test accuracy %.4f, %lld parameters, %lld steps in %.1f s "
+          "(%.1f img/s)\n",
+          label.c_str(), static_cast<long long>(run_id), s.accuracy, static_cast<long long>(ex->participating),
+          static_cast<long long>(s.steps), s.seconds, s.images_per_s);
     const BaselineScores& r = s.reference;
     if (!std::isnan(r.pca_mse) && std::isnan(s.accuracy))
       std::printf("[%s] reference: PCA with the bottleneck's %lld floats %.5f (%.1f%% of the mean-image error)\n",
-                  label.c_str(), static_cast<long long>(r.pca_components), r.pca_mse,
-                  100.0 * r.pca_mse / r.mean_mse);
+                  label.c_str(), static_cast<long long>(r.pca_components), r.pca_mse, 100.0 * r.pca_mse / r.mean_mse);
     if (!std::isnan(r.linear_accuracy) && !std::isnan(s.accuracy))
       std::printf("[%s] reference: a linear (ridge) classifier on the raw input %.4f\n", label.c_str(),
                   r.linear_accuracy);
     // Data with a true hierarchy: the scores that matter, beside the random-merge floor.
-    const auto f1 = store.query("SELECT name, value FROM latest_metrics WHERE run_id = ? AND split = 'test' AND name IN "
-                                "('cluster_f1', 'sibling_f1', 'random/cluster_f1', 'random/sibling_f1') ORDER BY name",
-                                {run_id});
+    const auto f1 = store.query(
+        "SELECT name, value FROM latest_metrics WHERE run_id = ? AND split = 'test' AND name IN "
+        "('cluster_f1', 'sibling_f1', 'random/cluster_f1', 'random/sibling_f1') ORDER BY name",
+        {run_id});
     std::map<std::string, std::string> scores;
     for (const auto& row : f1.rows) scores[row[0]] = row[1];
     if (memory && verbosity >= 1)
@@ -321,8 +325,10 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   } catch (const std::exception& e) {
     std::string full, message = one_line(e, &full);
     const PluginFault fault = take_plugin_fault();
-    if (dynamic_cast<const NonFinite*>(&e) != nullptr) message = "training diverged: " + message;
-    else if (fault.object != nullptr) message = registry.describe(fault.object) + " failed: " + message;
+    if (dynamic_cast<const NonFinite*>(&e) != nullptr)
+      message = "training diverged: " + message;
+    else if (fault.object != nullptr)
+      message = registry.describe(fault.object) + " failed: " + message;
     return record_failure(message, full);
   }
 }
@@ -369,8 +375,9 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
       std::fprintf(stderr, "shard %d/%d: %zu of the %zu runs\n", k, n, work.size(), all);
   }
   if (request.nproc > 1) {
-    if (world) throw Error("--nproc: this process is already rank " + std::to_string(world->rank) + " of " +
-                           std::to_string(world->world) + " (WORLD_SIZE is set); launch it without --nproc");
+    if (world)
+      throw Error("--nproc: this process is already rank " + std::to_string(world->rank) + " of " +
+                  std::to_string(world->world) + " (WORLD_SIZE is set); launch it without --nproc");
     if (request.jobs > 1) throw Error("--nproc and --jobs cannot be combined: give the cores to one or the other");
     return run_ranks(request);
   }
@@ -389,17 +396,20 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
   std::unique_ptr<Communicator> comm;
   if (world) {  // every rank must be given the same runs with the same configs
     std::string runs;
-    for (const auto& [variant, seed] : work) runs += variant + "\n" + std::to_string(seed) + "\n" + file.resolve(variant, registry).hash + "\n";
+    for (const auto& [variant, seed] : work)
+      runs += variant + "\n" + std::to_string(seed) + "\n" + file.resolve(variant, registry).hash + "\n";
     const std::string identity = "runs " + std::to_string(work.size()) + ", hash " + sha256_hex(runs).substr(0, 16);
     const char* timeout = std::getenv("HTM_DIST_TIMEOUT");
-    comm = std::make_unique<Communicator>(*world, identity, std::chrono::seconds(timeout ? std::max(1, std::atoi(timeout)) : 300));
+    comm = std::make_unique<Communicator>(*world, identity,
+                                          std::chrono::seconds(timeout ? std::max(1, std::atoi(timeout)) : 300));
   }
   int code = 0;
   for (const auto& [variant, seed] : work) {
     if (interrupt_requested() && !comm) return 130;
-    switch (run_one(file, variant, seed, request.force, registry, tags_of(request), request.verbosity, {},
-                    comm.get())) {
-      case Outcome::interrupted: return 130;
+    switch (
+        run_one(file, variant, seed, request.force, registry, tags_of(request), request.verbosity, {}, comm.get())) {
+      case Outcome::interrupted:
+        return 130;
       case Outcome::failed:
         if (comm) {  // a rank may be gone: the group cannot be trusted for the next run
           std::fprintf(stderr, "htm: a data-parallel run failed; the remaining runs are not started\n");
@@ -407,7 +417,8 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
         }
         code = 1;
         break;
-      default: break;
+      default:
+        break;
     }
   }
   return code;
@@ -438,9 +449,10 @@ int resume_run(int64_t run_id, const std::string& db, const std::vector<std::str
     ResultsStore::require_sound(db);
     ResultsStore store(db);
     store.settle_stale();
-    auto row = store.query("SELECT r.source_file, r.variant, r.seed, r.config_hash, r.status, coalesce(c.value, 0) "
-                           "FROM runs r LEFT JOIN tags c ON c.run_id = r.id AND c.key = 'crashes' WHERE r.id = ?",
-                           {run_id});
+    auto row = store.query(
+        "SELECT r.source_file, r.variant, r.seed, r.config_hash, r.status, coalesce(c.value, 0) "
+        "FROM runs r LEFT JOIN tags c ON c.run_id = r.id AND c.key = 'crashes' WHERE r.id = ?",
+        {run_id});
     if (row.rows.empty()) throw Error("results database '" + db + "' has no run " + std::to_string(run_id));
     const auto& r = row.rows[0];
     if (r[4] == "finished") throw Error("run " + std::to_string(run_id) + " has finished: nothing to resume");
@@ -463,9 +475,12 @@ int resume_run(int64_t run_id, const std::string& db, const std::vector<std::str
                 "; run " + std::to_string(run_id) + " has " + hash +
                 "): give the --set options it was started with, or restore the file");
   switch (run_one(file, variant, seed, false, registry, {}, 1, {run_id, force})) {
-    case Outcome::interrupted: return 130;
-    case Outcome::failed: return 1;
-    default: return 0;
+    case Outcome::interrupted:
+      return 130;
+    case Outcome::failed:
+      return 1;
+    default:
+      return 0;
   }
 }
 

@@ -18,15 +18,15 @@ struct RunRequest {
   std::vector<std::string> sweeps;     ///< --sweep k=a,b,c: grid axes added to the file's
   std::vector<std::string> variants;   ///< empty: all
   std::vector<int64_t> seeds;          ///< empty: the file's [experiment] seeds (confirm_seeds with confirm)
-  bool confirm = false;                ///< --confirm: the named variants on the confirmation seeds, tagged phase=confirm
+  bool confirm = false;  ///< --confirm: the named variants on the confirmation seeds, tagged phase=confirm
   int jobs = 1;
-  bool force = false;                  ///< run again even when a finished run exists
-  std::vector<std::string> tags;       ///< --tag key=value, stored on each run (tags table)
-  std::string note;                    ///< --note TEXT, stored as the tag "note"
-  int verbosity = 1;                   ///< 0 --quiet, 1, 2 --verbose (TrainerOptions::verbosity)
-  int nproc = 1;                       ///< --nproc: data-parallel ranks started on this host
-  std::string shard;                   ///< --shard K/N: the K-th of N slices of the runs ("" all)
-  bool supervise = false;              ///< each run in a supervised child process (htm run does; supervise.h)
+  bool force = false;             ///< run again even when a finished run exists
+  std::vector<std::string> tags;  ///< --tag key=value, stored on each run (tags table)
+  std::string note;               ///< --note TEXT, stored as the tag "note"
+  int verbosity = 1;              ///< 0 --quiet, 1, 2 --verbose (TrainerOptions::verbosity)
+  int nproc = 1;                  ///< --nproc: data-parallel ranks started on this host
+  std::string shard;              ///< --shard K/N: the K-th of N slices of the runs ("" all)
+  bool supervise = false;         ///< each run in a supervised child process (htm run does; supervise.h)
 };
 
 /// `--shard K/N` as {K, N}: 0 ≤ K < N. Throws htm::Error with what was expected.

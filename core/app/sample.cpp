@@ -8,11 +8,11 @@
 
 #include <torch/torch.h>
 
-#include "model/gmm.h"
 #include "htm/error.h"
+#include "model/gmm.h"
 #include "report/pictures.h"
-#include "store/results_store.h"
 #include "runner.h"
+#include "store/results_store.h"
 #include "train/experiment.h"
 
 namespace htm {
@@ -38,8 +38,8 @@ Experiment load_run(const StoredRun& run, int64_t run_id, const Registry& regist
     throw Error("run " + std::to_string(run_id) + " has no checkpoint at '" + checkpoint + "' (status " + run.status +
                 "; was it run with train.checkpoint = false?)");
   // The stored config is a complete experiment file: resolve it as one.
-  const ResolvedConfig config =
-      ExperimentFile::parse(run.config_toml, "run " + std::to_string(run_id) + "'s config").resolve("default", registry);
+  const ResolvedConfig config = ExperimentFile::parse(run.config_toml, "run " + std::to_string(run_id) + "'s config")
+                                    .resolve("default", registry);
   Experiment ex = assemble(config, registry, run.seed);
   torch::serialize::InputArchive archive;
   archive.load_from(checkpoint);

@@ -17,13 +17,13 @@ bool supervised_child();
 
 /// How a supervised child ended, as the supervisor sees it.
 struct ChildEnd {
-  int code = 0;          ///< the exit code to count: 1 for a crash, else the child's own
-  bool crashed = false;  ///< died by a signal (or exited) without recording its run's outcome
-  bool claimed = false;  ///< it had claimed a run (board's run id)
+  int code = 0;                   ///< the exit code to count: 1 for a crash, else the child's own
+  bool crashed = false;           ///< died by a signal (or exited) without recording its run's outcome
+  bool claimed = false;           ///< it had claimed a run (board's run id)
   bool database_corrupt = false;  ///< its run met a malformed database
   int64_t run_id = 0;
-  std::string label;     ///< the run's label as the child gave it ("" before it claimed one)
-  std::string message;   ///< the crash, in one line ("" when it ended on its own terms)
+  std::string label;    ///< the run's label as the child gave it ("" before it claimed one)
+  std::string message;  ///< the crash, in one line ("" when it ended on its own terms)
 };
 
 /// A child's board: created with the child, removed with this object.

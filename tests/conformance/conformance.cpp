@@ -7,12 +7,12 @@
 
 #include <torch/torch.h>
 
+#include "conformance.h"
 #include "htm/adapter.h"
 #include "htm/dataset.h"
 #include "htm/loss.h"
 #include "htm/merge.h"
 #include "htm/policy.h"
-#include "conformance.h"
 #include "registry.h"
 #include "test_util.h"
 
@@ -79,7 +79,8 @@ MergeContext merge_context(const torch::Tensor& tokens, int64_t r, uint64_t seed
   // A truth for oracle policies: tokens 2k and 2k+1 are siblings.
   const int64_t T = tokens.size(1);
   ctx.siblings = torch::zeros({tokens.size(0), T, T});
-  for (int64_t k = 0; k + 1 < T; k += 2) ctx.siblings.select(1, k).select(1, k + 1).fill_(1), ctx.siblings.select(1, k + 1).select(1, k).fill_(1);
+  for (int64_t k = 0; k + 1 < T; k += 2)
+    ctx.siblings.select(1, k).select(1, k + 1).fill_(1), ctx.siblings.select(1, k + 1).select(1, k).fill_(1);
   return ctx;
 }
 
@@ -243,9 +244,7 @@ TEST_P(LossConformance, PerSampleValuesWithGradients) {
 TEST_P(LossConformance, LayerEntryKeepsShapeAndIsSeeded) {
   auto loss = make<Loss>(PluginKind::loss, GetParam());
   auto tokens = torch::randn({4, 16, 16});
-  auto entry = [](uint64_t seed) {
-    return LayerEntry{1, 0, 0, true, at::make_generator<at::CPUGeneratorImpl>(seed)};
-  };
+  auto entry = [](uint64_t seed) { return LayerEntry{1, 0, 0, true, at::make_generator<at::CPUGeneratorImpl>(seed)}; };
   auto a = loss->enter_layer(tokens, entry(3)), b = loss->enter_layer(tokens, entry(3));
   ASSERT_EQ(a.sizes(), tokens.sizes());
   EXPECT_TRUE(torch::equal(a, b)) << "the same generator seed must give the same tokens";
@@ -282,8 +281,7 @@ TEST_P(AdapterConformance, LiftAndUnliftShapesAndGradients) {
   ASSERT_EQ(tokens.sizes(), (std::vector<int64_t>{3, adapter->num_tokens(), 16}));
   auto decoder_tokens = torch::randn({3, 5, 16}, torch::requires_grad());
   auto y = adapter->unlift(decoder_tokens);
-  const std::vector<int64_t> expected =
-      c.set ? std::vector<int64_t>{3, 5, c.sample_shape[1]} : x.sizes().vec();
+  const std::vector<int64_t> expected = c.set ? std::vector<int64_t>{3, 5, c.sample_shape[1]} : x.sizes().vec();
   ASSERT_EQ(y.sizes(), expected);
   (tokens.pow(2).sum() + y.pow(2).sum()).backward();
   expect_gradients(*adapter, GetParam());
@@ -307,8 +305,7 @@ Params dataset_params(const std::string& name) {
     }();
     return Params({{"root", dir}, {"train_files", std::vector<std::string>{"data_batch_1.bin"}}});
   }
-  if (name == "crosses" || name == "trees")
-    return Params({{"train_size", int64_t{8}}, {"test_size", int64_t{4}}});
+  if (name == "crosses" || name == "trees") return Params({{"train_size", int64_t{8}}, {"test_size", int64_t{4}}});
   return {};
 }
 

@@ -35,9 +35,7 @@ void set_targets(const std::vector<std::string>& targets) {
   }
 }
 
-std::vector<std::string> search_path() {
-  return g_folders.empty() ? Registry::default_search_path() : g_folders;
-}
+std::vector<std::string> search_path() { return g_folders.empty() ? Registry::default_search_path() : g_folders; }
 
 bool under_test(const std::string& path) {
   if (g_files.empty()) return true;

@@ -23,8 +23,8 @@ namespace htm {
 // sorting all entries, but each unused row keeps only its best column in a heap, rescanned when
 // that column's token is taken: O(R·C) per sample plus O(C) per rescan.
 inline std::pair<torch::Tensor, torch::Tensor> greedy_pairs(const torch::Tensor& scores, int64_t r,
-                                                     const std::vector<int64_t>& row_token,
-                                                     const std::vector<int64_t>& col_token, int64_t T) {
+                                                            const std::vector<int64_t>& row_token,
+                                                            const std::vector<int64_t>& col_token, int64_t T) {
   const int64_t B = scores.size(0), R = scores.size(1), C = scores.size(2);
   auto values = scores.detach().to(torch::kFloat).contiguous();
   auto src = torch::empty({B, r}, torch::kLong), dst = torch::empty({B, r}, torch::kLong);

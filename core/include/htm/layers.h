@@ -30,8 +30,8 @@ TORCH_MODULE(Linear);
 /// when training. q: Bq×Tq×C with Bq = B or 1 (shared queries), k and v: B×Tk×C; returns
 /// B×Tq×C with heads concatenated. Fused: the B×h×Tq×Tk weights are never stored; backward
 /// recomputes them block by block.
-torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              int64_t heads, double dropout, bool training);
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads,
+                              double dropout, bool training);
 
 /// Multi-head attention of queries over keys/values; self-attention when both are the same.
 class AttentionImpl : public torch::nn::Module {
@@ -39,13 +39,13 @@ class AttentionImpl : public torch::nn::Module {
   AttentionImpl(int64_t dim, int64_t heads, double dropout);
   /// keys/values from kv_tokens (B×Tk×C). If `weights` is given, it receives the B×Tq×Tk
   /// attention averaged over heads; if `keys` is given it receives the B×Tk×C key projection.
-  torch::Tensor forward(const torch::Tensor& q_tokens, const torch::Tensor& kv_tokens,
-                        torch::Tensor* weights = nullptr, torch::Tensor* keys = nullptr);
+  torch::Tensor forward(const torch::Tensor& q_tokens, const torch::Tensor& kv_tokens, torch::Tensor* weights = nullptr,
+                        torch::Tensor* keys = nullptr);
   /// Projects B×Tk×C tokens to keys and values (each B×Tk×C).
   std::pair<torch::Tensor, torch::Tensor> key_values(const torch::Tensor& kv_tokens);
   /// Attention given precomputed keys/values.
-  torch::Tensor attend(const torch::Tensor& q_tokens, const torch::Tensor& keys,
-                       const torch::Tensor& values, torch::Tensor* weights = nullptr);
+  torch::Tensor attend(const torch::Tensor& q_tokens, const torch::Tensor& keys, const torch::Tensor& values,
+                       torch::Tensor* weights = nullptr);
 
  private:
   int64_t heads_;

@@ -19,9 +19,9 @@ const char* kind_name(PluginKind kind);
 bool parse_kind(const std::string& text, PluginKind* kind);
 
 struct Manifest {
-  std::string name;         ///< unique within its kind, e.g. "learned"
+  std::string name;  ///< unique within its kind, e.g. "learned"
   PluginKind kind;
-  std::string version;      ///< bump when what it computes changes; runs record it
+  std::string version;  ///< bump when what it computes changes; runs record it
   int abi = kSdkAbiVersion;
   std::string description;  ///< one line, with the paper section where there is one
   std::vector<ParamSpec> params;

@@ -37,13 +37,13 @@ class Plugin {
 
 /// Exports plugin class `Class` (constructible from `(const htm::Params&, const htm::BuildContext&)`)
 /// with the manifest returned by `manifest_fn()`. Use once per library, at namespace scope.
-#define HTM_REGISTER_PLUGIN(Class, manifest_fn)                                                  \
-  extern "C" HTM_PLUGIN_EXPORT int htm_plugin_abi_version() { return ::htm::kSdkAbiVersion; }  \
-  extern "C" HTM_PLUGIN_EXPORT const ::htm::Manifest* htm_plugin_manifest() {                   \
-    static const ::htm::Manifest htm_manifest_ = manifest_fn();                                  \
-    return &htm_manifest_;                                                                      \
-  }                                                                                             \
-  extern "C" HTM_PLUGIN_EXPORT ::htm::Plugin* htm_plugin_create(const ::htm::Params& params,    \
+#define HTM_REGISTER_PLUGIN(Class, manifest_fn)                                                   \
+  extern "C" HTM_PLUGIN_EXPORT int htm_plugin_abi_version() { return ::htm::kSdkAbiVersion; }     \
+  extern "C" HTM_PLUGIN_EXPORT const ::htm::Manifest* htm_plugin_manifest() {                     \
+    static const ::htm::Manifest htm_manifest_ = manifest_fn();                                   \
+    return &htm_manifest_;                                                                        \
+  }                                                                                               \
+  extern "C" HTM_PLUGIN_EXPORT ::htm::Plugin* htm_plugin_create(const ::htm::Params& params,      \
                                                                 const ::htm::BuildContext& ctx) { \
-    return new Class(params, ctx);                                                              \
+    return new Class(params, ctx);                                                                \
   }

@@ -112,15 +112,14 @@ class LogitBoundScope {
 /// at a time renormalised over the pairs still allowed — drawn exactly, in one pass, by adding
 /// Gumbel noise once, sorting, and greedily accepting pairs of unused tokens. The diagonal is
 /// never chosen. logits: B×T×T (any values on the diagonal). Returns {src, dst}, each B×r int64.
-std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tensor& logits,
-                                                              int64_t r, at::Generator generator);
+std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tensor& logits, int64_t r,
+                                                              at::Generator generator);
 /// The paper's sampler, one pair at a time: O(r·T²). Same distribution; kept as the reference.
-std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(
-    const torch::Tensor& logits, int64_t r, at::Generator generator);
+std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(const torch::Tensor& logits, int64_t r,
+                                                                         at::Generator generator);
 /// Samples r distinct indices per row from softmax(scores) without replacement (Gumbel top-k).
 /// scores: B×T. Returns B×r int64.
-torch::Tensor sample_without_replacement(const torch::Tensor& scores, int64_t r,
-                                         at::Generator generator);
+torch::Tensor sample_without_replacement(const torch::Tensor& scores, int64_t r, at::Generator generator);
 /// Uniform unmerging for policies with nothing to learn there: r distinct tokens drawn uniformly,
 /// or, under teacher forcing, exactly UnmergeContext::forced. log_prob is undefined.
 UnmergeDecision uniform_unmerges(const UnmergeContext& ctx);
@@ -128,8 +127,8 @@ UnmergeDecision uniform_unmerges(const UnmergeContext& ctx);
 /// exact: pair k under the softmax over the pairs of tokens unused by pairs 0..k−1 (their sum
 /// is the log-probability of the draw); paper: every pair under the softmax over all T(T−1).
 /// The diagonal is masked in both.
-torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& src,
-                            const torch::Tensor& dst, LogProbForm form);
+torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& src, const torch::Tensor& dst,
+                            LogProbForm form);
 /// B×r log-probabilities of the tokens sample_without_replacement drew from `scores` (B×T), in
 /// draw order. exact: token k under the softmax over the tokens not drawn before it
 /// (Plackett–Luce), and undefined when r = T (every token is chosen: nothing was decided);
@@ -140,6 +139,7 @@ torch::Tensor pair_entropy(const torch::Tensor& logits);
 /// B×T×T pair logits Σ_h w_h q_h·k_h / √(C/h) of tokens x (B×T×C), q = query(x), k = key(x),
 /// over the heads h of head_weight (w): the learned policies' bilinear score, with the head
 /// weights folded into the queries so only one B×T×T matrix is formed.
-torch::Tensor bilinear_pair_logits(const torch::Tensor& x, Linear& query, Linear& key, const torch::Tensor& head_weight);
+torch::Tensor bilinear_pair_logits(const torch::Tensor& x, Linear& query, Linear& key,
+                                   const torch::Tensor& head_weight);
 
 }  // namespace htm

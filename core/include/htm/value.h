@@ -13,8 +13,8 @@ namespace htm {
 enum class ValueType { boolean, integer, floating, string, integer_list, float_list, string_list };
 
 /// One parameter value. Lists hold homogeneous scalars.
-using Value = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>,
-                           std::vector<double>, std::vector<std::string>>;
+using Value = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>, std::vector<double>,
+                           std::vector<std::string>>;
 
 /// "bool", "int", "float", "string", "int list", ... as users read them in messages.
 const char* type_name(ValueType type);
@@ -24,7 +24,7 @@ std::string to_toml(const Value& value);
 
 /// A declared parameter: what experiment files may set and what a plugin reads.
 struct ParamSpec {
-  std::string name;         ///< key inside the plugin's (or section's) table
+  std::string name;  ///< key inside the plugin's (or section's) table
   ValueType type;
   Value default_value;      ///< must hold `type`
   std::string description;  ///< one line, shown by `htm plugins --verbose` and in docs

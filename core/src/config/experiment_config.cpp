@@ -13,13 +13,13 @@
 namespace htm {
 namespace {
 
-using config::fail;
-using config::Node;
-using config::Where;
-using config::join;
-using config::with_article;
 using config::conform;
 using config::expect_table;
+using config::fail;
+using config::join;
+using config::Node;
+using config::Where;
+using config::with_article;
 
 // `node` as a value of `spec`'s type (and one of `choices`, when given), or an error naming `key`.
 Value checked(const Node& node, const ParamSpec& spec, const std::string& key,
@@ -115,21 +115,24 @@ void check_estimator(const EstimatorSettings& estimator, const Node* table, cons
   if ((estimator.baseline == RewardBaseline::value || estimator.dense > 0) &&
       estimator.method == EstimatorMethod::prob_scale) {
     const Node* at = table ? table->find(estimator.dense > 0 ? "dense" : "baseline") : nullptr;
-    fail(at ? at->value_at : start, std::string(estimator.dense > 0 ? "'estimator.dense'" : "'estimator.baseline' = \"value\"") +
-                                        " shapes the score function's reward: 'estimator.method' = \"prob_scale\" has none");
+    fail(at ? at->value_at : start,
+         std::string(estimator.dense > 0 ? "'estimator.dense'" : "'estimator.baseline' = \"value\"") +
+             " shapes the score function's reward: 'estimator.method' = \"prob_scale\" has none");
   }
   if (estimator.baseline != RewardBaseline::rloo || estimator.rollouts >= 2) return;
   const Node* at = table ? table->find("rollouts") : nullptr;
   if (!at && table) at = table->find("baseline");
-  fail(at ? at->value_at : start, "'estimator.baseline' = \"rloo\" compares each rollout with the same input's "
-                                  "others: set 'estimator.rollouts' to at least 2 (it is " +
-                                      std::to_string(estimator.rollouts) + ")");
+  fail(at ? at->value_at : start,
+       "'estimator.baseline' = \"rloo\" compares each rollout with the same input's "
+       "others: set 'estimator.rollouts' to at least 2 (it is " +
+           std::to_string(estimator.rollouts) + ")");
 }
 
 const Manifest& find_manifest(const PluginCatalog& catalog, PluginKind kind, const std::string& name, const Where& at) {
   if (const Manifest* manifest = catalog.find(kind, name)) return *manifest;
   const std::string refused = catalog.why_missing(kind, name);
-  if (!refused.empty()) fail(at, std::string(kind_name(kind)) + " plugin '" + name + "' was found but not loaded: " + refused);
+  if (!refused.empty())
+    fail(at, std::string(kind_name(kind)) + " plugin '" + name + "' was found but not loaded: " + refused);
   const std::vector<std::string> known = catalog.names(kind);
   fail(at, std::string("unknown ") + kind_name(kind) + " plugin '" + name +
                "'; known: " + (known.empty() ? "none" : join(known)));
@@ -158,7 +161,8 @@ Params plugin_params(const Manifest& manifest, std::vector<ParamSpec> specs, con
   return params;
 }
 
-PluginChoice resolve_slot(const config::Slot& slot, const Node* table, const Where& start, const PluginCatalog& catalog) {
+PluginChoice resolve_slot(const config::Slot& slot, const Node* table, const Where& start,
+                          const PluginCatalog& catalog) {
   PluginChoice choice{slot.fallback, {}};
   Where named_at = start;
   Node params = table_at(start);
@@ -178,8 +182,7 @@ PluginChoice resolve_slot(const config::Slot& slot, const Node* table, const Whe
   return choice;
 }
 
-std::map<std::string, LossChoice> resolve_losses(const Node* table, const Where& start,
-                                                 const PluginCatalog& catalog) {
+std::map<std::string, LossChoice> resolve_losses(const Node* table, const Where& start, const PluginCatalog& catalog) {
   const ParamSpec weight{"weight", ValueType::floating, 1.0, "multiplies this loss in the total"};
   std::map<std::string, LossChoice> losses;
   if (table) {
@@ -297,9 +300,10 @@ ResolvedConfig ExperimentFile::resolve(const std::string& variant, const PluginC
   if (resolved.settings.train.anytime > 0 &&
       (resolved.settings.model.task == Task::classify || resolved.settings.model.architecture == Architecture::vit)) {
     const Node* at = train ? train->find("anytime") : nullptr;
-    fail(at ? at->value_at : start, "'train.anytime' reconstructs the input from the encoder's intermediate "
-                                    "populations: it needs the htm autoencoder (model.task = \"reconstruct\", "
-                                    "model.architecture = \"htm\")");
+    fail(at ? at->value_at : start,
+         "'train.anytime' reconstructs the input from the encoder's intermediate "
+         "populations: it needs the htm autoencoder (model.task = \"reconstruct\", "
+         "model.architecture = \"htm\")");
   }
   const Node* eval_policies = train ? train->find("eval_policies") : nullptr;
   for (const std::string& policy : resolved.settings.train.eval_policies) {

@@ -28,12 +28,12 @@ struct LossChoice : PluginChoice {
 struct ResolvedConfig {
   std::string experiment;  ///< [experiment] name (the file's stem when it names none)
   std::string variant;
-  HostSettings settings;   ///< the host's settings, typed
+  HostSettings settings;  ///< the host's settings, typed
   PluginChoice dataset, adapter, policy, merge;
   std::map<std::string, LossChoice> losses;  ///< by plugin name
   std::vector<PluginChoice> eval_policies;   ///< train.eval_policies at their defaults
-  std::string toml;  ///< the resolved config as a TOML document (stored with the run)
-  std::string hash;  ///< stable hash of `toml` (hex)
+  std::string toml;                          ///< the resolved config as a TOML document (stored with the run)
+  std::string hash;                          ///< stable hash of `toml` (hex)
 
   /// Every value flattened, as stored in the params table: "train.lr", "policy.plugin",
   /// "policy.heads", "loss.mse.weight".

@@ -91,7 +91,8 @@ Node read_text(const std::string& text, const std::string& path, Chain& chain) {
 }  // namespace
 
 std::vector<std::string> experiment_search_path() {
-  return search_path("HTM_EXPERIMENTS_PATH", {HTM_INSTALL_EXPERIMENTS_DIR, std::string(HTM_SOURCE_DIR) + "/experiments"});
+  return search_path("HTM_EXPERIMENTS_PATH",
+                     {HTM_INSTALL_EXPERIMENTS_DIR, std::string(HTM_SOURCE_DIR) + "/experiments"});
 }
 
 ExperimentFile ExperimentFile::load(const std::string& name, const std::vector<std::string>& overrides) {
@@ -112,8 +113,9 @@ ExperimentFile ExperimentFile::parse(const std::string& text, const std::string&
   Chain chain = {{canonical(label), label}};
   file.parsed_->root = read_text(text, label, chain);
   if (file.parsed_->root.children.empty() && overrides.empty())
-    throw Error(label + ": the file sets nothing (it is empty or holds only comments); an experiment file names at "
-                        "least its [experiment] or a plugin");
+    throw Error(label +
+                ": the file sets nothing (it is empty or holds only comments); an experiment file names at "
+                "least its [experiment] or a plugin");
   config::check_sections(file.parsed_->root, true);
   config::variant_list(file.parsed_->root);  // reports a malformed variant or grid now rather than at resolve
   for (const std::string& item : overrides) file.parsed_->overrides.push_back(config::parse_override(item));

@@ -13,11 +13,16 @@ namespace {
 
 template <class T>
 constexpr ValueType value_type() {
-  if constexpr (std::is_same_v<T, int64_t>) return ValueType::integer;
-  else if constexpr (std::is_same_v<T, double>) return ValueType::floating;
-  else if constexpr (std::is_same_v<T, bool>) return ValueType::boolean;
-  else if constexpr (std::is_same_v<T, std::string>) return ValueType::string;
-  else if constexpr (std::is_same_v<T, std::vector<std::string>>) return ValueType::string_list;
+  if constexpr (std::is_same_v<T, int64_t>)
+    return ValueType::integer;
+  else if constexpr (std::is_same_v<T, double>)
+    return ValueType::floating;
+  else if constexpr (std::is_same_v<T, bool>)
+    return ValueType::boolean;
+  else if constexpr (std::is_same_v<T, std::string>)
+    return ValueType::string;
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+    return ValueType::string_list;
   else {
     static_assert(std::is_same_v<T, std::vector<int64_t>>, "a host setting is a scalar or a list");
     return ValueType::integer_list;
@@ -33,10 +38,11 @@ class Section {
   template <class T>
   Section& add(const char* key, T S::*member, T default_value, const char* description, RangeCheck range = {}) {
     auto section = section_;
-    out_.settings.push_back({{key, value_type<T>(), std::move(default_value), description},
-                             {},
-                             [section, member](HostSettings& s, const Value& v) { s.*section.*member = std::get<T>(v); },
-                             std::move(range)});
+    out_.settings.push_back(
+        {{key, value_type<T>(), std::move(default_value), description},
+         {},
+         [section, member](HostSettings& s, const Value& v) { s.*section.*member = std::get<T>(v); },
+         std::move(range)});
     return *this;
   }
 
@@ -98,7 +104,9 @@ RangeCheck real_in(double low, double high, bool open_low = false) {
 }
 
 RangeCheck finite() {
-  return [](const Value& v) { return std::isfinite(std::get<double>(v)) ? std::string() : std::string("a finite number"); };
+  return [](const Value& v) {
+    return std::isfinite(std::get<double>(v)) ? std::string() : std::string("a finite number");
+  };
 }
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -117,7 +125,8 @@ std::vector<HostSection> build_schema() {
           .add("seeds", &E::seeds, Ints{0}, "exploration seeds: every variant runs once per seed", at_least(0))
           .add("confirm_seeds", &E::confirm_seeds, Ints{1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009},
                "confirmation seeds, disjoint from seeds: only `htm run --confirm --variant V` runs them (tagged "
-               "phase=confirm)", at_least(0))
+               "phase=confirm)",
+               at_least(0))
           .done());
   schema.push_back(
       Section<M>("model", &HostSettings::model)
@@ -125,8 +134,11 @@ std::vector<HostSection> build_schema() {
           .add("heads", &M::heads, int64_t{8}, "attention heads h", at_least(1))
           .add("dropout", &M::dropout, 0.1, "dropout rate", real_in(0, 1))
           .add("mlp_ratio", &M::mlp_ratio, int64_t{4}, "MLP hidden width as a multiple of dim", at_least(1))
-          .add("schedule", &M::schedule, Ints{}, "pairs merged at each layer (0: a layer that merges nothing); empty: derived from merge_fraction", at_least(0))
-          .add("merge_fraction", &M::merge_fraction, 1.0, "fraction of tokens merged per layer: r_l = floor(f * T_l / 2)", real_in(0, 1))
+          .add("schedule", &M::schedule, Ints{},
+               "pairs merged at each layer (0: a layer that merges nothing); empty: derived from merge_fraction",
+               at_least(0))
+          .add("merge_fraction", &M::merge_fraction, 1.0,
+               "fraction of tokens merged per layer: r_l = floor(f * T_l / 2)", real_in(0, 1))
           .add("layers", &M::layers, int64_t{8}, "merging layers L, in the encoder and in the decoder", at_least(1))
           .add("transformer", &M::transformer, true, "transformer blocks around merging and unmerging (§4.4)")
           .add("cross_attention", &M::cross_attention, true,
@@ -151,24 +163,30 @@ std::vector<HostSection> build_schema() {
           .add("batch_size", &Tr::batch_size, int64_t{256}, "samples per step", at_least(1))
           .add("lr", &Tr::lr, 1e-4, "AdamW learning rate", real_in(0, kInf, true))
           .add("weight_decay", &Tr::weight_decay, 0.01, "AdamW weight decay", real_in(0, kInf))
-          .add("warmup_steps", &Tr::warmup_steps, int64_t{0}, "steps over which the learning rate rises linearly from 0", at_least(0))
+          .add("warmup_steps", &Tr::warmup_steps, int64_t{0},
+               "steps over which the learning rate rises linearly from 0", at_least(0))
           .choice("lr_schedule", &Tr::lr_schedule, {{"step", LrDecay::step}, {"cosine", LrDecay::cosine}},
                   "step (the paper: multiplied down at lr_decay_epochs) or cosine (to 0 at the last step)")
-          .add("lr_decay_epochs", &Tr::lr_decay_epochs, Ints{}, "epochs at which the learning rate is multiplied down", at_least(1))
-          .add("lr_decay_factor", &Tr::lr_decay_factor, 0.1, "what the learning rate is multiplied by at each decay epoch", real_in(0, kInf, true))
-          .add("rho0", &Tr::rho0, 0.05, "initial rho of the stochastic schedule, P(depth d) ~ rho^d (§3.1.4)", real_in(0, kInf, true))
+          .add("lr_decay_epochs", &Tr::lr_decay_epochs, Ints{}, "epochs at which the learning rate is multiplied down",
+               at_least(1))
+          .add("lr_decay_factor", &Tr::lr_decay_factor, 0.1,
+               "what the learning rate is multiplied by at each decay epoch", real_in(0, kInf, true))
+          .add("rho0", &Tr::rho0, 0.05, "initial rho of the stochastic schedule, P(depth d) ~ rho^d (§3.1.4)",
+               real_in(0, kInf, true))
           .add("rho_step", &Tr::rho_step, 0.01, "added to rho after each epoch, up to 1", finite())
           .choice("rho_schedule", &Tr::rho_schedule, {{"epoch", RhoSchedule::epoch}, {"step", RhoSchedule::step}},
                   "epoch (the paper: rho0 + rho_step per epoch) or step (rho0 rising linearly to rho_end over "
                   "the first rho_ramp of the steps)")
-          .add("rho_end", &Tr::rho_end, 1.0, "rho reached by a step-wise ramp; above 1 favours the full depth", real_in(0, kInf, true))
+          .add("rho_end", &Tr::rho_end, 1.0, "rho reached by a step-wise ramp; above 1 favours the full depth",
+               real_in(0, kInf, true))
           .add("rho_ramp", &Tr::rho_ramp, 0.5, "fraction of the steps over which a step-wise ramp rises", real_in(0, 1))
           .add("stochastic_depth", &Tr::stochastic_depth, true,
                "draw each step's depth from the rho schedule (§3.1.4); false: always the full schedule")
           .add("max_steps", &Tr::max_steps, int64_t{0}, "stop after this many steps; 0: no cap", at_least(0))
           .add("train_samples", &Tr::train_samples, int64_t{0}, "training samples used; 0: all", at_least(0))
           .add("eval_samples", &Tr::eval_samples, int64_t{0}, "evaluation samples used; 0: all", at_least(0))
-          .add("eval_every", &Tr::eval_every, int64_t{0}, "also evaluate every N steps; 0: only at each epoch's end", at_least(0))
+          .add("eval_every", &Tr::eval_every, int64_t{0}, "also evaluate every N steps; 0: only at each epoch's end",
+               at_least(0))
           .add("log_every", &Tr::log_every, int64_t{10}, "record training metrics every N steps", at_least(1))
           .add("eval_batch_size", &Tr::eval_batch_size, int64_t{256}, "samples per evaluation batch", at_least(1))
           .add("grad_clip", &Tr::grad_clip, 0.0, "clip the gradient norm to this; 0: off", real_in(0, kInf))
@@ -195,7 +213,9 @@ std::vector<HostSection> build_schema() {
           .choice("reward", &Es::reward, {{"sample", RewardScope::sample}, {"batch", RewardScope::batch}},
                   "score-function reward: each sample's loss, or the batch's (the paper)")
           .choice("baseline", &Es::baseline,
-                  {{"ema", RewardBaseline::ema}, {"none", RewardBaseline::none}, {"rloo", RewardBaseline::rloo},
+                  {{"ema", RewardBaseline::ema},
+                   {"none", RewardBaseline::none},
+                   {"rloo", RewardBaseline::rloo},
                    {"value", RewardBaseline::value}},
                   "subtracted from the reward: ema (moving average of the loss), none (the paper), rloo "
                   "(the mean loss of the same input's other rollouts; needs rollouts >= 2), or value (a "
@@ -244,7 +264,8 @@ std::vector<HostSection> build_schema() {
           .add("artifacts", &R::artifacts, Text("results/runs"), "folder of per-run checkpoints and images")
           .add("checkpoint_every", &R::checkpoint_every, int64_t{0},
                "steps between checkpoints, besides the one at each epoch's end (0: none); a killed run "
-               "resumes from its last checkpoint", at_least(0))
+               "resumes from its last checkpoint",
+               at_least(0))
           .add("checkpoint_minutes", &R::checkpoint_minutes, 10.0,
                "minutes between checkpoints (0: none): at most this much work is lost to a kill", real_in(0, kInf))
           .done());

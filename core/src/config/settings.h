@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "htm/manifest.h"
 #include "htm/log_prob_form.h"
+#include "htm/manifest.h"
 #include "htm/precision.h"
 #include "htm/value.h"
 
@@ -76,7 +76,7 @@ struct TrainSettings {
   int64_t images = 0;
   bool checkpoint = false;
   std::vector<std::string> eval_policies;  ///< also evaluate the same weights under these policies
-  double anytime = 0;  ///< weight of the intermediate populations' reconstruction loss; 0: off
+  double anytime = 0;                      ///< weight of the intermediate populations' reconstruction loss; 0: off
 };
 
 struct EstimatorSettings {
@@ -85,21 +85,21 @@ struct EstimatorSettings {
   RewardScope reward = RewardScope::sample;
   RewardBaseline baseline = RewardBaseline::ema;
   double baseline_decay = 0;
-  int64_t rollouts = 1;       ///< draws of each input's decisions per step (rloo needs ≥ 2)
-  double entropy = 0;         ///< weight of the entropy bonus on the merge distributions
-  double dense = 0;           ///< weight of the dense per-merge reward (each pair's local unmerge error)
-  int64_t replay = 0;         ///< rows of an earlier step's draw replayed each step (0: no replay)
+  int64_t rollouts = 1;          ///< draws of each input's decisions per step (rloo needs ≥ 2)
+  double entropy = 0;            ///< weight of the entropy bonus on the merge distributions
+  double dense = 0;              ///< weight of the dense per-merge reward (each pair's local unmerge error)
+  int64_t replay = 0;            ///< rows of an earlier step's draw replayed each step (0: no replay)
   int64_t replay_capacity = 64;  ///< steps' draws kept for replay
-  double replay_clip = 2;     ///< importance weights are truncated at this value
-  double logit_bound = 0;     ///< merge-pair logits read as c·tanh(l/c); 0: unbounded
-  double policy_lr = 0;       ///< 0: the policy trains at train.lr, in the model's optimiser
+  double replay_clip = 2;        ///< importance weights are truncated at this value
+  double logit_bound = 0;        ///< merge-pair logits read as c·tanh(l/c); 0: unbounded
+  double policy_lr = 0;          ///< 0: the policy trains at train.lr, in the model's optimiser
 };
 
 /// The results database when neither a file nor a command line names one.
 inline constexpr const char* kDefaultResultsPath = "results/htm.sqlite";
 
 struct RuntimeSettings {
-  int64_t threads = 0;  ///< 0: every core
+  int64_t threads = 0;                    ///< 0: every core
   Precision precision = Precision::fp32;  ///< of the SDK's matrix products (htm/precision.h)
   std::string results;
   std::string artifacts;
@@ -121,10 +121,10 @@ using RangeCheck = std::function<std::string(const Value&)>;
 
 /// One host setting: what a file may write, and where its checked value lands.
 struct HostSetting {
-  ParamSpec spec;                    ///< name, type, default and description
-  std::vector<std::string> choices;  ///< the words a string setting accepts; empty: any text
+  ParamSpec spec;                                           ///< name, type, default and description
+  std::vector<std::string> choices;                         ///< the words a string setting accepts; empty: any text
   std::function<void(HostSettings&, const Value&)> assign;  ///< stores a checked value
-  RangeCheck range;                  ///< empty: any value of the type
+  RangeCheck range;                                         ///< empty: any value of the type
   /// Added after runs were recorded: at its default it is left out of a run's identity (its
   /// config hash), so the runs that never used it keep the hashes they were recorded with.
   bool later = false;

@@ -199,7 +199,6 @@ void expect_table(const Node& node, const std::string& key) {
   if (!node.table) fail(node.value_at, "'" + key + "' expects a table, got " + node.what);
 }
 
-
 Node parse_override(const std::string& text) {
   const Where at{"--set " + text};
   const size_t equals = text.find('=');

@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/torch.h>
 
 #include "htm/error.h"
 
@@ -49,8 +49,10 @@ std::optional<WorldInfo> world_from_environment() {
   w.rank = env_int("RANK", 0, 0, world - 1);
   w.local_world = env_int("LOCAL_WORLD_SIZE", world, 1, world);
   w.local_rank = env_int("LOCAL_RANK", w.rank % w.local_world, 0, w.local_world - 1);
-  if (auto addr = env("MASTER_ADDR")) w.master_addr = *addr;
-  else throw Error("WORLD_SIZE=" + std::to_string(world) + " is set but MASTER_ADDR is not (the host of rank 0)");
+  if (auto addr = env("MASTER_ADDR"))
+    w.master_addr = *addr;
+  else
+    throw Error("WORLD_SIZE=" + std::to_string(world) + " is set but MASTER_ADDR is not (the host of rank 0)");
   w.master_port = env_int("MASTER_PORT", 29500, 1, 65535);
   return w;
 }
@@ -73,8 +75,8 @@ struct Communicator::Impl {
     try {
       f()->wait();
     } catch (const std::exception& e) {
-      throw Error(where + ": the " + std::string(what) + " with the other ranks failed (a rank stopped or hung): " +
-                  reason(e));
+      throw Error(where + ": the " + std::string(what) +
+                  " with the other ranks failed (a rank stopped or hung): " + reason(e));
     }
   }
 };
@@ -106,7 +108,8 @@ Communicator::Communicator(const WorldInfo& world, const std::string& identity, 
   // Each rank says it has compared before any leaves, so rank 0's store outlives every reading.
   std::string mismatch;
   try {
-    impl_->store->set("htm/identity/" + std::to_string(world.rank), std::vector<uint8_t>(identity.begin(), identity.end()));
+    impl_->store->set("htm/identity/" + std::to_string(world.rank),
+                      std::vector<uint8_t>(identity.begin(), identity.end()));
     std::vector<std::string> checked;
     for (int r = 0; r < world.world; ++r) {
       checked.push_back("htm/checked/" + std::to_string(r));
@@ -121,10 +124,12 @@ Communicator::Communicator(const WorldInfo& world, const std::string& identity, 
     impl_->store->wait(checked);
   } catch (const std::exception& e) {
     if (!mismatch.empty()) throw Error(mismatch);
-    throw Error(impl_->where + ": " +
-                (world.rank == 0 ? "the other ranks did not state their experiment within " + std::to_string(timeout.count()) + " s"
-                                 : "what answers at " + master + " (MASTER_ADDR:MASTER_PORT) is not htm's rank 0, or rank 0 stopped") +
-                ": " + reason(e));
+    throw Error(
+        impl_->where + ": " +
+        (world.rank == 0
+             ? "the other ranks did not state their experiment within " + std::to_string(timeout.count()) + " s"
+             : "what answers at " + master + " (MASTER_ADDR:MASTER_PORT) is not htm's rank 0, or rank 0 stopped") +
+        ": " + reason(e));
   }
   if (!mismatch.empty()) throw Error(mismatch);
   try {
@@ -133,10 +138,12 @@ Communicator::Communicator(const WorldInfo& world, const std::string& identity, 
     // else GLOO_SOCKET_IFNAME's interface (as torch.distributed reads it) or the address this
     // host's name resolves to.
     const bool local = world.master_addr == "127.0.0.1" || world.master_addr == "localhost";
-    if (local) options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    if (local)
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
     else if (auto interface = env("GLOO_SOCKET_IFNAME"))
       options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(*interface));
-    else options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    else
+      options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     options->threads = 1;
     impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(
         c10::static_intrusive_pointer_cast<c10d::Store>(impl_->store), world.rank, world.world, options);

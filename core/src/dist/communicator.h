@@ -17,10 +17,10 @@ namespace htm {
 
 /// Where this process stands among the run's processes (torchrun's conventions).
 struct WorldInfo {
-  int rank = 0;        ///< RANK: 0 .. world−1; rank 0 alone writes results and files
-  int world = 1;       ///< WORLD_SIZE
-  int local_rank = 0;  ///< LOCAL_RANK: rank among this host's processes
-  int local_world = 1; ///< LOCAL_WORLD_SIZE (default: world when every rank is local)
+  int rank = 0;                           ///< RANK: 0 .. world−1; rank 0 alone writes results and files
+  int world = 1;                          ///< WORLD_SIZE
+  int local_rank = 0;                     ///< LOCAL_RANK: rank among this host's processes
+  int local_world = 1;                    ///< LOCAL_WORLD_SIZE (default: world when every rank is local)
   std::string master_addr = "127.0.0.1";  ///< MASTER_ADDR: the host rank 0 runs on
   int master_port = 29500;                ///< MASTER_PORT: its rendezvous port
 };

@@ -13,10 +13,10 @@ namespace htm {
 
 struct GradientReducer::State {
   struct Bucket {
-    std::vector<int64_t> params;  ///< indices into `params`
-    std::vector<int64_t> offsets; ///< each one's first float in `buffer`
-    at::Tensor buffer;            ///< gradients, then one presence flag per parameter
-    int64_t waiting = 0;          ///< gradients not yet accumulated this step
+    std::vector<int64_t> params;   ///< indices into `params`
+    std::vector<int64_t> offsets;  ///< each one's first float in `buffer`
+    at::Tensor buffer;             ///< gradients, then one presence flag per parameter
+    int64_t waiting = 0;           ///< gradients not yet accumulated this step
   };
   Communicator& comm;
   std::vector<at::Tensor> params;
@@ -36,9 +36,12 @@ struct GradientReducer::State {
     const int64_t n = p.numel();
     auto dst = bucket.buffer.narrow(0, bucket.offsets[slot], n);
     const auto& g = p.grad();
-    if (g.defined()) dst.view(p.sizes()).copy_(g);
-    else dst.zero_();
-    bucket.buffer[bucket.buffer.numel() - static_cast<int64_t>(bucket.params.size()) + slot] = g.defined() ? 1.0f : 0.0f;
+    if (g.defined())
+      dst.view(p.sizes()).copy_(g);
+    else
+      dst.zero_();
+    bucket.buffer[bucket.buffer.numel() - static_cast<int64_t>(bucket.params.size()) + slot] =
+        g.defined() ? 1.0f : 0.0f;
   }
 
   void start_ready() {
@@ -130,8 +133,10 @@ void GradientReducer::finish() {
         continue;
       }
       auto summed = b.buffer.narrow(0, b.offsets[slot], p.numel()).view(p.sizes());
-      if (p.grad().defined()) p.mutable_grad().copy_(summed);
-      else p.mutable_grad() = summed.clone();
+      if (p.grad().defined())
+        p.mutable_grad().copy_(summed);
+      else
+        p.mutable_grad() = summed.clone();
     }
   }
 }

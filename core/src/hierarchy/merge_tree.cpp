@@ -26,11 +26,9 @@ void check_merges(int64_t leaves, const std::vector<Pair>& merges, const std::st
   for (size_t k = 0; k < merges.size(); ++k) {
     const int64_t node = leaves + static_cast<int64_t>(k);
     const std::string at = what + " merge " + str(k) + " (node " + str(node) + ")";
-    if (merges[k][0] == merges[k][1])
-      throw Error(at + " merges node " + str(merges[k][0]) + " with itself");
+    if (merges[k][0] == merges[k][1]) throw Error(at + " merges node " + str(merges[k][0]) + " with itself");
     for (int64_t c : merges[k]) {
-      if (c < 0 || c >= node)
-        throw Error(at + " uses node " + str(c) + ", which does not exist before it");
+      if (c < 0 || c >= node) throw Error(at + " uses node " + str(c) + ", which does not exist before it");
       if (used[c]) throw Error(at + " uses node " + str(c) + ", which an earlier merge used");
       used[c] = 1;
     }
@@ -40,16 +38,14 @@ void check_merges(int64_t leaves, const std::vector<Pair>& merges, const std::st
 void check_tree(const MergeTree& t, const std::string& what) {
   check_merges(t.leaves, t.merges, what);
   if (t.layer.size() != t.merges.size())
-    throw Error(what + " has " + str(t.merges.size()) + " merges but " + str(t.layer.size()) +
-                " layers");
+    throw Error(what + " has " + str(t.merges.size()) + " merges but " + str(t.layer.size()) + " layers");
 }
 
 void check_same_leaves(const MergeTree& predicted, const MergeTree& truth) {
   check_tree(predicted, "the predicted tree");
   check_tree(truth, "the true tree");
   if (predicted.leaves != truth.leaves)
-    throw Error("the predicted tree has " + str(predicted.leaves) + " leaves but the true tree " +
-                str(truth.leaves));
+    throw Error("the predicted tree has " + str(predicted.leaves) + " leaves but the true tree " + str(truth.leaves));
 }
 
 void check_schedule_entries(const std::vector<int64_t>& schedule) {
@@ -61,8 +57,8 @@ void check_schedule_entries(const std::vector<int64_t>& schedule) {
 
 void check_room(size_t l, int64_t pairs, size_t clusters) {
   if (2 * pairs > static_cast<int64_t>(clusters))
-    throw Error("merging schedule layer " + str(l + 1) + " asks for " + str(pairs) +
-                " pairs but only " + str(clusters) + " clusters are left");
+    throw Error("merging schedule layer " + str(l + 1) + " asks for " + str(pairs) + " pairs but only " +
+                str(clusters) + " clusters are left");
 }
 
 Scores score(size_t hits, size_t predicted, size_t truth) {
@@ -88,9 +84,7 @@ std::set<std::vector<int64_t>> clusters(const MergeTree& t) {
   std::vector<std::vector<int64_t>> under(t.merges.size());
   std::set<std::vector<int64_t>> out;
   for (size_t k = 0; k < t.merges.size(); ++k) {
-    auto leaves_of = [&](int64_t c) {
-      return c < t.leaves ? std::vector<int64_t>{c} : under[c - t.leaves];
-    };
+    auto leaves_of = [&](int64_t c) { return c < t.leaves ? std::vector<int64_t>{c} : under[c - t.leaves]; };
     const auto a = leaves_of(t.merges[k][0]), b = leaves_of(t.merges[k][1]);
     std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(under[k]));
     if (static_cast<int64_t>(under[k].size()) != t.leaves) out.insert(under[k]);
@@ -201,8 +195,7 @@ class ShapeSearch {
         for (int64_t k2 = 0; k1 + k2 <= k && !acc[k1].empty() && work_ <= kMaxWork; ++k2)
           for (const std::string& shape : after(kid, k2, true))
             for (std::vector<std::string> list : acc[k1]) {
-              if (!shape.empty())
-                list.insert(std::upper_bound(list.begin(), list.end(), shape), shape);
+              if (!shape.empty()) list.insert(std::upper_bound(list.begin(), list.end(), shape), shape);
               next[k1 + k2].insert(std::move(list));
               work_ += code.size();  // about the characters copied
             }
@@ -226,8 +219,7 @@ MergeTree tree_from_merges(int64_t leaves, const std::vector<std::array<int64_t,
   check_merges(leaves, merges, "the tree");
   MergeTree t{leaves, merges, std::vector<int64_t>(merges.size())};
   auto height = [&](int64_t node) { return node < leaves ? 0 : t.layer[node - leaves]; };
-  for (size_t k = 0; k < merges.size(); ++k)
-    t.layer[k] = 1 + std::max(height(merges[k][0]), height(merges[k][1]));
+  for (size_t k = 0; k < merges.size(); ++k) t.layer[k] = 1 + std::max(height(merges[k][0]), height(merges[k][1]));
   return t;
 }
 
@@ -270,11 +262,9 @@ bool schedule_reaches(const MergeTree& truth, const std::vector<int64_t>& schedu
   for (size_t l = 0; l < schedule.size() && greedy; ++l) {
     std::vector<int64_t> ready;  // collected before any of this layer's merges is made
     for (int64_t k = 0; k < m; ++k)
-      if (!made[k] && present(truth.merges[k][0]) && present(truth.merges[k][1]))
-        ready.push_back(k);
+      if (!made[k] && present(truth.merges[k][0]) && present(truth.merges[k][1])) ready.push_back(k);
     greedy = static_cast<int64_t>(ready.size()) >= schedule[l];
-    std::stable_sort(ready.begin(), ready.end(),
-                     [&](int64_t a, int64_t b) { return level[a] > level[b]; });
+    std::stable_sort(ready.begin(), ready.end(), [&](int64_t a, int64_t b) { return level[a] > level[b]; });
     for (int64_t i = 0; greedy && i < schedule[l]; ++i) made[ready[i]] = 1;
   }
   if (greedy) return true;
@@ -301,8 +291,7 @@ MergeTree agglomerative_merges(const std::vector<std::array<double, 2>>& positio
   MergeTree t;
   t.leaves = static_cast<int64_t>(positions.size());
   std::vector<Cluster> current;  // always in increasing node id
-  for (int64_t i = 0; i < t.leaves; ++i)
-    current.push_back({i, positions[i][0], positions[i][1], 1});
+  for (int64_t i = 0; i < t.leaves; ++i) current.push_back({i, positions[i][0], positions[i][1], 1});
 
   for (size_t l = 0; l < schedule.size(); ++l) {
     check_room(l, schedule[l], current.size());
@@ -330,8 +319,7 @@ MergeTree agglomerative_merges(const std::vector<std::array<double, 2>>& positio
       const Cluster &a = current[c.i], &b = current[c.j];
       t.merges.push_back({a.node, b.node});
       t.layer.push_back(static_cast<int64_t>(l) + 1);
-      made.push_back({t.leaves + static_cast<int64_t>(t.merges.size()) - 1, a.x + b.x, a.y + b.y,
-                      a.count + b.count});
+      made.push_back({t.leaves + static_cast<int64_t>(t.merges.size()) - 1, a.x + b.x, a.y + b.y, a.count + b.count});
     }
     std::vector<Cluster> next;
     for (size_t i = 0; i < current.size(); ++i)
@@ -342,8 +330,7 @@ MergeTree agglomerative_merges(const std::vector<std::array<double, 2>>& positio
   return t;
 }
 
-MergeTree random_merges(int64_t leaves, const std::vector<int64_t>& schedule,
-                        std::mt19937_64& rng) {
+MergeTree random_merges(int64_t leaves, const std::vector<int64_t>& schedule, std::mt19937_64& rng) {
   if (leaves < 0) throw Error("a tree needs zero or more leaves, not " + str(leaves));
   check_schedule_entries(schedule);
   MergeTree t;

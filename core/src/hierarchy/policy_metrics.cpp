@@ -17,8 +17,8 @@ PolicySpread policy_spread(const torch::Tensor& logits) {
   auto p = torch::softmax(logits.to(torch::kDouble).masked_fill(eye, -std::numeric_limits<double>::infinity()), 2);
   double variation = 0;
   for (int64_t i = 0; i < T; ++i) {
-    auto rows = p.select(1, i);                          // N×T, one input per row
-    auto l1 = torch::cdist(rows, rows, 1.0);             // N×N
+    auto rows = p.select(1, i);               // N×T, one input per row
+    auto l1 = torch::cdist(rows, rows, 1.0);  // N×N
     variation += 0.5 * l1.sum().item<double>() / static_cast<double>(N * (N - 1));
   }
   auto uniform = torch::full({T, T}, 1.0 / static_cast<double>(T - 1), torch::kDouble).masked_fill(eye, 0.0);

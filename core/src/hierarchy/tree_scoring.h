@@ -8,8 +8,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "htm/policy.h"
 #include "hierarchy/merge_tree.h"
+#include "htm/policy.h"
 #include "store/metric.h"
 
 namespace htm {
@@ -18,8 +18,7 @@ namespace htm {
 /// tokens after a layer (the src tokens drop out, the others keep their order). decisions: one
 /// per encoder layer (an undefined src means r = 0). batch: the samples (0: read from the
 /// decisions; give it when no layer may have merged, as with a schedule of zeros).
-std::vector<MergeTree> merge_trees(const std::vector<MergeDecision>& decisions, int64_t tokens,
-                                   int64_t batch = 0);
+std::vector<MergeTree> merge_trees(const std::vector<MergeDecision>& decisions, int64_t tokens, int64_t batch = 0);
 /// The true trees of a batch from Batch::tree (B×(N−1)×2).
 std::vector<MergeTree> true_trees(const at::Tensor& tree);
 /// A code equal for two trees exactly when they have the same shape (leaf labels aside):

@@ -27,8 +27,7 @@ torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x, torch::Tenso
   return mlp_->forward(x + fast_dropout(attn_->forward(h, h, attention), dropout_, is_training()));
 }
 
-RefineBlockImpl::RefineBlockImpl(const ModelOptions& o)
-    : cross_attention_(o.cross_attention), dropout_(o.dropout) {
+RefineBlockImpl::RefineBlockImpl(const ModelOptions& o) : cross_attention_(o.cross_attention), dropout_(o.dropout) {
   if (cross_attention_) {
     norm_q_ = register_module("norm_q", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
     norm_kv_ = register_module("norm_kv", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
@@ -45,8 +44,7 @@ std::pair<torch::Tensor, torch::Tensor> RefineBlockImpl::key_values(const torch:
 torch::Tensor RefineBlockImpl::forward(const torch::Tensor& new_tokens, const torch::Tensor& keys,
                                        const torch::Tensor& values) {
   auto x = new_tokens;
-  if (cross_attention_)
-    x = x + fast_dropout(attn_->attend(norm_q_->forward(x), keys, values), dropout_, is_training());
+  if (cross_attention_) x = x + fast_dropout(attn_->attend(norm_q_->forward(x), keys, values), dropout_, is_training());
   return mlp_->forward(x);
 }
 
@@ -63,8 +61,7 @@ torch::Tensor sinusoids(int64_t depths, int64_t dim) {  // paper eq. 7
   auto angle = d / torch::pow(10000.0, i / static_cast<double>(dim));
   auto te = torch::zeros({depths, dim});
   te.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, dim, 2)}, torch::sin(angle));
-  te.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, dim, 2)},
-                torch::cos(angle).narrow(1, 0, dim / 2));
+  te.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, dim, 2)}, torch::cos(angle).narrow(1, 0, dim / 2));
   return te;
 }
 
@@ -117,17 +114,15 @@ HtmModelImpl::HtmModelImpl(const ModelOptions& options, std::shared_ptr<Adapter>
   if (options_.leaf_classifier) {
     if (!decoder) throw Error("model.leaf_classifier needs the decoder: it is for reconstruction and generation");
     const int64_t C = options_.dim;
-    leaf_head_ = register_module(
-        "leaf_head", torch::nn::Sequential(torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})),
-                                           Linear(C, C), torch::nn::GELU(), Linear(C, 2)));
+    leaf_head_ =
+        register_module("leaf_head", torch::nn::Sequential(torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})),
+                                                           Linear(C, C), torch::nn::GELU(), Linear(C, 2)));
   }
   if (options_.value_baseline) values_ = register_module("value", ValueHeads(options_.dim));
   timesteps_ = register_buffer("timesteps", options_.timestep_scale * sinusoids(kMaxDepth + 1, options_.dim));
 }
 
-torch::Tensor HtmModelImpl::leaf_logits(const torch::Tensor& tokens) {
-  return leaf_head_->forward(tokens.detach());
-}
+torch::Tensor HtmModelImpl::leaf_logits(const torch::Tensor& tokens) { return leaf_head_->forward(tokens.detach()); }
 
 torch::Tensor HtmModelImpl::timestep(int64_t depth) const {
   if (depth > kMaxDepth) throw Error("schedules deeper than 64 layers are not supported");
@@ -143,9 +138,8 @@ void HtmModelImpl::add_log_prob(ForwardResult& result, const torch::Tensor& log_
 }
 
 torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
-                                        const torch::Tensor& attention, at::Generator generator,
-                                        ForwardResult& result, torch::Tensor* keep_out, Truth* truth,
-                                        const MergeDecision* replayed) {
+                                        const torch::Tensor& attention, at::Generator generator, ForwardResult& result,
+                                        torch::Tensor* keep_out, Truth* truth, const MergeDecision* replayed) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   auto [keys, values] = merge_refine_->key_values(x);
   if (r == 0) {
@@ -175,7 +169,8 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
     LogitBoundScope bound(options_.logit_bound);
     if (replayed != nullptr) {  // a replayed draw: the policy scores the pairs given
       auto logits = policy().merge_logits(ctx);
-      if (!logits.defined()) throw Error("replaying merges (estimator.replay) needs a policy that gives its merge_logits()");
+      if (!logits.defined())
+        throw Error("replaying merges (estimator.replay) needs a policy that gives its merge_logits()");
       decision = {replayed->src, replayed->dst, pair_log_prob(logits, replayed->src, replayed->dst, ctx.log_prob_form)};
     } else {
       decision = policy().choose_merges(ctx);
@@ -203,8 +198,7 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
     }
     merged = merged.view({B, r, C});
   }
-  if (options_.prob_scale && decision.log_prob.defined())
-    merged = merged * decision.log_prob.exp().unsqueeze(-1);
+  if (options_.prob_scale && decision.log_prob.defined()) merged = merged * decision.log_prob.exp().unsqueeze(-1);
   auto y = x.scatter(1, decision.dst.unsqueeze(-1).expand({B, r, C}), merged);
   // Drop the src tokens, keeping the others in their original order.
   auto order_key = torch::arange(T, torch::kLong).expand({B, T}).clone();
@@ -220,9 +214,8 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
   return merge_refine_->forward(gather_tokens(y, keep), keys, values);
 }
 
-torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
-                                          at::Generator generator, ForwardResult& result,
-                                          const torch::Tensor& forced, torch::Tensor* chosen) {
+torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth, at::Generator generator,
+                                          ForwardResult& result, const torch::Tensor& forced, torch::Tensor* chosen) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   auto [keys, values] = unmerge_refine_->key_values(x);
   if (r == 0) return unmerge_refine_->forward(x, keys, values);
@@ -244,8 +237,9 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
   }
   if (forced.defined()) {
     if (!decision.index.defined() || !torch::equal(decision.index, forced))
-      throw Error("the policy ignored UnmergeContext::forced, so it cannot be teacher-forced "
-                  "(see docs/writing-a-plugin.md)");
+      throw Error(
+          "the policy ignored UnmergeContext::forced, so it cannot be teacher-forced "
+          "(see docs/writing-a-plugin.md)");
     result.unmerge_log_probs.push_back(decision.log_prob);
   } else {
     add_log_prob(result, decision.log_prob, x, true);
@@ -269,9 +263,8 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
   return unmerge_refine_->forward(y, keys, values);
 }
 
-torch::Tensor HtmModelImpl::decoder_layer(const torch::Tensor& x, int64_t r, int64_t depth,
-                                          at::Generator generator, ForwardResult& result,
-                                          const torch::Tensor& forced, torch::Tensor* chosen) {
+torch::Tensor HtmModelImpl::decoder_layer(const torch::Tensor& x, int64_t r, int64_t depth, at::Generator generator,
+                                          ForwardResult& result, const torch::Tensor& forced, torch::Tensor* chosen) {
   torch::Tensor y;
   {
     RECORD_FUNCTION("htm::unmerge_layer", {});
@@ -321,11 +314,12 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
 
   // Encoder: the same layer applied at every depth.
   std::vector<Mirror> mirrors;
-  std::vector<torch::Tensor> populations;  // after encoder layers 1…D−1, for the anytime loss
+  std::vector<torch::Tensor> populations;                  // after encoder layers 1…D−1, for the anytime loss
   const bool anytime = options_.anytime && is_training();  // a classifier is refused it (config)
   auto truth = truth_for(input, hooks);
   const bool replay = hooks != nullptr && !hooks->merges.empty();
-  if (replay && hooks->merges.size() != schedule.size()) throw Error("a replayed draw has a decision for every layer run");
+  if (replay && hooks->merges.size() != schedule.size())
+    throw Error("a replayed draw has a decision for every layer run");
   for (int64_t d = 1; d <= depth; ++d) {
     x = enter(x, d, hooks);
     result.encoder_tokens.push_back(x);
@@ -401,8 +395,7 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
 }
 
 std::vector<torch::Tensor> HtmModelImpl::generate(const torch::Tensor& roots, const std::vector<int64_t>& schedule,
-                                                  at::Generator generator, bool by_classifier,
-                                                  double leaf_threshold) {
+                                                  at::Generator generator, bool by_classifier, double leaf_threshold) {
   if (options_.classes > 0) throw Error("a classifier has no decoder to generate with");
   if (by_classifier && !options_.leaf_classifier)
     throw Error("decoding by the leaf/internal classifier needs a model trained with model.leaf_classifier = true");
@@ -435,8 +428,7 @@ torch::Tensor HtmModelImpl::reconstruction_error(const torch::Tensor& output, co
   return adapter_->reconstruction_error(output, input);
 }
 
-ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input,
-                                                   const std::vector<int64_t>& schedule,
+ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input, const std::vector<int64_t>& schedule,
                                                    at::Generator generator, const ForwardHooks* hooks) {
   if (options_.classes > 0) throw Error("a classifier has no decoder to teacher-force");
   ForwardResult result;
@@ -466,8 +458,8 @@ ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input,
   return result;
 }
 
-ForwardResult Model::forward_teacher_forced(const torch::Tensor&, const std::vector<int64_t>&,
-                                            at::Generator, const ForwardHooks*) {
+ForwardResult Model::forward_teacher_forced(const torch::Tensor&, const std::vector<int64_t>&, at::Generator,
+                                            const ForwardHooks*) {
   throw Error("this model has no teacher-forced pass (§3.2.2 needs the HTM decoder)");
 }
 

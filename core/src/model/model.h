@@ -26,13 +26,13 @@ struct ModelOptions {
   int64_t heads = 8;
   int64_t mlp_ratio = 4;
   double dropout = 0.1;
-  bool transformer = true;      ///< transformer blocks in encoder and decoder (§4.4)
-  bool cross_attention = true;  ///< cross-attention in merging/unmerging blocks (§4.4)
-  bool prob_scale = false;      ///< A.4: scale merged outputs by their selection probability
-  int64_t classes = 0;          ///< > 0: encoder-only classifier with this many classes (§4.1)
-  bool leaf_classifier = false; ///< the slides' leaf/internal classifier, used in generation
-  double timestep_scale = 1.0;  ///< multiplies the depth signal of eq. 7 (1: the paper)
-  bool mirror_unmerge = false;  ///< the decoder splits the tokens the encoder merged (not the policy's choice)
+  bool transformer = true;       ///< transformer blocks in encoder and decoder (§4.4)
+  bool cross_attention = true;   ///< cross-attention in merging/unmerging blocks (§4.4)
+  bool prob_scale = false;       ///< A.4: scale merged outputs by their selection probability
+  int64_t classes = 0;           ///< > 0: encoder-only classifier with this many classes (§4.1)
+  bool leaf_classifier = false;  ///< the slides' leaf/internal classifier, used in generation
+  double timestep_scale = 1.0;   ///< multiplies the depth signal of eq. 7 (1: the paper)
+  bool mirror_unmerge = false;   ///< the decoder splits the tokens the encoder merged (not the policy's choice)
   LogProbForm log_prob_form = LogProbForm::exact;  ///< asked of the policy (estimator.log_prob)
   bool value_baseline = false;  ///< learned values of the decided populations (estimator.baseline = "value")
   bool pair_errors = false;     ///< each merged pair's local unmerge error (estimator.dense)
@@ -60,8 +60,7 @@ class RefineBlockImpl : public torch::nn::Module {
   RefineBlockImpl(const ModelOptions& o);
   /// Keys of the old population as the cross-attention sees them (B×T×C), for shared-key policies.
   std::pair<torch::Tensor, torch::Tensor> key_values(const torch::Tensor& old_tokens);
-  torch::Tensor forward(const torch::Tensor& new_tokens, const torch::Tensor& keys,
-                        const torch::Tensor& values);
+  torch::Tensor forward(const torch::Tensor& new_tokens, const torch::Tensor& keys, const torch::Tensor& values);
 
  private:
   bool cross_attention_;
@@ -129,8 +128,7 @@ class Model : public torch::nn::Module {
   virtual ForwardResult forward(const torch::Tensor& input, const std::vector<int64_t>& schedule,
                                 at::Generator generator, const ForwardHooks* hooks = nullptr) = 0;
   /// The teacher-forced pre-training pass (§3.2.2), where the model has one.
-  virtual ForwardResult forward_teacher_forced(const torch::Tensor& input,
-                                               const std::vector<int64_t>& schedule,
+  virtual ForwardResult forward_teacher_forced(const torch::Tensor& input, const std::vector<int64_t>& schedule,
                                                at::Generator generator, const ForwardHooks* hooks);
   /// The policy's first-layer merge logits (B×T×T), undefined where there is no policy or it
   /// cannot say. Call in eval mode.
@@ -141,13 +139,13 @@ class Model : public torch::nn::Module {
 
 class HtmModelImpl : public Model {
  public:
-  HtmModelImpl(const ModelOptions& options, std::shared_ptr<Adapter> adapter,
-               std::shared_ptr<Policy> policy, std::shared_ptr<MergeOperator> merge);
+  HtmModelImpl(const ModelOptions& options, std::shared_ptr<Adapter> adapter, std::shared_ptr<Policy> policy,
+               std::shared_ptr<MergeOperator> merge);
 
   /// Encodes with `schedule` and decodes with the same schedule; a classifier (options.classes
   /// > 0) stops at the root and returns B×classes logits as `output`.
-  ForwardResult forward(const torch::Tensor& input, const std::vector<int64_t>& schedule,
-                        at::Generator generator, const ForwardHooks* hooks = nullptr) override;
+  ForwardResult forward(const torch::Tensor& input, const std::vector<int64_t>& schedule, at::Generator generator,
+                        const ForwardHooks* hooks = nullptr) override;
   /// Teacher forcing (§3.2.2): the encoder runs as usual, and after each layer d the mirroring
   /// decoder layer unmerges exactly the r tokens just merged (the policy scores them, forced).
   /// decoder_tokens[d] is that one-layer reconstruction put back in encoder_tokens[d]'s order;
@@ -165,8 +163,7 @@ class HtmModelImpl : public Model {
   /// `schedule` is used, as for images, whose depth is fixed. One output per sample
   /// (sample_shape, or M×F for a set of M elements).
   std::vector<torch::Tensor> generate(const torch::Tensor& roots, const std::vector<int64_t>& schedule,
-                                      at::Generator generator, bool by_classifier,
-                                      double leaf_threshold = 0.5);
+                                      at::Generator generator, bool by_classifier, double leaf_threshold = 0.5);
   bool has_leaf_classifier() const { return options_.leaf_classifier; }
 
   int64_t num_tokens() const { return adapter_->num_tokens(); }
@@ -190,20 +187,17 @@ class HtmModelImpl : public Model {
   torch::Tensor enter(const torch::Tensor& x, int64_t d, const ForwardHooks* hooks);
   /// Returns the merged population; `keep` (if given) receives, for each of its tokens, the
   /// index in x it came from (B×(T−r)).
-  torch::Tensor merge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
-                            const torch::Tensor& attention, at::Generator generator,
-                            ForwardResult& result, torch::Tensor* keep = nullptr, Truth* truth = nullptr,
-                            const MergeDecision* replayed = nullptr);
+  torch::Tensor merge_layer(const torch::Tensor& x, int64_t r, int64_t depth, const torch::Tensor& attention,
+                            at::Generator generator, ForwardResult& result, torch::Tensor* keep = nullptr,
+                            Truth* truth = nullptr, const MergeDecision* replayed = nullptr);
   /// `forced` (B×r): teacher forcing, unmerge these tokens. `chosen` (if given) receives the
   /// B×r indices unmerged.
-  torch::Tensor unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
-                              at::Generator generator, ForwardResult& result,
-                              const torch::Tensor& forced = {}, torch::Tensor* chosen = nullptr);
+  torch::Tensor unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth, at::Generator generator,
+                              ForwardResult& result, const torch::Tensor& forced = {}, torch::Tensor* chosen = nullptr);
   /// One decoder layer at `depth`: the timestep signal, the unmerging block, the transformer
   /// block. `forced` and `chosen` as for unmerge_layer.
   torch::Tensor decoder_layer(const torch::Tensor& x, int64_t r, int64_t depth, at::Generator generator,
-                              ForwardResult& result, const torch::Tensor& forced = {},
-                              torch::Tensor* chosen = nullptr);
+                              ForwardResult& result, const torch::Tensor& forced = {}, torch::Tensor* chosen = nullptr);
   /// B×T×2 leaf/internal logits of detached tokens.
   torch::Tensor leaf_logits(const torch::Tensor& tokens);
   torch::Tensor timestep(int64_t depth) const;
@@ -226,9 +220,9 @@ class HtmModelImpl : public Model {
   RefineBlock merge_refine_{nullptr}, unmerge_refine_{nullptr};
   torch::nn::LayerNorm head_norm_{nullptr};
   torch::nn::Sequential leaf_head_{nullptr};  ///< the leaf/internal classifier
-  ValueHeads values_{nullptr};  ///< the value baseline's heads (options_.value_baseline)
-  Linear head_{nullptr};  ///< classifier: root tokens (mean) → class logits
-  torch::Tensor timesteps_;  ///< (max depth + 1)×C fixed sinusoids (paper eq. 7)
+  ValueHeads values_{nullptr};                ///< the value baseline's heads (options_.value_baseline)
+  Linear head_{nullptr};                      ///< classifier: root tokens (mean) → class logits
+  torch::Tensor timesteps_;                   ///< (max depth + 1)×C fixed sinusoids (paper eq. 7)
 };
 TORCH_MODULE(HtmModel);
 
@@ -236,8 +230,8 @@ TORCH_MODULE(HtmModel);
 /// the decisions' log-probabilities depend on (unused parts of plugins, such as an image
 /// adapter's unlifter in a classifier, do not count). Leaves every gradient cleared.
 /// `tree` is the input's Batch::tree, for policies that read the truth.
-int64_t participating_parameters(Model& model, const torch::Tensor& input,
-                                 const std::vector<int64_t>& schedule, const torch::Tensor& tree = {});
+int64_t participating_parameters(Model& model, const torch::Tensor& input, const std::vector<int64_t>& schedule,
+                                 const torch::Tensor& tree = {});
 /// All parameters of `model`.
 int64_t count_parameters(const torch::nn::Module& model);
 

@@ -11,8 +11,8 @@ int64_t count_parameters(const torch::nn::Module& model) {
   return n;
 }
 
-int64_t participating_parameters(Model& model, const torch::Tensor& input,
-                                 const std::vector<int64_t>& schedule, const torch::Tensor& tree) {
+int64_t participating_parameters(Model& model, const torch::Tensor& input, const std::vector<int64_t>& schedule,
+                                 const torch::Tensor& tree) {
   auto params = model.parameters();
   for (auto& p : params) p.mutable_grad() = torch::Tensor();
   const bool was_training = model.is_training();

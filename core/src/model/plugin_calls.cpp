@@ -15,26 +15,27 @@ void check_decision(const torch::Tensor& index, const char* what, int64_t B, int
                       index.size(0) == B && index.size(1) == r;
   if (!shaped)
     throw Error(std::string("its ") + what + " is " +
-                (index.defined() ? std::string(c10::toString(index.scalar_type())) + " of shape " + c10::str(index.sizes())
-                                 : std::string("undefined")) +
+                (index.defined()
+                     ? std::string(c10::toString(index.scalar_type())) + " of shape " + c10::str(index.sizes())
+                     : std::string("undefined")) +
                 ", expected int64 of shape [" + std::to_string(B) + ", " + std::to_string(r) + "]");
   if (range && (index.min().item<int64_t>() < 0 || index.max().item<int64_t>() >= T))
     throw Error(std::string("its ") + what + " holds token indices outside [0, " + std::to_string(T) + ")");
 }
 
 void check_log_prob(const torch::Tensor& log_prob, const char* what, int64_t B, int64_t r) {
-  if (log_prob.defined() && (log_prob.dim() != 2 || log_prob.size(0) != B || log_prob.size(1) != r ||
-                             !log_prob.is_floating_point()))
+  if (log_prob.defined() &&
+      (log_prob.dim() != 2 || log_prob.size(0) != B || log_prob.size(1) != r || !log_prob.is_floating_point()))
     throw Error(std::string("its ") + what + " is " + std::string(c10::toString(log_prob.scalar_type())) +
-                " of shape " + c10::str(log_prob.sizes()) + ", expected floating point of shape [" +
-                std::to_string(B) + ", " + std::to_string(r) + "]");
+                " of shape " + c10::str(log_prob.sizes()) + ", expected floating point of shape [" + std::to_string(B) +
+                ", " + std::to_string(r) + "]");
 }
 
 void check_tokens(const torch::Tensor& tokens, const char* what, int64_t rows, int64_t C) {
   if (!tokens.defined() || tokens.dim() != 2 || tokens.size(0) != rows || tokens.size(1) != C)
     throw Error(std::string("its ") + what + " returned " +
-                (tokens.defined() ? "shape " + c10::str(tokens.sizes()) : std::string("nothing")) +
-                ", expected [" + std::to_string(rows) + ", " + std::to_string(C) + "]");
+                (tokens.defined() ? "shape " + c10::str(tokens.sizes()) : std::string("nothing")) + ", expected [" +
+                std::to_string(rows) + ", " + std::to_string(C) + "]");
 }
 
 torch::Tensor HtmModelImpl::lift(const torch::Tensor& input) {
@@ -50,8 +51,9 @@ torch::Tensor HtmModelImpl::unlift(const torch::Tensor& tokens) {
 std::optional<HtmModelImpl::Truth> HtmModelImpl::truth_for(const torch::Tensor& input, const ForwardHooks* hooks) {
   if (!policy().needs_truth()) return std::nullopt;
   if (hooks == nullptr || !hooks->tree.defined())
-    throw Error("this policy decides from the data's true hierarchy, and the dataset gives none "
-                "(oracle policies are for data with a known tree, such as trees or crosses)");
+    throw Error(
+        "this policy decides from the data's true hierarchy, and the dataset gives none "
+        "(oracle policies are for data with a known tree, such as trees or crosses)");
   const auto& tree = hooks->tree;  // B×(N−1)×2
   const int64_t B = tree.size(0), N = tree.size(1) + 1;
   if (input.size(0) != B || num_tokens() != N)

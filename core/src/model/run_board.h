@@ -23,16 +23,16 @@ struct BoardPlugin {
 
 /// The board's layout: plain data, written by the child and read by its supervisor.
 struct RunBoard {
-  char magic[8];           ///< "htmrun1"
-  int64_t run_id;          ///< 0 until the child claimed its run
-  int64_t step;            ///< the step being trained (1-based; 0 before training)
+  char magic[8];   ///< "htmrun1"
+  int64_t run_id;  ///< 0 until the child claimed its run
+  int64_t step;    ///< the step being trained (1-based; 0 before training)
   int64_t total_steps;
-  int32_t current;         ///< index into plugins of the plugin executing; -1 none
-  int32_t count;           ///< plugins listed
+  int32_t current;           ///< index into plugins of the plugin executing; -1 none
+  int32_t count;             ///< plugins listed
   int32_t database_corrupt;  ///< 1: the run met a malformed database (start nothing more there)
   int32_t reserved;
-  char db[1024];           ///< the results database the run is recorded in
-  char label[256];         ///< "experiment/variant seed S"
+  char db[1024];    ///< the results database the run is recorded in
+  char label[256];  ///< "experiment/variant seed S"
   BoardPlugin plugins[kBoardPlugins];
 };
 

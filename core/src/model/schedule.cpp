@@ -26,9 +26,9 @@ void check_schedule(int64_t tokens, const std::vector<int64_t>& schedule) {
   if (schedule.empty()) throw Error("the merging schedule is empty");
   for (size_t l = 0; l < schedule.size(); ++l) {
     if (schedule[l] < 0 || 2 * schedule[l] > tokens)
-      throw Error("merging schedule layer " + std::to_string(l + 1) + " merges " +
-                  std::to_string(schedule[l]) + " pairs but only " + std::to_string(tokens) +
-                  " tokens are left (at most " + std::to_string(tokens / 2) + " pairs)");
+      throw Error("merging schedule layer " + std::to_string(l + 1) + " merges " + std::to_string(schedule[l]) +
+                  " pairs but only " + std::to_string(tokens) + " tokens are left (at most " +
+                  std::to_string(tokens / 2) + " pairs)");
     tokens -= schedule[l];
   }
 }

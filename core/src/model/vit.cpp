@@ -14,8 +14,8 @@ VitImpl::VitImpl(const VitOptions& options, std::shared_ptr<Adapter> adapter) {
   head_ = register_module("head", Linear(C, options.classes));
 }
 
-ForwardResult VitImpl::forward(const torch::Tensor& input, const std::vector<int64_t>&,
-                               at::Generator, const ForwardHooks*) {
+ForwardResult VitImpl::forward(const torch::Tensor& input, const std::vector<int64_t>&, at::Generator,
+                               const ForwardHooks*) {
   auto x = adapter_->lift(input);  // B×T×C, position already in the lifted features
   x = torch::cat({cls_.expand({x.size(0), 1, x.size(2)}), x}, 1);
   for (auto& block : blocks_) x = block->forward(x);

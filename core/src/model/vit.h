@@ -18,8 +18,8 @@ class VitImpl : public Model {
  public:
   VitImpl(const VitOptions& options, std::shared_ptr<Adapter> adapter);
   /// `schedule` is ignored: a ViT keeps every token. output is B×classes logits.
-  ForwardResult forward(const torch::Tensor& input, const std::vector<int64_t>& schedule,
-                        at::Generator generator, const ForwardHooks* hooks = nullptr) override;
+  ForwardResult forward(const torch::Tensor& input, const std::vector<int64_t>& schedule, at::Generator generator,
+                        const ForwardHooks* hooks = nullptr) override;
 
  private:
   std::shared_ptr<Adapter> adapter_;

@@ -33,8 +33,8 @@ void write_image_grid(const std::string& path, const std::vector<at::Tensor>& ro
           const double green = channels == 3 ? a[i][1][y][x] : red;
           const double blue = channels == 3 ? a[i][2][y][x] : red;
           cairo_set_source_rgb(cr, red, green, blue);
-          cairo_rectangle(cr, gap + i * (w * scale + gap) + x * scale,
-                          gap + r * (h * scale + gap) + y * scale, scale, scale);
+          cairo_rectangle(cr, gap + i * (w * scale + gap) + x * scale, gap + r * (h * scale + gap) + y * scale, scale,
+                          scale);
           cairo_fill(cr);
         }
   }
@@ -51,14 +51,14 @@ constexpr int kGap = 4, kTitleH = 26, kLegendLineH = 20, kLegendEntryW = 72;
 
 // matplotlib's tab10 without its grey, which would read as the sample's own grey.
 constexpr std::array<std::array<double, 3>, 9> kPalette{{{0.122, 0.467, 0.706},
-                                                          {1.000, 0.498, 0.055},
-                                                          {0.173, 0.627, 0.173},
-                                                          {0.839, 0.153, 0.157},
-                                                          {0.580, 0.404, 0.741},
-                                                          {0.549, 0.337, 0.294},
-                                                          {0.890, 0.467, 0.761},
-                                                          {0.737, 0.741, 0.133},
-                                                          {0.090, 0.745, 0.812}}};
+                                                         {1.000, 0.498, 0.055},
+                                                         {0.173, 0.627, 0.173},
+                                                         {0.839, 0.153, 0.157},
+                                                         {0.580, 0.404, 0.741},
+                                                         {0.549, 0.337, 0.294},
+                                                         {0.890, 0.467, 0.761},
+                                                         {0.737, 0.741, 0.133},
+                                                         {0.090, 0.745, 0.812}}};
 
 std::string shape_of(const at::Tensor& t) {
   std::ostringstream out;
@@ -137,25 +137,22 @@ cairo_t* white_canvas(int width, int height, cairo_surface_t** surface) {
 }
 
 void check_tree(const MergeTree& t, int64_t n, size_t s, size_t c) {
-  const std::string where = "policy diagram tree for sample " + std::to_string(s) + ", column " +
-                            std::to_string(c);
+  const std::string where = "policy diagram tree for sample " + std::to_string(s) + ", column " + std::to_string(c);
   if (t.leaves != n)
-    throw Error(where + " has " + std::to_string(t.leaves) + " leaves; the sample has " +
-                std::to_string(n) + " tokens.");
+    throw Error(where + " has " + std::to_string(t.leaves) + " leaves; the sample has " + std::to_string(n) +
+                " tokens.");
   check_merge_tree(t, where);
   for (size_t k = 0; k < t.merges.size(); ++k)
     if (t.layer[k] < 1) throw Error(where + ": merge " + std::to_string(k) + " has layer < 1.");
 }
 
 // Merge lines between cluster centroids, higher layers first so short low-layer lines stay on top.
-void draw_tree(cairo_t* cr, const Cell& c, const at::TensorAccessor<float, 2>& s,
-               const MergeTree& t) {
+void draw_tree(cairo_t* cr, const Cell& c, const at::TensorAccessor<float, 2>& s, const MergeTree& t) {
   const int64_t n = t.leaves;
   std::vector<std::array<double, 3>> sum(n + t.merges.size());  // x, y, count
   for (int64_t i = 0; i < n; ++i)
     sum[i] = s.size(1) == 2 ? std::array<double, 3>{s[i][0], s[i][1], 1}
-                            : std::array<double, 3>{(s[i][0] + s[i][2]) / 2.0,
-                                                    (s[i][1] + s[i][3]) / 2.0, 1};
+                            : std::array<double, 3>{(s[i][0] + s[i][2]) / 2.0, (s[i][1] + s[i][3]) / 2.0, 1};
   for (size_t k = 0; k < t.merges.size(); ++k) {
     const auto &a = sum[t.merges[k][0]], &b = sum[t.merges[k][1]];
     sum[n + k] = {a[0] + b[0], a[1] + b[1], a[2] + b[2]};
@@ -166,8 +163,7 @@ void draw_tree(cairo_t* cr, const Cell& c, const at::TensorAccessor<float, 2>& s
   };
   std::vector<size_t> order(t.merges.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t i, size_t j) { return t.layer[i] > t.layer[j]; });
+  std::stable_sort(order.begin(), order.end(), [&](size_t i, size_t j) { return t.layer[i] > t.layer[j]; });
   cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
   // A cross's two segments share a midpoint, so their merge line has no length: tint each merged
   // leaf segment with its merge's colour instead.
@@ -205,9 +201,8 @@ void write_point_grid(const std::string& path, const std::vector<at::Tensor>& ro
   for (size_t r = 0; r < rows.size(); ++r) {
     data.push_back(checked_samples(rows[r], "write_point_grid: row " + std::to_string(r)));
     if (data[r].size(0) != data[0].size(0))
-      throw Error("write_point_grid: row " + std::to_string(r) + " has " +
-                  std::to_string(data[r].size(0)) + " samples, row 0 has " +
-                  std::to_string(data[0].size(0)) + ".");
+      throw Error("write_point_grid: row " + std::to_string(r) + " has " + std::to_string(data[r].size(0)) +
+                  " samples, row 0 has " + std::to_string(data[0].size(0)) + ".");
   }
   const int64_t columns = data[0].size(0);
   cairo_surface_t* surface;
@@ -216,8 +211,7 @@ void write_point_grid(const std::string& path, const std::vector<at::Tensor>& ro
   for (size_t r = 0; r < data.size(); ++r) {
     const auto a = data[r].accessor<float, 3>();
     for (int64_t i = 0; i < columns; ++i) {
-      const Cell c{kGap + i * (cell_px + kGap) + 0.0, kGap + r * (cell_px + kGap) + 0.0,
-                   static_cast<double>(cell_px)};
+      const Cell c{kGap + i * (cell_px + kGap) + 0.0, kGap + r * (cell_px + kGap) + 0.0, static_cast<double>(cell_px)};
       begin_cell(cr, c);
       draw_tokens(cr, c, a[i], 0.1);
       cairo_restore(cr);
@@ -227,22 +221,21 @@ void write_point_grid(const std::string& path, const std::vector<at::Tensor>& ro
 }
 
 void write_policy_diagram(const std::string& path, const at::Tensor& samples,
-                          const std::vector<std::vector<MergeTree>>& panels,
-                          const std::vector<std::string>& titles, int cell_px) {
+                          const std::vector<std::vector<MergeTree>>& panels, const std::vector<std::string>& titles,
+                          int cell_px) {
   const auto data = checked_samples(samples, "write_policy_diagram: samples");
   const int64_t count = data.size(0), n = data.size(1);
   const size_t columns = titles.size();
   if (columns == 0) throw Error("write_policy_diagram: there are no columns (titles).");
   if (cell_px < 8) throw Error("write_policy_diagram: cells must be at least 8 px.");
   if (static_cast<int64_t>(panels.size()) != count)
-    throw Error("write_policy_diagram: " + std::to_string(panels.size()) + " panels for " +
-                std::to_string(count) + " samples.");
+    throw Error("write_policy_diagram: " + std::to_string(panels.size()) + " panels for " + std::to_string(count) +
+                " samples.");
   int64_t layers = 0;
   for (size_t s = 0; s < panels.size(); ++s) {
     if (panels[s].size() != columns)
-      throw Error("write_policy_diagram: sample " + std::to_string(s) + " has " +
-                  std::to_string(panels[s].size()) + " trees for " + std::to_string(columns) +
-                  " titles.");
+      throw Error("write_policy_diagram: sample " + std::to_string(s) + " has " + std::to_string(panels[s].size()) +
+                  " trees for " + std::to_string(columns) + " titles.");
     for (size_t c = 0; c < columns; ++c) {
       check_tree(panels[s][c], n, s, c);
       for (int64_t l : panels[s][c].layer) layers = std::max(layers, l);
@@ -253,9 +246,7 @@ void write_policy_diagram(const std::string& path, const at::Tensor& samples,
   const int legend_lines = static_cast<int>((layers + per_line - 1) / per_line);
   const int cells_bottom = static_cast<int>(kTitleH + count * (cell_px + kGap) + kGap);
   cairo_surface_t* surface;
-  cairo_t* cr =
-      white_canvas(width, cells_bottom + (legend_lines ? legend_lines * kLegendLineH + 4 : 0),
-                   &surface);
+  cairo_t* cr = white_canvas(width, cells_bottom + (legend_lines ? legend_lines * kLegendLineH + 4 : 0), &surface);
   cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
   cairo_set_source_rgb(cr, 0, 0, 0);
   for (size_t c = 0; c < columns; ++c) {
@@ -272,8 +263,8 @@ void write_policy_diagram(const std::string& path, const at::Tensor& samples,
   const auto a = data.accessor<float, 3>();
   for (int64_t s = 0; s < count; ++s)
     for (size_t c = 0; c < columns; ++c) {
-      const Cell cell{kGap + c * (cell_px + kGap) + 0.0,
-                      kTitleH + kGap + s * (cell_px + kGap) + 0.0, static_cast<double>(cell_px)};
+      const Cell cell{kGap + c * (cell_px + kGap) + 0.0, kTitleH + kGap + s * (cell_px + kGap) + 0.0,
+                      static_cast<double>(cell_px)};
       begin_cell(cr, cell);
       if (a[s].size(1) == 4) draw_tokens(cr, cell, a[s], 0.72);
       draw_tree(cr, cell, a[s], panels[s][c]);

@@ -29,8 +29,7 @@ void write_image_grid(const std::string& path, const std::vector<at::Tensor>& ro
 /// are not drawn: samples with fewer elements are padded with them. The picture is S·(cell_px + 4) + 4 wide
 /// and rows·(cell_px + 4) + 4 high (top = 0). Throws htm::Error on bad shapes or when the file
 /// cannot be written.
-void write_point_grid(const std::string& path, const std::vector<at::Tensor>& rows,
-                      int cell_px = 160);
+void write_point_grid(const std::string& path, const std::vector<at::Tensor>& rows, int cell_px = 160);
 
 /// The policy diagram: the merges made at each layer, trees side by side. `samples` is S×N×F
 /// (F = 2 or 4 as above); panels[s][c] is the tree drawn over sample s in column c, titled
@@ -48,8 +47,8 @@ void write_point_grid(const std::string& path, const std::vector<at::Tensor>& ro
 /// shapes, on trees whose leaves are not N, whose merges refer to nodes not yet made or merged
 /// already, or whose layers are missing or below 1, and when the file cannot be written.
 void write_policy_diagram(const std::string& path, const at::Tensor& samples,
-                          const std::vector<std::vector<MergeTree>>& panels,
-                          const std::vector<std::string>& titles, int cell_px = 220);
+                          const std::vector<std::vector<MergeTree>>& panels, const std::vector<std::string>& titles,
+                          int cell_px = 220);
 
 /// Heatmaps side by side (paper Figure 4): maps[k] is T×T, each drawn in a `cell_px`-square panel
 /// under titles[k] (a 26 px band), white at the map's smallest off-diagonal value (and on the

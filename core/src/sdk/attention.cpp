@@ -11,11 +11,11 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "sdk/gemm.h"
-#include "sdk/softmax_rows.h"
 #include "htm/layers.h"
 #include "htm/precision.h"
 #include "htm/row_shard.h"
+#include "sdk/gemm.h"
+#include "sdk/softmax_rows.h"
 
 namespace htm {
 namespace {
@@ -54,8 +54,8 @@ Tokens tokens_of(const torch::Tensor& t, bool bf16) {
 }
 
 // Scores of query rows [i0, i0+rows) of head hh against every key: S = (Q Kᵀ)/√d.
-void scores(const Shapes& s, const Tokens& q, const Tokens& k, int64_t b, int64_t hh, int64_t i0,
-            int64_t rows, float* out) {
+void scores(const Shapes& s, const Tokens& q, const Tokens& k, int64_t b, int64_t hh, int64_t i0, int64_t rows,
+            float* out) {
   gemm(false, true, rows, s.Tk, s.d, 1.0f / std::sqrt(static_cast<float>(s.d)), q.at(b, i0, hh * s.d),
        k.at(b, 0, hh * s.d), 0.0f, out, s.Tk);
 }
@@ -65,9 +65,8 @@ Operand block(const float* p, int64_t cols) { return {p, cols, false}; }
 
 class FusedAttention : public torch::autograd::Function<FusedAttention> {
  public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
-                               const torch::Tensor& k, const torch::Tensor& v, int64_t heads,
-                               double dropout) {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, int64_t heads, double dropout) {
     const Shapes s = shapes_of(q, k, heads);
     auto out = torch::empty({s.B, s.Tq, s.C}, q.options());
     auto lse = torch::empty({s.B, s.h, s.Tq}, q.options());
@@ -143,8 +142,8 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
           scores(s, qt, kt, b, hh, i0, rows, p.data());  // recompute P from the saved log-sum-exp
           for (int64_t i = 0; i < rows; ++i) exp_row(p.data() + i * s.Tk, s.Tk, lp[bh * s.Tq + i0 + i]);
           // dP̃ = dO Vᵀ (gradient wrt the dropped-out weights), then through the mask.
-          gemm(false, true, rows, s.Tk, s.d, 1.0f, gt.at(b, i0, hh * s.d), vt.at(b, 0, hh * s.d), 0.0f,
-               dp.data(), s.Tk);
+          gemm(false, true, rows, s.Tk, s.d, 1.0f, gt.at(b, i0, hh * s.d), vt.at(b, 0, hh * s.d), 0.0f, dp.data(),
+               s.Tk);
           for (int64_t i = 0; i < rows; ++i) {
             float *pi = p.data() + i * s.Tk, *dpi = dp.data() + i * s.Tk;
             if (dropout > 0) mask_row(dpi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);
@@ -155,8 +154,8 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
           gemm(true, false, s.Tk, s.d, rows, 1.0f, block(p.data(), s.Tk), gt.at(b, i0, hh * s.d), 1.0f, dvh, s.C);
           gemm(false, false, rows, s.d, s.Tk, inv_sqrt_d, block(dp.data(), s.Tk), kt.at(b, 0, hh * s.d), 1.0f,
                dqh + i0 * s.C, s.C);
-          gemm(true, false, s.Tk, s.d, rows, inv_sqrt_d, block(dp.data(), s.Tk), qt.at(b, i0, hh * s.d), 1.0f,
-               dkh, s.C);
+          gemm(true, false, s.Tk, s.d, rows, inv_sqrt_d, block(dp.data(), s.Tk), qt.at(b, i0, hh * s.d), 1.0f, dkh,
+               s.C);
         }
       }
     });
@@ -174,11 +173,11 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
 
 }  // namespace
 
-torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              int64_t heads, double dropout, bool training) {
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads,
+                              double dropout, bool training) {
   TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "fused_attention: q, k, v must be 3-D");
-  TORCH_CHECK(q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat &&
-                  v.scalar_type() == torch::kFloat, "fused_attention: float tensors only");
+  TORCH_CHECK(q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat && v.scalar_type() == torch::kFloat,
+              "fused_attention: float tensors only");
   TORCH_CHECK(q.size(0) == k.size(0) || q.size(0) == 1, "fused_attention: query batch must be 1 or B");
   TORCH_CHECK(k.sizes() == v.sizes() && q.size(2) == k.size(2) && q.size(2) % heads == 0,
               "fused_attention: inconsistent shapes");

@@ -14,8 +14,6 @@ inline uint64_t splitmix64(uint64_t x) {
 }
 
 /// The n-th value of stream `seed`.
-inline uint64_t counter_bits(uint64_t seed, uint64_t n) {
-  return splitmix64(seed ^ (n * 0xd1b54a32d192ed03ULL));
-}
+inline uint64_t counter_bits(uint64_t seed, uint64_t n) { return splitmix64(seed ^ (n * 0xd1b54a32d192ed03ULL)); }
 
 }  // namespace htm

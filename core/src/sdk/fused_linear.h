@@ -12,7 +12,7 @@ at::Tensor gelu_linear(const at::Tensor& h, const at::Tensor& weight, const at::
 
 /// linear(layer_norm(x), weight, bias) over the last dimension, keeping x alone: the normalised
 /// tokens (and the norm's statistics) are recomputed in backward.
-at::Tensor norm_linear(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias,
-                       double eps, const at::Tensor& weight, const at::Tensor& bias);
+at::Tensor norm_linear(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
+                       const at::Tensor& weight, const at::Tensor& bias);
 
 }  // namespace htm

@@ -12,14 +12,13 @@
 #include "htm/error.h"
 #include "htm/precision.h"
 
-extern "C" int dnnl_sgemm(char transa, char transb, int64_t m, int64_t n, int64_t k, float alpha,
-                          const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                          float* c, int64_t ldc);
+extern "C" int dnnl_sgemm(char transa, char transb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 // Exported by libdnnl 2.x beside dnnl_sgemm (declared in dnnl.h from 3.0 on): bf16 operands
 // (raw bits), fp32 accumulation and C, row-major.
-extern "C" int dnnl_gemm_bf16bf16f32(char transa, char transb, int64_t m, int64_t n, int64_t k,
-                                     float alpha, const uint16_t* a, int64_t lda, const uint16_t* b,
-                                     int64_t ldb, float beta, float* c, int64_t ldc);
+extern "C" int dnnl_gemm_bf16bf16f32(char transa, char transb, int64_t m, int64_t n, int64_t k, float alpha,
+                                     const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta,
+                                     float* c, int64_t ldc);
 // The instruction set oneDNN dispatches to: the CPU's, capped by ONEDNN_MAX_CPU_ISA if set.
 extern "C" int dnnl_get_effective_cpu_isa();
 
@@ -47,8 +46,7 @@ void to_bf16_scalar(const float* src, int64_t n, uint16_t* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = round_bf16(src[i]);
 }
 
-__attribute__((target("avx512f,avx512bf16")))
-void to_bf16_avx512(const float* src, int64_t n, uint16_t* dst) {
+__attribute__((target("avx512f,avx512bf16"))) void to_bf16_avx512(const float* src, int64_t n, uint16_t* dst) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256bh packed = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
@@ -89,19 +87,18 @@ const uint16_t* as_bf16(Operand x, int64_t rows, int64_t cols, int which, int64_
 
 int64_t gemm_flops() { return g_gemm_flops.load(std::memory_order_relaxed); }
 
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   g_gemm_flops.fetch_add(2 * m * n * k, std::memory_order_relaxed);
-  check(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc),
-        "sgemm");
+  check(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), "sgemm");
 }
 
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, Operand a,
-          Operand b, float beta, float* c, int64_t ldc) {
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, Operand a, Operand b, float beta,
+          float* c, int64_t ldc) {
   if (!a.bf16 && !b.bf16) {
-    gemm(trans_a, trans_b, m, n, k, alpha, static_cast<const float*>(a.data), a.ld,
-         static_cast<const float*>(b.data), b.ld, beta, c, ldc);
+    gemm(trans_a, trans_b, m, n, k, alpha, static_cast<const float*>(a.data), a.ld, static_cast<const float*>(b.data),
+         b.ld, beta, c, ldc);
     return;
   }
   if (m == 0 || n == 0) return;
@@ -109,8 +106,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   int64_t lda = 0, ldb = 0;
   const uint16_t* ab = as_bf16(a, trans_a ? k : m, trans_a ? m : k, 0, &lda);
   const uint16_t* bb = as_bf16(b, trans_b ? n : k, trans_b ? k : n, 1, &ldb);
-  check(dnnl_gemm_bf16bf16f32(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, ab, lda, bb, ldb,
-                              beta, c, ldc),
+  check(dnnl_gemm_bf16bf16f32(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, ab, lda, bb, ldb, beta, c, ldc),
         "bf16 gemm");
 }
 
@@ -120,8 +116,10 @@ void to_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_t*
     rows = 1;
   }
   for (int64_t r = 0; r < rows; ++r) {
-    if (has_avx512_bf16()) to_bf16_avx512(src + r * ld, cols, dst + r * cols);
-    else to_bf16_scalar(src + r * ld, cols, dst + r * cols);
+    if (has_avx512_bf16())
+      to_bf16_avx512(src + r * ld, cols, dst + r * cols);
+    else
+      to_bf16_scalar(src + r * ld, cols, dst + r * cols);
   }
 }
 
@@ -129,9 +127,7 @@ Precision matmul_precision() { return g_precision.load(std::memory_order_relaxed
 
 void set_matmul_precision(Precision precision) { g_precision.store(precision, std::memory_order_relaxed); }
 
-PrecisionScope::PrecisionScope(Precision precision) : previous_(matmul_precision()) {
-  set_matmul_precision(precision);
-}
+PrecisionScope::PrecisionScope(Precision precision) : previous_(matmul_precision()) { set_matmul_precision(precision); }
 
 PrecisionScope::~PrecisionScope() { set_matmul_precision(previous_); }
 

@@ -12,8 +12,8 @@ class Tensor;
 namespace htm {
 
 /// C[m×n] = alpha · op(A) · op(B) + beta · C, all row-major with leading dimensions lda, ldb, ldc.
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 /// One GEMM operand as stored: fp32, or bf16 bits (what to_bf16 writes), with its leading dimension.
 struct Operand {
@@ -24,8 +24,8 @@ struct Operand {
 
 /// The same product with each operand fp32 or bf16. Both fp32: gemm() above. Otherwise the fp32
 /// one (if any) is rounded to bf16 in a per-thread buffer and oneDNN's bf16 GEMM runs, fp32 C.
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, Operand a,
-          Operand b, float beta, float* c, int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, Operand a, Operand b, float beta,
+          float* c, int64_t ldc);
 
 /// Rounds rows×cols floats (row stride ld) to bf16 bits, round-to-nearest-even, packed into dst
 /// (row stride cols). Vectorised with the CPU's own conversion instruction where it has one.

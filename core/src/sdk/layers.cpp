@@ -6,10 +6,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include "sdk/counter_rng.h"
-#include "sdk/fused_linear.h"
 #include "htm/error.h"
 #include "htm/row_shard.h"
+#include "sdk/counter_rng.h"
+#include "sdk/fused_linear.h"
 
 namespace htm {
 namespace {
@@ -45,8 +45,7 @@ torch::Tensor keep_mask(at::IntArrayRef sizes, double p, uint64_t seed, int64_t 
 
 class DropoutFunction : public torch::autograd::Function<DropoutFunction> {
  public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               double p) {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, double p) {
     uint64_t seed;
     {
       auto gen = at::detail::getDefaultCPUGenerator();
@@ -81,11 +80,10 @@ torch::Tensor fast_dropout(const torch::Tensor& x, double p, bool training) {
 // ---------------------------------------------------------------------------------------------
 // Attention
 
-AttentionImpl::AttentionImpl(int64_t dim, int64_t heads, double dropout)
-    : heads_(heads), dropout_(dropout) {
+AttentionImpl::AttentionImpl(int64_t dim, int64_t heads, double dropout) : heads_(heads), dropout_(dropout) {
   if (dim % heads != 0)
-    throw Error("model.dim (" + std::to_string(dim) + ") must be divisible by model.heads (" +
-                std::to_string(heads) + ")");
+    throw Error("model.dim (" + std::to_string(dim) + ") must be divisible by model.heads (" + std::to_string(heads) +
+                ")");
   q_ = register_module("q", Linear(dim, dim));
   kv_ = register_module("kv", Linear(dim, 2 * dim));
   out_ = register_module("out", Linear(dim, dim));

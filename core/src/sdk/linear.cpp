@@ -1,16 +1,16 @@
 // htm::Linear: torch::nn::Linear's maths and initialisation, with forward and backward GEMMs
 // through oneDNN (gemm.h), in fp32 or, under runtime.precision = "bf16", with bf16 operands.
 #include <array>
-#include <tuple>
 #include <cmath>
+#include <tuple>
 
 #include <torch/torch.h>
 
-#include "sdk/gemm.h"
 #include "htm/error.h"
 #include "htm/layers.h"
 #include "htm/precision.h"
 #include "sdk/fused_linear.h"
+#include "sdk/gemm.h"
 
 namespace htm {
 
@@ -22,9 +22,7 @@ torch::Tensor bias_or_zeros(const torch::Tensor& bias, const torch::Tensor& weig
 }
 
 // A contiguous 2-D tensor (fp32 or bf16) as a GEMM operand.
-Operand operand(const torch::Tensor& t) {
-  return {t.data_ptr(), t.size(1), t.scalar_type() == torch::kBFloat16};
-}
+Operand operand(const torch::Tensor& t) { return {t.data_ptr(), t.size(1), t.scalar_type() == torch::kBFloat16}; }
 
 // y = x Wᵀ + b over rows×in x: forward's GEMM. In bf16, x is rounded once here and its bf16
 // copy is what backward keeps (half the memory of the fp32 one); the dtype of what was saved
@@ -46,7 +44,7 @@ std::array<torch::Tensor, 3> linear_product(const torch::Tensor& x2, const torch
 // Backward's GEMMs for gradient g (rows×out) given what forward kept: {dx, dW, db}, each
 // undefined where not needed.
 std::array<torch::Tensor, 3> linear_grads(const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& w,
-                                             std::array<bool, 3> needed) {
+                                          std::array<bool, 3> needed) {
   const int64_t rows = x.size(0), in = w.size(1), out = w.size(0);
   const torch::Tensor gb = x.scalar_type() == torch::kBFloat16 ? bf16_copy(g) : g;  // rounded once for both
   std::array<torch::Tensor, 3> grads;
@@ -84,8 +82,8 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &w = saved[1];
     auto g = grads[0].reshape({x.size(0), w.size(0)}).contiguous();
-    auto [dx, dw, db] = linear_grads(
-        g, x, w, {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+    auto [dx, dw, db] =
+        linear_grads(g, x, w, {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
     if (dx.defined()) dx = dx.view(with_last(grads[0], w.size(1)));
     return {dx, dw, db};
   }
@@ -112,8 +110,8 @@ class GeluLinearFunction : public torch::autograd::Function<GeluLinearFunction> 
     auto a = torch::gelu(h);
     if (ctx->saved_data["bf16"].toBool()) a = bf16_copy(a);
     auto g = grads[0].reshape({h.size(0), w.size(0)}).contiguous();
-    auto [da, dw, db] = linear_grads(g, a, w, {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
-                                                  ctx->needs_input_grad(2)});
+    auto [da, dw, db] =
+        linear_grads(g, a, w, {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
     torch::Tensor dh;
     if (da.defined()) dh = torch::gelu_backward(da, h).view(with_last(grads[0], w.size(1)));
     return {dh, dw, db};
@@ -150,7 +148,8 @@ class NormLinearFunction : public torch::autograd::Function<NormLinearFunction> 
     torch::Tensor dx, dnw, dnb;
     if (to_x) {
       std::tie(dx, dnw, dnb) = torch::native_layer_norm_backward(
-          dn, x, {C}, mean, rstd, nw, nb, {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+          dn, x, {C}, mean, rstd, nw, nb,
+          {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
       if (dx.defined()) dx = dx.view(with_last(grads[0], C));
     }
     return {dx, dnw, dnb, dw, db, torch::Tensor()};
@@ -180,13 +179,15 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
 }
 
 torch::Tensor gelu_linear(const torch::Tensor& h, const torch::Tensor& weight, const torch::Tensor& bias) {
-  if (h.scalar_type() != torch::kFloat || h.size(-1) != weight.size(1)) return torch::linear(torch::gelu(h), weight, bias);
+  if (h.scalar_type() != torch::kFloat || h.size(-1) != weight.size(1))
+    return torch::linear(torch::gelu(h), weight, bias);
   return GeluLinearFunction::apply(h, weight, bias_or_zeros(bias, weight));
 }
 
 torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
                           double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
-  if (x.scalar_type() != torch::kFloat || x.size(-1) != weight.size(1) || !norm_weight.defined() || !norm_bias.defined())
+  if (x.scalar_type() != torch::kFloat || x.size(-1) != weight.size(1) || !norm_weight.defined() ||
+      !norm_bias.defined())
     return linear(torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps), weight, bias);
   return NormLinearFunction::apply(x, norm_weight, norm_bias, weight, bias_or_zeros(bias, weight), eps);
 }

@@ -5,11 +5,16 @@ namespace htm {
 
 const char* kind_name(PluginKind kind) {
   switch (kind) {
-    case PluginKind::policy: return "policy";
-    case PluginKind::merge: return "merge";
-    case PluginKind::loss: return "loss";
-    case PluginKind::adapter: return "adapter";
-    case PluginKind::dataset: return "dataset";
+    case PluginKind::policy:
+      return "policy";
+    case PluginKind::merge:
+      return "merge";
+    case PluginKind::loss:
+      return "loss";
+    case PluginKind::adapter:
+      return "adapter";
+    case PluginKind::dataset:
+      return "dataset";
   }
   return "unknown";
 }

@@ -9,11 +9,11 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include "sdk/counter_rng.h"
 #include "htm/error.h"
 #include "htm/layers.h"
 #include "htm/policy.h"
 #include "htm/row_shard.h"
+#include "sdk/counter_rng.h"
 
 namespace htm {
 
@@ -75,11 +75,10 @@ torch::Tensor bounded(const torch::Tensor& logits) {
 }
 
 void check_pairs_args(const torch::Tensor& logits, int64_t r) {
-  if (logits.dim() != 3 || logits.size(1) != logits.size(2))
-    throw Error("sample_disjoint_pairs: logits must be B×T×T");
+  if (logits.dim() != 3 || logits.size(1) != logits.size(2)) throw Error("sample_disjoint_pairs: logits must be B×T×T");
   if (r < 0 || 2 * r > logits.size(1))
-    throw Error("sample_disjoint_pairs: cannot draw " + std::to_string(r) +
-                " disjoint pairs from " + std::to_string(logits.size(1)) + " tokens");
+    throw Error("sample_disjoint_pairs: cannot draw " + std::to_string(r) + " disjoint pairs from " +
+                std::to_string(logits.size(1)) + " tokens");
 }
 
 // Rates are relative to the sample's best pair. Once every pair still allowed lies far below it
@@ -104,8 +103,8 @@ double logit_bound() { return g_logit_bound; }
 LogitBoundScope::LogitBoundScope(double bound) : previous_(g_logit_bound) { g_logit_bound = bound; }
 LogitBoundScope::~LogitBoundScope() { g_logit_bound = previous_; }
 
-std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tensor& logits,
-                                                              int64_t r, at::Generator generator) {
+std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tensor& logits, int64_t r,
+                                                              at::Generator generator) {
   check_pairs_args(logits, r);
   torch::NoGradGuard no_grad;
   const int64_t B = logits.size(0), T = logits.size(1);
@@ -168,8 +167,7 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tenso
             const float e = rng.exponential(), rt = rate[i * T + j];
             if (i != j && e < tau * rt) arrivals.emplace_back(e / rt, i * static_cast<int32_t>(T) + j);
           }
-        std::sort(arrivals.begin(), arrivals.end(),
-                  [](const auto& a, const auto& c) { return a.first < c.first; });
+        std::sort(arrivals.begin(), arrivals.end(), [](const auto& a, const auto& c) { return a.first < c.first; });
         for (size_t n = 0; n < arrivals.size() && accepted < r; ++n) {
           const int32_t i = arrivals[n].second / T, j = arrivals[n].second % T;
           if (used[i] || used[j]) continue;
@@ -184,8 +182,8 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tenso
   return {src, dst};
 }
 
-std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(
-    const torch::Tensor& logits, int64_t r, at::Generator generator) {
+std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(const torch::Tensor& logits, int64_t r,
+                                                                         at::Generator generator) {
   check_pairs_args(logits, r);
   torch::NoGradGuard no_grad;
   const int64_t B = logits.size(0), T = logits.size(1);
@@ -208,8 +206,7 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(
   return {src, dst};
 }
 
-torch::Tensor sample_without_replacement(const torch::Tensor& scores, int64_t r,
-                                         at::Generator generator) {
+torch::Tensor sample_without_replacement(const torch::Tensor& scores, int64_t r, at::Generator generator) {
   if (scores.dim() != 2 || r < 0 || r > scores.size(1))
     throw Error("sample_without_replacement: need B×T scores and 0 ≤ r ≤ T");
   torch::NoGradGuard no_grad;
@@ -218,9 +215,8 @@ torch::Tensor sample_without_replacement(const torch::Tensor& scores, int64_t r,
 }
 
 UnmergeScorerImpl::UnmergeScorerImpl(int64_t dim, int64_t hidden) {
-  score_ = register_module("score", torch::nn::Sequential(
-      torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})), Linear(dim, hidden),
-      torch::nn::GELU(), Linear(hidden, 1)));
+  score_ = register_module("score", torch::nn::Sequential(torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})),
+                                                          Linear(dim, hidden), torch::nn::GELU(), Linear(hidden, 1)));
 }
 
 UnmergeDecision UnmergeScorerImpl::choose(const UnmergeContext& ctx) {
@@ -258,8 +254,8 @@ torch::Tensor drawn_before(std::initializer_list<torch::Tensor> drawn, int64_t T
 
 }  // namespace
 
-torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& src,
-                            const torch::Tensor& dst, LogProbForm form) {
+torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& src, const torch::Tensor& dst,
+                            LogProbForm form) {
   const int64_t B = logits.size(0), T = logits.size(1);
   auto masked = without_diagonal(bounded(logits));
   if (form == LogProbForm::paper) return torch::log_softmax(masked.view({B, T * T}), 1).gather(1, src * T + dst);
@@ -269,9 +265,9 @@ torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& sr
   // product, O(r·T²) per sample like the draw itself, never a B×r×T×T tensor. In double, shifted
   // by each sample's largest logit, so the later (smaller) normalisers keep their precision.
   auto top = std::get<0>(masked.detach().view({B, T * T}).max(1)).view({B, 1, 1});
-  auto weights = (masked - top).to(torch::kDouble).exp();                         // B×T×T
-  auto unused = 1.0 - drawn_before({src, dst}, T).to(torch::kDouble);             // B×r×T
-  auto normaliser = (torch::bmm(unused, weights) * unused).sum(2);                // B×r
+  auto weights = (masked - top).to(torch::kDouble).exp();              // B×T×T
+  auto unused = 1.0 - drawn_before({src, dst}, T).to(torch::kDouble);  // B×r×T
+  auto normaliser = (torch::bmm(unused, weights) * unused).sum(2);     // B×r
   auto chosen = masked.view({B, T * T}).gather(1, src * T + dst);
   return chosen - (normaliser.clamp_min(1e-300).log() + top.view({B, 1})).to(logits.scalar_type());
 }
@@ -279,14 +275,15 @@ torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& sr
 torch::Tensor token_log_prob(const torch::Tensor& scores, const torch::Tensor& index, LogProbForm form) {
   const int64_t T = scores.size(1), r = index.size(1);
   if (form == LogProbForm::paper) return torch::log_softmax(scores, 1).gather(1, index);
-  if (r == T) return {};  // all T chosen: one outcome, nothing decided
-  auto drawn = drawn_before({index}, T).to(torch::kBool);                          // B×r×T
-  auto normaliser = torch::logsumexp(
-      scores.unsqueeze(1).masked_fill(drawn, -std::numeric_limits<float>::infinity()), 2);
+  if (r == T) return {};                                   // all T chosen: one outcome, nothing decided
+  auto drawn = drawn_before({index}, T).to(torch::kBool);  // B×r×T
+  auto normaliser =
+      torch::logsumexp(scores.unsqueeze(1).masked_fill(drawn, -std::numeric_limits<float>::infinity()), 2);
   return scores.gather(1, index) - normaliser;
 }
 
-torch::Tensor bilinear_pair_logits(const torch::Tensor& x, Linear& query, Linear& key, const torch::Tensor& head_weight) {
+torch::Tensor bilinear_pair_logits(const torch::Tensor& x, Linear& query, Linear& key,
+                                   const torch::Tensor& head_weight) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), heads = head_weight.size(0), d = C / heads;
   auto q = query->forward(x).view({B, T, heads, d}) * head_weight.view({1, 1, heads, 1});
   return torch::bmm(q.view({B, T, C}), key->forward(x).transpose(1, 2)) / std::sqrt(static_cast<double>(d));

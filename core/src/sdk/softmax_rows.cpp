@@ -35,7 +35,8 @@ HTM_AVX512 __m512 exp_avx512(__m512 v) {
   v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
   const __m512 k = _mm512_roundscale_ps(_mm512_fmadd_ps(v, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
                                         _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  const __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(2.12194440e-4f), _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), v));
+  const __m512 r =
+      _mm512_fmadd_ps(k, _mm512_set1_ps(2.12194440e-4f), _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), v));
   __m512 p = _mm512_set1_ps(1.9875691500e-4f);
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
@@ -100,10 +101,12 @@ HTM_AVX512 void mask_avx512(float* w, int64_t n, uint64_t base, uint32_t thresho
     __mmask32 keep = _mm512_cmpge_epu16_mask(bits, thr);
     if (threshold > 0xffff) keep = 0;
     const __mmask16 k0 = tail(n - j), k1 = n - j > 16 ? tail(n - j - 16) : 0;
-    _mm512_mask_storeu_ps(w + j, k0, _mm512_maskz_mul_ps(static_cast<__mmask16>(keep), _mm512_maskz_loadu_ps(k0, w + j), s));
+    _mm512_mask_storeu_ps(w + j, k0,
+                          _mm512_maskz_mul_ps(static_cast<__mmask16>(keep), _mm512_maskz_loadu_ps(k0, w + j), s));
     if (k1)
-      _mm512_mask_storeu_ps(w + j + 16, k1,
-                            _mm512_maskz_mul_ps(static_cast<__mmask16>(keep >> 16), _mm512_maskz_loadu_ps(k1, w + j + 16), s));
+      _mm512_mask_storeu_ps(
+          w + j + 16, k1,
+          _mm512_maskz_mul_ps(static_cast<__mmask16>(keep >> 16), _mm512_maskz_loadu_ps(k1, w + j + 16), s));
   }
 }
 
@@ -116,8 +119,9 @@ HTM_AVX512 void softmax_grad_avx512(const float* p, float* dp, int64_t n) {
   const __m512 dot = _mm512_set1_ps(_mm512_reduce_add_ps(vdot));
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 k = tail(n - i);
-    _mm512_mask_storeu_ps(dp + i, k,
-                          _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), dot)));
+    _mm512_mask_storeu_ps(
+        dp + i, k,
+        _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), dot)));
   }
 }
 

@@ -19,11 +19,21 @@ std::string toml_string(const std::string& text) {
   std::string out = "\"";
   for (char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
           char escaped[8];
@@ -78,13 +88,20 @@ const T& typed(const Params& params, const std::string& name, ValueType type) {
 
 const char* type_name(ValueType type) {
   switch (type) {
-    case ValueType::boolean: return "bool";
-    case ValueType::integer: return "int";
-    case ValueType::floating: return "float";
-    case ValueType::string: return "string";
-    case ValueType::integer_list: return "int list";
-    case ValueType::float_list: return "float list";
-    case ValueType::string_list: return "string list";
+    case ValueType::boolean:
+      return "bool";
+    case ValueType::integer:
+      return "int";
+    case ValueType::floating:
+      return "float";
+    case ValueType::string:
+      return "string";
+    case ValueType::integer_list:
+      return "int list";
+    case ValueType::float_list:
+      return "float list";
+    case ValueType::string_list:
+      return "string list";
   }
   return "unknown type";
 }

@@ -135,7 +135,7 @@ TargetCheck check_target(const std::vector<double>& values, const Target& target
   const double m = mean(values), se = sd(values) / std::sqrt(static_cast<double>(values.size()));
   const double df = static_cast<double>(values.size() - 1);
   const double sign = target.at_least ? 1 : -1;  // the claim: sign·(mean − threshold) > 0
-  if (se == 0) {  // every run the same: the bound is the value itself
+  if (se == 0) {                                 // every run the same: the bound is the value itself
     c.bound = m;
     c.p = sign * (m - target.threshold) > 0 ? 0 : 1;
   } else {
@@ -155,9 +155,12 @@ Adjustment parse_adjustment(const std::string& text) {
 
 const char* adjustment_name(Adjustment adjustment) {
   switch (adjustment) {
-    case Adjustment::holm: return "holm";
-    case Adjustment::bonferroni: return "bonferroni";
-    case Adjustment::none: return "none";
+    case Adjustment::holm:
+      return "holm";
+    case Adjustment::bonferroni:
+      return "bonferroni";
+    case Adjustment::none:
+      return "none";
   }
   return "";
 }

@@ -24,7 +24,7 @@ struct TTest {
   double diff = 0;              ///< mean(a) − mean(b)
   double t = 0, df = 0, p = 0;  ///< p: two-sided
   double ci_low = 0, ci_high = 0;
-  double se = 0;                ///< standard error of diff
+  double se = 0;  ///< standard error of diff
 };
 
 /// Welch's unequal-variance test (Welch–Satterthwaite degrees of freedom), as scipy's
@@ -44,10 +44,10 @@ Effect percent_effect(const std::vector<double>& a, const std::vector<double>& b
 
 /// A claim about a metric's mean: "cluster_f1>=0.9" (operators >=, >, <=, <).
 struct Target {
-  std::string metric;  ///< as written: a name, or split/name
+  std::string metric;    ///< as written: a name, or split/name
   bool at_least = true;  ///< >= or >: the claim is that the mean is above the threshold
   double threshold = 0;
-  std::string text;    ///< as given, for tables
+  std::string text;  ///< as given, for tables
 };
 /// Parses "metric>=value"; throws htm::Error saying what was expected.
 Target parse_target(const std::string& text);

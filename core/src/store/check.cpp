@@ -25,8 +25,8 @@ std::vector<std::string> ResultsStore::check_file(const std::string& path, bool 
     return complaints;
   }
   sqlite3_busy_timeout(db, 30000);
-  const std::string pragma = std::string(full ? "PRAGMA integrity_check(" : "PRAGMA quick_check(") +
-                             std::to_string(limit) + ")";
+  const std::string pragma =
+      std::string(full ? "PRAGMA integrity_check(" : "PRAGMA quick_check(") + std::to_string(limit) + ")";
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v2(db, pragma.c_str(), -1, &stmt, nullptr);
   while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
@@ -183,8 +183,8 @@ RecoveryReport ResultsStore::recover_file(const std::string& damaged, const std:
     std::strftime(stamp, sizeof stamp, "%Y-%m-%d", std::localtime(&now));
     store::Statement(recovered.db_, out,
                      "INSERT OR REPLACE INTO tags(run_id, key, value) SELECT id, 'recovered', ? FROM runs")
-        .bind_text(1, std::string("from ") + damaged + " on " + stamp +
-                          (report.lost.empty() ? "" : "; rows were lost there"))
+        .bind_text(
+            1, std::string("from ") + damaged + " on " + stamp + (report.lost.empty() ? "" : "; rows were lost there"))
         .run();
   } catch (...) {
     std::filesystem::remove(salvage, ec);

@@ -45,9 +45,7 @@ std::string this_host() {
   return buf;
 }
 
-std::string owner_text(const RunOwner& owner) {
-  return "host " + owner.host + " pid " + std::to_string(owner.pid);
-}
+std::string owner_text(const RunOwner& owner) { return "host " + owner.host + " pid " + std::to_string(owner.pid); }
 
 }  // namespace
 
@@ -113,7 +111,9 @@ Claim ResultsStore::claim_run(const RunInfo& info, bool force, bool retry_crashe
         .run();
     transaction.commit();
     return {Claim::Outcome::resumed, id, artifact_dir,
-            status == "running" ? "killed" : status == "failed" ? "crashed at step " + latest.column_text(8) : status};
+            status == "running"  ? "killed"
+            : status == "failed" ? "crashed at step " + latest.column_text(8)
+                                 : status};
   }
   claim.run_id = insert_run(info, me);
   claim.artifact_dir = info.artifact_dir;
@@ -146,8 +146,10 @@ int64_t ResultsStore::record_crash(int64_t run_id, int64_t owner_pid, int64_t st
   tag.bind_int(1, run_id).bind_text(2, "crash_step").bind_text(3, std::to_string(step)).run();
   if (crashes >= kCrashesHeld)
     Statement(db_, path_, "UPDATE runs SET error = error || ? WHERE id = ?")
-        .bind_text(1, "; it crashed " + std::to_string(crashes) + " times at this step, so htm run does not resume "
-                      "it (htm resume " + std::to_string(run_id) + " --force retries it)")
+        .bind_text(1, "; it crashed " + std::to_string(crashes) +
+                          " times at this step, so htm run does not resume "
+                          "it (htm resume " +
+                          std::to_string(run_id) + " --force retries it)")
         .bind_int(2, run_id)
         .run();
   transaction.commit();
@@ -166,9 +168,10 @@ void ResultsStore::heartbeat(int64_t run_id) {
       .bind_int(5, me.start)
       .run();
   if (sqlite3_changes(db_) == 0)
-    fail(path_, "run " + std::to_string(run_id) + " is no longer this process's: another process recorded it "
-                "killed (its heartbeat was older than " + std::to_string(static_cast<int>(kHeartbeatTimeoutS)) +
-                " s) and may have resumed it");
+    fail(path_, "run " + std::to_string(run_id) +
+                    " is no longer this process's: another process recorded it "
+                    "killed (its heartbeat was older than " +
+                    std::to_string(static_cast<int>(kHeartbeatTimeoutS)) + " s) and may have resumed it");
 }
 
 std::vector<int64_t> ResultsStore::stale_runs() {
@@ -197,8 +200,14 @@ std::vector<int64_t> ResultsStore::settle_stale() {
 
 void ResultsStore::truncate_after(int64_t run_id, int64_t step) {
   Transaction transaction(db_, path_);
-  Statement(db_, path_, "DELETE FROM metrics WHERE run_id = ? AND step > ?").bind_int(1, run_id).bind_int(2, step).run();
-  Statement(db_, path_, "DELETE FROM artifacts WHERE run_id = ? AND step > ?").bind_int(1, run_id).bind_int(2, step).run();
+  Statement(db_, path_, "DELETE FROM metrics WHERE run_id = ? AND step > ?")
+      .bind_int(1, run_id)
+      .bind_int(2, step)
+      .run();
+  Statement(db_, path_, "DELETE FROM artifacts WHERE run_id = ? AND step > ?")
+      .bind_int(1, run_id)
+      .bind_int(2, step)
+      .run();
   transaction.commit();
 }
 

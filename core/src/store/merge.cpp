@@ -35,8 +35,7 @@ int64_t ResultsStore::merge_from(const std::string& other_path, int64_t* still_r
     detach.attached = true;
     Transaction transaction(db_, path_);  // ends (commit or rollback) before the detach
     sqlite3_stmt* version = nullptr;
-    sqlite3_prepare_v2(db_, "SELECT value FROM merge_source.meta WHERE key = 'schema_version'",
-                       -1, &version, nullptr);
+    sqlite3_prepare_v2(db_, "SELECT value FROM merge_source.meta WHERE key = 'schema_version'", -1, &version, nullptr);
     const int source_version = version && sqlite3_step(version) == SQLITE_ROW ? sqlite3_column_int(version, 0) : 0;
     sqlite3_finalize(version);
     if (source_version != 1 && source_version != kSchemaVersion) {  // version 1's columns are a subset
@@ -96,8 +95,9 @@ int64_t ResultsStore::merge_from(const std::string& other_path, int64_t* still_r
       Statement count(db_, path_, "SELECT count(*) FROM temp.merge_runs");
       count.step();
       imported = count.column_int(0);
-      Statement running(db_, path_, "SELECT count(*) FROM merge_source.runs WHERE status = 'running' "
-                                    "AND uuid NOT IN (SELECT uuid FROM main.runs)");
+      Statement running(db_, path_,
+                        "SELECT count(*) FROM merge_source.runs WHERE status = 'running' "
+                        "AND uuid NOT IN (SELECT uuid FROM main.runs)");
       running.step();
       if (still_running != nullptr) *still_running = running.column_int(0);
     }

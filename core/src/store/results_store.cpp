@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <memory>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <set>
 #include <sstream>
@@ -22,10 +22,10 @@ namespace {
 
 using store::enable_wal;
 using store::fail;
-using store::run_sql;
 using store::kBusyTimeoutMs;
 using store::kSchemaVersion;
 using store::now_seconds;
+using store::run_sql;
 using store::Statement;
 using store::Transaction;
 
@@ -120,7 +120,6 @@ SELECT r.id AS id, e.name AS experiment, r.variant AS variant, r.seed AS seed,
 FROM runs r JOIN experiments e ON e.id = r.experiment_id;
 )sql";
 
-
 // 128 random bits as 32 hex digits. random_device reads the OS on every call, so processes
 // forked from one parent still get distinct ids.
 std::string random_uuid() {
@@ -178,9 +177,9 @@ struct ReadOnlyGuard {
   }
   static int authorize(void* self, int action, const char* a, const char* b, const char*, const char*) {
     static const std::set<std::string> reporting = {
-        "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
-        "foreign_key_list", "foreign_key_check", "integrity_check", "quick_check", "database_list",
-        "collation_list", "function_list", "pragma_list", "compile_options"};
+        "table_info",    "table_xinfo",      "table_list",        "index_list",      "index_info",
+        "index_xinfo",   "foreign_key_list", "foreign_key_check", "integrity_check", "quick_check",
+        "database_list", "collation_list",   "function_list",     "pragma_list",     "compile_options"};
     auto* guard = static_cast<ReadOnlyGuard*>(self);
     if (action == SQLITE_PRAGMA && (b == nullptr || reporting.count(a ? a : "") > 0)) {
       guard->reporting_pragma = true;
@@ -198,11 +197,16 @@ struct ReadOnlyGuard {
 
 const char* status_name(RunStatus status) {
   switch (status) {
-    case RunStatus::running: return "running";
-    case RunStatus::finished: return "finished";
-    case RunStatus::failed: return "failed";
-    case RunStatus::interrupted: return "interrupted";
-    case RunStatus::killed: return "killed";
+    case RunStatus::running:
+      return "running";
+    case RunStatus::finished:
+      return "finished";
+    case RunStatus::failed:
+      return "failed";
+    case RunStatus::interrupted:
+      return "interrupted";
+    case RunStatus::killed:
+      return "killed";
   }
   return "unknown";
 }
@@ -265,8 +269,8 @@ ResultsStore::ResultsStore(const std::string& path, OpenMode mode) : path_(path)
     Statement version(db_, path_, "SELECT value FROM meta WHERE key = 'schema_version'");
     int found = version.step() ? std::atoi(version.column_text(0).c_str()) : 0;
     if (found != kSchemaVersion) {
-      fail(path_, "schema version " + std::to_string(found) + " is not the version " +
-                      std::to_string(kSchemaVersion) + " this htm understands");
+      fail(path_, "schema version " + std::to_string(found) + " is not the version " + std::to_string(kSchemaVersion) +
+                      " this htm understands");
     }
     transaction.commit();
   } catch (...) {
@@ -374,8 +378,8 @@ int64_t ResultsStore::insert_run(const RunInfo& info, const RunOwner& owner) {
   return run_id;
 }
 
-void ResultsStore::log_metrics(int64_t run_id, int64_t step, int64_t epoch,
-                               const std::string& split, const std::vector<Metric>& metrics, bool replace) {
+void ResultsStore::log_metrics(int64_t run_id, int64_t step, int64_t epoch, const std::string& split,
+                               const std::vector<Metric>& metrics, bool replace) {
   if (metrics.empty()) return;
   Transaction transaction(db_, path_);
   require_run(db_, path_, run_id);
@@ -396,14 +400,15 @@ void ResultsStore::log_metrics(int64_t run_id, int64_t step, int64_t epoch,
   transaction.commit();
 }
 
-void ResultsStore::add_artifact(int64_t run_id, const std::string& kind, const std::string& path,
-                                int64_t step) {
+void ResultsStore::add_artifact(int64_t run_id, const std::string& kind, const std::string& path, int64_t step) {
   Transaction transaction(db_, path_);
   require_run(db_, path_, run_id);
   // One row per file: a resumed run that writes a picture again does not list it twice.
-  Statement(db_, path_, "DELETE FROM artifacts WHERE run_id = ? AND path = ?").bind_int(1, run_id).bind_text(2, path).run();
-  Statement(db_, path_,
-            "INSERT INTO artifacts(run_id, kind, path, step, created_at) VALUES (?, ?, ?, ?, ?)")
+  Statement(db_, path_, "DELETE FROM artifacts WHERE run_id = ? AND path = ?")
+      .bind_int(1, run_id)
+      .bind_text(2, path)
+      .run();
+  Statement(db_, path_, "INSERT INTO artifacts(run_id, kind, path, step, created_at) VALUES (?, ?, ?, ?, ?)")
       .bind_int(1, run_id)
       .bind_text(2, kind)
       .bind_text(3, path)
@@ -436,9 +441,8 @@ void ResultsStore::finish_run(int64_t run_id, RunStatus status, const std::strin
   transaction.commit();
 }
 
-std::optional<int64_t> ResultsStore::find_finished(const std::string& experiment,
-                                                   const std::string& variant, int64_t seed,
-                                                   const std::string& config_hash) {
+std::optional<int64_t> ResultsStore::find_finished(const std::string& experiment, const std::string& variant,
+                                                   int64_t seed, const std::string& config_hash) {
   Statement find(db_, path_,
                  "SELECT r.id FROM runs r JOIN experiments e ON e.id = r.experiment_id "
                  "WHERE e.name = ? AND r.variant = ? AND r.seed = ? AND r.config_hash = ? "
@@ -456,8 +460,7 @@ QueryResult ResultsStore::query(const std::string& sql, const std::vector<SqlVal
   sqlite3_stmt* stmt = nullptr;
   const char* tail = nullptr;
   ReadOnlyGuard guard(db_, !allow_write);
-  if (sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &stmt, &tail) !=
-      SQLITE_OK) {
+  if (sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &stmt, &tail) != SQLITE_OK) {
     throw failed(guard.denied ? refused : std::string(sqlite3_errmsg(db_)));
   }
   std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> owner(stmt, sqlite3_finalize);
@@ -470,8 +473,7 @@ QueryResult ResultsStore::query(const std::string& sql, const std::vector<SqlVal
   int rc = sqlite3_prepare_v2(db_, tail, -1, &next, nullptr);
   sqlite3_finalize(next);
   if (rc != SQLITE_OK || next) {
-    throw failed("only one SQL statement is allowed; found more after '" +
-                 std::string(sql.c_str(), tail) + "'");
+    throw failed("only one SQL statement is allowed; found more after '" + std::string(sql.c_str(), tail) + "'");
   }
 
   if (sqlite3_bind_parameter_count(stmt) != static_cast<int>(params.size()))

@@ -72,12 +72,12 @@ struct Claim {
 
 /// Everything recorded when a run starts.
 struct RunInfo {
-  std::string experiment;     ///< experiment name (from the file's [experiment] name)
-  std::string source_file;    ///< path of the experiment file
+  std::string experiment;   ///< experiment name (from the file's [experiment] name)
+  std::string source_file;  ///< path of the experiment file
   std::string variant;
   int64_t seed = 0;
-  std::string config_toml;    ///< the fully resolved config
-  std::string config_hash;    ///< hash of config_toml; with experiment/variant/seed identifies a run
+  std::string config_toml;  ///< the fully resolved config
+  std::string config_hash;  ///< hash of config_toml; with experiment/variant/seed identifies a run
   std::string git_revision;
   std::string torch_version;
   std::string htm_version;
@@ -144,21 +144,19 @@ class ResultsStore {
   void log_metrics(int64_t run_id, int64_t step, int64_t epoch, const std::string& split,
                    const std::vector<Metric>& metrics, bool replace = false);
   /// Lists a file the run wrote (one row per path: writing it again replaces the row).
-  void add_artifact(int64_t run_id, const std::string& kind, const std::string& path,
-                    int64_t step);
+  void add_artifact(int64_t run_id, const std::string& kind, const std::string& path, int64_t step);
   /// Stores `tags` on the run (the tags table), replacing values of the same keys.
   void set_tags(int64_t run_id, const std::map<std::string, std::string>& tags);
   /// Sets the final status, end time and (for failures) the error message.
   void finish_run(int64_t run_id, RunStatus status, const std::string& error = "");
   /// Id of a finished run with this identity, if any (lets a sweep skip what is done).
-  std::optional<int64_t> find_finished(const std::string& experiment, const std::string& variant,
-                                       int64_t seed, const std::string& config_hash);
+  std::optional<int64_t> find_finished(const std::string& experiment, const std::string& variant, int64_t seed,
+                                       const std::string& config_hash);
   /// Runs one SQL statement with `params` bound to its `?`s in order; throws htm::Error
   /// carrying SQLite's message on failure, or when more than one statement is given. Unless
   /// `allow_write`, a statement that could change a database (also ATTACH, DETACH, VACUUM
   /// INTO, a PRAGMA that sets) is refused.
-  QueryResult query(const std::string& sql, const std::vector<SqlValue>& params = {},
-                    bool allow_write = false);
+  QueryResult query(const std::string& sql, const std::vector<SqlValue>& params = {}, bool allow_write = false);
   /// Copies every run of another database that this one lacks (matched by run uuid), except
   /// runs still running there (a shard being written: a later merge takes them once they end).
   /// Returns the number of runs imported; `still_running` gets the number left behind.

@@ -13,8 +13,8 @@
 
 #include "dist/communicator.h"
 #include "hierarchy/tree_scoring.h"
-#include "report/pictures.h"
 #include "htm/error.h"
+#include "report/pictures.h"
 #include "train/estimator.h"
 #include "train/optimizer.h"
 #include "train/trainer.h"
@@ -150,8 +150,10 @@ void Trainer::save_pictures(int64_t step, const std::string& tag) {
   ex_.model->train();
   if (out.output.sizes() != batch.input.sizes()) return;
   const std::string path = artifact_dir_ + "/reconstructions_" + tag + ".png";
-  if (images) write_image_grid(path, {batch.input, out.output});
-  else write_point_grid(path, {batch.input, out.output});
+  if (images)
+    write_image_grid(path, {batch.input, out.output});
+  else
+    write_point_grid(path, {batch.input, out.output});
   store_.add_artifact(run_id_, "reconstructions", path, step);
   if (!batch.tree.defined() || out.merges.empty()) return;
   // The slides' policy diagrams: the merges of each layer, learned beside true.

@@ -41,7 +41,7 @@ torch::Tensor pca_reconstruct(const torch::Tensor& train, const torch::Tensor& t
   auto mean = x.mean(0);
   auto centred = x - mean;
   auto [values, vectors] = torch::linalg_eigh(centred.t().mm(centred));  // ascending
-  auto top = vectors.narrow(1, D - components, components);                // D×k
+  auto top = vectors.narrow(1, D - components, components);              // D×k
   auto t = test.to(torch::kDouble) - mean;
   return (t.mm(top).mm(top.t()) + mean).to(test.scalar_type());
 }

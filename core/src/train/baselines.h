@@ -24,10 +24,10 @@ double ridge_accuracy(const at::Tensor& train, const at::Tensor& train_labels, c
 
 struct BaselineScores {
   static constexpr double nan = std::numeric_limits<double>::quiet_NaN();
-  double mean_mse = 0;          ///< error of predicting the mean training sample
-  double pca_mse = nan;         ///< error of PCA with `pca_components` components (images only)
+  double mean_mse = 0;   ///< error of predicting the mean training sample
+  double pca_mse = nan;  ///< error of PCA with `pca_components` components (images only)
   int64_t pca_components = 0;
-  double linear_accuracy = nan; ///< ridge classifier on the raw input (labelled data only)
+  double linear_accuracy = nan;  ///< ridge classifier on the raw input (labelled data only)
 };
 
 /// The references on the first `n_train` training and `n_test` test samples. Errors are

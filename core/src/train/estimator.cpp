@@ -10,8 +10,9 @@ Estimator::Estimator(const EstimatorSettings& settings) : settings_(settings) {
   if (settings_.baseline == RewardBaseline::rloo && settings_.rollouts < 2)
     throw Error("estimator.baseline = \"rloo\" needs estimator.rollouts of at least 2");
   if ((settings_.baseline == RewardBaseline::value || settings_.dense > 0) && scales_by_probability())
-    throw Error("estimator.baseline = \"value\" and estimator.dense shape the score function's reward: "
-                "estimator.method = \"prob_scale\" has none");
+    throw Error(
+        "estimator.baseline = \"value\" and estimator.dense shape the score function's reward: "
+        "estimator.method = \"prob_scale\" has none");
 }
 
 torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
@@ -29,7 +30,8 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const t
     if (settings_.baseline == RewardBaseline::rloo) {
       const int64_t K = settings_.rollouts;
       if (g.size(0) % K != 0)
-        throw Error("a batch of " + std::to_string(g.size(0)) + " rows is not " + std::to_string(K) + " rollouts of each input");
+        throw Error("a batch of " + std::to_string(g.size(0)) + " rows is not " + std::to_string(K) +
+                    " rollouts of each input");
       auto per_input = g.view({-1, K});
       auto others = (per_input.sum(1, true) - per_input) / static_cast<double>(K - 1);
       total = total + scaled(((per_input - others).view(-1) * log_prob).mean());

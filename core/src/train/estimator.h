@@ -13,9 +13,9 @@ namespace htm {
 /// A data-parallel process's part of a step's batch: the gradients of the processes' objectives
 /// are summed, and that sum is the gradient of the whole batch's objective.
 struct BatchShare {
-  double fraction = 1;  ///< this process's rows / the whole batch's rows (1 unsplit)
+  double fraction = 1;    ///< this process's rows / the whole batch's rows (1 unsplit)
   double batch_loss = 0;  ///< the whole batch's mean loss (the batch reward, the ema baseline)
-  bool split = false;   ///< false: this process holds the whole batch (then the rest is unused)
+  bool split = false;     ///< false: this process holds the whole batch (then the rest is unused)
 };
 
 class Estimator {
@@ -43,8 +43,8 @@ class Estimator {
   /// entropy weight w, − w · mean_b H_b is added. With a dense weight w_d, each merge layer's
   /// pair k is also credited with the local errors of pairs k…r of its layer (`pair_errors`;
   /// pair k's draw decides which pairs are left for the later ones) minus the same sum for the
-  /// batch's other samples:  + w_d · mean_b Σ_k sg[E_bk − mean_{b'≠b} E_b'k] · log p_bk. With prob_scale, or no log-probabilities, the
-  /// first term alone. Then updates the ema baseline with this batch's loss (it lags one step:
+  /// batch's other samples:  + w_d · mean_b Σ_k sg[E_bk − mean_{b'≠b} E_b'k] · log p_bk. With prob_scale, or no
+  /// log-probabilities, the first term alone. Then updates the ema baseline with this batch's loss (it lags one step:
   /// it never includes its own reward). With a `share` of a split batch, this process's part:
   /// means scaled by its fraction of the rows, the batch reward from the whole batch's loss.
   torch::Tensor objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,

@@ -7,8 +7,8 @@
 #include <torch/torch.h>
 
 #include "hierarchy/policy_metrics.h"
-#include "model/plugin_scope.h"
 #include "hierarchy/tree_scoring.h"
+#include "model/plugin_scope.h"
 #include "train/trainer.h"
 
 namespace htm {
@@ -81,7 +81,8 @@ Trainer::Eval Trainer::evaluate_once() {
   e.mse = reconstructed > 0 ? error_sum / static_cast<double>(reconstructed) : std::nan("");
   e.accuracy = labelled > 0 ? static_cast<double>(correct) / static_cast<double>(labelled) : std::nan("");
   for (const auto& [name, sum] : loss_sums) e.metrics.push_back({name, sum / static_cast<double>(n)});
-  if (loss_sums.count("loss/leaf_classifier")) e.metrics.push_back({"leaf_accuracy", leaf_hits / static_cast<double>(n)});
+  if (loss_sums.count("loss/leaf_classifier"))
+    e.metrics.push_back({"leaf_accuracy", leaf_hits / static_cast<double>(n)});
   if (learned.samples() > 0) {
     for (const auto& m : learned.metrics("")) e.metrics.push_back(m);
     e.learned_trees = true;
@@ -108,9 +109,10 @@ const std::vector<Metric>& Trainer::reference_scores(int64_t n_samples) {
   if (reachable < n) {
     std::string schedule;
     for (int64_t r : ex_.schedule) schedule += (schedule.empty() ? "" : ", ") + std::to_string(r);
-    std::fprintf(stderr, "[%s] note: the merge schedule [%s] cannot build the true tree of %lld of %lld "
-                 "test samples, so no policy can score 1 on them\n", label_.c_str(), schedule.c_str(),
-                 static_cast<long long>(n - reachable), static_cast<long long>(n));
+    std::fprintf(stderr,
+                 "[%s] note: the merge schedule [%s] cannot build the true tree of %lld of %lld "
+                 "test samples, so no policy can score 1 on them\n",
+                 label_.c_str(), schedule.c_str(), static_cast<long long>(n - reachable), static_cast<long long>(n));
   }
   reference_scores_ = random.metrics("random/");
   for (const auto& m : agglomerative.metrics("agglomerative/")) reference_scores_.push_back(m);
@@ -124,14 +126,14 @@ void Trainer::log_policy_spread(int64_t step, int64_t epoch) {
   if (n < 2 || ex_.schedule.empty() || ex_.schedule[0] == 0) return;
   torch::NoGradGuard no_grad;
   ex_.model->eval();
-  auto logits = ex_.model->first_merge_logits(ex_.dataset->get(Split::test, torch::arange(n)).input,
-                                              ex_.schedule[0]);
+  auto logits = ex_.model->first_merge_logits(ex_.dataset->get(Split::test, torch::arange(n)).input, ex_.schedule[0]);
   ex_.model->train();
   if (!logits.defined()) return;
   PolicySpread spread = policy_spread(logits);
   // After the last checkpoint: a run killed from here on and resumed logs these again.
   store_.log_metrics(run_id_, step, epoch, "test",
-                     {{"policy_variation", spread.variation}, {"policy_structure", spread.structure}}, /*replace=*/true);
+                     {{"policy_variation", spread.variation}, {"policy_structure", spread.structure}},
+                     /*replace=*/true);
   save_policy_heatmap(logits, step);
 }
 

@@ -61,10 +61,12 @@ ModelOptions model_options(const ResolvedConfig& config, const BuildContext& ctx
 
 void check_policy_fits(const Policy& policy, const std::string& name, const ModelOptions& options) {
   if (policy.needs_attention() && !options.transformer)
-    throw Error("policy '" + name + "' reads the encoder transformer block's attention; "
+    throw Error("policy '" + name +
+                "' reads the encoder transformer block's attention; "
                 "set model.transformer = true");
   if (policy.needs_cross_keys() && !options.cross_attention)
-    throw Error("policy '" + name + "' reads the merging block's cross-attention keys; "
+    throw Error("policy '" + name +
+                "' reads the merging block's cross-attention keys; "
                 "set model.cross_attention = true");
 }
 
@@ -102,9 +104,7 @@ int64_t matching_vit_dim(const ResolvedConfig& config, const PluginFactory& plug
   std::vector<int64_t> schedule;
   const int64_t target = participating_parameters(*build_htm(config, plugins, ctx, schedule), probe, schedule);
   const int64_t step = 2 * ctx.heads;
-  auto count = [&](int64_t dim) {
-    return participating_parameters(*build_vit(config, plugins, ctx, dim), probe, {});
-  };
+  auto count = [&](int64_t dim) { return participating_parameters(*build_vit(config, plugins, ctx, dim), probe, {}); };
   int64_t lo = 1, hi = 1;  // in units of step; counts grow with the width
   while (count(hi * step) < target) hi *= 2;
   while (hi - lo > 1) {
@@ -126,8 +126,7 @@ Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, 
   ctx.heads = model.heads;
   ctx.mlp_ratio = model.mlp_ratio;
   ctx.dropout = model.dropout;
-  ex.dataset = plugins.create<Dataset>(PluginKind::dataset, config.dataset.name,
-                                        config.dataset.params, ctx);
+  ex.dataset = plugins.create<Dataset>(PluginKind::dataset, config.dataset.name, config.dataset.params, ctx);
   ctx.sample_shape = ex.dataset->sample_shape();
   ctx.num_classes = ex.dataset->num_classes();
 
@@ -136,7 +135,8 @@ Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, 
   if (classify && ctx.num_classes < 2)
     throw Error("model.task = \"classify\" needs a dataset with classes; '" + config.dataset.name + "' has none");
   if (vit && !classify) throw Error("model.architecture = \"vit\" is a classifier: set model.task = \"classify\"");
-  const Batch probe_batch = ex.dataset->get(Split::train, torch::arange(std::min<int64_t>(2, ex.dataset->size(Split::train))));
+  const Batch probe_batch =
+      ex.dataset->get(Split::train, torch::arange(std::min<int64_t>(2, ex.dataset->size(Split::train))));
   const torch::Tensor& probe = probe_batch.input;
   if (vit) {
     int64_t dim = model.vit_dim;

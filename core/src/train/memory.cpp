@@ -3,8 +3,8 @@
 #include <malloc.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -59,13 +59,12 @@ MemoryEstimate estimate_training_memory(Experiment& ex) {
   e.moments_mib = 2 * e.gradients_mib;
   const TrainSettings& train = ex.config.settings.train;
   e.baselines_mib = baseline_bytes(*ex.dataset, samples_limit(train.train_samples, ex.dataset->size(Split::train)),
-                                   samples_limit(train.eval_samples, ex.dataset->size(Split::test)),
-                                   ex.latent_floats) /
+                                   samples_limit(train.eval_samples, ex.dataset->size(Split::test)), ex.latent_floats) /
                     kMiB;
   const int64_t available = ex.dataset->size(Split::train);
   if (available >= 2) {
     at::Generator global = at::detail::getDefaultCPUGenerator();  // a handle to the one generator
-    const torch::Tensor state = global.get_state();  // plugins may draw from it: put it back
+    const torch::Tensor state = global.get_state();               // plugins may draw from it: put it back
     const bool was_training = ex.model->is_training();
     ex.model->eval();
     const int64_t small = available >= 4 ? 2 : 1, large = 2 * small;

@@ -15,13 +15,13 @@
 namespace htm {
 
 struct MemoryEstimate {
-  int64_t parameters = 0;       ///< every parameter
-  int64_t trained = 0;          ///< those a step updates
-  double resident_mib = 0;      ///< this process once assembled: libraries, data, weights
-  double gradients_mib = 0;     ///< fp32, one per trained parameter
-  double moments_mib = 0;       ///< AdamW's first and second moments
-  double activations_mib = 0;   ///< kept for backward at `batch`
-  double baselines_mib = 0;     ///< the reference scores computed before training (train/baselines.h)
+  int64_t parameters = 0;      ///< every parameter
+  int64_t trained = 0;         ///< those a step updates
+  double resident_mib = 0;     ///< this process once assembled: libraries, data, weights
+  double gradients_mib = 0;    ///< fp32, one per trained parameter
+  double moments_mib = 0;      ///< AdamW's first and second moments
+  double activations_mib = 0;  ///< kept for backward at `batch`
+  double baselines_mib = 0;    ///< the reference scores computed before training (train/baselines.h)
   int64_t batch = 0;
   /// The process plus whichever phase holds more: the references first, then training.
   double total_mib() const {

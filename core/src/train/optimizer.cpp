@@ -8,8 +8,8 @@
 
 namespace htm {
 
-FusedAdamW::FusedAdamW(std::vector<torch::Tensor> params, double lr, double weight_decay, double beta1,
-                       double beta2, double eps)
+FusedAdamW::FusedAdamW(std::vector<torch::Tensor> params, double lr, double weight_decay, double beta1, double beta2,
+                       double eps)
     : params_(std::move(params)), lr_(lr), weight_decay_(weight_decay), beta1_(beta1), beta2_(beta2), eps_(eps) {
   for (const auto& p : params_) {
     if (p.scalar_type() != torch::kFloat || !p.is_contiguous())

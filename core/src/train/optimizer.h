@@ -18,8 +18,8 @@ namespace htm {
 
 class FusedAdamW {
  public:
-  FusedAdamW(std::vector<at::Tensor> params, double lr, double weight_decay, double beta1 = 0.9,
-             double beta2 = 0.999, double eps = 1e-8);
+  FusedAdamW(std::vector<at::Tensor> params, double lr, double weight_decay, double beta1 = 0.9, double beta2 = 0.999,
+             double eps = 1e-8);
   void set_lr(double lr) { lr_ = lr; }
   /// Drops every gradient (the next backward pass writes fresh ones).
   void zero_grad();

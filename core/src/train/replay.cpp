@@ -44,7 +44,9 @@ std::optional<ReplayedDraw> ReplayBuffer::draw(int64_t rows, at::Generator gener
   ReplayedDraw out{rows_of(step.batch, first, n), step.schedule, {}, step.behaviour.narrow(0, first, n)};
   for (const MergeDecision& m : step.merges)
     out.merges.push_back({m.src.defined() ? m.src.narrow(0, first, n) : m.src,
-                          m.dst.defined() ? m.dst.narrow(0, first, n) : m.dst, {}, {}});
+                          m.dst.defined() ? m.dst.narrow(0, first, n) : m.dst,
+                          {},
+                          {}});
   return out;
 }
 

@@ -31,9 +31,7 @@ namespace {
 std::atomic<bool> g_interrupt{false};
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::string clock_text(double seconds) {
   const long s = std::lround(std::max(0.0, seconds));
@@ -41,7 +39,6 @@ std::string clock_text(double seconds) {
   std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
   return buf;
 }
-
 
 }  // namespace
 
@@ -58,12 +55,12 @@ void request_interrupt() { g_interrupt = true; }
 bool interrupt_requested() { return g_interrupt; }
 void reset_interrupt() { g_interrupt = false; }
 
-Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id,
-                 std::string artifact_dir, int64_t seed, std::string label)
+Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, std::string artifact_dir, int64_t seed,
+                 std::string label)
     : Trainer(experiment, store, run_id, std::move(artifact_dir), seed, std::move(label), TrainerOptions{}) {}
 
-Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, std::string artifact_dir,
-                 int64_t seed, std::string label, TrainerOptions options)
+Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, std::string artifact_dir, int64_t seed,
+                 std::string label, TrainerOptions options)
     : ex_(experiment),
       store_(store),
       run_id_(run_id),
@@ -71,8 +68,8 @@ Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, st
       seed_(seed),
       label_(std::move(label)),
       generator_(at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed))),
-      eval_samples_(samples_limit(experiment.config.settings.train.eval_samples,
-                                  experiment.dataset->size(Split::test))),
+      eval_samples_(
+          samples_limit(experiment.config.settings.train.eval_samples, experiment.dataset->size(Split::test))),
       options_(std::move(options)) {}
 
 ForwardHooks Trainer::hooks(int64_t epoch, int64_t step, bool training) {
@@ -89,9 +86,9 @@ ForwardHooks Trainer::hooks(int64_t epoch, int64_t step, bool training) {
   return h;
 }
 
-torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const ForwardResult& out,
-                                 const Batch& batch, int64_t epoch, int64_t step, bool training,
-                                 bool teacher_forced, std::vector<Metric>* terms, double anytime) {
+torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const ForwardResult& out, const Batch& batch,
+                                 int64_t epoch, int64_t step, bool training, bool teacher_forced,
+                                 std::vector<Metric>* terms, double anytime) {
   LossContext ctx;
   ctx.input = batch.input;
   ctx.output = out.output;
@@ -112,7 +109,8 @@ torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const 
     PluginScope scope(PluginKind::loss, term.loss.get());
     auto value = term.loss->per_sample(ctx);
     if (!value.defined() || value.dim() != 1 || value.size(0) != batch.input.size(0))
-      throw Error("its per_sample() returned " + (value.defined() ? "shape " + c10::str(value.sizes()) : std::string("nothing")) +
+      throw Error("its per_sample() returned " +
+                  (value.defined() ? "shape " + c10::str(value.sizes()) : std::string("nothing")) +
                   ", expected one value per sample");
     if (terms != nullptr) terms->push_back({"loss/" + term.name, value.mean().item<double>()});
     total = total.defined() ? total + term.weight * value : term.weight * value;
@@ -130,16 +128,15 @@ torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const 
   return total + anytime * levels;  // B
 }
 
-void Trainer::progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho,
-                       int64_t depth, double images_per_s, double elapsed_s, bool final_line) {
+void Trainer::progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho, int64_t depth,
+                       double images_per_s, double elapsed_s, bool final_line) {
   if (options_.verbosity == 0) return;
   static const bool tty = isatty(fileno(stderr));
   const double eta = step > 0 ? elapsed_s / step * (total_steps - step) : 0;
   std::fprintf(stderr, "%s[%s] epoch %lld step %lld/%lld loss %.5f rho %.2f depth %lld %.1f img/s ETA %s%s",
-               tty ? "\r" : "", label_.c_str(), static_cast<long long>(epoch + 1),
-               static_cast<long long>(step), static_cast<long long>(total_steps), loss, rho,
-               static_cast<long long>(depth), images_per_s, clock_text(eta).c_str(),
-               tty && !final_line ? "   " : "\n");
+               tty ? "\r" : "", label_.c_str(), static_cast<long long>(epoch + 1), static_cast<long long>(step),
+               static_cast<long long>(total_steps), loss, rho, static_cast<long long>(depth), images_per_s,
+               clock_text(eta).c_str(), tty && !final_line ? "   " : "\n");
   std::fflush(stderr);
 }
 
@@ -179,9 +176,11 @@ TrainSummary Trainer::run() {
   if (comm != nullptr) {  // every rank needs at least one row of every batch
     const int64_t smallest = n_train % batch_size != 0 ? n_train % batch_size : batch_size;  // the last batch
     if (smallest < comm->world())
-      throw Error("data-parallel training over " + std::to_string(comm->world()) + " processes needs at least one sample "
-                  "per process in every batch; the smallest batch of this run has " + std::to_string(smallest) +
-                  " (train.batch_size " + std::to_string(batch_size) + ", train.train_samples " + std::to_string(n_train) + ")");
+      throw Error("data-parallel training over " + std::to_string(comm->world()) +
+                  " processes needs at least one sample "
+                  "per process in every batch; the smallest batch of this run has " +
+                  std::to_string(smallest) + " (train.batch_size " + std::to_string(batch_size) +
+                  ", train.train_samples " + std::to_string(n_train) + ")");
     reducer = std::make_unique<GradientReducer>(ex_.model->parameters(), *comm);
   }
   bool stop_agreed = false;  // data-parallel: every rank stops at the same step
@@ -193,8 +192,9 @@ TrainSummary Trainer::run() {
   if (options_.resume && load_checkpoint(state, optimizer, policy_optimizer, estimator, data_gen)) {
     store_.truncate_after(run_id_, state.step);  // what was logged after the checkpoint comes again
     resumed_from_ = state.step;
-    if (options_.verbosity > 0) std::fprintf(stderr, "[%s] resumed from its checkpoint at step %lld of %lld\n", label_.c_str(),
-                 static_cast<long long>(state.step), static_cast<long long>(total_steps));
+    if (options_.verbosity > 0)
+      std::fprintf(stderr, "[%s] resumed from its checkpoint at step %lld of %lld\n", label_.c_str(),
+                   static_cast<long long>(state.step), static_cast<long long>(total_steps));
   } else {
     if (options_.resume) store_.truncate_after(run_id_, -1);  // nothing to continue: start over
     std::vector<Metric> first = {{"baseline_mse", reference.mean_mse},
@@ -204,7 +204,8 @@ TrainSummary Trainer::run() {
       first.push_back({"baseline/pca_mse", reference.pca_mse});
       first.push_back({"baseline/pca_components", static_cast<double>(reference.pca_components)});
     }
-    if (!std::isnan(reference.linear_accuracy)) first.push_back({"baseline/linear_accuracy", reference.linear_accuracy});
+    if (!std::isnan(reference.linear_accuracy))
+      first.push_back({"baseline/linear_accuracy", reference.linear_accuracy});
     store_.log_metrics(run_id_, 0, 0, "test", first);
   }
   if (comm != nullptr) {  // rank 0's weights everywhere (the same seed built the same ones; now it is certain)
@@ -214,9 +215,9 @@ TrainSummary Trainer::run() {
       comm->broadcast(value);
     }
   }
-  if (options_.verbosity > 0) std::fprintf(stderr, "[%s] model: %lld parameters, %lld of them trained by this objective\n",
-               label_.c_str(), static_cast<long long>(ex_.parameters),
-               static_cast<long long>(ex_.participating));
+  if (options_.verbosity > 0)
+    std::fprintf(stderr, "[%s] model: %lld parameters, %lld of them trained by this objective\n", label_.c_str(),
+                 static_cast<long long>(ex_.parameters), static_cast<long long>(ex_.participating));
   int64_t teacher_forced_steps = 0;  // §3.2.2's pre-training stage, if a loss asks for one
   for (const auto& term : ex_.losses)
     if (term.weight != 0) teacher_forced_steps = std::max(teacher_forced_steps, term.loss->teacher_forced_steps());
@@ -230,7 +231,8 @@ TrainSummary Trainer::run() {
     if (options_.verbosity >= 2) {
       std::string scores;
       for (const auto& metric : m)
-        if (metric.name == "mse" || metric.name == "accuracy" || metric.name == "cluster_f1" || metric.name == "sibling_f1")
+        if (metric.name == "mse" || metric.name == "accuracy" || metric.name == "cluster_f1" ||
+            metric.name == "sibling_f1")
           scores += (scores.empty() ? "" : ", ") + metric.name + " " + std::to_string(metric.value);
       std::fprintf(stderr, "\n[%s] evaluation at step %lld: %s\n", label_.c_str(), static_cast<long long>(step),
                    scores.c_str());
@@ -273,9 +275,9 @@ TrainSummary Trainer::run() {
         // ---- forward at a sampled depth of the stochastic merging schedule
         // (a teacher-forced stage trains every layer at once, so it uses the full schedule)
         const bool teacher_forced = step < teacher_forced_steps;
-        const int64_t depth = layers == 0                            ? 0
+        const int64_t depth = layers == 0                                 ? 0
                               : teacher_forced || !train.stochastic_depth ? layers
-                                                                    : sample_depth(rho, layers, generator_);
+                                                                          : sample_depth(rho, layers, generator_);
         const std::vector<int64_t> schedule(ex_.schedule.begin(), ex_.schedule.begin() + depth);
         Batch batch;
         const int64_t B = std::min(batch_size, n_train - b * batch_size);  // the whole batch's inputs
@@ -297,14 +299,13 @@ TrainSummary Trainer::run() {
         // Data-parallel: random draws are made for the whole batch and this rank keeps its rows.
         std::optional<RowShardScope> shard;
         if (comm != nullptr) shard.emplace(RowShard{first * K, rows * K, B * K});
-        auto out = teacher_forced
-                       ? ex_.model->forward_teacher_forced(batch.input, schedule, generator_, &step_hooks)
-                       : ex_.model->forward(batch.input, schedule, generator_, &step_hooks);
+        auto out = teacher_forced ? ex_.model->forward_teacher_forced(batch.input, schedule, generator_, &step_hooks)
+                                  : ex_.model->forward(batch.input, schedule, generator_, &step_hooks);
         std::vector<Metric> terms;
         torch::Tensor per_sample;
         try {
-          per_sample = training_objective(ex_.losses, out, batch, epoch, step, true, teacher_forced, &terms,
-                                          train.anytime);
+          per_sample =
+              training_objective(ex_.losses, out, batch, epoch, step, true, teacher_forced, &terms, train.anytime);
         } catch (const NonFinite& e) {
           throw Error("training diverged at step " + std::to_string(step + 1) + ": " + e.what());
         }
@@ -322,8 +323,8 @@ TrainSummary Trainer::run() {
             again.tree = past->batch.tree;
             again.merges = past->merges;
             auto rout = ex_.model->forward(past->batch.input, past->schedule, generator_, &again);
-            auto g = training_objective(ex_.losses, rout, past->batch, epoch, step, true, false, nullptr,
-                                        train.anytime);
+            auto g =
+                training_objective(ex_.losses, rout, past->batch, epoch, step, true, false, nullptr, train.anytime);
             const double rows_ratio = static_cast<double>(g.size(0)) / static_cast<double>(per_sample.size(0));
             total = total + rows_ratio * estimator.replayed(g, rout.log_prob, merge_log_prob(rout), past->behaviour);
           }
@@ -347,8 +348,10 @@ TrainSummary Trainer::run() {
         // ---- backward and update (data-parallel: gradients summed over the ranks as they come)
         optimizer.zero_grad();
         policy_optimizer.zero_grad();
-        if (reducer) reducer->backward(total);
-        else total.backward();
+        if (reducer)
+          reducer->backward(total);
+        else
+          total.backward();
         if (log_now) {  // per-block gradient norms, before clipping: where the signal reaches
           for (const auto& child : ex_.model->named_children()) {
             const auto params = child.value()->parameters();
@@ -396,9 +399,9 @@ TrainSummary Trainer::run() {
           if (!eval_now) log_eval(step, epoch);
         }
         // ---- checkpoint: at each epoch's end and at the runtime's interval
-        const bool interval = (runtime.checkpoint_every > 0 && step % runtime.checkpoint_every == 0) ||
-                              (runtime.checkpoint_minutes > 0 &&
-                               seconds_since(last_checkpoint) >= 60 * runtime.checkpoint_minutes);
+        const bool interval =
+            (runtime.checkpoint_every > 0 && step % runtime.checkpoint_every == 0) ||
+            (runtime.checkpoint_minutes > 0 && seconds_since(last_checkpoint) >= 60 * runtime.checkpoint_minutes);
         if (train.checkpoint && (epoch_end || interval)) checkpoint();
         if (seconds_since(last_heartbeat) >= 10) {  // the claim on this run stays ours
           store_.heartbeat(run_id_);

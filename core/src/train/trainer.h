@@ -35,9 +35,9 @@ void reset_interrupt();
 /// the multi-resolution loss L_D + w · mean_d L_d, where L_d is the same sum for the
 /// reconstruction from level d given as the output alone (terms on the populations, such as
 /// sinkhorn's, count once, in L_D); mean_d L_d is appended as "loss/anytime".
-torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const ForwardResult& out,
-                                 const Batch& batch, int64_t epoch, int64_t step, bool training,
-                                 bool teacher_forced, std::vector<Metric>* terms = nullptr, double anytime = 0);
+torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const ForwardResult& out, const Batch& batch,
+                                 int64_t epoch, int64_t step, bool training, bool teacher_forced,
+                                 std::vector<Metric>* terms = nullptr, double anytime = 0);
 
 /// A data-parallel rank's share of a step's batch: its `rows` of `batch_rows` and the whole
 /// batch's mean loss, from one sum over the ranks, which also tells whether any rank was asked
@@ -48,10 +48,10 @@ BatchShare share_of_batch(Communicator& comm, const torch::Tensor& per_sample_lo
 /// Where a run stands: what its checkpoint holds besides weights, optimiser moments and random
 /// streams, so that a resumed run continues exactly where the checkpoint was written.
 struct LoopState {
-  int64_t step = 0;    ///< steps done
-  int64_t epoch = 0;   ///< the epoch under way
-  int64_t batch = 0;   ///< the next batch of that epoch
-  at::Tensor order;    ///< this epoch's order of the training samples
+  int64_t step = 0;   ///< steps done
+  int64_t epoch = 0;  ///< the epoch under way
+  int64_t batch = 0;  ///< the next batch of that epoch
+  at::Tensor order;   ///< this epoch's order of the training samples
   double epoch_loss = 0;
   int64_t epoch_batches = 0;
   double running_loss = 0, images_per_s = 0;
@@ -78,7 +78,7 @@ struct TrainerOptions {
 class FusedAdamW;
 
 struct TrainSummary {
-  double test_mse = 0;      ///< reconstruction MSE on the test split at the full schedule
+  double test_mse = 0;  ///< reconstruction MSE on the test split at the full schedule
   double accuracy = std::numeric_limits<double>::quiet_NaN();  ///< test accuracy of a classifier
   BaselineScores reference;  ///< mean sample, PCA of the bottleneck's size, ridge classifier
   int64_t steps = 0;
@@ -89,10 +89,10 @@ struct TrainSummary {
 class Trainer {
  public:
   /// `label` prefixes progress lines; artifacts go to `artifact_dir`.
-  Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, std::string artifact_dir,
-          int64_t seed, std::string label);
-  Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, std::string artifact_dir,
-          int64_t seed, std::string label, TrainerOptions options);
+  Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, std::string artifact_dir, int64_t seed,
+          std::string label);
+  Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, std::string artifact_dir, int64_t seed,
+          std::string label, TrainerOptions options);
   TrainSummary run();
   /// The step a resumed run continued from (0: it started afresh).
   int64_t resumed_from() const { return resumed_from_; }
@@ -100,7 +100,7 @@ class Trainer {
  private:
   struct Eval {
     double mse = 0;
-    double accuracy = 0;  ///< NaN unless the model classifies
+    double accuracy = 0;          ///< NaN unless the model classifies
     std::vector<Metric> metrics;  ///< loss terms, and the hierarchy scores where there is a truth
     bool learned_trees = false;   ///< whether metrics hold hierarchy scores
   };
@@ -121,8 +121,8 @@ class Trainer {
                        const Estimator& estimator, const at::Generator& data_gen);
   /// Restores what save_checkpoint() wrote; false when there is no checkpoint with a state.
   /// Data-parallel: rank 0 reads the file and every rank loads its bytes.
-  bool load_checkpoint(LoopState& state, FusedAdamW& optimizer, FusedAdamW& policy_optimizer,
-                       Estimator& estimator, at::Generator& data_gen);
+  bool load_checkpoint(LoopState& state, FusedAdamW& optimizer, FusedAdamW& policy_optimizer, Estimator& estimator,
+                       at::Generator& data_gen);
   /// Whether this process writes files (one process, or rank 0 of a data-parallel run).
   bool primary() const;
   void save_pictures(int64_t step, const std::string& tag);
@@ -130,8 +130,8 @@ class Trainer {
   /// logits over the other tokens), averaged over the `logits`' inputs (n×T×T) and for the first
   /// two, as policy_heatmap.png.
   void save_policy_heatmap(const at::Tensor& logits, int64_t step);
-  void progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho,
-                int64_t depth, double images_per_s, double elapsed_s, bool final_line);
+  void progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho, int64_t depth,
+                double images_per_s, double elapsed_s, bool final_line);
 
   Experiment& ex_;
   ResultsStore& store_;

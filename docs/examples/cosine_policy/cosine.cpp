@@ -7,15 +7,17 @@
 namespace {
 
 htm::Manifest manifest() {
-  return {"cosine", htm::PluginKind::policy, "1.0.0", htm::kSdkAbiVersion,
+  return {"cosine",
+          htm::PluginKind::policy,
+          "1.0.0",
+          htm::kSdkAbiVersion,
           "Merges the most similar tokens: softmax of cosine similarity / temperature",
           {{"temperature", htm::ValueType::floating, 0.1, "softmax temperature; lower is greedier"}}};
 }
 
 class CosinePolicy : public htm::Policy {
  public:
-  CosinePolicy(const htm::Params& params, const htm::BuildContext&)
-      : temperature_(params.number("temperature")) {
+  CosinePolicy(const htm::Params& params, const htm::BuildContext&) : temperature_(params.number("temperature")) {
     if (temperature_ <= 0) throw htm::Error("temperature must be positive");
   }
 
@@ -27,8 +29,8 @@ class CosinePolicy : public htm::Policy {
 
   // Optional: lets `htm` measure how much the policy varies across inputs.
   torch::Tensor merge_logits(const htm::MergeContext& ctx) override {
-    auto unit = torch::nn::functional::normalize(ctx.tokens.detach(),
-                                                 torch::nn::functional::NormalizeFuncOptions().dim(-1));
+    auto unit =
+        torch::nn::functional::normalize(ctx.tokens.detach(), torch::nn::functional::NormalizeFuncOptions().dim(-1));
     return torch::bmm(unit, unit.transpose(1, 2)) / temperature_;
   }
 

@@ -11,17 +11,20 @@ namespace {
 
 htm::Manifest manifest() {
   using htm::ValueType;
-  return {"image", htm::PluginKind::adapter, "1.1.0", htm::kSdkAbiVersion,
-          "Images: Fourier features + n×n patches -> LN/Linear/LN lifter; Perceiver-IO "
-          "cross-attention unlifter, per-pixel MLP head, tanh; paper §3.1.1, A.2",
-          {{"patch", ValueType::integer, int64_t{2}, "patch side n (image sides must divide by it)"},
-           {"fourier_bands", ValueType::integer, int64_t{64},
-            "frequency bands per axis, linearly spaced from 1/max(H,W) to min(H,W)/2"},
-           {"head_ratio", ValueType::integer, int64_t{1},
-            "hidden width of the per-pixel output MLP, as a multiple of C"},
-           {"queries", ValueType::string, std::string("pixel"),
-            "unlifter queries: pixel (one per pixel, paper A.2) or patch (one per patch, decoding its n×n pixels)"},
-           {"heads", ValueType::integer, int64_t{0}, "unlifter attention heads; 0 = the model's heads"}}};
+  return {
+      "image",
+      htm::PluginKind::adapter,
+      "1.1.0",
+      htm::kSdkAbiVersion,
+      "Images: Fourier features + n×n patches -> LN/Linear/LN lifter; Perceiver-IO "
+      "cross-attention unlifter, per-pixel MLP head, tanh; paper §3.1.1, A.2",
+      {{"patch", ValueType::integer, int64_t{2}, "patch side n (image sides must divide by it)"},
+       {"fourier_bands", ValueType::integer, int64_t{64},
+        "frequency bands per axis, linearly spaced from 1/max(H,W) to min(H,W)/2"},
+       {"head_ratio", ValueType::integer, int64_t{1}, "hidden width of the per-pixel output MLP, as a multiple of C"},
+       {"queries", ValueType::string, std::string("pixel"),
+        "unlifter queries: pixel (one per pixel, paper A.2) or patch (one per patch, decoding its n×n pixels)"},
+       {"heads", ValueType::integer, int64_t{0}, "unlifter attention heads; 0 = the model's heads"}}};
 }
 
 // F×H×W position features: raw (x, y) and sin/cos(2π·coord·freq) per axis (paper A.2).
@@ -35,8 +38,7 @@ torch::Tensor fourier_features(int64_t H, int64_t W, int64_t bands) {
 
 class ImageAdapter : public htm::Adapter {
  public:
-  ImageAdapter(const htm::Params& params, const htm::BuildContext& ctx)
-      : patch_(params.integer("patch")) {
+  ImageAdapter(const htm::Params& params, const htm::BuildContext& ctx) : patch_(params.integer("patch")) {
     if (ctx.sample_shape.size() != 3)
       throw htm::Error("image adapter needs C×H×W samples; the dataset gives " +
                        std::to_string(ctx.sample_shape.size()) + " dimensions");
@@ -45,8 +47,8 @@ class ImageAdapter : public htm::Adapter {
     width_ = ctx.sample_shape[2];
     const int64_t bands = params.integer("fourier_bands");
     if (patch_ <= 0 || height_ % patch_ != 0 || width_ % patch_ != 0)
-      throw htm::Error("patch (" + std::to_string(patch_) + ") must divide the image size " +
-                       std::to_string(height_) + "x" + std::to_string(width_));
+      throw htm::Error("patch (" + std::to_string(patch_) + ") must divide the image size " + std::to_string(height_) +
+                       "x" + std::to_string(width_));
     if (bands <= 0) throw htm::Error("fourier_bands must be positive");
     positions_ = register_buffer("positions", fourier_features(height_, width_, bands));
     const int64_t features = positions_.size(0), C = ctx.dim;
@@ -71,9 +73,10 @@ class ImageAdapter : public htm::Adapter {
     attn_ = register_module("attn", htm::Attention(C, heads, ctx.dropout));
     const int64_t hidden = params.integer("head_ratio") * C;
     if (hidden <= 0) throw htm::Error("head_ratio must be positive");
-    head_ = register_module("head", torch::nn::Sequential(
-        torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})), htm::Linear(C, hidden),
-        torch::nn::GELU(), htm::Linear(hidden, patch_queries_ ? channels_ * patch_ * patch_ : channels_)));
+    head_ = register_module(
+        "head", torch::nn::Sequential(torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})), htm::Linear(C, hidden),
+                                      torch::nn::GELU(),
+                                      htm::Linear(hidden, patch_queries_ ? channels_ * patch_ * patch_ : channels_)));
   }
 
   int64_t num_tokens() const override { return (height_ / patch_) * (width_ / patch_); }

@@ -11,16 +11,19 @@ namespace {
 
 htm::Manifest manifest() {
   using htm::ValueType;
-  return {"cifar10", htm::PluginKind::dataset, "1.0.0", htm::kSdkAbiVersion,
-          "CIFAR-10 32x32 colour images in [-1,1], 10 classes, from the binary files; paper Table 3",
-          {{"root", ValueType::string, std::string(""),
-            "folder with data_batch_1.bin ... data_batch_5.bin and test_batch.bin"},
-           {"train_files", ValueType::string_list,
-            std::vector<std::string>{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
-                                     "data_batch_4.bin", "data_batch_5.bin"},
-            "training files inside root"},
-           {"test_files", ValueType::string_list, std::vector<std::string>{"test_batch.bin"},
-            "test files inside root"}}};
+  return {
+      "cifar10",
+      htm::PluginKind::dataset,
+      "1.0.0",
+      htm::kSdkAbiVersion,
+      "CIFAR-10 32x32 colour images in [-1,1], 10 classes, from the binary files; paper Table 3",
+      {{"root", ValueType::string, std::string(""),
+        "folder with data_batch_1.bin ... data_batch_5.bin and test_batch.bin"},
+       {"train_files", ValueType::string_list,
+        std::vector<std::string>{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+                                 "data_batch_5.bin"},
+        "training files inside root"},
+       {"test_files", ValueType::string_list, std::vector<std::string>{"test_batch.bin"}, "test files inside root"}}};
 }
 
 constexpr int64_t kRecord = 1 + 3 * 32 * 32;
@@ -61,8 +64,7 @@ class Cifar10 : public htm::Dataset {
  public:
   Cifar10(const htm::Params& params, const htm::BuildContext&) {
     const std::string root = params.text("root");
-    if (root.empty())
-      throw htm::Error("cifar10: set dataset.root to the folder of CIFAR-10's binary version");
+    if (root.empty()) throw htm::Error("cifar10: set dataset.root to the folder of CIFAR-10's binary version");
     train_ = read_files(root, params.texts("train_files"));
     test_ = read_files(root, params.texts("test_files"));
   }

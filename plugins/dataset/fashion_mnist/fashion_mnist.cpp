@@ -8,7 +8,10 @@
 namespace {
 
 htm::Manifest manifest() {
-  return {"fashion_mnist", htm::PluginKind::dataset, "1.0.0", htm::kSdkAbiVersion,
+  return {"fashion_mnist",
+          htm::PluginKind::dataset,
+          "1.0.0",
+          htm::kSdkAbiVersion,
           "Fashion-MNIST 28x28 grey images in [-1,1], 10 classes (60k train / 10k test)",
           {{"root", htm::ValueType::string, std::string("/usr/share/datasets/fashion-mnist"),
             "folder holding {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]"}}};
@@ -51,9 +54,7 @@ class FashionMnist : public htm::Dataset {
     test_ = read_part(root, "t10k");
   }
 
-  std::vector<int64_t> sample_shape() const override {
-    return {1, train_.images.size(2), train_.images.size(3)};
-  }
+  std::vector<int64_t> sample_shape() const override { return {1, train_.images.size(2), train_.images.size(3)}; }
   int64_t num_classes() const override { return 10; }
   int64_t size(htm::Split split) const override { return part(split).images.size(0); }
 

@@ -38,7 +38,9 @@ Array read(const std::string& path) {
   int64_t done = 0;
   while (done < total) {
     const int n = gzread(f, chunk.data(), static_cast<unsigned>(std::min<int64_t>(total - done, chunk.size())));
-    if (n <= 0) throw fail("truncated data (" + std::to_string(done) + " of the " + std::to_string(total) + " bytes its header declares)");
+    if (n <= 0)
+      throw fail("truncated data (" + std::to_string(done) + " of the " + std::to_string(total) +
+                 " bytes its header declares)");
     a.data.insert(a.data.end(), chunk.begin(), chunk.begin() + n);
     done += n;
   }

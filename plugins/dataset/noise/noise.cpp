@@ -8,7 +8,10 @@ namespace {
 
 htm::Manifest manifest() {
   using T = htm::ValueType;
-  return {"noise", htm::PluginKind::dataset, "1.0.0", htm::kSdkAbiVersion,
+  return {"noise",
+          htm::PluginKind::dataset,
+          "1.0.0",
+          htm::kSdkAbiVersion,
           "Uniform noise images in [-1,1] of any shape, drawn from a seed (benchmarks, smoke tests)",
           {{"channels", T::integer, int64_t{3}, "image channels"},
            {"size", T::integer, int64_t{32}, "image side in pixels"},

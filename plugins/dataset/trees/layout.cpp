@@ -19,9 +19,7 @@ uint64_t splitmix64(uint64_t x) {
 
 double radians(double degrees) { return degrees * kPi / 180.0; }
 
-std::array<float, 2> as_float(const Point& p) {
-  return {static_cast<float>(p[0]), static_cast<float>(p[1])};
-}
+std::array<float, 2> as_float(const Point& p) { return {static_cast<float>(p[0]), static_cast<float>(p[1])}; }
 
 class Builder {
  public:
@@ -81,9 +79,7 @@ double Rng::uniform(double lo, double hi) {
   return lo + (hi - lo) * (static_cast<double>(engine_() >> 11) * 0x1.0p-53);
 }
 
-int64_t Rng::below(int64_t n) {
-  return static_cast<int64_t>((static_cast<unsigned __int128>(engine_()) * n) >> 64);
-}
+int64_t Rng::below(int64_t n) { return static_cast<int64_t>((static_cast<unsigned __int128>(engine_()) * n) >> 64); }
 
 std::vector<int64_t> Rng::permutation(int64_t n) {
   std::vector<int64_t> p(n);
@@ -92,9 +88,7 @@ std::vector<int64_t> Rng::permutation(int64_t n) {
   return p;
 }
 
-Layout balanced_layout(int64_t n, const LayoutParams& params, Rng& rng) {
-  return Builder(n, params, rng).run();
-}
+Layout balanced_layout(int64_t n, const LayoutParams& params, Rng& rng) { return Builder(n, params, rng).run(); }
 
 void fit_into_box(std::vector<Point>& points, Rng& rng, bool rescale) {
   if (points.empty()) return;
@@ -115,8 +109,7 @@ void fit_into_box(std::vector<Point>& points, Rng& rng, bool rescale) {
 Merges relabel(const Merges& merges, int64_t leaves, const std::vector<int64_t>& new_id) {
   const int64_t m = static_cast<int64_t>(merges.size());
   std::vector<int64_t> height(leaves + m, 0), renamed(leaves + m, -1);
-  for (int64_t k = 0; k < m; ++k)
-    height[leaves + k] = 1 + std::max(height[merges[k][0]], height[merges[k][1]]);
+  for (int64_t k = 0; k < m; ++k) height[leaves + k] = 1 + std::max(height[merges[k][0]], height[merges[k][1]]);
   for (int64_t i = 0; i < leaves; ++i) renamed[i] = new_id[i];
   std::vector<int64_t> order(m);
   std::iota(order.begin(), order.end(), 0);

@@ -12,14 +12,16 @@ namespace {
 
 htm::Manifest manifest() {
   using htm::ValueType;
-  return {"capacity", htm::PluginKind::loss, "1.0.0", htm::kSdkAbiVersion,
+  return {"capacity",
+          htm::PluginKind::loss,
+          "1.0.0",
+          htm::kSdkAbiVersion,
           "Unit Gaussian noise on the tokens entering each encoder layer plus weight * |x'|^2, "
           "released linearly over a step window; paper §3.2.1",
           {{"noise", ValueType::floating, 1.0, "standard deviation of the noise (paper: 1)"},
            {"release_start", ValueType::integer, int64_t{0},
             "step at which capacity starts coming back; with release_steps = 0 it never does"},
-           {"release_steps", ValueType::integer, int64_t{0},
-            "steps over which noise and penalty fall linearly to 0"}}};
+           {"release_steps", ValueType::integer, int64_t{0}, "steps over which noise and penalty fall linearly to 0"}}};
 }
 
 class CapacityLoss : public htm::Loss {

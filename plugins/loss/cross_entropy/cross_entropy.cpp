@@ -6,7 +6,10 @@
 namespace {
 
 htm::Manifest manifest() {
-  return {"cross_entropy", htm::PluginKind::loss, "1.0.0", htm::kSdkAbiVersion,
+  return {"cross_entropy",
+          htm::PluginKind::loss,
+          "1.0.0",
+          htm::kSdkAbiVersion,
           "Cross-entropy of the model's class logits against the labels; paper §4.1",
           {{"label_smoothing", htm::ValueType::floating, 0.0, "mass spread evenly over all classes"}}};
 }
@@ -22,9 +25,8 @@ class CrossEntropyLoss : public htm::Loss {
   torch::Tensor per_sample(const htm::LossContext& ctx) override {
     if (!ctx.labels.defined()) throw htm::Error("cross_entropy: the dataset gave no labels");
     if (ctx.output.dim() != 2 || ctx.output.size(1) != classes_)
-      throw htm::Error("cross_entropy: expected B×" + std::to_string(classes_) +
-                       " class logits, got " + c10::str(ctx.output.sizes()) +
-                       "; set model.task = \"classify\"");
+      throw htm::Error("cross_entropy: expected B×" + std::to_string(classes_) + " class logits, got " +
+                       c10::str(ctx.output.sizes()) + "; set model.task = \"classify\"");
     auto log_p = torch::log_softmax(ctx.output, 1);
     auto nll = -log_p.gather(1, ctx.labels.view({-1, 1})).squeeze(1);
     if (smoothing_ == 0) return nll;

@@ -6,7 +6,10 @@
 namespace {
 
 htm::Manifest manifest() {
-  return {"mse", htm::PluginKind::loss, "1.0.0", htm::kSdkAbiVersion,
+  return {"mse",
+          htm::PluginKind::loss,
+          "1.0.0",
+          htm::kSdkAbiVersion,
           "Mean squared error between the output and the input (reconstruction); paper §4.2",
           {}};
 }
@@ -17,8 +20,8 @@ class MseLoss : public htm::Loss {
 
   torch::Tensor per_sample(const htm::LossContext& ctx) override {
     if (ctx.output.sizes() != ctx.input.sizes())
-      throw htm::Error("mse: output shape " + shape(ctx.output) + " differs from input shape " +
-                       shape(ctx.input) + "; is this a reconstruction model?");
+      throw htm::Error("mse: output shape " + shape(ctx.output) + " differs from input shape " + shape(ctx.input) +
+                       "; is this a reconstruction model?");
     return (ctx.output - ctx.input).pow(2).flatten(1).mean(1);
   }
 

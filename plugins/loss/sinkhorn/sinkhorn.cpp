@@ -12,11 +12,13 @@ namespace {
 
 htm::Manifest manifest() {
   using htm::ValueType;
-  return {"sinkhorn", htm::PluginKind::loss, "1.0.0", htm::kSdkAbiVersion,
+  return {"sinkhorn",
+          htm::PluginKind::loss,
+          "1.0.0",
+          htm::kSdkAbiVersion,
           "Entropic optimal-transport (Sinkhorn) distance between each encoder token population "
           "and the decoder population mirroring it; paper §3.2.2",
-          {{"epsilon", ValueType::floating, 0.05,
-            "entropic regularisation, as a fraction of the mean transport cost"},
+          {{"epsilon", ValueType::floating, 0.05, "entropic regularisation, as a fraction of the mean transport cost"},
            {"iterations", ValueType::integer, int64_t{50}, "Sinkhorn iterations"},
            {"detach_encoder", ValueType::boolean, true,
             "treat the encoder's populations as fixed targets (the decoder moves to them)"}}};
@@ -53,9 +55,9 @@ class SinkhornLoss : public htm::Loss {
   torch::Tensor distance(const torch::Tensor& a, const torch::Tensor& b) const {
     const int64_t T = a.size(1), U = b.size(1);
     // |a_i|² + |b_j|² − 2 a_i·b_j: never builds the B×T×U×C differences (4 GB at Table 3's size)
-    auto cost = (a.pow(2).sum(-1).unsqueeze(2) + b.pow(2).sum(-1).unsqueeze(1) -
-                 2 * torch::bmm(a, b.transpose(1, 2)))
-                    .clamp_min(0) / static_cast<double>(a.size(2));  // B×T×U
+    auto cost = (a.pow(2).sum(-1).unsqueeze(2) + b.pow(2).sum(-1).unsqueeze(1) - 2 * torch::bmm(a, b.transpose(1, 2)))
+                    .clamp_min(0) /
+                static_cast<double>(a.size(2));  // B×T×U
     torch::Tensor plan;
     {
       torch::NoGradGuard no_grad;

@@ -10,7 +10,10 @@ namespace {
 
 htm::Manifest manifest() {
   using htm::ValueType;
-  return {"teacher_forcing", htm::PluginKind::loss, "1.0.0", htm::kSdkAbiVersion,
+  return {"teacher_forcing",
+          htm::PluginKind::loss,
+          "1.0.0",
+          htm::kSdkAbiVersion,
           "Teacher-forced pre-training stage: per-layer token-wise MSE, REINFORCE for merges with "
           "it as reward, cross-entropy of the unmerge policy on the true merges; paper §3.2.2",
           {{"steps", ValueType::integer, int64_t{100}, "length of the pre-training stage, in steps"},

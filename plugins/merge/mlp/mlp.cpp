@@ -9,10 +9,12 @@
 namespace {
 
 htm::Manifest manifest() {
-  return {"mlp", htm::PluginKind::merge, "2.0.0", htm::kSdkAbiVersion,
+  return {"mlp",
+          htm::PluginKind::merge,
+          "2.0.0",
+          htm::kSdkAbiVersion,
           "MLP merge (2C->4C->C) and unmerge (C->4C->2C) operators; paper §3.1.2-3.1.3",
-          {{"hidden_ratio", htm::ValueType::integer, int64_t{4},
-            "hidden width as a multiple of the model's width C"},
+          {{"hidden_ratio", htm::ValueType::integer, int64_t{4}, "hidden width as a multiple of the model's width C"},
            {"residual", htm::ValueType::boolean, true,
             "merge = (src + dst)/2 + MLP(LN(src; dst)), children = parent + MLP(LN(parent)) halves, "
             "the MLPs' last layers starting at zero (not in the paper; false: the paper's plain MLPs)"},

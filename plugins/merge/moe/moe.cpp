@@ -12,7 +12,10 @@ namespace {
 
 htm::Manifest manifest() {
   using htm::ValueType;
-  return {"moe", htm::PluginKind::merge, "2.0.0", htm::kSdkAbiVersion,
+  return {"moe",
+          htm::PluginKind::merge,
+          "2.0.0",
+          htm::kSdkAbiVersion,
           "Mixture of merge/unmerge experts, each pair routed top-1 by a learned score and scaled by "
           "its routing probability; paper appendix A.4 (second variant)",
           {{"experts", ValueType::integer, int64_t{4}, "merge/unmerge expert pairs"},
@@ -59,8 +62,8 @@ class MoeMerge : public htm::MergeOperator {
   // is multiplied by that expert's softmax probability so the router learns from the loss.
   // While training, noise on the scores keeps every expert in use (Shazeer et al.'s noisy
   // gating, with a fixed scale); it comes from torch's generator, which the host seeds per run.
-  torch::Tensor route(const torch::Tensor& x, htm::Linear& router,
-                      std::vector<htm::TokenMlp>& experts, int64_t out_dim) {
+  torch::Tensor route(const torch::Tensor& x, htm::Linear& router, std::vector<htm::TokenMlp>& experts,
+                      int64_t out_dim) {
     auto scores = router->forward(x);
     if (is_training() && router_noise_ > 0) scores = scores + router_noise_ * htm::normal_like_rows(scores);
     auto gate = torch::softmax(scores, -1);  // N×E

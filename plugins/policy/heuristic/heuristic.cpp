@@ -7,7 +7,10 @@
 namespace {
 
 htm::Manifest manifest() {
-  return {"heuristic", htm::PluginKind::policy, "1.0.0", htm::kSdkAbiVersion,
+  return {"heuristic",
+          htm::PluginKind::policy,
+          "1.0.0",
+          htm::kSdkAbiVersion,
           "Merge policy = the encoder transformer block's attention (heads averaged); uniform "
           "unmerging; paper §4.3",
           {{"temperature", htm::ValueType::floating, 1.0,
@@ -16,8 +19,7 @@ htm::Manifest manifest() {
 
 class HeuristicPolicy : public htm::Policy {
  public:
-  HeuristicPolicy(const htm::Params& params, const htm::BuildContext&)
-      : temperature_(params.number("temperature")) {
+  HeuristicPolicy(const htm::Params& params, const htm::BuildContext&) : temperature_(params.number("temperature")) {
     if (!(temperature_ > 0)) throw htm::Error("temperature must be positive");
   }
 
@@ -40,9 +42,7 @@ class HeuristicPolicy : public htm::Policy {
 
   // The paper is silent on unmerging for this variant (and under maximal compression every
   // token unmerges anyway); the decoder's attention comes only after unmerging, so it is uniform.
-  htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
-    return htm::uniform_unmerges(ctx);
-  }
+  htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override { return htm::uniform_unmerges(ctx); }
 
  private:
   double temperature_;

@@ -10,7 +10,10 @@ namespace {
 
 htm::Manifest manifest() {
   using htm::ValueType;
-  return {"learned", htm::PluginKind::policy, "1.1.0", htm::kSdkAbiVersion,
+  return {"learned",
+          htm::PluginKind::policy,
+          "1.1.0",
+          htm::kSdkAbiVersion,
           "Learned merge policy (QK^T over detached tokens, heads mixed by learned weights) and "
           "learned unmerge scoring MLP; paper §3.1.2-3.1.3",
           {{"heads", ValueType::integer, int64_t{0}, "policy heads; 0 = the model's heads"},
@@ -23,8 +26,7 @@ class LearnedPolicy : public htm::Policy {
   LearnedPolicy(const htm::Params& params, const htm::BuildContext& ctx)
       : dim_(ctx.dim), heads_(params.integer("heads") > 0 ? params.integer("heads") : ctx.heads) {
     if (dim_ % heads_ != 0)
-      throw htm::Error("heads (" + std::to_string(heads_) + ") must divide model.dim (" +
-                       std::to_string(dim_) + ")");
+      throw htm::Error("heads (" + std::to_string(heads_) + ") must divide model.dim (" + std::to_string(dim_) + ")");
     const int64_t hidden = params.integer("score_hidden") > 0 ? params.integer("score_hidden") : dim_;
     norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_})));
     query_ = register_module("query", htm::Linear(dim_, dim_));
@@ -39,9 +41,7 @@ class LearnedPolicy : public htm::Policy {
     return {src, dst, htm::pair_log_prob(logits, src, dst, ctx.log_prob_form), htm::pair_entropy(logits)};
   }
 
-  htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
-    return unmerge_->choose(ctx);
-  }
+  htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override { return unmerge_->choose(ctx); }
 
   torch::Tensor merge_logits(const htm::MergeContext& ctx) override { return logits_of(ctx.tokens); }
 

@@ -10,7 +10,10 @@ namespace {
 
 htm::Manifest manifest() {
   using htm::ValueType;
-  return {"oracle", htm::PluginKind::policy, "1.0.0", htm::kSdkAbiVersion,
+  return {"oracle",
+          htm::PluginKind::policy,
+          "1.0.0",
+          htm::kSdkAbiVersion,
           "Merges true siblings of the data's hierarchy (Batch::tree) first, the rest uniformly: "
           "a ceiling for studies, never a learner; needs a dataset with a tree",
           {{"truth_fraction", ValueType::floating, 1.0,
@@ -22,10 +25,8 @@ constexpr double kTruthLogit = 30.0;
 
 class OraclePolicy : public htm::Policy {
  public:
-  OraclePolicy(const htm::Params& params, const htm::BuildContext&)
-      : truth_fraction_(params.number("truth_fraction")) {
-    if (!(truth_fraction_ >= 0 && truth_fraction_ <= 1))
-      throw htm::Error("truth_fraction must be in [0, 1]");
+  OraclePolicy(const htm::Params& params, const htm::BuildContext&) : truth_fraction_(params.number("truth_fraction")) {
+    if (!(truth_fraction_ >= 0 && truth_fraction_ <= 1)) throw htm::Error("truth_fraction must be in [0, 1]");
   }
 
   bool needs_truth() const override { return true; }
@@ -48,9 +49,7 @@ class OraclePolicy : public htm::Policy {
   }
 
   // The decoder unmerges uniformly (all tokens, under a 100 % schedule, which Trees uses).
-  htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
-    return htm::uniform_unmerges(ctx);
-  }
+  htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override { return htm::uniform_unmerges(ctx); }
 
  private:
   double truth_fraction_;

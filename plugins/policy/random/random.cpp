@@ -6,7 +6,10 @@
 namespace {
 
 htm::Manifest manifest() {
-  return {"random", htm::PluginKind::policy, "1.0.0", htm::kSdkAbiVersion,
+  return {"random",
+          htm::PluginKind::policy,
+          "1.0.0",
+          htm::kSdkAbiVersion,
           "Uniform-random merge and unmerge decisions: the paper's 'Random' baseline (§4.3-4.4)",
           {}};
 }
@@ -26,9 +29,7 @@ class RandomPolicy : public htm::Policy {
     return torch::zeros({ctx.tokens.size(0), ctx.tokens.size(1), ctx.tokens.size(1)});
   }
 
-  htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
-    return htm::uniform_unmerges(ctx);
-  }
+  htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override { return htm::uniform_unmerges(ctx); }
 };
 
 }  // namespace

@@ -10,7 +10,10 @@
 namespace {
 
 htm::Manifest manifest() {
-  return {"shared_key", htm::PluginKind::policy, "1.1.0", htm::kSdkAbiVersion,
+  return {"shared_key",
+          htm::PluginKind::policy,
+          "1.1.0",
+          htm::kSdkAbiVersion,
           "Merge logits Q·sg[K]ᵀ/√d with K the merging block's cross-attention keys, heads mixed "
           "by learned weights; learned unmerge scoring MLP; paper A.3",
           {{"score_hidden", htm::ValueType::integer, int64_t{0},
@@ -19,8 +22,7 @@ htm::Manifest manifest() {
 
 class SharedKeyPolicy : public htm::Policy {
  public:
-  SharedKeyPolicy(const htm::Params& params, const htm::BuildContext& ctx)
-      : dim_(ctx.dim), heads_(ctx.heads) {
+  SharedKeyPolicy(const htm::Params& params, const htm::BuildContext& ctx) : dim_(ctx.dim), heads_(ctx.heads) {
     const int64_t hidden = params.integer("score_hidden") > 0 ? params.integer("score_hidden") : dim_;
     norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_})));
     query_ = register_module("query", htm::Linear(dim_, dim_));
@@ -38,7 +40,8 @@ class SharedKeyPolicy : public htm::Policy {
 
   torch::Tensor merge_logits(const htm::MergeContext& ctx) override {
     if (!ctx.cross_keys.defined())
-      throw htm::Error("the shared_key policy needs the merging block's cross-attention (model.cross_attention = true)");
+      throw htm::Error(
+          "the shared_key policy needs the merging block's cross-attention (model.cross_attention = true)");
     const int64_t B = ctx.tokens.size(0), T = ctx.tokens.size(1), d = dim_ / heads_;
     // The keys are the cross-attention's (one head per d-slice, as it splits them), detached:
     // they are trained only through the cross-attention, the queries only by the estimator.
@@ -49,9 +52,7 @@ class SharedKeyPolicy : public htm::Policy {
   }
 
   // A.3 changes only the merging block; unmerging keeps the original's learned scoring MLP.
-  htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override {
-    return unmerge_->choose(ctx);
-  }
+  htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override { return unmerge_->choose(ctx); }
 
  private:
   int64_t dim_, heads_;
