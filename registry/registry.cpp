@@ -98,6 +98,16 @@ PluginEntry Registry::load(const std::string& path) {
   if (abi != kSdkAbiVersion)
     throw Error("plugin '" + path + "' was built for htm SDK ABI " + std::to_string(abi) + ", but this htm uses ABI " +
                 std::to_string(kSdkAbiVersion) + "; rebuild it against the installed SDK");
+  // Every plugin of this major exports its minor (HTM_REGISTER_PLUGIN).
+  const int minor = library->has("htm_plugin_abi_minor") ? library->get<AbiFn>("htm_plugin_abi_minor")() : -1;
+  const std::string ours = std::to_string(kSdkAbiVersion) + "." + std::to_string(kSdkAbiMinor);
+  if (minor < 0)
+    throw Error("plugin '" + path + "' says SDK ABI " + std::to_string(abi) +
+                " but exports no htm_plugin_abi_minor(); rebuild it with HTM_REGISTER_PLUGIN against SDK " + ours);
+  if (minor > kSdkAbiMinor)
+    throw Error("plugin '" + path + "' was built on htm SDK " + std::to_string(abi) + "." + std::to_string(minor) +
+                " headers, newer than this htm's SDK " + ours +
+                ", and may call what this htm lacks; rebuild it against SDK " + ours + " or update htm");
   PluginEntry entry;
   entry.manifest = *library->get<ManifestFn>("htm_plugin_manifest")();
   if (entry.manifest.abi != kSdkAbiVersion)

@@ -7,6 +7,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 pkgs=(
   build-essential cmake pkg-config git
+  clang-format                       # the format check (tests/check_format.sh, ctest format.check)
   libtorch-dev                       # libtorch 1.13 (CPU)
   libopenblas0-openmp                # fast BLAS for libtorch (reference BLAS is ~20x slower)
   libboost-dev libboost-program-options-dev   # Boost.DLL (header-only) + Program_options

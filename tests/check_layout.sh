@@ -24,7 +24,7 @@ declare -A allowed=(
   [report]="report hierarchy"
   [dist]="dist"
   [stats]="stats"
-  [train]="train model config store hierarchy report dist"
+  [train]="train model config store hierarchy report dist sdk"
 )
 for folder in "${!allowed[@]}"; do
   while IFS= read -r line; do
@@ -36,5 +36,28 @@ for folder in "${!allowed[@]}"; do
     fi
   done < <(grep -rnE '#include "[a-z_]+/' "core/src/$folder")
 done
-[ $status -eq 0 ] && echo "layout ok: files under 500 lines, typed host settings, one-way includes"
+# registry/ reads config (the catalog it implements, the search path) and model/run_board.h.
+while IFS= read -r line; do
+  [ -z "$line" ] && continue
+  target=$(sed -E 's/.*#include "([a-z_]+)\/.*/\1/' <<< "$line")
+  case "$target" in htm|config) ;; model) [[ "$line" == *'"model/run_board.h"'* ]] || { echo "registry/ may read only model/run_board.h of model/: $line"; status=1; } ;;
+    *) echo "registry/ may not include $target/: $line"; status=1 ;; esac
+done < <(grep -rnE '#include "[a-z_]+/' registry)
+
+# app/ (the htm command) and registry/ sit on top: nothing under core/src includes their headers.
+tops=$(cd core/app && ls *.h; cd ../../registry && ls *.h)
+for header in $tops; do
+  found=$(grep -rnF "#include \"$header\"" core/src)
+  if [ -n "$found" ]; then echo "core/src may not include $header (app/ or registry/):"; echo "$found"; status=1; fi
+done
+# docs/architecture.md's source map names every file of the core and the registry (as name.cpp,
+# name.h or name.*), so a new file cannot go unmentioned.
+map=$(sed -n '/^## Source map/,/^## /p' docs/architecture.md)
+unnamed=""
+for f in core/include/htm/*.h core/src/*/*.cpp core/src/*/*.h core/app/*.cpp core/app/*.h registry/*.cpp registry/*.h; do
+  stem=$(basename "$f"); stem=${stem%.*}
+  grep -qE "(^|[^a-z_])${stem}\.(\*|h|cpp)" <<< "$map" || unnamed+="  $f"$'\n'
+done
+if [ -n "$unnamed" ]; then echo "files docs/architecture.md's source map does not name:"; printf '%s' "$unnamed"; status=1; fi
+[ $status -eq 0 ] && echo "layout ok: files under 500 lines, typed host settings, one-way includes (core/src, app/, registry/), a source map naming every file"
 exit $status

@@ -18,8 +18,8 @@
 #include "dist/communicator.h"
 #include "htm/layers.h"
 #include "htm/policy.h"
-#include "htm/row_shard.h"
 #include "runner.h"
+#include "sdk/row_shard_scope.h"
 #include "store/results_store.h"
 
 namespace fs = std::filesystem;

@@ -87,13 +87,31 @@ TEST(MergeTrees, AgreeWithARealForwardPass) {
   // The classifier is a probe: its loss trains its head and nothing upstream.
   ASSERT_TRUE(out.leaf_loss.defined());
   ASSERT_EQ(out.leaf_loss.sizes(), (std::vector<int64_t>{5}));
-  EXPECT_GE(out.leaf_accuracy, 0);
-  EXPECT_LE(out.leaf_accuracy, 1);
+  EXPECT_EQ(out.leaf_accuracy, 0);  // measured in eval mode only
   out.leaf_loss.sum().backward();
   for (const auto& p : model->named_parameters()) {
     const bool head = p.key().rfind("leaf_head.", 0) == 0;
     const bool reached = p.value().grad().defined() && p.value().grad().abs().sum().item<double>() > 0;
     EXPECT_EQ(reached, head) << p.key();
+  }
+  {  // Its labels, counted by hand for 8 leaves and the schedule {4, 2, 1}: the encoder's
+    // populations hold 8 leaves, then 4 + 2 + 1 internal tokens; the decoder splits 1 + 2 + 4
+    // internal tokens and ends with 8 leaves. 16 of the 30 labels are "leaf", 14 "internal", so
+    // a head that always answers one class scores 16/30 or 14/30 in eval mode.
+    torch::NoGradGuard no_grad;
+    model->eval();
+    auto params = model->named_parameters();
+    auto last_weight = params["leaf_head.3.weight"], last_bias = params["leaf_head.3.bias"];
+    auto saved_weight = last_weight.clone(), saved_bias = last_bias.clone();
+    last_weight.zero_();
+    for (const auto& [bias, expected] : std::vector<std::pair<std::vector<float>, double>>{{{9, 0}, 16.0 / 30},
+                                                                                            {{0, 9}, 14.0 / 30}}) {
+      last_bias.copy_(torch::tensor(bias));
+      EXPECT_DOUBLE_EQ(model->forward(input, {4, 2, 1}, gen).leaf_accuracy, expected);
+    }
+    last_weight.copy_(saved_weight);
+    last_bias.copy_(saved_bias);
+    model->train();
   }
 }
 

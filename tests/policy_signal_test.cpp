@@ -351,10 +351,9 @@ TEST(LogitBound, TheHostBoundsEveryMergeDecision) {
   auto out = bounded.model->forward(batch.input, bounded.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
   const double uniform = std::log(240.0) + std::log(56.0) + std::log(12.0) + std::log(2.0);
   EXPECT_TRUE(torch::allclose(out.entropy, torch::full({8}, uniform), 1e-4, 1e-4));
-  // Unbounded, the same initial weights are not uniform, and the bound ends with the decision.
+  // Unbounded, the same initial weights are not uniform.
   auto raw = free.model->forward(batch.input, free.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
   EXPECT_LT(raw.entropy.max().item<double>(), uniform - 1e-3);
-  EXPECT_EQ(logit_bound(), 0.0);
 }
 
 }  // namespace

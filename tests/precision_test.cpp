@@ -9,12 +9,12 @@
 #include <torch/torch.h>
 
 #include "htm/layers.h"
-#include "htm/precision.h"
 #include "model/plugin_scope.h"
 #include "registry.h"
 #include "runner.h"
 #include "sdk/fused_linear.h"
 #include "sdk/gemm.h"
+#include "sdk/precision.h"
 #include "store/results_store.h"
 #include "test_util.h"
 

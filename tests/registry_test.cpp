@@ -7,6 +7,7 @@
 
 #include "file_checks.h"
 #include "htm/merge.h"
+#include "htm/policy.h"
 #include "registry.h"
 #include "test_util.h"
 
@@ -22,11 +23,35 @@ TEST(Registry, RefusesAPluginBuiltForAnotherAbiWithASentence) {
                                                             std::to_string(kSdkAbiVersion)));
   }
   Registry registry({HTM_TEST_PLUGIN_DIR});
-  ASSERT_EQ(registry.rejected().size(), 2u);  // bad_abi's handshake, bad_manifest's manifest
+  ASSERT_EQ(registry.rejected().size(), 3u);  // bad_abi's handshake, bad_manifest's manifest, newer_minor
   EXPECT_THAT(registry.rejected()[0], ::testing::HasSubstr("htm_policy_bad_abi.so"));
   EXPECT_THAT(registry.rejected()[1],
               ::testing::HasSubstr("htm_policy_bad_manifest.so' declares SDK ABI 2 in its manifest"));
+  EXPECT_THAT(registry.rejected()[2], ::testing::HasSubstr("htm_policy_newer_minor.so"));
   EXPECT_NE(registry.find(PluginKind::loss, "throwing"), nullptr);  // the good fixture still loads
+}
+
+// A plugin built on newer headers of the same major passes a major-only handshake and would then
+// die on an unresolved symbol at its first call: the minor version refuses it up front instead.
+TEST(Registry, RefusesAPluginBuiltOnNewerHeadersNamingBothVersions) {
+  const std::string ours = std::to_string(kSdkAbiVersion) + "." + std::to_string(kSdkAbiMinor);
+  const std::string theirs = std::to_string(kSdkAbiVersion) + "." + std::to_string(kSdkAbiMinor + 1);
+  try {
+    Registry::load(std::string(HTM_TEST_PLUGIN_DIR) + "/htm_policy_newer_minor.so");
+    FAIL() << "loaded a plugin built on newer SDK headers";
+  } catch (const Error& e) {
+    EXPECT_THAT(std::string(e.what()),
+                ::testing::HasSubstr("was built on htm SDK " + theirs + " headers, newer than this htm's SDK " + ours));
+  }
+  Registry registry({HTM_TEST_PLUGIN_DIR});
+  EXPECT_EQ(registry.find(PluginKind::policy, "newer_minor"), nullptr);
+  try {
+    registry.entry(PluginKind::policy, "newer_minor");
+    FAIL();
+  } catch (const Error& e) {  // asked for by name, the refusal is given again
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("was found but not loaded"));
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("newer than this htm's SDK " + ours));
+  }
 }
 
 TEST(Registry, RefusesFilesThatAreNotPlugins) {
@@ -59,6 +84,33 @@ TEST(Registry, FindsBuiltinsAndNamesKnownOnesForUnknownNames) {
   } catch (const Error& e) {
     EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("unknown policy plugin 'learnd'; known: "));
     EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("learned"));
+  }
+}
+
+// merge_logits is optional for a plugin (htm/policy.h), but every policy shipped here gives it:
+// policy_variation, policy_structure and the Figure 4 heatmap are measured on every study's
+// policies, the references included.
+TEST(Registry, EveryShippedPolicyGivesItsMergeLogits) {
+  Registry registry({HTM_PLUGIN_DIR});
+  BuildContext ctx;
+  ctx.dim = 16;
+  ctx.heads = 2;
+  ctx.mlp_ratio = 2;
+  const std::vector<std::string> names = registry.names(PluginKind::policy);
+  ASSERT_GE(names.size(), 8u);
+  for (const std::string& name : names) {
+    auto policy =
+        registry.create<Policy>(PluginKind::policy, name, registry.default_params(PluginKind::policy, name), ctx);
+    MergeContext m;
+    m.tokens = torch::randn({2, 8, 16});
+    m.r = 3;
+    m.attention = torch::softmax(torch::randn({2, 8, 8}), -1);
+    m.cross_keys = torch::randn({2, 8, 16});
+    m.siblings = torch::zeros({2, 8, 8});
+    m.generator = at::make_generator<at::CPUGeneratorImpl>(0);
+    torch::Tensor logits = policy->merge_logits(m);
+    ASSERT_TRUE(logits.defined()) << name << " gives no merge_logits";
+    EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{2, 8, 8})) << name;
   }
 }
 

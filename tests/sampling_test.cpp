@@ -108,15 +108,12 @@ TEST(PairSampler, ALogitBoundIsWhatTheSamplerLogProbAndEntropyRead) {
   auto batch = logits.unsqueeze(0).expand({kDraws, kT, kT}).contiguous();
   std::pair<torch::Tensor, torch::Tensor> drawn;
   torch::Tensor bounded_log_prob, bounded_entropy;
-  {
-    LogitBoundScope bound(c);
-    EXPECT_EQ(logit_bound(), c);
-    drawn = sample_disjoint_pairs(batch, kR, at::make_generator<at::CPUGeneratorImpl>(11));
-    bounded_log_prob = pair_log_prob(batch.narrow(0, 0, 64), drawn.first.narrow(0, 0, 64),
-                                     drawn.second.narrow(0, 0, 64), LogProbForm::exact);
-    bounded_entropy = pair_entropy(batch.narrow(0, 0, 1));
-  }
-  EXPECT_EQ(logit_bound(), 0.0);
+  drawn = sample_disjoint_pairs(batch, kR, at::make_generator<at::CPUGeneratorImpl>(11), c);
+  bounded_log_prob = pair_log_prob(batch.narrow(0, 0, 64), drawn.first.narrow(0, 0, 64), drawn.second.narrow(0, 0, 64),
+                                   LogProbForm::exact, c);
+  bounded_entropy = pair_entropy(batch.narrow(0, 0, 1), c);
+  EXPECT_TRUE(torch::equal(bound_logits(logits, c), squashed));
+  EXPECT_TRUE(torch::equal(bound_logits(logits, 0), logits));
   const auto counts = sequence_counts(drawn.first, drawn.second);
   auto [stat, df] = htm::testing::chi_square(counts, exact_sequence_probs(squashed), kDraws);
   EXPECT_LT(stat, htm::testing::chi_square_bound(df));
@@ -136,10 +133,7 @@ TEST(PairSampler, ALogitBoundIsWhatTheSamplerLogProbAndEntropyRead) {
   pair_log_prob(big, src, dst, LogProbForm::exact).sum().backward();
   const double raw_grad = big.grad().abs().max().item<double>();
   big.mutable_grad() = torch::Tensor();
-  {
-    LogitBoundScope bound(2.0);
-    pair_log_prob(big, src, dst, LogProbForm::exact).sum().backward();
-  }
+  pair_log_prob(big, src, dst, LogProbForm::exact, 2.0).sum().backward();
   EXPECT_GT(raw_grad, 0.5);
   EXPECT_LT(big.grad()[0][0][1].abs().item<double>(), 1e-6);
 }

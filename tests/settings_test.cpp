@@ -1,6 +1,9 @@
 // The host settings' schema and the typed structs it fills.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "config/settings.h"
 #include "test_util.h"
 
@@ -21,6 +24,31 @@ TEST(HostSchemaTest, DefaultsHoldTheirTypes) {
   }
 }
 
+// docs/experiments.md shows the schema's own text: under each section's heading, one table row
+// per setting, "| `name` | type | `default` | description |", the description word for word.
+TEST(HostSchemaTest, TheExperimentsGuideShowsEverySettingWithItsSchemaText) {
+  std::ifstream in(std::string(HTM_SOURCE_DIR) + "/docs/experiments.md");
+  ASSERT_TRUE(in) << "docs/experiments.md";
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  for (const HostSection& section : host_schema()) {
+    const size_t begin = doc.find("### `[" + section.name + "]`");
+    ASSERT_NE(begin, std::string::npos) << "no heading for [" << section.name << "]";
+    const size_t end = doc.find("\n#", begin + 1);
+    const std::string part = doc.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    for (const HostSetting& setting : section.settings) {
+      const std::string what = section.name + "." + setting.spec.name;
+      const size_t row = part.find("\n| `" + setting.spec.name + "` | ");
+      ASSERT_NE(row, std::string::npos) << what << " has no row under [" << section.name << "]";
+      const std::string line = part.substr(row + 1, part.find('\n', row + 1) - row - 1);
+      EXPECT_NE(line.find("| " + setting.spec.description + " |"), std::string::npos)
+          << what << ": the row's meaning is not the schema's description\n  row:    " << line
+          << "\n  schema: " << setting.spec.description;
+    }
+  }
+}
+
 TEST(HostSchemaTest, DefaultsReachTheTypedSettings) {
   const HostSettings s = default_settings();
   EXPECT_EQ(s.model.dim, 256);
@@ -30,7 +58,7 @@ TEST(HostSchemaTest, DefaultsReachTheTypedSettings) {
   EXPECT_EQ(s.train.checkpoint, true);
   EXPECT_EQ(s.estimator.method, EstimatorMethod::score_function);
   // Issue 12: the unbiased estimator is the default; the paper's is spelled out where wanted.
-  EXPECT_EQ(s.estimator.log_prob, LogProbForm::exact);
+  EXPECT_EQ(s.estimator.log_prob, EstimatorLogProb::exact);
   EXPECT_EQ(s.estimator.reward, RewardScope::sample);
   EXPECT_EQ(s.estimator.baseline, RewardBaseline::ema);
   EXPECT_EQ(s.estimator.rollouts, 1);

@@ -24,11 +24,12 @@
 #include "dist/grad_reducer.h"
 #include "htm/error.h"
 #include "htm/policy.h"
-#include "htm/row_shard.h"
 #include "launch.h"
 #include "model/model.h"
 #include "registry.h"
 #include "sdk/gemm.h"
+#include "sdk/precision.h"
+#include "sdk/row_shard_scope.h"
 #include "train/estimator.h"
 #include "train/experiment.h"
 #include "train/memory.h"
@@ -68,7 +69,7 @@ void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
 // fp32 and in bf16 (oneDNN's bf16 GEMM, on AMX where the CPU has it).
 struct GemmRates {
   double htm_fp32 = 0, torch_fp32 = 0, htm_bf16 = 0, torch_bf16 = 0;
-  double of(Precision p) const { return p == Precision::bf16 ? htm_bf16 : htm_fp32; }
+  double of(RuntimePrecision p) const { return p == RuntimePrecision::bf16 ? htm_bf16 : htm_fp32; }
 };
 GemmRates gemm_rates(int64_t n, int repeats = 10) {
   auto a = torch::randn({n, n}), b = torch::randn({n, n}), c = torch::empty({n, n});
@@ -346,11 +347,11 @@ int cmd_bench(const Args& args) {
   Configured c = configure(config_file, overrides, variant, registry);
   set_threads(threads);  // after assembly: the file's runtime.threads is not what is timed
   Experiment& ex = c.ex;
-  const Precision precision = set_precision(ex.config.settings.runtime.precision);
+  const RuntimePrecision precision = set_precision(ex.config.settings.runtime.precision);
   const double gemm_peak = peak.of(precision);
   const int64_t batch = c.data.input.size(0), T = c.T;
   const std::string name =
-      ex.config.experiment + "/" + ex.config.variant + (precision == Precision::bf16 ? " bf16" : " fp32");
+      ex.config.experiment + "/" + ex.config.variant + (precision == RuntimePrecision::bf16 ? " bf16" : " fp32");
   auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
 
   // ---- the pair sampler alone: B×T×T logits, the first layer's r pairs

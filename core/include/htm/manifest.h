@@ -8,9 +8,14 @@
 
 namespace htm {
 
-/// The SDK's binary interface version. Bump it whenever a header in core/include/htm changes
-/// a class layout or a virtual signature; the registry refuses plugins built for another one.
-constexpr int kSdkAbiVersion = 4;
+/// The SDK's binary interface, major.minor. The major is bumped whenever a header in
+/// core/include/htm changes a class layout, a virtual signature or what a function means; the
+/// registry refuses a plugin built for another major. The minor is bumped (and reset with the
+/// major) for additions only, such as a new function in the SDK library: a plugin built on
+/// newer headers may call what an older host lacks, so the registry refuses a plugin whose minor
+/// is above its own, and accepts one built on older headers of the same major.
+constexpr int kSdkAbiVersion = 5;
+constexpr int kSdkAbiMinor = 0;
 
 enum class PluginKind { policy, merge, loss, adapter, dataset };
 

@@ -39,6 +39,7 @@ class Plugin {
 /// with the manifest returned by `manifest_fn()`. Use once per library, at namespace scope.
 #define HTM_REGISTER_PLUGIN(Class, manifest_fn)                                                   \
   extern "C" HTM_PLUGIN_EXPORT int htm_plugin_abi_version() { return ::htm::kSdkAbiVersion; }     \
+  extern "C" HTM_PLUGIN_EXPORT int htm_plugin_abi_minor() { return ::htm::kSdkAbiMinor; }         \
   extern "C" HTM_PLUGIN_EXPORT const ::htm::Manifest* htm_plugin_manifest() {                     \
     static const ::htm::Manifest htm_manifest_ = manifest_fn();                                   \
     return &htm_manifest_;                                                                        \

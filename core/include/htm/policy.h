@@ -5,10 +5,22 @@
 #include <torch/nn/modules/container/sequential.h>
 
 #include "htm/layers.h"
-#include "htm/log_prob_form.h"
 #include "htm/plugin.h"
 
 namespace htm {
+
+/// Which log-probability a policy reports for the decisions it sampled (`estimator.log_prob`).
+enum class LogProbForm {
+  /// Of what was actually drawn: each pair (token) under the softmax renormalised over the pairs
+  /// (tokens) still allowed after the draws before it. Σ over a decision is its log-probability,
+  /// so the score-function estimate is unbiased. A choice with only one outcome (unmerging all
+  /// T of T tokens) has log-probability 0 and reports none.
+  exact,
+  /// The paper's (§3.1.5: "we optimise the original unconstrained distribution"): each pair under
+  /// the softmax over all T(T−1) ordered pairs, each token under the softmax over all T. Biased:
+  /// E[∇ Σ log p̃] ≠ 0. Kept for faithful reproduction.
+  paper,
+};
 
 /// What a policy sees when the merging block asks for r pairs. Shapes: B batch, T tokens, C width.
 struct MergeContext {
@@ -20,6 +32,12 @@ struct MergeContext {
   at::Generator generator;   ///< seeded; every random draw must use it
   bool training = true;
   LogProbForm log_prob_form = LogProbForm::exact;  ///< what MergeDecision::log_prob must hold
+  /// The host's bound c on merge-pair logits (estimator.logit_bound; 0: none). A policy that
+  /// samples from logits passes it on to the SDK's sampler, pair_log_prob and pair_entropy, which
+  /// then read each logit l as c·tanh(l / c) (bound_logits()); one that computes its own
+  /// log-softmax applies bound_logits() first. No pair is then more than e^{2c} times likelier
+  /// than another, and the score function's gradient fades as a logit nears the bound.
+  double logit_bound = 0;
   /// B×T×T, 1 where tokens i and j are the two children of one node of the data's true
   /// hierarchy (Batch::tree), else 0; filled only for policies whose needs_truth() is true and
   /// only when the batch has a tree (undefined otherwise). For oracle studies, never for learning.
@@ -69,9 +87,18 @@ class Policy : public Plugin, public torch::nn::Module {
   /// Whether the host must fill MergeContext::siblings (oracle policies; the host refuses to
   /// train or evaluate such a policy on data without a known hierarchy).
   virtual bool needs_truth() const { return false; }
-  /// The unconstrained merge policy as B×T×T logits, row i scoring token i merged into each j
-  /// (the diagonal is ignored); undefined when the policy cannot say. Used to measure how much
-  /// the policy varies across inputs (paper Figure 4), never to sample.
+  /// Optional: the merge policy as B×T×T logits, row i scoring token i merged into each j (the
+  /// diagonal is ignored), before the host's bound. The contract, as docs/writing-a-plugin.md
+  /// and the conformance suite (tests/conformance) state it:
+  ///  - undefined (the default): the host cannot measure how the policy varies across inputs
+  ///    (policy_variation, policy_structure, the Figure 4 heatmap), and estimator.replay,
+  ///    which re-scores earlier draws, refuses the policy;
+  ///  - defined, by a policy whose MergeDecision::log_prob is defined: the distribution the
+  ///    merges are drawn from, so that for any draw d of choose_merges(ctx),
+  ///    d.log_prob == pair_log_prob(merge_logits(ctx), d.src, d.dst, ctx.log_prob_form,
+  ///    ctx.logit_bound). Replay trains on it;
+  ///  - defined, by a policy that learns nothing (no log_prob): the scores its merges follow,
+  ///    for the variation metrics only (a greedy policy's draws need not be samples of them).
   virtual torch::Tensor merge_logits(const MergeContext& ctx) { return {}; }
 };
 
@@ -88,35 +115,22 @@ class UnmergeScorerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(UnmergeScorer);
 
-// Sampling helpers shared by policies (core/src/sampling.cpp).
+// Sampling helpers shared by policies (core/src/sdk/sampling.cpp).
 
-/// The host's bound c on merge-pair logits (estimator.logit_bound; 0: none). While it is set,
-/// sample_disjoint_pairs, sample_disjoint_pairs_sequential, pair_log_prob and pair_entropy read
-/// each logit l as c·tanh(l / c): no pair is more than e^{2c} times likelier than another, and
-/// the score function's gradient fades as a logit nears the bound instead of growing with it.
-double logit_bound();
-/// Holds a bound for a scope on this thread and restores the previous one (the host sets it
-/// around each merge decision).
-class LogitBoundScope {
- public:
-  explicit LogitBoundScope(double bound);
-  ~LogitBoundScope();
-  LogitBoundScope(const LogitBoundScope&) = delete;
-  LogitBoundScope& operator=(const LogitBoundScope&) = delete;
-
- private:
-  double previous_;
-};
+/// c·tanh(logits / c) for a bound c > 0 (MergeContext::logit_bound), the logits unchanged for 0.
+torch::Tensor bound_logits(const torch::Tensor& logits, double bound);
 
 /// Samples r disjoint ordered pairs from softmax(logits) over the flattened T×T matrix, one pair
 /// at a time renormalised over the pairs still allowed — drawn exactly, in one pass, by adding
 /// Gumbel noise once, sorting, and greedily accepting pairs of unused tokens. The diagonal is
-/// never chosen. logits: B×T×T (any values on the diagonal). Returns {src, dst}, each B×r int64.
+/// never chosen. logits: B×T×T (any values on the diagonal), read through bound_logits(logits,
+/// logit_bound). Returns {src, dst}, each B×r int64.
 std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tensor& logits, int64_t r,
-                                                              at::Generator generator);
+                                                              at::Generator generator, double logit_bound = 0);
 /// The paper's sampler, one pair at a time: O(r·T²). Same distribution; kept as the reference.
 std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(const torch::Tensor& logits, int64_t r,
-                                                                         at::Generator generator);
+                                                                         at::Generator generator,
+                                                                         double logit_bound = 0);
 /// Samples r distinct indices per row from softmax(scores) without replacement (Gumbel top-k).
 /// scores: B×T. Returns B×r int64.
 torch::Tensor sample_without_replacement(const torch::Tensor& scores, int64_t r, at::Generator generator);
@@ -126,16 +140,17 @@ UnmergeDecision uniform_unmerges(const UnmergeContext& ctx);
 /// B×r log-probabilities of the pairs sample_disjoint_pairs drew from `logits`, in draw order.
 /// exact: pair k under the softmax over the pairs of tokens unused by pairs 0..k−1 (their sum
 /// is the log-probability of the draw); paper: every pair under the softmax over all T(T−1).
-/// The diagonal is masked in both.
+/// The diagonal is masked in both; the logits are read through bound_logits(logits, logit_bound).
 torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& src, const torch::Tensor& dst,
-                            LogProbForm form);
+                            LogProbForm form, double logit_bound = 0);
 /// B×r log-probabilities of the tokens sample_without_replacement drew from `scores` (B×T), in
 /// draw order. exact: token k under the softmax over the tokens not drawn before it
 /// (Plackett–Luce), and undefined when r = T (every token is chosen: nothing was decided);
 /// paper: every token under the softmax over all T.
 torch::Tensor token_log_prob(const torch::Tensor& scores, const torch::Tensor& index, LogProbForm form);
-/// B: entropy of softmax(logits) over the T(T−1) off-diagonal pairs (the first draw's distribution).
-torch::Tensor pair_entropy(const torch::Tensor& logits);
+/// B: entropy of softmax(bound_logits(logits, logit_bound)) over the T(T−1) off-diagonal pairs
+/// (the first draw's distribution).
+torch::Tensor pair_entropy(const torch::Tensor& logits, double logit_bound = 0);
 /// B×T×T pair logits Σ_h w_h q_h·k_h / √(C/h) of tokens x (B×T×C), q = query(x), k = key(x),
 /// over the heads h of head_weight (w): the learned policies' bilinear score, with the head
 /// weights folded into the queries so only one B×T×T matrix is formed.

@@ -20,7 +20,8 @@ struct RowShard {
   int64_t total = 0;
 };
 
-/// The split in force on this thread (set by the host around a training step's forward pass).
+/// The split in force on this thread (set by the host around a training step's forward pass,
+/// sdk/row_shard_scope.h).
 const RowShard& current_row_shard();
 
 /// For a tensor of `rows` rows about to receive random draws: the rows to draw for and where
@@ -37,17 +38,5 @@ DrawRows draw_rows(int64_t rows);
 /// `generator`, or torch's global generator when it is undefined. Without a split, the same
 /// numbers as torch::randn_like.
 at::Tensor normal_like_rows(const at::Tensor& like, c10::optional<at::Generator> generator = c10::nullopt);
-
-/// Sets the split for the current thread until destroyed.
-class RowShardScope {
- public:
-  explicit RowShardScope(RowShard shard);
-  ~RowShardScope();
-  RowShardScope(const RowShardScope&) = delete;
-  RowShardScope& operator=(const RowShardScope&) = delete;
-
- private:
-  RowShard previous_;
-};
 
 }  // namespace htm

@@ -207,7 +207,7 @@ std::vector<HostSection> build_schema() {
           .choice("method", &Es::method,
                   {{"score_function", EstimatorMethod::score_function}, {"prob_scale", EstimatorMethod::prob_scale}},
                   "gradient through the merges: score_function (eq. 2-4) or prob_scale (A.4)")
-          .choice("log_prob", &Es::log_prob, {{"exact", LogProbForm::exact}, {"paper", LogProbForm::paper}},
+          .choice("log_prob", &Es::log_prob, {{"exact", EstimatorLogProb::exact}, {"paper", EstimatorLogProb::paper}},
                   "log-probability of the sampled decisions: exact (each draw renormalised over what is "
                   "still allowed: unbiased) or paper (the unconstrained softmax, §3.1.5: biased)")
           .choice("reward", &Es::reward, {{"sample", RewardScope::sample}, {"batch", RewardScope::batch}},
@@ -255,7 +255,7 @@ std::vector<HostSection> build_schema() {
   schema.push_back(
       Section<R>("runtime", &HostSettings::runtime)
           .add("threads", &R::threads, int64_t{0}, "torch threads; 0: all cores", at_least(0))
-          .choice("precision", &R::precision, {{"fp32", Precision::fp32}, {"bf16", Precision::bf16}},
+          .choice("precision", &R::precision, {{"fp32", RuntimePrecision::fp32}, {"bf16", RuntimePrecision::bf16}},
                   "of the linear layers' and attention's matrix products: fp32, or bf16 operands with fp32 "
                   "accumulation (weights, optimiser and everything else stay fp32; fp32 where the CPU has no "
                   "bf16 instructions)")

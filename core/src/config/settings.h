@@ -10,14 +10,18 @@
 #include <string>
 #include <vector>
 
-#include "htm/log_prob_form.h"
 #include "htm/manifest.h"
-#include "htm/precision.h"
 #include "htm/value.h"
 
 namespace htm {
 
 enum class Task { reconstruct, classify };
+/// estimator.log_prob: which log-probability policies report (htm::LogProbForm in htm/policy.h,
+/// which the model asks for): exact (each draw renormalised over what is still allowed) or the
+/// paper's unconstrained softmax.
+enum class EstimatorLogProb { exact, paper };
+/// runtime.precision: of the SDK's matrix products (sdk/precision.h).
+enum class RuntimePrecision { fp32, bf16 };
 enum class Architecture { htm, vit };
 enum class Unmerge { policy, mirror };
 enum class LrDecay { step, cosine };
@@ -81,7 +85,7 @@ struct TrainSettings {
 
 struct EstimatorSettings {
   EstimatorMethod method = EstimatorMethod::score_function;
-  LogProbForm log_prob = LogProbForm::exact;
+  EstimatorLogProb log_prob = EstimatorLogProb::exact;
   RewardScope reward = RewardScope::sample;
   RewardBaseline baseline = RewardBaseline::ema;
   double baseline_decay = 0;
@@ -99,8 +103,8 @@ struct EstimatorSettings {
 inline constexpr const char* kDefaultResultsPath = "results/htm.sqlite";
 
 struct RuntimeSettings {
-  int64_t threads = 0;                    ///< 0: every core
-  Precision precision = Precision::fp32;  ///< of the SDK's matrix products (htm/precision.h)
+  int64_t threads = 0;                                  ///< 0: every core
+  RuntimePrecision precision = RuntimePrecision::fp32;  ///< of the SDK's matrix products (sdk/precision.h)
   std::string results;
   std::string artifacts;
   int64_t checkpoint_every = 0;   ///< steps between checkpoints besides each epoch's end; 0: none

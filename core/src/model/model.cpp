@@ -156,6 +156,7 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
   ctx.generator = generator;
   ctx.training = is_training();
   ctx.log_prob_form = options_.log_prob_form;
+  ctx.logit_bound = options_.logit_bound;
   torch::Tensor parent_of_node;  // B×T: the truth's parent of each token's node (−1: none)
   if (truth != nullptr) {
     parent_of_node = truth->parent.gather(1, truth->node.clamp_min(0)).masked_fill(truth->node < 0, -1);
@@ -166,12 +167,12 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
   MergeDecision decision;
   {
     PluginScope scope(PluginKind::policy, &policy());
-    LogitBoundScope bound(options_.logit_bound);
     if (replayed != nullptr) {  // a replayed draw: the policy scores the pairs given
       auto logits = policy().merge_logits(ctx);
       if (!logits.defined())
         throw Error("replaying merges (estimator.replay) needs a policy that gives its merge_logits()");
-      decision = {replayed->src, replayed->dst, pair_log_prob(logits, replayed->src, replayed->dst, ctx.log_prob_form)};
+      decision = {replayed->src, replayed->dst,
+                  pair_log_prob(logits, replayed->src, replayed->dst, ctx.log_prob_form, ctx.logit_bound)};
     } else {
       decision = policy().choose_merges(ctx);
     }

@@ -9,8 +9,8 @@
 #include <exception>
 
 #include "htm/manifest.h"
-#include "htm/precision.h"
 #include "model/run_board.h"
+#include "sdk/precision.h"
 
 namespace htm {
 

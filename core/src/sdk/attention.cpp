@@ -12,9 +12,9 @@
 #include <torch/torch.h>
 
 #include "htm/layers.h"
-#include "htm/precision.h"
 #include "htm/row_shard.h"
 #include "sdk/gemm.h"
+#include "sdk/precision.h"
 #include "sdk/softmax_rows.h"
 
 namespace htm {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "htm/error.h"
-#include "htm/precision.h"
+#include "sdk/precision.h"
 
 extern "C" int dnnl_sgemm(char transa, char transb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);

@@ -8,9 +8,9 @@
 
 #include "htm/error.h"
 #include "htm/layers.h"
-#include "htm/precision.h"
 #include "sdk/fused_linear.h"
 #include "sdk/gemm.h"
+#include "sdk/precision.h"
 
 namespace htm {
 

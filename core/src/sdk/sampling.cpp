@@ -12,8 +12,8 @@
 #include "htm/error.h"
 #include "htm/layers.h"
 #include "htm/policy.h"
-#include "htm/row_shard.h"
 #include "sdk/counter_rng.h"
+#include "sdk/row_shard_scope.h"
 
 namespace htm {
 
@@ -67,13 +67,6 @@ class SplitMix64 {
   uint64_t state_;
 };
 
-thread_local double g_logit_bound = 0;
-
-// The logits as the sampler, the log-probability and the entropy read them (logit_bound()).
-torch::Tensor bounded(const torch::Tensor& logits) {
-  return g_logit_bound > 0 ? g_logit_bound * torch::tanh(logits / g_logit_bound) : logits;
-}
-
 void check_pairs_args(const torch::Tensor& logits, int64_t r) {
   if (logits.dim() != 3 || logits.size(1) != logits.size(2)) throw Error("sample_disjoint_pairs: logits must be B×T×T");
   if (r < 0 || 2 * r > logits.size(1))
@@ -99,16 +92,16 @@ void rescale_if_underflowing(const float* lg, int64_t T, const std::vector<int32
 
 }  // namespace
 
-double logit_bound() { return g_logit_bound; }
-LogitBoundScope::LogitBoundScope(double bound) : previous_(g_logit_bound) { g_logit_bound = bound; }
-LogitBoundScope::~LogitBoundScope() { g_logit_bound = previous_; }
+torch::Tensor bound_logits(const torch::Tensor& logits, double bound) {
+  return bound > 0 ? bound * torch::tanh(logits / bound) : logits;
+}
 
 std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tensor& logits, int64_t r,
-                                                              at::Generator generator) {
+                                                              at::Generator generator, double logit_bound) {
   check_pairs_args(logits, r);
   torch::NoGradGuard no_grad;
   const int64_t B = logits.size(0), T = logits.size(1);
-  auto values = bounded(logits.detach()).to(torch::kFloat).contiguous();
+  auto values = bound_logits(logits.detach(), logit_bound).to(torch::kFloat).contiguous();
   auto src = torch::empty({B, r}, torch::kLong);
   auto dst = torch::empty({B, r}, torch::kLong);
   const float* logits_all = values.data_ptr<float>();
@@ -183,11 +176,11 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tenso
 }
 
 std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(const torch::Tensor& logits, int64_t r,
-                                                                         at::Generator generator) {
+                                                                         at::Generator generator, double logit_bound) {
   check_pairs_args(logits, r);
   torch::NoGradGuard no_grad;
   const int64_t B = logits.size(0), T = logits.size(1);
-  auto base = bounded(logits.detach()).to(torch::kFloat).clone();
+  auto base = bound_logits(logits.detach(), logit_bound).to(torch::kFloat).clone();
   base.diagonal(0, 1, 2).fill_(-std::numeric_limits<float>::infinity());
   auto used = torch::zeros({B, T}, torch::kBool);
   auto src = torch::empty({B, r}, torch::kLong);
@@ -255,9 +248,9 @@ torch::Tensor drawn_before(std::initializer_list<torch::Tensor> drawn, int64_t T
 }  // namespace
 
 torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& src, const torch::Tensor& dst,
-                            LogProbForm form) {
+                            LogProbForm form, double logit_bound) {
   const int64_t B = logits.size(0), T = logits.size(1);
-  auto masked = without_diagonal(bounded(logits));
+  auto masked = without_diagonal(bound_logits(logits, logit_bound));
   if (form == LogProbForm::paper) return torch::log_softmax(masked.view({B, T * T}), 1).gather(1, src * T + dst);
 
   // Draw k's normaliser is Σ over pairs (i, j) of unused tokens, i ≠ j, of exp(logit): with u_k
@@ -289,9 +282,9 @@ torch::Tensor bilinear_pair_logits(const torch::Tensor& x, Linear& query, Linear
   return torch::bmm(q.view({B, T, C}), key->forward(x).transpose(1, 2)) / std::sqrt(static_cast<double>(d));
 }
 
-torch::Tensor pair_entropy(const torch::Tensor& logits) {
+torch::Tensor pair_entropy(const torch::Tensor& logits, double logit_bound) {
   const int64_t B = logits.size(0), T = logits.size(1);
-  auto log_p = torch::log_softmax(without_diagonal(bounded(logits)).view({B, T * T}), 1);
+  auto log_p = torch::log_softmax(without_diagonal(bound_logits(logits, logit_bound)).view({B, T * T}), 1);
   // 0·log 0 = 0 on the diagonal.
   return -(log_p.exp() * log_p.masked_fill(torch::isinf(log_p), 0)).sum(1);
 }

@@ -12,6 +12,7 @@
 #include "htm/merge.h"
 #include "htm/policy.h"
 #include "model/vit.h"
+#include "sdk/precision.h"
 #include "train/estimator.h"
 
 namespace htm {
@@ -21,18 +22,18 @@ void set_threads(int64_t threads) {
   at::set_num_threads(static_cast<int>(n));
 }
 
-Precision set_precision(Precision asked) {
-  Precision used = asked;
-  if (asked == Precision::bf16 && !cpu_has_bf16()) {
+RuntimePrecision set_precision(RuntimePrecision asked) {
+  RuntimePrecision used = asked;
+  if (asked == RuntimePrecision::bf16 && !cpu_has_bf16()) {
     static std::once_flag said;
     std::call_once(said, [] {
       std::fprintf(stderr,
                    "note: runtime.precision = \"bf16\", but oneDNN finds no AVX512-BF16 or AMX-BF16 here (it "
                    "would emulate bf16, slower than fp32): running fp32\n");
     });
-    used = Precision::fp32;
+    used = RuntimePrecision::fp32;
   }
-  set_matmul_precision(used);
+  set_matmul_precision(used == RuntimePrecision::bf16 ? Precision::bf16 : Precision::fp32);
   return used;
 }
 
@@ -51,7 +52,8 @@ ModelOptions model_options(const ResolvedConfig& config, const BuildContext& ctx
   options.leaf_classifier = config.settings.model.leaf_classifier;
   options.timestep_scale = config.settings.model.timestep_scale;
   options.mirror_unmerge = config.settings.model.unmerge == Unmerge::mirror;
-  options.log_prob_form = config.settings.estimator.log_prob;
+  options.log_prob_form =
+      config.settings.estimator.log_prob == EstimatorLogProb::paper ? LogProbForm::paper : LogProbForm::exact;
   options.value_baseline = config.settings.estimator.baseline == RewardBaseline::value;
   options.pair_errors = config.settings.estimator.dense > 0;
   options.anytime = config.settings.train.anytime > 0;

@@ -48,9 +48,9 @@ inline int64_t samples_limit(int64_t requested, int64_t available) {
 /// Threads for torch: `threads`, or every core when it is 0.
 void set_threads(int64_t threads);
 
-/// Puts runtime.precision in force for the SDK's matrix products (htm/precision.h). bf16 where
+/// Puts runtime.precision in force for the SDK's matrix products (sdk/precision.h). bf16 where
 /// the CPU has no bf16 instructions falls back to fp32 with a note on stderr (once). Returns the
 /// precision in force.
-Precision set_precision(Precision asked);
+RuntimePrecision set_precision(RuntimePrecision asked);
 
 }  // namespace htm

@@ -23,11 +23,11 @@ class CosinePolicy : public htm::Policy {
 
   htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
     auto logits = merge_logits(ctx);  // B×T×T
-    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
+    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator, ctx.logit_bound);
     return {src, dst, torch::Tensor()};
   }
 
-  // Optional: lets `htm` measure how much the policy varies across inputs.
+  // Optional: what the merges are drawn from (docs/writing-a-plugin.md, "merge_logits").
   torch::Tensor merge_logits(const htm::MergeContext& ctx) override {
     auto unit =
         torch::nn::functional::normalize(ctx.tokens.detach(), torch::nn::functional::NormalizeFuncOptions().dim(-1));

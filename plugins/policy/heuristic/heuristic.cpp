@@ -30,7 +30,7 @@ class HeuristicPolicy : public htm::Policy {
   // learned by the estimator, so no log-probability is returned.
   htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
     auto logits = merge_logits(ctx);
-    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
+    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator, ctx.logit_bound);
     return {src, dst, torch::Tensor()};
   }
 

@@ -37,8 +37,9 @@ class LearnedPolicy : public htm::Policy {
 
   htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
     auto logits = logits_of(ctx.tokens);
-    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
-    return {src, dst, htm::pair_log_prob(logits, src, dst, ctx.log_prob_form), htm::pair_entropy(logits)};
+    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator, ctx.logit_bound);
+    return {src, dst, htm::pair_log_prob(logits, src, dst, ctx.log_prob_form, ctx.logit_bound),
+            htm::pair_entropy(logits, ctx.logit_bound)};
   }
 
   htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override { return unmerge_->choose(ctx); }

@@ -43,7 +43,7 @@ class NearestPolicy : public htm::Policy {
   htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
     auto logits = merge_logits(ctx);
     if (temperature_ > 0) {
-      auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
+      auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator, ctx.logit_bound);
       return {src, dst, torch::Tensor()};
     }
     auto [src, dst] = htm::greedy_pairs(logits, ctx.r);

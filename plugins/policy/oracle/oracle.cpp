@@ -39,7 +39,7 @@ class OraclePolicy : public htm::Policy {
       auto follow = torch::empty({logits.size(0), 1, 1}).bernoulli_(truth_fraction_, ctx.generator);
       logits = logits * follow;
     }
-    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
+    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator, ctx.logit_bound);
     return {src, dst, torch::Tensor(), torch::Tensor()};
   }
 

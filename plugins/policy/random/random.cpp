@@ -20,7 +20,7 @@ class RandomPolicy : public htm::Policy {
 
   // Equal logits: one pair at a time, uniform over the pairs whose tokens are both unused.
   htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
-    auto [src, dst] = htm::sample_disjoint_pairs(merge_logits(ctx), ctx.r, ctx.generator);
+    auto [src, dst] = htm::sample_disjoint_pairs(merge_logits(ctx), ctx.r, ctx.generator, ctx.logit_bound);
     return {src, dst, torch::Tensor()};
   }
 

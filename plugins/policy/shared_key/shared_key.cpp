@@ -34,8 +34,9 @@ class SharedKeyPolicy : public htm::Policy {
 
   htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
     auto logits = merge_logits(ctx);
-    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator);
-    return {src, dst, htm::pair_log_prob(logits, src, dst, ctx.log_prob_form), htm::pair_entropy(logits)};
+    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator, ctx.logit_bound);
+    return {src, dst, htm::pair_log_prob(logits, src, dst, ctx.log_prob_form, ctx.logit_bound),
+            htm::pair_entropy(logits, ctx.logit_bound)};
   }
 
   torch::Tensor merge_logits(const htm::MergeContext& ctx) override {
