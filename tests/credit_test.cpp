@@ -7,7 +7,7 @@
 #include "config/settings.h"
 #include "htm/policy.h"
 #include "test_util.h"
-#include "train/estimator.h"
+#include "train/estimator/estimator.h"
 #include "two_pair_case.h"
 
 namespace htm {

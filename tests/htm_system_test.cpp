@@ -69,7 +69,7 @@ TEST(MergeTrees, AgreeWithARealForwardPass) {
   options.heads = 2;
   options.mlp_ratio = 2;
   options.dropout = 0;
-  options.leaf_classifier = true;
+  options.leaf_classifier = LeafClassifier::trained;
   auto model = std::make_shared<HtmModelImpl>(options, adapter, policy, merge);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
   auto input = torch::rand({5, 8, 2}) * 2 - 1;

@@ -139,8 +139,8 @@ TEST(TeacherForcing, EachLayerIsReconstructedInTheEncodersOrder) {
   o.dim = 8;
   o.heads = 2;
   o.dropout = 0;
-  o.transformer = false;
-  o.cross_attention = false;
+  o.mixing = Mixing::none;
+  o.refinement = Refinement::mlp;
   HtmModel model(o, adapter, policy, std::make_shared<CopyMerge>());
   {
     torch::NoGradGuard no_grad;
@@ -152,7 +152,8 @@ TEST(TeacherForcing, EachLayerIsReconstructedInTheEncodersOrder) {
                                            at::make_generator<at::CPUGeneratorImpl>(4), nullptr);
   ASSERT_EQ(out.encoder_tokens.size(), 2u);
   ASSERT_EQ(out.decoder_tokens.size(), 2u);
-  EXPECT_FALSE(out.log_prob.defined());
+  for (const Draw& d : out.draws) EXPECT_EQ(d.kind, Draw::Kind::merge);  // the unmerges are forced, not drawn
+  ASSERT_EQ(out.draws.size(), 2u);
   ASSERT_EQ(out.unmerge_log_probs.size(), 2u);
   auto te = model->named_buffers()["timesteps"];
   for (size_t d = 0; d < 2; ++d) {
@@ -194,7 +195,7 @@ TEST(Classifier, HtmGivesLogitsAndTheVitMatchesItsParameterCount) {
   auto batch = htm_ex.dataset->get(Split::train, torch::arange(3));
   auto out = htm_ex.model->forward(batch.input, htm_ex.schedule, at::make_generator<at::CPUGeneratorImpl>(0));
   ASSERT_EQ(out.output.sizes(), (std::vector<int64_t>{3, 10}));
-  EXPECT_TRUE(out.log_prob.defined());  // the learned policy still learns, from the class loss
+  EXPECT_TRUE(total_log_prob(out).defined());  // the learned policy still learns, from the class loss
   EXPECT_TRUE(out.decoder_tokens.empty());
   EXPECT_LT(htm_ex.participating, htm_ex.parameters);  // the adapter's unlifter takes no part
 

@@ -15,7 +15,7 @@
 #include "store/results_store.h"
 #include "test_util.h"
 #include "train/experiment.h"
-#include "train/replay.h"
+#include "train/estimator/replay.h"
 #include "train/trainer.h"
 
 namespace htm {
@@ -170,16 +170,22 @@ TEST(ValueBaseline, EachDrawIsValuedAndOnlyTheValueHeadsLearnFromTheirRegression
   Experiment ex = assemble(resolve(file), registry(), 0);
   Experiment plain = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n")), registry(), 0);
   EXPECT_GT(ex.parameters, plain.parameters);  // the value heads, and only with the value baseline
+  ASSERT_TRUE(ex.values);
   Batch batch = ex.dataset->get(Split::train, torch::arange(32));
   auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
-  // Four merge layers are drawn; unmerging 100 % of a population is forced and has no draw.
-  ASSERT_EQ(out.valued.size(), 4u);
-  auto summed = out.valued[0].log_prob;
-  for (size_t k = 1; k < out.valued.size(); ++k) summed = summed + out.valued[k].log_prob;
-  EXPECT_TRUE(torch::allclose(summed, out.log_prob));
+  // Four merge layers are drawn; unmerging 100 % of a population is forced: its draws carry no
+  // log-probability, and the estimator values only the draws that do.
+  std::vector<const Draw*> learned;
+  for (const Draw& d : out.draws)
+    if (d.log_prob.defined()) learned.push_back(&d);
+  ASSERT_EQ(learned.size(), 4u);
+  auto summed = learned[0]->log_prob.sum(1);
+  for (size_t k = 1; k < learned.size(); ++k) summed = summed + learned[k]->log_prob.sum(1);
+  EXPECT_TRUE(torch::allclose(summed, total_log_prob(out)));
   auto g = torch::rand({32});
   torch::Tensor error = torch::zeros({});
-  for (const auto& v : out.valued) error = error + (v.value - g).pow(2).mean();
+  for (const Draw* d : learned)
+    error = error + (ex.values->forward(d->population, d->kind == Draw::Kind::unmerge) - g).pow(2).mean();
   std::vector<std::string> names;
   std::vector<torch::Tensor> params;
   for (const auto& p : ex.model->named_parameters()) names.push_back(p.key()), params.push_back(p.value());
@@ -210,8 +216,12 @@ TEST(DenseReward, APairsErrorStartsAsHalfItsSquaredDistance) {
   Experiment ex = assemble(resolve(file, {"model.transformer=false"}), registry(), 0);
   Batch batch = ex.dataset->get(Split::train, torch::arange(8));
   torch::NoGradGuard no_grad;
-  auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
-  ASSERT_EQ(out.pair_errors.size(), 4u);
+  Estimator estimator(ex.config.settings.estimator);
+  ForwardHooks hooks;
+  PassNotes notes;
+  estimator.watch(hooks, notes);  // the pair errors are measured as each layer merges
+  auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1), &hooks);
+  ASSERT_EQ(notes.pair_errors.size(), 4u);
   for (size_t d = 0; d < 4; ++d) {
     const auto& x = out.encoder_tokens[d];
     const auto& m = out.merges[d];
@@ -219,8 +229,8 @@ TEST(DenseReward, APairsErrorStartsAsHalfItsSquaredDistance) {
       return x.gather(1, index.unsqueeze(-1).expand({8, index.size(1), x.size(2)}));
     };
     auto expected = (at(m.src) - at(m.dst)).pow(2).mean(-1) / 2;
-    EXPECT_TRUE(torch::allclose(out.pair_errors[d].error, expected, 1e-4, 1e-6)) << "layer " << d + 1;
-    EXPECT_TRUE(torch::equal(out.pair_errors[d].log_prob, m.log_prob));
+    EXPECT_TRUE(torch::allclose(notes.pair_errors[d].error, expected, 1e-4, 1e-6)) << "layer " << d + 1;
+    EXPECT_TRUE(torch::equal(notes.pair_errors[d].log_prob, m.log_prob));
   }
   const std::string refused =
       htm::testing::error_of([&] { resolve(trees_file(dir, "[estimator]\nmethod = \"prob_scale\"\ndense = 0.5\n")); });
@@ -286,25 +296,26 @@ TEST(Anytime, EachLevelIsWhatTheShallowerScheduleReconstructs) {
   const std::string dir = htm::testing::fresh_dir("anytime_levels");
   const std::string file = trees_file(dir, "[policy]\nplugin = \"oracle\"\n");
   Experiment ex = assemble(resolve(file, {"train.anytime=1.0", "model.unmerge=\"mirror\""}), registry(), 0);
-  Experiment plain = assemble(resolve(file, {"model.unmerge=\"mirror\""}), registry(), 0);
   Batch batch = ex.dataset->get(Split::train, torch::arange(8));
   ForwardHooks hooks;
   hooks.tree = batch.tree;
   auto gen = [] { return at::make_generator<at::CPUGeneratorImpl>(1); };
   torch::NoGradGuard no_grad;
-  auto out = ex.model->forward(batch.input, ex.schedule, gen(), &hooks);
-  ASSERT_EQ(out.level_outputs.size(), ex.schedule.size() - 1);
+  AnytimeLevels levels(*ex.model, ex.schedule, gen());
+  ForwardHooks with_levels = hooks;
+  levels.watch(with_levels);
+  auto out = ex.model->forward(batch.input, ex.schedule, gen(), &with_levels);
+  ASSERT_EQ(levels.outputs().size(), ex.schedule.size() - 1);
   for (size_t d = 1; d < ex.schedule.size(); ++d) {
     const std::vector<int64_t> shallow(ex.schedule.begin(), ex.schedule.begin() + static_cast<std::ptrdiff_t>(d));
     auto reference = ex.model->forward(batch.input, shallow, gen(), &hooks);
-    ASSERT_TRUE(out.level_outputs[d - 1].sizes() == out.output.sizes());
-    EXPECT_TRUE(torch::allclose(out.level_outputs[d - 1], reference.output, 1e-5, 1e-6)) << "level " << d;
-    EXPECT_FALSE(torch::allclose(out.level_outputs[d - 1], out.output, 1e-3, 1e-4)) << "level " << d;
+    ASSERT_TRUE(levels.outputs()[d - 1].sizes() == out.output.sizes());
+    EXPECT_TRUE(torch::allclose(levels.outputs()[d - 1], reference.output, 1e-5, 1e-6)) << "level " << d;
+    EXPECT_FALSE(torch::allclose(levels.outputs()[d - 1], out.output, 1e-3, 1e-4)) << "level " << d;
   }
-  // Evaluation reconstructs from the bottleneck alone, and so does a model without the loss.
-  ex.model->eval();
-  EXPECT_TRUE(ex.model->forward(batch.input, ex.schedule, gen(), &hooks).level_outputs.empty());
-  EXPECT_TRUE(plain.model->forward(batch.input, plain.schedule, gen(), &hooks).level_outputs.empty());
+  // A pass reconstructs from the bottleneck alone unless the anytime loss asks for the levels.
+  auto unasked = ex.model->forward(batch.input, ex.schedule, gen(), &hooks);
+  EXPECT_TRUE(torch::equal(unasked.output, out.output));
 }
 
 TEST(Anytime, TheLossAddsTheLevelsMeanAndARunLogsIt) {
@@ -312,13 +323,16 @@ TEST(Anytime, TheLossAddsTheLevelsMeanAndARunLogsIt) {
   Experiment ex =
       assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n"), {"train.anytime=0.5"}), registry(), 0);
   Batch batch = ex.dataset->get(Split::train, torch::arange(8));
-  auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
-  ASSERT_EQ(out.level_outputs.size(), 3u);
+  AnytimeLevels anytime(*ex.model, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
+  ForwardHooks hooks;
+  anytime.watch(hooks);
+  auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1), &hooks);
+  ASSERT_EQ(anytime.outputs().size(), 3u);
   std::vector<Metric> terms;
-  auto g = training_objective(ex.losses, out, batch, 0, 0, true, false, &terms, 0.5);
+  auto g = training_objective(ex.losses, out, batch, 0, 0, true, false, &terms, 0.5, anytime.outputs());
   auto expected = training_objective(ex.losses, out, batch, 0, 0, true, false);
   torch::Tensor levels = torch::zeros_like(expected);
-  for (const auto& level_output : out.level_outputs) {
+  for (const auto& level_output : anytime.outputs()) {
     ForwardResult level;
     level.output = level_output;
     levels = levels + training_objective(ex.losses, level, batch, 0, 0, true, false) / 3.0;
@@ -350,10 +364,10 @@ TEST(LogitBound, TheHostBoundsEveryMergeDecision) {
   torch::NoGradGuard no_grad;
   auto out = bounded.model->forward(batch.input, bounded.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
   const double uniform = std::log(240.0) + std::log(56.0) + std::log(12.0) + std::log(2.0);
-  EXPECT_TRUE(torch::allclose(out.entropy, torch::full({8}, uniform), 1e-4, 1e-4));
+  EXPECT_TRUE(torch::allclose(total_entropy(out), torch::full({8}, uniform), 1e-4, 1e-4));
   // Unbounded, the same initial weights are not uniform.
   auto raw = free.model->forward(batch.input, free.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
-  EXPECT_LT(raw.entropy.max().item<double>(), uniform - 1e-3);
+  EXPECT_LT(total_entropy(raw).max().item<double>(), uniform - 1e-3);
 }
 
 }  // namespace

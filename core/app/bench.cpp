@@ -30,10 +30,10 @@
 #include "sdk/gemm.h"
 #include "sdk/precision.h"
 #include "sdk/row_shard_scope.h"
-#include "train/estimator.h"
 #include "train/experiment.h"
 #include "train/memory.h"
 #include "train/optimizer.h"
+#include "train/step.h"
 #include "train/trainer.h"
 
 namespace po = boost::program_options;
@@ -106,50 +106,24 @@ struct StepTiming {
 StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::string& profile,
                          const std::optional<WorldInfo>& world) {
   const int64_t batch = data.input.size(0);
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
-  const TrainSettings& train = ex.config.settings.train;
-  FusedAdamW optimizer(ex.model->parameters(), train.lr, train.weight_decay);
-  Estimator estimator(ex.config.settings.estimator);
   std::unique_ptr<Communicator> comm;
-  std::unique_ptr<GradientReducer> reducer;
-  RowShard shard;
+  StepRequest request;
+  request.schedule = ex.schedule;
+  request.batch_rows = batch;
   if (world) {
     comm = std::make_unique<Communicator>(*world, "bench " + ex.config.hash, std::chrono::seconds(300));
-    reducer = std::make_unique<GradientReducer>(ex.model->parameters(), *comm);
     const auto [first, rows] = rows_of_rank(batch, world->rank, world->world);
-    shard = {first, rows, batch};
+    request.first = first;
     data.input = data.input.narrow(0, first, rows);
     if (data.tree.defined()) data.tree = data.tree.narrow(0, first, rows);
     if (data.labels.defined()) data.labels = data.labels.narrow(0, first, rows);
   }
+  request.batch = data;
+  // The trainer's own step (train/step.h): rollouts, the losses' hooks, the estimator, replay,
+  // the anytime loss, the leaf classifier's probe, clipping and both optimisers.
+  TrainStep train_step(ex, at::make_generator<at::CPUGeneratorImpl>(0), comm.get());
   ex.model->train();
-  std::function<void()> phase_ended = [] {};
-  auto step = [&] {
-    torch::Tensor total;
-    {
-      RECORD_FUNCTION("htm::forward", {});
-      RowShardScope scope(shard);
-      ForwardHooks truth;
-      truth.tree = data.tree;
-      auto out = ex.model->forward(data.input, ex.schedule, gen, &truth);
-      auto per_sample = training_objective(ex.losses, out, data, 0, 0, true, false);
-      total = estimator.objective(per_sample, out.log_prob, out.entropy,
-                                  comm ? share_of_batch(*comm, per_sample, shard.rows, batch) : BatchShare{},
-                                  out.valued, out.pair_errors);
-    }
-    phase_ended();
-    optimizer.zero_grad();
-    {
-      RECORD_FUNCTION("htm::backward", {});
-      if (reducer)
-        reducer->backward(total);
-      else
-        total.backward();
-    }
-    phase_ended();
-    RECORD_FUNCTION("htm::optimizer", {});
-    optimizer.step();
-  };
+  auto step = [&] { train_step(request); };
   StepTiming t;
   step();
   const int64_t flops0 = gemm_flops();
@@ -164,7 +138,7 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
   if (!world) {  // one more step for the peak of each phase (the process's memory, libraries included)
     double* phase_peak[] = {&t.forward_mib, &t.backward_mib};
     int phase = 0;
-    phase_ended = [&] {
+    train_step.phase_ended = [&] {
       *phase_peak[phase++] = peak_rss_mib();
       reset_peak();
     };
@@ -174,9 +148,10 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
     step();
     t.optimizer_mib = peak_rss_mib();
   }
-  if (world && world->rank == 0 && reducer)
+  if (world && world->rank == 0 && train_step.reducer())
     std::printf("data-parallel  %lld gradient bucket%s, %lld started before backward ended (last step)\n",
-                (long long)reducer->buckets(), reducer->buckets() == 1 ? "" : "s", (long long)reducer->started_early());
+                (long long)train_step.reducer()->buckets(), train_step.reducer()->buckets() == 1 ? "" : "s",
+                (long long)train_step.reducer()->started_early());
   return t;
 }
 

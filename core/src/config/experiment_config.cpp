@@ -110,22 +110,14 @@ void check_seed_phases(const ExperimentSettings& experiment, const Node* table, 
     }
 }
 
-// Cross-setting rules of [estimator], reported where the file wrote the setting at fault.
+// Cross-setting rules of [estimator] (settings.h), reported where the file wrote the setting at fault.
 void check_estimator(const EstimatorSettings& estimator, const Node* table, const Where& start) {
-  if ((estimator.baseline == RewardBaseline::value || estimator.dense > 0) &&
-      estimator.method == EstimatorMethod::prob_scale) {
-    const Node* at = table ? table->find(estimator.dense > 0 ? "dense" : "baseline") : nullptr;
-    fail(at ? at->value_at : start,
-         std::string(estimator.dense > 0 ? "'estimator.dense'" : "'estimator.baseline' = \"value\"") +
-             " shapes the score function's reward: 'estimator.method' = \"prob_scale\" has none");
+  for (const SettingProblem& problem : estimator_problems(estimator)) {
+    const Node* at = nullptr;
+    for (const std::string& key : problem.keys)
+      if (at == nullptr && table != nullptr) at = table->find(key);
+    fail(at ? at->value_at : start, problem.message);
   }
-  if (estimator.baseline != RewardBaseline::rloo || estimator.rollouts >= 2) return;
-  const Node* at = table ? table->find("rollouts") : nullptr;
-  if (!at && table) at = table->find("baseline");
-  fail(at ? at->value_at : start,
-       "'estimator.baseline' = \"rloo\" compares each rollout with the same input's "
-       "others: set 'estimator.rollouts' to at least 2 (it is " +
-           std::to_string(estimator.rollouts) + ")");
 }
 
 const Manifest& find_manifest(const PluginCatalog& catalog, PluginKind kind, const std::string& name, const Where& at) {

@@ -303,4 +303,19 @@ HostSettings default_settings() {
   return typed_settings(values);
 }
 
+std::vector<SettingProblem> estimator_problems(const EstimatorSettings& estimator) {
+  std::vector<SettingProblem> problems;
+  if ((estimator.baseline == RewardBaseline::value || estimator.dense > 0) &&
+      estimator.method == EstimatorMethod::prob_scale)
+    problems.push_back({std::string(estimator.dense > 0 ? "'estimator.dense'" : "'estimator.baseline' = \"value\"") +
+                            " shapes the score function's reward: 'estimator.method' = \"prob_scale\" has none",
+                        {estimator.dense > 0 ? "dense" : "baseline"}});
+  if (estimator.baseline == RewardBaseline::rloo && estimator.rollouts < 2)
+    problems.push_back({"'estimator.baseline' = \"rloo\" compares each rollout with the same input's others: set "
+                        "'estimator.rollouts' to at least 2 (it is " +
+                            std::to_string(estimator.rollouts) + ")",
+                        {"rollouts", "baseline"}});
+  return problems;
+}
+
 }  // namespace htm

@@ -149,4 +149,16 @@ HostSettings typed_settings(const std::map<std::string, Value>& values);
 /// Every setting at its default.
 HostSettings default_settings();
 
+/// A rule spanning several settings, broken: the sentence, and the keys of the section it
+/// concerns, the one to point at first (a file's position is reported at the first it wrote).
+struct SettingProblem {
+  std::string message;
+  std::vector<std::string> keys;
+};
+
+/// The cross-setting rules of [estimator], in their one home: the config reports a broken one
+/// at the file's line (experiment_config.cpp), and the Estimator refuses settings built in code.
+/// Empty when the settings keep every rule.
+std::vector<SettingProblem> estimator_problems(const EstimatorSettings& estimator);
+
 }  // namespace htm

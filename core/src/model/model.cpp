@@ -27,7 +27,8 @@ torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x, torch::Tenso
   return mlp_->forward(x + fast_dropout(attn_->forward(h, h, attention), dropout_, is_training()));
 }
 
-RefineBlockImpl::RefineBlockImpl(const ModelOptions& o) : cross_attention_(o.cross_attention), dropout_(o.dropout) {
+RefineBlockImpl::RefineBlockImpl(const ModelOptions& o)
+    : cross_attention_(o.refinement == Refinement::cross_attention), dropout_(o.dropout) {
   if (cross_attention_) {
     norm_q_ = register_module("norm_q", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
     norm_kv_ = register_module("norm_kv", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
@@ -69,16 +70,9 @@ torch::Tensor gather_tokens(const torch::Tensor& x, const torch::Tensor& index) 
   return x.gather(1, index.unsqueeze(-1).expand({index.size(0), index.size(1), x.size(2)}));
 }
 
-// How the decoder layer mirroring a merge layer undoes it: `forced`, the positions of the merged
-// (dst) tokens in the merged population, and `origin`, the index in the T tokens before the merge
-// of each token the unmerge produces (the first child takes dst's place, the second is appended).
-struct Mirror {
-  torch::Tensor forced, origin;
-};
-
 // `merges` is ForwardResult::merges just after the layer: a layer that merged (r > 0) added its
 // decision last.
-Mirror mirror_of(const torch::Tensor& keep, const std::vector<MergeDecision>& merges, int64_t T, int64_t r) {
+MirrorSplit mirror_of(const torch::Tensor& keep, const std::vector<MergeDecision>& merges, int64_t T, int64_t r) {
   if (r == 0) return {{}, keep};
   const int64_t B = keep.size(0);
   auto position = torch::full({B, T}, -1, torch::kLong);  // index before the merge → position after
@@ -100,7 +94,7 @@ HtmModelImpl::HtmModelImpl(const ModelOptions& options, std::shared_ptr<Adapter>
   policy_ = register_module("policy", std::move(policy));
   merge_ = register_module("merge", std::move(merge));
   const bool decoder = options_.classes == 0;
-  if (options_.transformer) {
+  if (options_.mixing == Mixing::transformer) {
     encoder_block_ = register_module("encoder_block", TransformerBlock(options_));
     if (decoder) decoder_block_ = register_module("decoder_block", TransformerBlock(options_));
   }
@@ -111,14 +105,13 @@ HtmModelImpl::HtmModelImpl(const ModelOptions& options, std::shared_ptr<Adapter>
     head_norm_ = register_module("head_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options_.dim})));
     head_ = register_module("head", Linear(options_.dim, options_.classes));
   }
-  if (options_.leaf_classifier) {
+  if (options_.leaf_classifier == LeafClassifier::trained) {
     if (!decoder) throw Error("model.leaf_classifier needs the decoder: it is for reconstruction and generation");
     const int64_t C = options_.dim;
     leaf_head_ =
         register_module("leaf_head", torch::nn::Sequential(torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})),
                                                            Linear(C, C), torch::nn::GELU(), Linear(C, 2)));
   }
-  if (options_.value_baseline) values_ = register_module("value", ValueHeads(options_.dim));
   timesteps_ = register_buffer("timesteps", options_.timestep_scale * sinusoids(kMaxDepth + 1, options_.dim));
 }
 
@@ -129,17 +122,10 @@ torch::Tensor HtmModelImpl::timestep(int64_t depth) const {
   return timesteps_[depth];
 }
 
-void HtmModelImpl::add_log_prob(ForwardResult& result, const torch::Tensor& log_prob, const torch::Tensor& state,
-                                bool unmerge) {
-  if (!log_prob.defined() || options_.prob_scale) return;
-  auto per_sample = log_prob.sum(1);
-  result.log_prob = result.log_prob.defined() ? result.log_prob + per_sample : per_sample;
-  if (values_) result.valued.push_back({per_sample, values_->forward(state, unmerge)});
-}
-
 torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
                                         const torch::Tensor& attention, at::Generator generator, ForwardResult& result,
-                                        torch::Tensor* keep_out, Truth* truth, const MergeDecision* replayed) {
+                                        torch::Tensor* keep_out, Truth* truth, const MergeDecision* replayed,
+                                        const ForwardHooks* hooks) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   auto [keys, values] = merge_refine_->key_values(x);
   if (r == 0) {
@@ -181,9 +167,14 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
     check_decision(decision.dst, "merge decision's dst", B, r, T, range);
     check_log_prob(decision.log_prob, "merge decision's log_prob", B, r);
   }
-  add_log_prob(result, decision.log_prob, x, false);
-  if (decision.entropy.defined())
-    result.entropy = result.entropy.defined() ? result.entropy + decision.entropy : decision.entropy;
+  Draw draw;
+  draw.kind = Draw::Kind::merge;
+  draw.depth = depth;
+  draw.population = x;
+  draw.src = decision.src;
+  draw.dst = decision.dst;
+  draw.log_prob = decision.log_prob;
+  draw.entropy = decision.entropy;
 
   torch::Tensor merged;
   {
@@ -191,15 +182,13 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
     auto src = gather_tokens(x, decision.src), dst = gather_tokens(x, decision.dst);
     merged = merge_->merge(src.reshape({B * r, C}), dst.reshape({B * r, C}));
     check_tokens(merged, "merge operator's merge()", B * r, C);
-    if (options_.pair_errors && decision.log_prob.defined()) {  // a reward: no gradient
-      torch::NoGradGuard no_grad;
-      auto [first, second] = merge_->unmerge(merged);  // the first child takes dst's place
-      auto error = (first.view({B, r, C}) - dst).pow(2).mean(-1) + (second.view({B, r, C}) - src).pow(2).mean(-1);
-      result.pair_errors.push_back({decision.log_prob, error});
-    }
     merged = merged.view({B, r, C});
+    draw.merged = merged.detach();
+    result.draws.push_back(std::move(draw));
+    if (hooks != nullptr && hooks->merged) hooks->merged(*merge_, result.draws.back());
   }
-  if (options_.prob_scale && decision.log_prob.defined()) merged = merged * decision.log_prob.exp().unsqueeze(-1);
+  if (options_.merged_scale == MergedScale::probability && decision.log_prob.defined())
+    merged = merged * decision.log_prob.exp().unsqueeze(-1);
   auto y = x.scatter(1, decision.dst.unsqueeze(-1).expand({B, r, C}), merged);
   // Drop the src tokens, keeping the others in their original order.
   auto order_key = torch::arange(T, torch::kLong).expand({B, T}).clone();
@@ -243,7 +232,13 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
           "(see docs/writing-a-plugin.md)");
     result.unmerge_log_probs.push_back(decision.log_prob);
   } else {
-    add_log_prob(result, decision.log_prob, x, true);
+    Draw draw;
+    draw.kind = Draw::Kind::unmerge;
+    draw.depth = depth;
+    draw.population = x;
+    draw.index = decision.index;
+    draw.log_prob = decision.log_prob;
+    result.draws.push_back(std::move(draw));
   }
 
   if (chosen != nullptr) *chosen = decision.index;
@@ -255,7 +250,7 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
     check_tokens(second, "merge operator's unmerge() (second)", B * r, C);
   }
   first = first.view({B, r, C}), second = second.view({B, r, C});
-  if (options_.prob_scale && decision.log_prob.defined()) {
+  if (options_.merged_scale == MergedScale::probability && decision.log_prob.defined()) {
     auto p = decision.log_prob.exp().unsqueeze(-1);
     first = first * p;
     second = second * p;
@@ -271,7 +266,7 @@ torch::Tensor HtmModelImpl::decoder_layer(const torch::Tensor& x, int64_t r, int
     RECORD_FUNCTION("htm::unmerge_layer", {});
     y = unmerge_layer(x + timestep(depth), r, depth, generator, result, forced, chosen);
   }
-  if (!options_.transformer) return y;
+  if (options_.mixing != Mixing::transformer) return y;
   RECORD_FUNCTION("htm::decoder_block", {});
   return decoder_block_->forward(y);
 }
@@ -279,7 +274,8 @@ torch::Tensor HtmModelImpl::decoder_layer(const torch::Tensor& x, int64_t r, int
 torch::Tensor HtmModelImpl::first_merge_logits(const torch::Tensor& input, int64_t r) {
   auto x = lift(input) + timestep(1);
   torch::Tensor attention;
-  if (options_.transformer) x = encoder_block_->forward(x, policy().needs_attention() ? &attention : nullptr);
+  if (options_.mixing == Mixing::transformer)
+    x = encoder_block_->forward(x, policy().needs_attention() ? &attention : nullptr);
   MergeContext ctx;
   ctx.tokens = x;
   ctx.r = r;
@@ -295,6 +291,33 @@ torch::Tensor HtmModelImpl::enter(const torch::Tensor& x, int64_t d, const Forwa
   return y;
 }
 
+torch::Tensor HtmModelImpl::decode(ForwardResult& result, torch::Tensor y, int64_t from,
+                                   const std::vector<int64_t>& schedule, at::Generator generator, bool record,
+                                   std::vector<std::pair<torch::Tensor, torch::Tensor>>* lessons) {
+  for (int64_t d = from; d >= 1; --d) {
+    const auto before = y;
+    torch::Tensor chosen;
+    const MirrorSplit* mirror = options_.unmerge == UnmergeChoice::mirror ? &result.mirrors[d - 1] : nullptr;
+    y = decoder_layer(y, schedule[d - 1], d, generator, result, mirror ? mirror->forced : torch::Tensor(),
+                      record && lessons != nullptr ? &chosen : nullptr);
+    if (mirror) y = reorder(y, mirror->origin);
+    if (!record) continue;
+    if (chosen.defined())
+      lessons->emplace_back(before, torch::full({y.size(0), before.size(1)}, -1, torch::kLong).scatter(1, chosen, 1));
+    result.decoder_tokens[d - 1] = y;
+  }
+  return y;
+}
+
+torch::Tensor HtmModelImpl::reconstruct_level(ForwardResult& result, int64_t level,
+                                              const std::vector<int64_t>& schedule, at::Generator generator) {
+  if (level < 1 || level >= static_cast<int64_t>(result.populations.size()))
+    throw Error("reconstruct_level: level " + std::to_string(level) + " is not an intermediate population of a " +
+                std::to_string(result.populations.size()) + "-layer pass");
+  RECORD_FUNCTION("htm::anytime", {});
+  return unlift(decode(result, result.populations[level - 1], level, schedule, generator, false, nullptr));
+}
+
 ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vector<int64_t>& schedule,
                                     at::Generator generator, const ForwardHooks* hooks) {
   ForwardResult result;
@@ -308,15 +331,13 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
   // -1 = no label. The encoder's are labelled by where each token came from (slides).
   std::vector<std::pair<torch::Tensor, torch::Tensor>> lessons;
   torch::Tensor internal;
-  if (options_.leaf_classifier) {
+  if (has_leaf_classifier()) {
     internal = torch::zeros({B, x.size(1)}, torch::kLong);
     lessons.emplace_back(x, internal);
   }
 
   // Encoder: the same layer applied at every depth.
-  std::vector<Mirror> mirrors;
-  std::vector<torch::Tensor> populations;                  // after encoder layers 1…D−1, for the anytime loss
-  const bool anytime = options_.anytime && is_training();  // a classifier is refused it (config)
+  const bool mirror = options_.unmerge == UnmergeChoice::mirror;
   auto truth = truth_for(input, hooks);
   const bool replay = hooks != nullptr && !hooks->merges.empty();
   if (replay && hooks->merges.size() != schedule.size())
@@ -325,17 +346,17 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
     x = enter(x, d, hooks);
     result.encoder_tokens.push_back(x);
     torch::Tensor attention, keep;
-    if (options_.transformer) {
+    if (options_.mixing == Mixing::transformer) {
       RECORD_FUNCTION("htm::encoder_block", {});
       x = encoder_block_->forward(x, policy().needs_attention() ? &attention : nullptr);
     }
     RECORD_FUNCTION("htm::merge_layer", {});
     const int64_t T = x.size(1);
-    const bool need_keep = internal.defined() || options_.mirror_unmerge;
+    const bool need_keep = internal.defined() || mirror;
     x = merge_layer(x, schedule[d - 1], d, attention, generator, result, need_keep ? &keep : nullptr,
-                    truth ? &*truth : nullptr, replay ? &hooks->merges[d - 1] : nullptr);
-    if (options_.mirror_unmerge) mirrors.push_back(mirror_of(keep, result.merges, T, schedule[d - 1]));
-    if (anytime && d < depth) populations.push_back(x);
+                    truth ? &*truth : nullptr, replay ? &hooks->merges[d - 1] : nullptr, hooks);
+    if (mirror) result.mirrors.push_back(mirror_of(keep, result.merges, T, schedule[d - 1]));
+    result.populations.push_back(x);
     if (internal.defined()) {
       if (schedule[d - 1] > 0) internal = internal.scatter(1, result.merges.back().dst, 1);
       internal = internal.gather(1, keep);
@@ -350,28 +371,9 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
 
   // Decoder: mirror image, same schedule and timestep signals. Its own populations teach the
   // classifier where the label is certain: tokens it splits are internal, its last are leaves.
-  // `record`: the main pass, whose populations are kept; the anytime passes keep only the output.
-  auto decode = [&](torch::Tensor y, int64_t from, bool record) {
-    for (int64_t d = from; d >= 1; --d) {
-      const auto before = y;
-      torch::Tensor chosen;
-      const Mirror* mirror = options_.mirror_unmerge ? &mirrors[d - 1] : nullptr;
-      y = decoder_layer(y, schedule[d - 1], d, generator, result, mirror ? mirror->forced : torch::Tensor(),
-                        record && internal.defined() ? &chosen : nullptr);
-      if (mirror) y = reorder(y, mirror->origin);
-      if (!record) continue;
-      if (chosen.defined())
-        lessons.emplace_back(before, torch::full({B, before.size(1)}, -1, torch::kLong).scatter(1, chosen, 1));
-      result.decoder_tokens[d - 1] = y;
-    }
-    return y;
-  };
   result.decoder_tokens.resize(depth);
-  x = decode(x, depth, true);
-  for (size_t level = 1; level <= populations.size(); ++level) {  // the anytime loss's reconstructions
-    RECORD_FUNCTION("htm::anytime", {});
-    result.level_outputs.push_back(unlift(decode(populations[level - 1], static_cast<int64_t>(level), false)));
-  }
+  x = decode(result, x, depth, schedule, generator, true, internal.defined() ? &lessons : nullptr);
+  if (hooks != nullptr && hooks->decoded) hooks->decoded(result);
   if (internal.defined()) {
     lessons.emplace_back(x, torch::zeros({B, x.size(1)}, torch::kLong));
     std::vector<torch::Tensor> logits, targets;
@@ -398,7 +400,7 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
 std::vector<torch::Tensor> HtmModelImpl::generate(const torch::Tensor& roots, const std::vector<int64_t>& schedule,
                                                   at::Generator generator, bool by_classifier, double leaf_threshold) {
   if (options_.classes > 0) throw Error("a classifier has no decoder to generate with");
-  if (by_classifier && !options_.leaf_classifier)
+  if (by_classifier && !has_leaf_classifier())
     throw Error("decoding by the leaf/internal classifier needs a model trained with model.leaf_classifier = true");
   torch::NoGradGuard no_grad;
   const int64_t depth = static_cast<int64_t>(schedule.size());
@@ -443,20 +445,33 @@ ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input, c
     const int64_t T = x.size(1), r = schedule[d - 1];
     torch::Tensor attention, keep;
     auto h = x;
-    if (options_.transformer) h = encoder_block_->forward(x, policy().needs_attention() ? &attention : nullptr);
-    auto y = merge_layer(h, r, d, attention, generator, result, &keep, truth ? &*truth : nullptr);
+    if (options_.mixing == Mixing::transformer)
+      h = encoder_block_->forward(x, policy().needs_attention() ? &attention : nullptr);
+    auto y = merge_layer(h, r, d, attention, generator, result, &keep, truth ? &*truth : nullptr, nullptr, hooks);
+    result.populations.push_back(y);
 
     // The mirroring decoder layer, given the true population, unmerges the true merged tokens.
-    const Mirror mirror = mirror_of(keep, result.merges, T, r);
+    const MirrorSplit mirror = mirror_of(keep, result.merges, T, r);
     result.decoder_tokens[d - 1] = reorder(decoder_layer(y, r, d, generator, result, mirror.forced), mirror.origin);
     x = y;
   }
   result.root = x;
-  result.log_prob = torch::Tensor();
-  result.valued.clear();
-  result.pair_errors.clear();
   result.output = unlift(result.decoder_tokens[0]);
   return result;
+}
+
+torch::Tensor total_log_prob(const ForwardResult& out) {
+  torch::Tensor sum;
+  for (const Draw& d : out.draws)
+    if (d.log_prob.defined()) sum = sum.defined() ? sum + d.log_prob.sum(1) : d.log_prob.sum(1);
+  return sum;
+}
+
+torch::Tensor total_entropy(const ForwardResult& out) {
+  torch::Tensor sum;
+  for (const Draw& d : out.draws)
+    if (d.entropy.defined()) sum = sum.defined() ? sum + d.entropy : d.entropy;
+  return sum;
 }
 
 ForwardResult Model::forward_teacher_forced(const torch::Tensor&, const std::vector<int64_t>&, at::Generator,

@@ -17,27 +17,40 @@
 #include "htm/merge.h"
 #include "htm/policy.h"
 #include "model/schedule.h"
-#include "model/value_head.h"
 
 namespace htm {
 
+/// Transformer blocks in the encoder and decoder (§4.4), or none.
+enum class Mixing { transformer, none };
+/// The merging and unmerging blocks: cross-attention of the new population over the old one,
+/// then a residual MLP (§4.4), or the MLP alone.
+enum class Refinement { cross_attention, mlp };
+/// A.4: merged and unmerged outputs multiplied by their selection probability, or left as they are.
+enum class MergedScale { none, probability };
+/// Which tokens a decoder layer splits: the policy's choice, or those the encoder merged (mirror).
+enum class UnmergeChoice { policy, mirror };
+/// The slides' leaf/internal classifier on detached tokens, used in generation.
+enum class LeafClassifier { none, trained };
+
+/// The HTM model's architecture. How it is trained (the estimator's value heads and pair errors,
+/// the anytime loss) lives in train/ and reaches a pass through ForwardHooks.
 struct ModelOptions {
   int64_t dim = 256;
   int64_t heads = 8;
   int64_t mlp_ratio = 4;
   double dropout = 0.1;
-  bool transformer = true;       ///< transformer blocks in encoder and decoder (§4.4)
-  bool cross_attention = true;   ///< cross-attention in merging/unmerging blocks (§4.4)
-  bool prob_scale = false;       ///< A.4: scale merged outputs by their selection probability
-  int64_t classes = 0;           ///< > 0: encoder-only classifier with this many classes (§4.1)
-  bool leaf_classifier = false;  ///< the slides' leaf/internal classifier, used in generation
-  double timestep_scale = 1.0;   ///< multiplies the depth signal of eq. 7 (1: the paper)
-  bool mirror_unmerge = false;   ///< the decoder splits the tokens the encoder merged (not the policy's choice)
-  LogProbForm log_prob_form = LogProbForm::exact;  ///< asked of the policy (estimator.log_prob)
-  bool value_baseline = false;  ///< learned values of the decided populations (estimator.baseline = "value")
-  bool pair_errors = false;     ///< each merged pair's local unmerge error (estimator.dense)
-  bool anytime = false;         ///< training also decodes every intermediate population (train.anytime)
-  double logit_bound = 0;       ///< bound on merge-pair logits while the policy decides (htm/policy.h)
+  Mixing mixing = Mixing::transformer;
+  Refinement refinement = Refinement::cross_attention;
+  MergedScale merged_scale = MergedScale::none;
+  UnmergeChoice unmerge = UnmergeChoice::policy;
+  LeafClassifier leaf_classifier = LeafClassifier::none;
+  int64_t classes = 0;          ///< > 0: encoder-only classifier with this many classes (§4.1)
+  double timestep_scale = 1.0;  ///< multiplies the depth signal of eq. 7 (1: the paper)
+  /// What the policy is asked for: the form of its log-probabilities (estimator.log_prob) and
+  /// the bound on its pair logits (estimator.logit_bound, MergeContext::logit_bound), in
+  /// training and evaluation alike.
+  LogProbForm log_prob_form = LogProbForm::exact;
+  double logit_bound = 0;
 };
 
 /// Pre-norm transformer encoder block (MHA + GELU MLP).
@@ -71,6 +84,30 @@ class RefineBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RefineBlock);
 
+struct ForwardResult;
+
+/// One decision a pass drew, in the order drawn: a merge layer's pairs or a decoder layer's
+/// splits. The model records; the estimator (train/estimator/) assigns credit from these.
+struct Draw {
+  enum class Kind { merge, unmerge };
+  Kind kind = Kind::merge;
+  int64_t depth = 0;         ///< 1-based layer
+  torch::Tensor population;  ///< B×T×C the tokens drawn from (in the graph)
+  torch::Tensor src, dst;    ///< merge: B×r int64, src merged into dst
+  torch::Tensor index;       ///< unmerge: B×r int64 tokens split
+  torch::Tensor merged;      ///< merge: B×r×C the merged tokens, detached
+  torch::Tensor log_prob;    ///< B×r, undefined when the policy learns nothing from the draw
+  torch::Tensor entropy;     ///< merge: B, where the policy reports one
+};
+
+/// The splits that undo one merge layer (model.unmerge = "mirror"): `forced`, the positions of
+/// the merged (dst) tokens in the merged population, and `origin`, the index in the T tokens
+/// before the merge of each token the unmerge produces (the first child takes dst's place, the
+/// second is appended).
+struct MirrorSplit {
+  torch::Tensor forced, origin;
+};
+
 /// Callbacks into one forward pass.
 struct ForwardHooks {
   /// Rewrites the B×T×C tokens entering encoder layer `depth` (1-based); empty: unchanged.
@@ -81,37 +118,28 @@ struct ForwardHooks {
   /// Replay (estimator.replay): one decision per encoder layer whose pairs (src, dst) are merged
   /// instead of a draw; the policy only scores them (its merge_logits()). Empty: the policy draws.
   std::vector<MergeDecision> merges;
-};
-
-/// One layer's draw (merges or unmerges) with the value of the population it was drawn from.
-struct ValuedDecision {
-  torch::Tensor log_prob;  ///< B: Σ log p of the layer's draw
-  torch::Tensor value;     ///< B: the value heads' predicted loss (value_head.h)
-};
-
-/// One merge layer's draw, pair by pair, with how well each merged pair comes apart again.
-struct PairErrors {
-  torch::Tensor log_prob;  ///< B×r: the layer's MergeDecision::log_prob, pair k given pairs 1…k−1
-  torch::Tensor error;     ///< B×r: mean over channels of (unmerge(merged) − (dst, src))², no gradient
+  /// Called right after each merge layer merged (the draw is the last of ForwardResult::draws),
+  /// within the merge operator's plugin scope: the dense reward measures its pair errors here
+  /// (train/estimator/pair_errors.h), so an operator that draws random numbers draws them in
+  /// the pass's own order.
+  std::function<void(MergeOperator& op, const Draw& draw)> merged;
+  /// Called once the main decode is done, before the output is unlifted: the anytime loss
+  /// (train/objective.h) reconstructs from the intermediate populations here
+  /// (HtmModelImpl::reconstruct_level), its unmerge draws joining ForwardResult::draws.
+  std::function<void(ForwardResult& result)> decoded;
 };
 
 /// Everything one forward pass produces.
 struct ForwardResult {
-  torch::Tensor output;    ///< B×sample_shape
-  torch::Tensor root;      ///< B×T_D×C tokens at the bottleneck
-  torch::Tensor log_prob;  ///< B: Σ log p over every merge and unmerge decision (undefined if none)
-  torch::Tensor entropy;   ///< B: Σ over merge layers of MergeDecision::entropy (undefined if none)
-  /// With ModelOptions::value_baseline: every draw that adds to log_prob, in the order drawn.
-  std::vector<ValuedDecision> valued;
-  /// With ModelOptions::pair_errors: every merge layer whose draw has log-probabilities.
-  std::vector<PairErrors> pair_errors;
-  /// With ModelOptions::anytime, in training: [d−1] the input reconstructed from the population
-  /// after encoder layer d (d = 1…D−1) by decoder layers d…1, with their own unmerge draws (in
-  /// log_prob). The multi-resolution ("anytime") loss's reconstructions; output is level D's.
-  std::vector<torch::Tensor> level_outputs;
+  torch::Tensor output;  ///< B×sample_shape
+  torch::Tensor root;    ///< B×T_D×C tokens at the bottleneck
+  /// Every merge and (unforced) unmerge draw, in the order drawn (Draw).
+  std::vector<Draw> draws;
   std::vector<torch::Tensor> encoder_tokens;  ///< [d] enters encoder layer d+1
+  std::vector<torch::Tensor> populations;     ///< [d] leaves encoder layer d+1 (its merge block)
   std::vector<torch::Tensor> decoder_tokens;  ///< [d] leaves the decoder layer mirroring it
   std::vector<MergeDecision> merges;          ///< per encoder layer
+  std::vector<MirrorSplit> mirrors;           ///< per encoder layer, with model.unmerge = "mirror"
   /// Teacher-forced pass only: per layer, B×r log-probabilities of the true merged tokens
   /// under the unmerge policy (undefined when it learns nothing).
   std::vector<torch::Tensor> unmerge_log_probs;
@@ -120,6 +148,11 @@ struct ForwardResult {
   torch::Tensor leaf_loss;
   double leaf_accuracy = 0;
 };
+
+/// B: Σ of the draws' log-probabilities (undefined when none has one).
+torch::Tensor total_log_prob(const ForwardResult& out);
+/// B: Σ of the merge draws' entropies (undefined when none reports one).
+torch::Tensor total_entropy(const ForwardResult& out);
 
 /// What the trainer drives: the HTM model, or a baseline such as the ViT (vit.h).
 class Model : public torch::nn::Module {
@@ -164,7 +197,13 @@ class HtmModelImpl : public Model {
   /// (sample_shape, or M×F for a set of M elements).
   std::vector<torch::Tensor> generate(const torch::Tensor& roots, const std::vector<int64_t>& schedule,
                                       at::Generator generator, bool by_classifier, double leaf_threshold = 0.5);
-  bool has_leaf_classifier() const { return options_.leaf_classifier; }
+  bool has_leaf_classifier() const { return options_.leaf_classifier == LeafClassifier::trained; }
+  /// The input reconstructed from the population after encoder layer `level` (result.populations,
+  /// 1 ≤ level < the pass's depth) by decoder layers level…1, with the pass's schedule and, when
+  /// unmerging mirrors, its splits; the unmerge draws join result.draws. The anytime loss's
+  /// reconstructions (train/objective.h), asked for from ForwardHooks::decoded.
+  torch::Tensor reconstruct_level(ForwardResult& result, int64_t level, const std::vector<int64_t>& schedule,
+                                  at::Generator generator);
 
   int64_t num_tokens() const { return adapter_->num_tokens(); }
   Adapter& adapter() { return *adapter_; }
@@ -201,9 +240,12 @@ class HtmModelImpl : public Model {
   /// B×T×2 leaf/internal logits of detached tokens.
   torch::Tensor leaf_logits(const torch::Tensor& tokens);
   torch::Tensor timestep(int64_t depth) const;
-  /// Adds a layer's B×r log-probabilities to result.log_prob (and its value to result.valued)
-  /// unless A.4's scaling replaces them; `state` is the population the draw was made from.
-  void add_log_prob(ForwardResult& result, const torch::Tensor& log_prob, const torch::Tensor& state, bool unmerge);
+  /// Decoder layers from…1 on `y` (mirroring result.mirrors with model.unmerge = "mirror");
+  /// `record`: the main pass, whose populations fill decoder_tokens and, when `lessons` is
+  /// given, teach the leaf classifier.
+  torch::Tensor decode(ForwardResult& result, torch::Tensor y, int64_t from, const std::vector<int64_t>& schedule,
+                       at::Generator generator, bool record,
+                       std::vector<std::pair<torch::Tensor, torch::Tensor>>* lessons);
 
   ModelOptions options_;
   /// The adapter's lift and unlift, marked as the adapter's calls (plugin_scope.h).

@@ -12,7 +12,8 @@ int64_t count_parameters(const torch::nn::Module& model) {
 }
 
 int64_t participating_parameters(Model& model, const torch::Tensor& input, const std::vector<int64_t>& schedule,
-                                 const torch::Tensor& tree) {
+                                 const torch::Tensor& tree,
+                                 const std::function<torch::Tensor(const ForwardResult&)>& also) {
   auto params = model.parameters();
   for (auto& p : params) p.mutable_grad() = torch::Tensor();
   const bool was_training = model.is_training();
@@ -22,8 +23,12 @@ int64_t participating_parameters(Model& model, const torch::Tensor& input, const
   hooks.tree = tree;
   auto out = model.forward(input, schedule, gen, &hooks);
   auto total = out.output.sum();
-  if (out.log_prob.defined()) total = total + out.log_prob.sum();
-  for (const auto& v : out.valued) total = total + v.value.sum();  // the value heads' own regression
+  auto log_prob = total_log_prob(out);
+  if (log_prob.defined()) total = total + log_prob.sum();
+  if (also) {
+    auto more = also(out);
+    if (more.defined()) total = total + more;
+  }
   total.backward();
   model.train(was_training);
   int64_t n = 0;

@@ -15,7 +15,7 @@
 #include "hierarchy/tree_scoring.h"
 #include "htm/error.h"
 #include "report/pictures.h"
-#include "train/estimator.h"
+#include "train/estimator/estimator.h"
 #include "train/optimizer.h"
 #include "train/trainer.h"
 

@@ -13,7 +13,6 @@
 #include "htm/policy.h"
 #include "model/vit.h"
 #include "sdk/precision.h"
-#include "train/estimator.h"
 
 namespace htm {
 
@@ -45,36 +44,38 @@ ModelOptions model_options(const ResolvedConfig& config, const BuildContext& ctx
   options.heads = ctx.heads;
   options.mlp_ratio = ctx.mlp_ratio;
   options.dropout = ctx.dropout;
-  options.transformer = config.settings.model.transformer;
-  options.cross_attention = config.settings.model.cross_attention;
-  options.prob_scale = Estimator(config.settings.estimator).scales_by_probability();
+  options.mixing = config.settings.model.transformer ? Mixing::transformer : Mixing::none;
+  options.refinement = config.settings.model.cross_attention ? Refinement::cross_attention : Refinement::mlp;
+  // A.4's estimator is the architecture's: merged outputs scaled by their selection probability.
+  options.merged_scale = config.settings.estimator.method == EstimatorMethod::prob_scale ? MergedScale::probability
+                                                                                          : MergedScale::none;
   if (config.settings.model.task == Task::classify) options.classes = ctx.num_classes;
-  options.leaf_classifier = config.settings.model.leaf_classifier;
+  options.leaf_classifier = config.settings.model.leaf_classifier ? LeafClassifier::trained : LeafClassifier::none;
   options.timestep_scale = config.settings.model.timestep_scale;
-  options.mirror_unmerge = config.settings.model.unmerge == Unmerge::mirror;
+  options.unmerge = config.settings.model.unmerge == Unmerge::mirror ? UnmergeChoice::mirror : UnmergeChoice::policy;
   options.log_prob_form =
       config.settings.estimator.log_prob == EstimatorLogProb::paper ? LogProbForm::paper : LogProbForm::exact;
-  options.value_baseline = config.settings.estimator.baseline == RewardBaseline::value;
-  options.pair_errors = config.settings.estimator.dense > 0;
-  options.anytime = config.settings.train.anytime > 0;
   options.logit_bound = config.settings.estimator.logit_bound;
   return options;
 }
 
 void check_policy_fits(const Policy& policy, const std::string& name, const ModelOptions& options) {
-  if (policy.needs_attention() && !options.transformer)
+  if (policy.needs_attention() && options.mixing != Mixing::transformer)
     throw Error("policy '" + name +
                 "' reads the encoder transformer block's attention; "
                 "set model.transformer = true");
-  if (policy.needs_cross_keys() && !options.cross_attention)
+  if (policy.needs_cross_keys() && options.refinement != Refinement::cross_attention)
     throw Error("policy '" + name +
                 "' reads the merging block's cross-attention keys; "
                 "set model.cross_attention = true");
 }
 
-// The HTM model of `config` at width ctx.dim, with its schedule.
+// The HTM model of `config` at width ctx.dim, with its schedule, and with estimator.baseline =
+// "value" the estimator's value heads, registered in the model as `value` (built right after the
+// model's own modules: the same random stream as when the model built them itself).
 std::shared_ptr<HtmModelImpl> build_htm(const ResolvedConfig& config, const PluginFactory& plugins,
-                                        const BuildContext& ctx, std::vector<int64_t>& schedule) {
+                                        const BuildContext& ctx, std::vector<int64_t>& schedule,
+                                        ValueHeads* values = nullptr) {
   auto adapter = plugins.create<Adapter>(PluginKind::adapter, config.adapter.name, config.adapter.params, ctx);
   auto policy = plugins.create<Policy>(PluginKind::policy, config.policy.name, config.policy.params, ctx);
   auto merge = plugins.create<MergeOperator>(PluginKind::merge, config.merge.name, config.merge.params, ctx);
@@ -85,7 +86,27 @@ std::shared_ptr<HtmModelImpl> build_htm(const ResolvedConfig& config, const Plug
   check_schedule(tokens, schedule);
   ModelOptions options = model_options(config, ctx);
   check_policy_fits(*policy, config.policy.name, options);
-  return std::make_shared<HtmModelImpl>(options, adapter, policy, merge);
+  auto model = std::make_shared<HtmModelImpl>(options, adapter, policy, merge);
+  if (config.settings.estimator.baseline == RewardBaseline::value) {
+    auto heads = model->register_module("value", ValueHeads(options.dim));
+    if (values != nullptr) *values = heads;
+  }
+  return model;
+}
+
+// What the value heads add to a pass's participating parameters: their predictions for every
+// draw with log-probabilities (the heads' own regression trains them).
+std::function<torch::Tensor(const ForwardResult&)> value_terms(const ValueHeads& values) {
+  if (!values) return {};
+  return [values](const ForwardResult& out) {
+    torch::Tensor sum;
+    for (const Draw& d : out.draws)
+      if (d.log_prob.defined()) {
+        auto v = values->forward(d.population, d.kind == Draw::Kind::unmerge).sum();
+        sum = sum.defined() ? sum + v : v;
+      }
+    return sum;
+  };
 }
 
 std::shared_ptr<VitImpl> build_vit(const ResolvedConfig& config, const PluginFactory& plugins, BuildContext ctx,
@@ -104,7 +125,9 @@ std::shared_ptr<VitImpl> build_vit(const ResolvedConfig& config, const PluginFac
 int64_t matching_vit_dim(const ResolvedConfig& config, const PluginFactory& plugins, const BuildContext& ctx,
                          const torch::Tensor& probe) {
   std::vector<int64_t> schedule;
-  const int64_t target = participating_parameters(*build_htm(config, plugins, ctx, schedule), probe, schedule);
+  ValueHeads values{nullptr};
+  const int64_t target = participating_parameters(*build_htm(config, plugins, ctx, schedule, &values), probe,
+                                                  schedule, {}, value_terms(values));
   const int64_t step = 2 * ctx.heads;
   auto count = [&](int64_t dim) { return participating_parameters(*build_vit(config, plugins, ctx, dim), probe, {}); };
   int64_t lo = 1, hi = 1;  // in units of step; counts grow with the width
@@ -149,7 +172,7 @@ Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, 
     ex.model = build_vit(config, plugins, ctx, dim);
     ex.schedule = {};
   } else {
-    auto htm_model = build_htm(config, plugins, ctx, ex.schedule);
+    auto htm_model = build_htm(config, plugins, ctx, ex.schedule, &ex.values);
     if (!classify) ex.latent_floats = tokens_after(htm_model->num_tokens(), ex.schedule, ex.schedule.size()) * ctx.dim;
     ex.model = htm_model;
   }
@@ -159,7 +182,7 @@ Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, 
     ex.losses.push_back({name, choice.weight, loss});
   }
   ex.parameters = count_parameters(*ex.model);
-  ex.participating = participating_parameters(*ex.model, probe, ex.schedule, probe_batch.tree);
+  ex.participating = participating_parameters(*ex.model, probe, ex.schedule, probe_batch.tree, value_terms(ex.values));
   for (const PluginChoice& choice : config.eval_policies) {
     if (vit) throw Error("train.eval_policies needs the htm model: a vit has no policy to switch");
     auto policy = plugins.create<Policy>(PluginKind::policy, choice.name, choice.params, ctx);

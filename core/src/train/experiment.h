@@ -12,6 +12,7 @@
 #include "htm/dataset.h"
 #include "htm/loss.h"
 #include "model/model.h"
+#include "train/estimator/value_heads.h"
 
 namespace htm {
 
@@ -26,6 +27,9 @@ struct Experiment {
   std::shared_ptr<Dataset> dataset;
   std::shared_ptr<Model> model;
   std::vector<WeightedLoss> losses;
+  /// The value baseline's heads (estimator.baseline = "value"), registered in the model as
+  /// `value` (its optimiser and checkpoint hold them); null otherwise.
+  ValueHeads values{nullptr};
   std::vector<int64_t> schedule;  ///< the full merging schedule (empty for a ViT)
   int64_t parameters = 0;         ///< every parameter of the model and its plugins
   int64_t participating = 0;      ///< those a training step updates (participating_parameters)

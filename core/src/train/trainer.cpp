@@ -13,17 +13,15 @@
 #include <torch/torch.h>
 
 #include "dist/communicator.h"
-#include "dist/grad_reducer.h"
 #include "htm/error.h"
 #include "htm/sets.h"
 #include "model/plugin_scope.h"
 #include "model/run_board.h"
-#include "sdk/row_shard_scope.h"
 #include "train/baselines.h"
-#include "train/estimator.h"
+#include "train/estimator/estimator.h"
 #include "train/optimizer.h"
-#include "train/replay.h"
 #include "train/schedules.h"
+#include "train/step.h"
 
 namespace htm {
 namespace {
@@ -41,13 +39,6 @@ std::string clock_text(double seconds) {
 }
 
 }  // namespace
-
-BatchShare share_of_batch(Communicator& comm, const torch::Tensor& per_sample_loss, int64_t rows, int64_t batch_rows,
-                          bool stop_here, bool* stop_anywhere) {
-  const auto sums = comm.sum({per_sample_loss.detach().sum().item<double>(), stop_here ? 1.0 : 0.0});
-  if (stop_anywhere != nullptr) *stop_anywhere = sums[1] > 0;
-  return {static_cast<double>(rows) / batch_rows, sums[0] / static_cast<double>(batch_rows), true};
-}
 
 bool Trainer::primary() const { return options_.comm == nullptr || options_.comm->rank() == 0; }
 
@@ -73,59 +64,7 @@ Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, st
       options_(std::move(options)) {}
 
 ForwardHooks Trainer::hooks(int64_t epoch, int64_t step, bool training) {
-  ForwardHooks h;
-  h.layer_entry = [this, epoch, step, training](const torch::Tensor& tokens, int64_t depth) {
-    LayerEntry entry{depth, epoch, step, training, generator_};
-    auto x = tokens;
-    for (auto& term : ex_.losses) {
-      PluginScope scope(PluginKind::loss, term.loss.get());
-      x = term.loss->enter_layer(x, entry);
-    }
-    return x;
-  };
-  return h;
-}
-
-torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const ForwardResult& out, const Batch& batch,
-                                 int64_t epoch, int64_t step, bool training, bool teacher_forced,
-                                 std::vector<Metric>* terms, double anytime) {
-  LossContext ctx;
-  ctx.input = batch.input;
-  ctx.output = out.output;
-  ctx.labels = batch.labels;
-  ctx.encoder_tokens = out.encoder_tokens;
-  ctx.decoder_tokens = out.decoder_tokens;
-  ctx.epoch = epoch;
-  ctx.step = step;
-  ctx.training = training;
-  ctx.teacher_forced = teacher_forced;
-  if (teacher_forced) {
-    for (const auto& m : out.merges) ctx.merge_log_probs.push_back(m.log_prob);
-    ctx.unmerge_log_probs = out.unmerge_log_probs;
-  }
-  torch::Tensor total;
-  for (const auto& term : losses) {
-    if (term.weight == 0) continue;
-    PluginScope scope(PluginKind::loss, term.loss.get());
-    auto value = term.loss->per_sample(ctx);
-    if (!value.defined() || value.dim() != 1 || value.size(0) != batch.input.size(0))
-      throw Error("its per_sample() returned " +
-                  (value.defined() ? "shape " + c10::str(value.sizes()) : std::string("nothing")) +
-                  ", expected one value per sample");
-    if (terms != nullptr) terms->push_back({"loss/" + term.name, value.mean().item<double>()});
-    total = total.defined() ? total + term.weight * value : term.weight * value;
-  }
-  if (!total.defined()) throw Error("no loss has a non-zero weight");
-  if (anytime <= 0 || out.level_outputs.empty()) return total;  // B
-  torch::Tensor levels = torch::zeros_like(total);
-  for (const auto& level_output : out.level_outputs) {
-    ForwardResult level;  // the output alone: token-level terms (sinkhorn, capacity) count once, in L_D
-    level.output = level_output;
-    levels = levels + training_objective(losses, level, batch, epoch, step, training, false);
-  }
-  levels = levels / static_cast<double>(out.level_outputs.size());
-  if (terms != nullptr) terms->push_back({"loss/anytime", levels.mean().item<double>()});
-  return total + anytime * levels;  // B
+  return loss_hooks(ex_.losses, epoch, step, training, generator_);
 }
 
 void Trainer::progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho, int64_t depth,
@@ -156,23 +95,8 @@ TrainSummary Trainer::run() {
   const int64_t layers = static_cast<int64_t>(ex_.schedule.size());
   double lr = train.lr;
 
-  // The policy gets its own optimiser when estimator.policy_lr asks for its own rate.
-  const double policy_lr = ex_.config.settings.estimator.policy_lr;
-  std::vector<torch::Tensor> model_params, policy_params;
-  for (const auto& p : ex_.model->named_parameters())
-    (policy_lr > 0 && p.key().rfind("policy.", 0) == 0 ? policy_params : model_params).push_back(p.value());
-  FusedAdamW optimizer(model_params, lr, train.weight_decay);
-  FusedAdamW policy_optimizer(policy_params, policy_lr, train.weight_decay);
-  Estimator estimator(ex_.config.settings.estimator);
-  const EstimatorSettings& estimating = ex_.config.settings.estimator;
-  std::optional<ReplayBuffer> replay;
-  if (estimating.replay > 0) {
-    if (options_.comm != nullptr) throw Error("estimator.replay is not supported in data-parallel training (--nproc)");
-    replay.emplace(estimating.replay_capacity);
-  }
   auto data_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 1);
   Communicator* comm = options_.comm;
-  std::unique_ptr<GradientReducer> reducer;
   if (comm != nullptr) {  // every rank needs at least one row of every batch
     const int64_t smallest = n_train % batch_size != 0 ? n_train % batch_size : batch_size;  // the last batch
     if (smallest < comm->world())
@@ -181,8 +105,12 @@ TrainSummary Trainer::run() {
                   "per process in every batch; the smallest batch of this run has " +
                   std::to_string(smallest) + " (train.batch_size " + std::to_string(batch_size) +
                   ", train.train_samples " + std::to_string(n_train) + ")");
-    reducer = std::make_unique<GradientReducer>(ex_.model->parameters(), *comm);
   }
+  // The optimisers, the estimator and the replay buffer: one step, shared with `htm bench`.
+  TrainStep train_step(ex_, generator_, comm);
+  FusedAdamW& optimizer = train_step.optimizer();
+  FusedAdamW& policy_optimizer = train_step.policy_optimizer();
+  Estimator& estimator = train_step.estimator();
   bool stop_agreed = false;  // data-parallel: every rank stops at the same step
 
   TrainSummary summary;
@@ -269,109 +197,40 @@ TrainSummary Trainer::run() {
         board_step(step + 1, total_steps);  // what a supervisor names if this process dies in the step
         // ---- learning rate and ρ for this step
         lr = lr_at(train, step, epoch, total_steps);
-        optimizer.set_lr(lr);
-        policy_optimizer.set_lr(policy_lr * lr / train.lr);
+        train_step.set_lr(lr);
         const double rho = rho_for(train, step, epoch, total_steps);
-        // ---- forward at a sampled depth of the stochastic merging schedule
+        // ---- the step, at a sampled depth of the stochastic merging schedule
         // (a teacher-forced stage trains every layer at once, so it uses the full schedule)
-        const bool teacher_forced = step < teacher_forced_steps;
-        const int64_t depth = layers == 0                                 ? 0
-                              : teacher_forced || !train.stochastic_depth ? layers
-                                                                          : sample_depth(rho, layers, generator_);
-        const std::vector<int64_t> schedule(ex_.schedule.begin(), ex_.schedule.begin() + depth);
-        Batch batch;
+        StepRequest request;
+        request.teacher_forced = step < teacher_forced_steps;
+        const int64_t depth = layers == 0                                         ? 0
+                              : request.teacher_forced || !train.stochastic_depth ? layers
+                                                                                  : sample_depth(rho, layers, generator_);
+        request.schedule.assign(ex_.schedule.begin(), ex_.schedule.begin() + depth);
         const int64_t B = std::min(batch_size, n_train - b * batch_size);  // the whole batch's inputs
         auto indices = state.order.narrow(0, b * batch_size, B);
         const auto [first, rows] =
             comm != nullptr ? rows_of_rank(B, comm->rank(), comm->world()) : std::pair<int64_t, int64_t>{0, B};
         {
           PluginScope scope(PluginKind::dataset, &data);
-          batch = data.get(Split::train, indices.narrow(0, first, rows));
+          request.batch = data.get(Split::train, indices.narrow(0, first, rows));
         }
-        const int64_t K = estimator.rollouts();
-        if (K > 1) {  // K adjacent copies of each input, each drawing its own decisions
-          batch.input = batch.input.repeat_interleave(K, 0);
-          if (batch.labels.defined()) batch.labels = batch.labels.repeat_interleave(K, 0);
-          if (batch.tree.defined()) batch.tree = batch.tree.repeat_interleave(K, 0);
-        }
-        ForwardHooks step_hooks = hooks(epoch, step, true);
-        step_hooks.tree = batch.tree;
-        // Data-parallel: random draws are made for the whole batch and this rank keeps its rows.
-        std::optional<RowShardScope> shard;
-        if (comm != nullptr) shard.emplace(RowShard{first * K, rows * K, B * K});
-        auto out = teacher_forced ? ex_.model->forward_teacher_forced(batch.input, schedule, generator_, &step_hooks)
-                                  : ex_.model->forward(batch.input, schedule, generator_, &step_hooks);
-        std::vector<Metric> terms;
-        torch::Tensor per_sample;
-        try {
-          per_sample =
-              training_objective(ex_.losses, out, batch, epoch, step, true, teacher_forced, &terms, train.anytime);
-        } catch (const NonFinite& e) {
-          throw Error("training diverged at step " + std::to_string(step + 1) + ": " + e.what());
-        }
-        shard.reset();  // the forward pass's draws are made; evaluation below draws for itself
-        auto loss = per_sample.mean();
-        BatchShare share;
-        if (comm != nullptr)  // the whole batch's loss, and whether any rank was asked to stop
-          share = share_of_batch(*comm, per_sample, rows * K, B * K, interrupt_requested(), &stop_agreed);
-
-        // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
-        auto total = estimator.objective(per_sample, out.log_prob, out.entropy, share, out.valued, out.pair_errors);
-        if (replay && !teacher_forced) {  // an earlier step's draw again, weighted by p_now / p_then
-          if (auto past = replay->draw(estimating.replay, generator_)) {
-            ForwardHooks again = hooks(epoch, step, true);
-            again.tree = past->batch.tree;
-            again.merges = past->merges;
-            auto rout = ex_.model->forward(past->batch.input, past->schedule, generator_, &again);
-            auto g =
-                training_objective(ex_.losses, rout, past->batch, epoch, step, true, false, nullptr, train.anytime);
-            const double rows_ratio = static_cast<double>(g.size(0)) / static_cast<double>(per_sample.size(0));
-            total = total + rows_ratio * estimator.replayed(g, rout.log_prob, merge_log_prob(rout), past->behaviour);
-          }
-          replay->add(batch, schedule, out);
-        }
-        if (out.leaf_loss.defined()) {  // a probe on detached tokens: outside the policy's reward
-          total = total + share.fraction * out.leaf_loss.mean();
-          terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
-        }
-        const bool log_now = (step + 1) % log_every == 0 || step + 1 == total_steps;
-        if (log_now && out.entropy.defined()) terms.push_back({"policy_entropy", out.entropy.mean().item<double>()});
-        if (log_now)
-          for (const auto& [name, value] : estimator.diagnostics()) terms.push_back({name, value.item<double>()});
-        if (log_now && comm != nullptr) {  // the whole batch's means
-          std::vector<double> values;
-          for (const auto& t : terms) values.push_back(t.value * share.fraction);
-          values = comm->sum(values);
-          for (size_t i = 0; i < terms.size(); ++i) terms[i].value = values[i];
-        }
-
-        // ---- backward and update (data-parallel: gradients summed over the ranks as they come)
-        optimizer.zero_grad();
-        policy_optimizer.zero_grad();
-        if (reducer)
-          reducer->backward(total);
-        else
-          total.backward();
-        if (log_now) {  // per-block gradient norms, before clipping: where the signal reaches
-          for (const auto& child : ex_.model->named_children()) {
-            const auto params = child.value()->parameters();
-            if (params.empty()) continue;
-            std::vector<torch::Tensor> norms;
-            for (const auto& p : params)
-              if (p.grad().defined()) norms.push_back(p.grad().norm());
-            const double norm = norms.empty() ? 0.0 : torch::stack(norms).norm().item<double>();
-            terms.push_back({"grad_norm/" + child.key(), norm});
-          }
-        }
-        if (train.grad_clip > 0) torch::nn::utils::clip_grad_norm_(ex_.model->parameters(), train.grad_clip);
-        optimizer.step();
-        policy_optimizer.step();
+        request.first = first;
+        request.batch_rows = B;
+        request.epoch = epoch;
+        request.step = step;
+        request.log = (step + 1) % log_every == 0 || step + 1 == total_steps;
+        request.stop_here = comm != nullptr && interrupt_requested();
+        StepReport report = train_step(request);
+        if (comm != nullptr) stop_agreed = report.stop_anywhere;
+        std::vector<Metric>& terms = report.terms;
+        const bool log_now = request.log;
 
         // ---- bookkeeping
         ++step;
         ++state.batch;
         state.images += B;
-        const double loss_value = share.split ? share.batch_loss : loss.item<double>();
+        const double loss_value = report.loss;
         if (!std::isfinite(loss_value))
           throw Error("training diverged at step " + std::to_string(step) + ": the loss is " +
                       std::to_string(loss_value));

@@ -11,7 +11,8 @@
 
 #include "store/results_store.h"
 #include "train/baselines.h"
-#include "train/estimator.h"
+#include "train/estimator/estimator.h"
+#include "train/objective.h"
 #include "train/experiment.h"
 
 namespace htm {
@@ -28,22 +29,6 @@ void request_interrupt();
 bool interrupt_requested();
 /// Clears a pending request (tests; a long-lived host between runs).
 void reset_interrupt();
-
-/// The weighted sum of the experiment's losses for one forward pass, per sample (B). Each
-/// term's batch mean is appended to `terms` as "loss/<name>" when given. With the intermediate
-/// populations' reconstructions (ForwardResult::level_outputs) and an `anytime` weight w > 0,
-/// the multi-resolution loss L_D + w · mean_d L_d, where L_d is the same sum for the
-/// reconstruction from level d given as the output alone (terms on the populations, such as
-/// sinkhorn's, count once, in L_D); mean_d L_d is appended as "loss/anytime".
-torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const ForwardResult& out, const Batch& batch,
-                                 int64_t epoch, int64_t step, bool training, bool teacher_forced,
-                                 std::vector<Metric>* terms = nullptr, double anytime = 0);
-
-/// A data-parallel rank's share of a step's batch: its `rows` of `batch_rows` and the whole
-/// batch's mean loss, from one sum over the ranks, which also tells whether any rank was asked
-/// to stop (`stop_here` in, `*stop_anywhere` out).
-BatchShare share_of_batch(Communicator& comm, const torch::Tensor& per_sample_loss, int64_t rows, int64_t batch_rows,
-                          bool stop_here = false, bool* stop_anywhere = nullptr);
 
 /// Where a run stands: what its checkpoint holds besides weights, optimiser moments and random
 /// streams, so that a resumed run continues exactly where the checkpoint was written.

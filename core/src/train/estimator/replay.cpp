@@ -1,4 +1,4 @@
-#include "train/replay.h"
+#include "train/estimator/replay.h"
 
 #include <torch/torch.h>
 

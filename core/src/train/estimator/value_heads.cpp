@@ -1,4 +1,4 @@
-#include "model/value_head.h"
+#include "train/estimator/value_heads.h"
 
 #include <torch/torch.h>
 

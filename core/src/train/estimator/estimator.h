@@ -1,12 +1,17 @@
 // How the gradient through the discrete merge and unmerge decisions is estimated (paper §3.1.5,
 // eq. 2-4, and A.4): the method, the reward, its baseline and the surrogate whose gradient is
-// the estimate. The trainer and `htm bench` both train through this one object.
+// the estimate. It reads the model's neutral record of its draws (ForwardResult::draws) and
+// owns what assigns them credit: the value heads (value_heads.h), the dense reward's pair errors
+// (measured through ForwardHooks::merged), RLOO, the entropy bonus and replay's importance
+// weights (replay.h). One training step (train/step.h), which the trainer and `htm bench`
+// share, trains through this one object.
 #pragma once
 
 #include <torch/types.h>
 
 #include "config/settings.h"
 #include "model/model.h"
+#include "train/estimator/value_heads.h"
 
 namespace htm {
 
@@ -18,9 +23,42 @@ struct BatchShare {
   bool split = false;     ///< false: this process holds the whole batch (then the rest is unused)
 };
 
+/// One draw with log-probabilities and the value of the population it was drawn from.
+struct ValuedDecision {
+  torch::Tensor log_prob;  ///< B: Σ log p of the draw
+  torch::Tensor value;     ///< B: the value heads' predicted loss (value_heads.h)
+};
+
+/// One merge draw, pair by pair, with how well each merged pair comes apart again.
+struct PairErrors {
+  torch::Tensor log_prob;  ///< B×r: the draw's log-probabilities, pair k given pairs 1…k−1
+  torch::Tensor error;     ///< B×r: mean over channels of (unmerge(merged) − (dst, src))², no gradient
+};
+
+/// What the estimator measured during one pass beside the model's record: the dense reward's
+/// pair errors, one entry per merge draw with log-probabilities, in the order drawn.
+struct PassNotes {
+  std::vector<PairErrors> pair_errors;
+};
+
 class Estimator {
  public:
-  explicit Estimator(const EstimatorSettings& settings);
+  /// Refuses settings that break a cross-setting rule (config/settings.h: estimator_problems).
+  /// `values`: the value baseline's heads (estimator.baseline = "value"), registered in the model
+  /// so that its optimiser and checkpoint hold them; null otherwise.
+  explicit Estimator(const EstimatorSettings& settings, ValueHeads values = nullptr);
+
+  /// Sets in `hooks` what this estimator measures during a training pass, into `notes`: with
+  /// estimator.dense, each merged pair's local unmerge error (the merge operator's unmerge of the
+  /// merged token against the pair, no gradient), as the pair is merged.
+  void watch(ForwardHooks& hooks, PassNotes& notes) const;
+
+  /// objective() below, from a pass's record: the draws' log-probabilities summed in the order
+  /// drawn, the value heads' predictions for the populations they were drawn from, the merge
+  /// draws' entropies and the pass's pair errors. `score` false (a teacher-forced step): no
+  /// score-function terms; the loss, the entropy bonus and the ema baseline's update remain.
+  torch::Tensor objective(const torch::Tensor& per_sample_loss, const ForwardResult& out, const PassNotes& notes,
+                          const BatchShare& share = {}, bool score = true);
 
   /// A.4: the model scales merged outputs by their selection probability, and the gradient
   /// flows through that product instead of a score-function term.
@@ -39,13 +77,13 @@ class Estimator {
   /// the mean loss of the same input's other rollouts (rloo, always per sample). With the
   /// learned value baseline (value, always per sample), each layer's draw k has its own:
   ///   mean_b g_b + Σ_k mean_b (sg[g_b] − sg[V_kb]) · log p_kb + mean_k mean_b (V_kb − sg[g_b])²
-  /// from `valued` (ForwardResult::valued), whose last term trains the values. With an
+  /// from `valued`, whose last term trains the values. With an
   /// entropy weight w, − w · mean_b H_b is added. With a dense weight w_d, each merge layer's
   /// pair k is also credited with the local errors of pairs k…r of its layer (`pair_errors`;
   /// pair k's draw decides which pairs are left for the later ones) minus the same sum for the
-  /// batch's other samples:  + w_d · mean_b Σ_k sg[E_bk − mean_{b'≠b} E_b'k] · log p_bk. With prob_scale, or no
-  /// log-probabilities, the first term alone. Then updates the ema baseline with this batch's loss (it lags one step:
-  /// it never includes its own reward). With a `share` of a split batch, this process's part:
+  /// batch's other samples:  + w_d · mean_b Σ_k sg[E_bk − mean_{b'≠b} E_b'k] · log p_bk.
+  /// With prob_scale, or no log-probabilities, the first term alone. Then updates the ema
+  /// baseline with this batch's loss (it lags one step: it never includes its own reward). With a `share` of a split batch, this process's part:
   /// means scaled by its fraction of the rows, the batch reward from the whole batch's loss.
   torch::Tensor objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
                           const torch::Tensor& entropy = {}, const BatchShare& share = {},
@@ -62,8 +100,8 @@ class Estimator {
   torch::Tensor replayed(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
                          const torch::Tensor& merge_log_prob, const torch::Tensor& behaviour);
 
-  /// What the last objective() and replayed() measured beside the objective, as training metrics (detached
-  /// scalars): `policy_value_error` (mean_k mean_b (V_kb − g_b)², how well the values predict
+  /// What the last objective() and replayed() measured beside the objective, as training
+  /// metrics (detached scalars): `policy_value_error` (mean_k mean_b (V_kb − g_b)², how well the values predict
   /// the loss) with the value baseline, `policy_pair_error` (the mean local error of a merged
   /// pair) with the dense reward.
   const std::vector<std::pair<std::string, torch::Tensor>>& diagnostics() const { return diagnostics_; }
@@ -76,6 +114,7 @@ class Estimator {
 
  private:
   EstimatorSettings settings_;
+  ValueHeads values_;
   double baseline_ = 0;
   bool have_baseline_ = false;
   std::vector<std::pair<std::string, torch::Tensor>> diagnostics_;

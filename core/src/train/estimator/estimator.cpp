@@ -1,4 +1,4 @@
-#include "train/estimator.h"
+#include "train/estimator/estimator.h"
 
 #include <torch/torch.h>
 
@@ -6,13 +6,43 @@
 
 namespace htm {
 
-Estimator::Estimator(const EstimatorSettings& settings) : settings_(settings) {
-  if (settings_.baseline == RewardBaseline::rloo && settings_.rollouts < 2)
-    throw Error("estimator.baseline = \"rloo\" needs estimator.rollouts of at least 2");
-  if ((settings_.baseline == RewardBaseline::value || settings_.dense > 0) && scales_by_probability())
-    throw Error(
-        "estimator.baseline = \"value\" and estimator.dense shape the score function's reward: "
-        "estimator.method = \"prob_scale\" has none");
+Estimator::Estimator(const EstimatorSettings& settings, ValueHeads values)
+    : settings_(settings), values_(std::move(values)) {
+  const auto problems = estimator_problems(settings_);
+  if (!problems.empty()) throw Error(problems.front().message);
+}
+
+void Estimator::watch(ForwardHooks& hooks, PassNotes& notes) const {
+  if (settings_.dense <= 0) return;
+  hooks.merged = [&notes](MergeOperator& op, const Draw& draw) {
+    if (!draw.log_prob.defined()) return;  // a reward for draws that learn
+    torch::NoGradGuard no_grad;
+    const int64_t B = draw.merged.size(0), r = draw.merged.size(1), C = draw.merged.size(2);
+    auto gather = [&](const torch::Tensor& index) {
+      return draw.population.gather(1, index.unsqueeze(-1).expand({B, r, C}));
+    };
+    auto [first, second] = op.unmerge(draw.merged.view({B * r, C}));  // the first child takes dst's place
+    auto error =
+        (first.view({B, r, C}) - gather(draw.dst)).pow(2).mean(-1) + (second.view({B, r, C}) - gather(draw.src)).pow(2).mean(-1);
+    notes.pair_errors.push_back({draw.log_prob, error});
+  };
+}
+
+torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const ForwardResult& out,
+                                   const PassNotes& notes, const BatchShare& share, bool score) {
+  // Per draw, in the order drawn: its log-probability summed over the draw, added to the
+  // pass's, and the value of the population it was drawn from.
+  torch::Tensor log_prob;
+  std::vector<ValuedDecision> valued;
+  if (score && !scales_by_probability())
+    for (const Draw& d : out.draws) {
+      if (!d.log_prob.defined()) continue;
+      auto per_sample = d.log_prob.sum(1);
+      log_prob = log_prob.defined() ? log_prob + per_sample : per_sample;
+      if (values_) valued.push_back({per_sample, values_->forward(d.population, d.kind == Draw::Kind::unmerge)});
+    }
+  return objective(per_sample_loss, log_prob, total_entropy(out), share, valued,
+                   score ? notes.pair_errors : std::vector<PairErrors>{});
 }
 
 torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,

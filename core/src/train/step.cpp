@@ -1,0 +1,172 @@
+#include "train/step.h"
+
+#include <ATen/record_function.h>
+#include <torch/torch.h>
+
+#include "dist/communicator.h"
+#include "dist/grad_reducer.h"
+#include "htm/error.h"
+#include "htm/sets.h"
+#include "sdk/row_shard_scope.h"
+
+namespace htm {
+namespace {
+
+// The model's parameters (policy = false) or the policy's (true): the policy gets its own
+// optimiser when estimator.policy_lr asks for its own rate.
+std::vector<torch::Tensor> parameters_of(Experiment& ex, bool policy) {
+  const bool split = ex.config.settings.estimator.policy_lr > 0;
+  std::vector<torch::Tensor> out;
+  for (const auto& p : ex.model->named_parameters())
+    if ((split && p.key().rfind("policy.", 0) == 0) == policy) out.push_back(p.value());
+  return out;
+}
+
+}  // namespace
+
+BatchShare share_of_batch(Communicator& comm, const torch::Tensor& per_sample_loss, int64_t rows, int64_t batch_rows,
+                          bool stop_here, bool* stop_anywhere) {
+  const auto sums = comm.sum({per_sample_loss.detach().sum().item<double>(), stop_here ? 1.0 : 0.0});
+  if (stop_anywhere != nullptr) *stop_anywhere = sums[1] > 0;
+  return {static_cast<double>(rows) / batch_rows, sums[0] / static_cast<double>(batch_rows), true};
+}
+
+TrainStep::TrainStep(Experiment& ex, at::Generator generator, Communicator* comm)
+    : ex_(ex),
+      generator_(std::move(generator)),
+      comm_(comm),
+      optimizer_(parameters_of(ex, false), ex.config.settings.train.lr, ex.config.settings.train.weight_decay),
+      policy_optimizer_(parameters_of(ex, true), ex.config.settings.estimator.policy_lr,
+                        ex.config.settings.train.weight_decay),
+      estimator_(ex.config.settings.estimator, ex.values) {
+  const EstimatorSettings& estimating = ex.config.settings.estimator;
+  if (estimating.replay > 0) {
+    if (comm != nullptr) throw Error("estimator.replay is not supported in data-parallel training (--nproc)");
+    replay_.emplace(estimating.replay_capacity);
+  }
+  if (comm != nullptr) reducer_ = std::make_unique<GradientReducer>(ex.model->parameters(), *comm);
+}
+
+TrainStep::~TrainStep() = default;
+
+void TrainStep::set_lr(double lr) {
+  optimizer_.set_lr(lr);
+  policy_optimizer_.set_lr(ex_.config.settings.estimator.policy_lr * lr / ex_.config.settings.train.lr);
+}
+
+ForwardResult TrainStep::forward(const Batch& batch, const std::vector<int64_t>& schedule, int64_t epoch,
+                                 int64_t step, bool teacher_forced, const std::vector<MergeDecision>* replayed,
+                                 PassNotes& notes, AnytimeLevels& levels) {
+  ForwardHooks hooks = loss_hooks(ex_.losses, epoch, step, true, generator_);
+  hooks.tree = batch.tree;
+  if (replayed != nullptr) hooks.merges = *replayed;
+  estimator_.watch(hooks, notes);
+  if (teacher_forced) return ex_.model->forward_teacher_forced(batch.input, schedule, generator_, &hooks);
+  if (ex_.config.settings.train.anytime > 0) levels.watch(hooks);
+  return ex_.model->forward(batch.input, schedule, generator_, &hooks);
+}
+
+StepReport TrainStep::operator()(const StepRequest& request) {
+  const TrainSettings& train = ex_.config.settings.train;
+  StepReport report;
+  Batch batch = request.batch;
+  const int64_t K = estimator_.rollouts();
+  if (K > 1) {  // K adjacent copies of each input, each drawing its own decisions
+    batch.input = batch.input.repeat_interleave(K, 0);
+    if (batch.labels.defined()) batch.labels = batch.labels.repeat_interleave(K, 0);
+    if (batch.tree.defined()) batch.tree = batch.tree.repeat_interleave(K, 0);
+  }
+  const int64_t rows = request.batch.input.size(0);
+  torch::Tensor total, loss;
+  BatchShare share;
+  ForwardResult out;
+  {
+    RECORD_FUNCTION("htm::forward", {});
+    PassNotes notes;
+    AnytimeLevels levels(*ex_.model, request.schedule, generator_);
+    torch::Tensor per_sample;
+    {
+      // Data-parallel: random draws are made for the whole batch and this rank keeps its rows.
+      std::optional<RowShardScope> shard;
+      if (comm_ != nullptr) shard.emplace(RowShard{request.first * K, rows * K, request.batch_rows * K});
+      out = forward(batch, request.schedule, request.epoch, request.step, request.teacher_forced, nullptr, notes,
+                    levels);
+      try {
+        per_sample = training_objective(ex_.losses, out, batch, request.epoch, request.step, true,
+                                        request.teacher_forced, request.log ? &report.terms : nullptr, train.anytime,
+                                        levels.outputs());
+      } catch (const NonFinite& e) {
+        throw Error("training diverged at step " + std::to_string(request.step + 1) + ": " + e.what());
+      }
+    }  // the forward pass's draws are made; evaluation draws for itself
+    loss = per_sample.mean();
+    if (comm_ != nullptr)  // the whole batch's loss, and whether any rank was asked to stop
+      share = share_of_batch(*comm_, per_sample, rows * K, request.batch_rows * K, request.stop_here,
+                             &report.stop_anywhere);
+
+    // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
+    total = estimator_.objective(per_sample, out, notes, share, !request.teacher_forced);
+    if (replay_ && !request.teacher_forced) {  // an earlier step's draw again, weighted by p_now / p_then
+      if (auto past = replay_->draw(ex_.config.settings.estimator.replay, generator_)) {
+        PassNotes replay_notes;
+        AnytimeLevels replay_levels(*ex_.model, past->schedule, generator_);
+        auto rout = forward(past->batch, past->schedule, request.epoch, request.step, false, &past->merges,
+                            replay_notes, replay_levels);
+        auto g = training_objective(ex_.losses, rout, past->batch, request.epoch, request.step, true, false, nullptr,
+                                    train.anytime, replay_levels.outputs());
+        const double rows_ratio = static_cast<double>(g.size(0)) / static_cast<double>(per_sample.size(0));
+        total = total +
+                rows_ratio * estimator_.replayed(g, total_log_prob(rout), merge_log_prob(rout), past->behaviour);
+      }
+      replay_->add(batch, request.schedule, out);
+    }
+    if (out.leaf_loss.defined()) {  // a probe on detached tokens: outside the policy's reward
+      total = total + share.fraction * out.leaf_loss.mean();
+      if (request.log) report.terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
+    }
+    if (request.log) {
+      torch::NoGradGuard no_grad;
+      auto entropy = total_entropy(out);
+      if (entropy.defined()) report.terms.push_back({"policy_entropy", entropy.mean().item<double>()});
+      for (const auto& [name, value] : estimator_.diagnostics()) report.terms.push_back({name, value.item<double>()});
+      if (comm_ != nullptr) {  // the whole batch's means
+        std::vector<double> values;
+        for (const auto& t : report.terms) values.push_back(t.value * share.fraction);
+        values = comm_->sum(values);
+        for (size_t i = 0; i < report.terms.size(); ++i) report.terms[i].value = values[i];
+      }
+    }
+  }
+  if (phase_ended) phase_ended();
+
+  // ---- backward and update (data-parallel: gradients summed over the ranks as they come)
+  {
+    RECORD_FUNCTION("htm::backward", {});
+    optimizer_.zero_grad();
+    policy_optimizer_.zero_grad();
+    if (reducer_)
+      reducer_->backward(total);
+    else
+      total.backward();
+  }
+  if (phase_ended) phase_ended();
+  RECORD_FUNCTION("htm::optimizer", {});
+  if (request.log) {  // per-block gradient norms, before clipping: where the signal reaches
+    for (const auto& child : ex_.model->named_children()) {
+      const auto params = child.value()->parameters();
+      if (params.empty()) continue;
+      std::vector<torch::Tensor> norms;
+      for (const auto& p : params)
+        if (p.grad().defined()) norms.push_back(p.grad().norm());
+      const double norm = norms.empty() ? 0.0 : torch::stack(norms).norm().item<double>();
+      report.terms.push_back({"grad_norm/" + child.key(), norm});
+    }
+  }
+  if (train.grad_clip > 0) torch::nn::utils::clip_grad_norm_(ex_.model->parameters(), train.grad_clip);
+  optimizer_.step();
+  policy_optimizer_.step();
+  report.loss = share.split ? share.batch_loss : loss.item<double>();
+  return report;
+}
+
+}  // namespace htm

@@ -1,0 +1,87 @@
+// One training step, the same for the trainer and `htm bench`: repeat each input for the
+// estimator's rollouts → forward (with the losses' hooks, the estimator's pair errors and the
+// anytime reconstructions) → the losses → the estimator's surrogate (+ replay) → the leaf
+// classifier's probe → backward → clip → update, and a small report. A data-parallel process's
+// row shard and share of the batch are handled here, once.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "store/metric.h"
+#include "train/estimator/estimator.h"
+#include "train/estimator/replay.h"
+#include "train/experiment.h"
+#include "train/objective.h"
+#include "train/optimizer.h"
+
+namespace htm {
+
+class Communicator;
+class GradientReducer;
+
+/// A data-parallel rank's share of a step's batch: its `rows` of `batch_rows` and the whole
+/// batch's mean loss, from one sum over the ranks, which also tells whether any rank was asked
+/// to stop (`stop_here` in, `*stop_anywhere` out).
+BatchShare share_of_batch(Communicator& comm, const torch::Tensor& per_sample_loss, int64_t rows, int64_t batch_rows,
+                          bool stop_here = false, bool* stop_anywhere = nullptr);
+
+struct StepRequest {
+  Batch batch;             ///< this process's rows of the step's inputs (labels and tree with them)
+  int64_t first = 0;       ///< data-parallel: where they start in the whole batch
+  int64_t batch_rows = 0;  ///< data-parallel: the whole batch's inputs
+  std::vector<int64_t> schedule;  ///< merges per layer run at this step
+  int64_t epoch = 0;
+  int64_t step = 0;  ///< steps done before this one
+  bool teacher_forced = false;  ///< §3.2.2's pre-training pass instead of the sampled one
+  bool log = false;             ///< gather metrics (the losses' terms, the policy's, gradient norms)
+  bool stop_here = false;       ///< data-parallel: this process was asked to stop
+};
+
+struct StepReport {
+  double loss = 0;            ///< the whole batch's mean loss
+  std::vector<Metric> terms;  ///< with StepRequest::log: the batch's metrics, the whole batch's means
+  bool stop_anywhere = false;  ///< data-parallel: some process was asked to stop
+};
+
+class TrainStep {
+ public:
+  /// The optimisers (the policy's own with estimator.policy_lr), the estimator (with the
+  /// experiment's value heads) and, with estimator.replay, the replay buffer. `generator` draws
+  /// every decision; `comm` (data-parallel) sums gradients and shares the batch.
+  TrainStep(Experiment& ex, at::Generator generator, Communicator* comm = nullptr);
+  ~TrainStep();
+
+  /// The learning rate of this step: the model's, and the policy's in proportion
+  /// (estimator.policy_lr · lr / train.lr).
+  void set_lr(double lr);
+  StepReport operator()(const StepRequest& request);
+
+  /// Called after the forward pass and its objective, and after backward (`htm bench` reads
+  /// each phase's memory there).
+  std::function<void()> phase_ended;
+
+  FusedAdamW& optimizer() { return optimizer_; }
+  FusedAdamW& policy_optimizer() { return policy_optimizer_; }
+  Estimator& estimator() { return estimator_; }
+  /// Data-parallel: the gradient buckets (null in one process).
+  GradientReducer* reducer() { return reducer_.get(); }
+
+ private:
+  /// A training pass: the losses' hooks, the estimator's watch, the anytime reconstructions.
+  ForwardResult forward(const Batch& batch, const std::vector<int64_t>& schedule, int64_t epoch, int64_t step,
+                        bool teacher_forced, const std::vector<MergeDecision>* replayed, PassNotes& notes,
+                        AnytimeLevels& levels);
+
+  Experiment& ex_;
+  at::Generator generator_;
+  Communicator* comm_;
+  FusedAdamW optimizer_, policy_optimizer_;
+  Estimator estimator_;
+  std::optional<ReplayBuffer> replay_;
+  std::unique_ptr<GradientReducer> reducer_;
+};
+
+}  // namespace htm
