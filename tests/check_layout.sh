@@ -54,7 +54,7 @@ done
 # name.h or name.*), so a new file cannot go unmentioned.
 map=$(sed -n '/^## Source map/,/^## /p' docs/architecture.md)
 unnamed=""
-for f in core/include/htm/*.h core/src/*/*.cpp core/src/*/*.h core/app/*.cpp core/app/*.h registry/*.cpp registry/*.h; do
+for f in core/include/htm/*.h $(find core/src -name "*.cpp" -o -name "*.h") core/app/*.cpp core/app/*.h registry/*.cpp registry/*.h; do
   stem=$(basename "$f"); stem=${stem%.*}
   grep -qE "(^|[^a-z_])${stem}\.(\*|h|cpp)" <<< "$map" || unnamed+="  $f"$'\n'
 done

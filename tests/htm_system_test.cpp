@@ -104,8 +104,8 @@ TEST(MergeTrees, AgreeWithARealForwardPass) {
     auto last_weight = params["leaf_head.3.weight"], last_bias = params["leaf_head.3.bias"];
     auto saved_weight = last_weight.clone(), saved_bias = last_bias.clone();
     last_weight.zero_();
-    for (const auto& [bias, expected] : std::vector<std::pair<std::vector<float>, double>>{{{9, 0}, 16.0 / 30},
-                                                                                            {{0, 9}, 14.0 / 30}}) {
+    for (const auto& [bias, expected] :
+         std::vector<std::pair<std::vector<float>, double>>{{{9, 0}, 16.0 / 30}, {{0, 9}, 14.0 / 30}}) {
       last_bias.copy_(torch::tensor(bias));
       EXPECT_DOUBLE_EQ(model->forward(input, {4, 2, 1}, gen).leaf_accuracy, expected);
     }

@@ -14,8 +14,8 @@
 #include "runner.h"
 #include "store/results_store.h"
 #include "test_util.h"
-#include "train/experiment.h"
 #include "train/estimator/replay.h"
+#include "train/experiment.h"
 #include "train/trainer.h"
 
 namespace htm {

@@ -167,7 +167,7 @@ TEST(PairSampler, LogitsSpanningHundredsStillFollowTheirSoftmax) {
   logits.select(1, 4).select(1, 5).fill_(-300.0);  // (4, 5)
   auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
   for (auto sampler : {&sample_disjoint_pairs, &sample_disjoint_pairs_sequential}) {
-    auto [src, dst] = sampler(logits, 3, gen);
+    auto [src, dst] = sampler(logits, 3, gen, 0.0);
     const auto want_src = torch::tensor({0, 2, 4}, torch::kLong).expand({B, 3});
     const auto want_dst = torch::tensor({1, 3, 5}, torch::kLong).expand({B, 3});
     EXPECT_TRUE(torch::equal(src, want_src) && torch::equal(dst, want_dst))

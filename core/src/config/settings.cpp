@@ -311,10 +311,11 @@ std::vector<SettingProblem> estimator_problems(const EstimatorSettings& estimato
                             " shapes the score function's reward: 'estimator.method' = \"prob_scale\" has none",
                         {estimator.dense > 0 ? "dense" : "baseline"}});
   if (estimator.baseline == RewardBaseline::rloo && estimator.rollouts < 2)
-    problems.push_back({"'estimator.baseline' = \"rloo\" compares each rollout with the same input's others: set "
-                        "'estimator.rollouts' to at least 2 (it is " +
-                            std::to_string(estimator.rollouts) + ")",
-                        {"rollouts", "baseline"}});
+    problems.push_back(
+        {"'estimator.baseline' = \"rloo\" compares each rollout with the same input's others: set "
+         "'estimator.rollouts' to at least 2 (it is " +
+             std::to_string(estimator.rollouts) + ")",
+         {"rollouts", "baseline"}});
   return problems;
 }
 

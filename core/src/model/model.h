@@ -228,7 +228,8 @@ class HtmModelImpl : public Model {
   /// index in x it came from (B×(T−r)).
   torch::Tensor merge_layer(const torch::Tensor& x, int64_t r, int64_t depth, const torch::Tensor& attention,
                             at::Generator generator, ForwardResult& result, torch::Tensor* keep = nullptr,
-                            Truth* truth = nullptr, const MergeDecision* replayed = nullptr);
+                            Truth* truth = nullptr, const MergeDecision* replayed = nullptr,
+                            const ForwardHooks* hooks = nullptr);
   /// `forced` (B×r): teacher forcing, unmerge these tokens. `chosen` (if given) receives the
   /// B×r indices unmerged.
   torch::Tensor unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth, at::Generator generator,
@@ -262,18 +263,19 @@ class HtmModelImpl : public Model {
   RefineBlock merge_refine_{nullptr}, unmerge_refine_{nullptr};
   torch::nn::LayerNorm head_norm_{nullptr};
   torch::nn::Sequential leaf_head_{nullptr};  ///< the leaf/internal classifier
-  ValueHeads values_{nullptr};                ///< the value baseline's heads (options_.value_baseline)
   Linear head_{nullptr};                      ///< classifier: root tokens (mean) → class logits
   torch::Tensor timesteps_;                   ///< (max depth + 1)×C fixed sinusoids (paper eq. 7)
 };
 TORCH_MODULE(HtmModel);
 
 /// Parameters of `model` that one training step on `input` would update: those the output or
-/// the decisions' log-probabilities depend on (unused parts of plugins, such as an image
+/// the decisions' log-probabilities depend on, and those `also` (when given) computes from the
+/// pass, such as the estimator's value heads (unused parts of plugins, such as an image
 /// adapter's unlifter in a classifier, do not count). Leaves every gradient cleared.
 /// `tree` is the input's Batch::tree, for policies that read the truth.
 int64_t participating_parameters(Model& model, const torch::Tensor& input, const std::vector<int64_t>& schedule,
-                                 const torch::Tensor& tree = {});
+                                 const torch::Tensor& tree = {},
+                                 const std::function<torch::Tensor(const ForwardResult&)>& also = {});
 /// All parameters of `model`.
 int64_t count_parameters(const torch::nn::Module& model);
 

@@ -47,8 +47,8 @@ ModelOptions model_options(const ResolvedConfig& config, const BuildContext& ctx
   options.mixing = config.settings.model.transformer ? Mixing::transformer : Mixing::none;
   options.refinement = config.settings.model.cross_attention ? Refinement::cross_attention : Refinement::mlp;
   // A.4's estimator is the architecture's: merged outputs scaled by their selection probability.
-  options.merged_scale = config.settings.estimator.method == EstimatorMethod::prob_scale ? MergedScale::probability
-                                                                                          : MergedScale::none;
+  options.merged_scale =
+      config.settings.estimator.method == EstimatorMethod::prob_scale ? MergedScale::probability : MergedScale::none;
   if (config.settings.model.task == Task::classify) options.classes = ctx.num_classes;
   options.leaf_classifier = config.settings.model.leaf_classifier ? LeafClassifier::trained : LeafClassifier::none;
   options.timestep_scale = config.settings.model.timestep_scale;
@@ -98,11 +98,11 @@ std::shared_ptr<HtmModelImpl> build_htm(const ResolvedConfig& config, const Plug
 // draw with log-probabilities (the heads' own regression trains them).
 std::function<torch::Tensor(const ForwardResult&)> value_terms(const ValueHeads& values) {
   if (!values) return {};
-  return [values](const ForwardResult& out) {
+  return [heads = ValueHeads(values)](const ForwardResult& out) mutable {
     torch::Tensor sum;
     for (const Draw& d : out.draws)
       if (d.log_prob.defined()) {
-        auto v = values->forward(d.population, d.kind == Draw::Kind::unmerge).sum();
+        auto v = heads->forward(d.population, d.kind == Draw::Kind::unmerge).sum();
         sum = sum.defined() ? sum + v : v;
       }
     return sum;
@@ -126,8 +126,8 @@ int64_t matching_vit_dim(const ResolvedConfig& config, const PluginFactory& plug
                          const torch::Tensor& probe) {
   std::vector<int64_t> schedule;
   ValueHeads values{nullptr};
-  const int64_t target = participating_parameters(*build_htm(config, plugins, ctx, schedule, &values), probe,
-                                                  schedule, {}, value_terms(values));
+  const int64_t target = participating_parameters(*build_htm(config, plugins, ctx, schedule, &values), probe, schedule,
+                                                  {}, value_terms(values));
   const int64_t step = 2 * ctx.heads;
   auto count = [&](int64_t dim) { return participating_parameters(*build_vit(config, plugins, ctx, dim), probe, {}); };
   int64_t lo = 1, hi = 1;  // in units of step; counts grow with the width

@@ -54,9 +54,9 @@ void TrainStep::set_lr(double lr) {
   policy_optimizer_.set_lr(ex_.config.settings.estimator.policy_lr * lr / ex_.config.settings.train.lr);
 }
 
-ForwardResult TrainStep::forward(const Batch& batch, const std::vector<int64_t>& schedule, int64_t epoch,
-                                 int64_t step, bool teacher_forced, const std::vector<MergeDecision>* replayed,
-                                 PassNotes& notes, AnytimeLevels& levels) {
+ForwardResult TrainStep::forward(const Batch& batch, const std::vector<int64_t>& schedule, int64_t epoch, int64_t step,
+                                 bool teacher_forced, const std::vector<MergeDecision>* replayed, PassNotes& notes,
+                                 AnytimeLevels& levels) {
   ForwardHooks hooks = loss_hooks(ex_.losses, epoch, step, true, generator_);
   hooks.tree = batch.tree;
   if (replayed != nullptr) hooks.merges = *replayed;
@@ -89,12 +89,12 @@ StepReport TrainStep::operator()(const StepRequest& request) {
       // Data-parallel: random draws are made for the whole batch and this rank keeps its rows.
       std::optional<RowShardScope> shard;
       if (comm_ != nullptr) shard.emplace(RowShard{request.first * K, rows * K, request.batch_rows * K});
-      out = forward(batch, request.schedule, request.epoch, request.step, request.teacher_forced, nullptr, notes,
-                    levels);
+      out =
+          forward(batch, request.schedule, request.epoch, request.step, request.teacher_forced, nullptr, notes, levels);
       try {
-        per_sample = training_objective(ex_.losses, out, batch, request.epoch, request.step, true,
-                                        request.teacher_forced, request.log ? &report.terms : nullptr, train.anytime,
-                                        levels.outputs());
+        per_sample =
+            training_objective(ex_.losses, out, batch, request.epoch, request.step, true, request.teacher_forced,
+                               request.log ? &report.terms : nullptr, train.anytime, levels.outputs());
       } catch (const NonFinite& e) {
         throw Error("training diverged at step " + std::to_string(request.step + 1) + ": " + e.what());
       }
@@ -115,8 +115,8 @@ StepReport TrainStep::operator()(const StepRequest& request) {
         auto g = training_objective(ex_.losses, rout, past->batch, request.epoch, request.step, true, false, nullptr,
                                     train.anytime, replay_levels.outputs());
         const double rows_ratio = static_cast<double>(g.size(0)) / static_cast<double>(per_sample.size(0));
-        total = total +
-                rows_ratio * estimator_.replayed(g, total_log_prob(rout), merge_log_prob(rout), past->behaviour);
+        total =
+            total + rows_ratio * estimator_.replayed(g, total_log_prob(rout), merge_log_prob(rout), past->behaviour);
       }
       replay_->add(batch, request.schedule, out);
     }

@@ -29,20 +29,20 @@ BatchShare share_of_batch(Communicator& comm, const torch::Tensor& per_sample_lo
                           bool stop_here = false, bool* stop_anywhere = nullptr);
 
 struct StepRequest {
-  Batch batch;             ///< this process's rows of the step's inputs (labels and tree with them)
-  int64_t first = 0;       ///< data-parallel: where they start in the whole batch
-  int64_t batch_rows = 0;  ///< data-parallel: the whole batch's inputs
+  Batch batch;                    ///< this process's rows of the step's inputs (labels and tree with them)
+  int64_t first = 0;              ///< data-parallel: where they start in the whole batch
+  int64_t batch_rows = 0;         ///< data-parallel: the whole batch's inputs
   std::vector<int64_t> schedule;  ///< merges per layer run at this step
   int64_t epoch = 0;
-  int64_t step = 0;  ///< steps done before this one
+  int64_t step = 0;             ///< steps done before this one
   bool teacher_forced = false;  ///< §3.2.2's pre-training pass instead of the sampled one
   bool log = false;             ///< gather metrics (the losses' terms, the policy's, gradient norms)
   bool stop_here = false;       ///< data-parallel: this process was asked to stop
 };
 
 struct StepReport {
-  double loss = 0;            ///< the whole batch's mean loss
-  std::vector<Metric> terms;  ///< with StepRequest::log: the batch's metrics, the whole batch's means
+  double loss = 0;             ///< the whole batch's mean loss
+  std::vector<Metric> terms;   ///< with StepRequest::log: the batch's metrics, the whole batch's means
   bool stop_anywhere = false;  ///< data-parallel: some process was asked to stop
 };
 

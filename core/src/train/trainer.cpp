@@ -203,9 +203,10 @@ TrainSummary Trainer::run() {
         // (a teacher-forced stage trains every layer at once, so it uses the full schedule)
         StepRequest request;
         request.teacher_forced = step < teacher_forced_steps;
-        const int64_t depth = layers == 0                                         ? 0
-                              : request.teacher_forced || !train.stochastic_depth ? layers
-                                                                                  : sample_depth(rho, layers, generator_);
+        const int64_t depth = layers == 0 ? 0
+                              : request.teacher_forced || !train.stochastic_depth
+                                  ? layers
+                                  : sample_depth(rho, layers, generator_);
         request.schedule.assign(ex_.schedule.begin(), ex_.schedule.begin() + depth);
         const int64_t B = std::min(batch_size, n_train - b * batch_size);  // the whole batch's inputs
         auto indices = state.order.narrow(0, b * batch_size, B);

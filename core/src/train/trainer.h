@@ -12,8 +12,8 @@
 #include "store/results_store.h"
 #include "train/baselines.h"
 #include "train/estimator/estimator.h"
-#include "train/objective.h"
 #include "train/experiment.h"
+#include "train/objective.h"
 
 namespace htm {
 

@@ -22,8 +22,8 @@ void Estimator::watch(ForwardHooks& hooks, PassNotes& notes) const {
       return draw.population.gather(1, index.unsqueeze(-1).expand({B, r, C}));
     };
     auto [first, second] = op.unmerge(draw.merged.view({B * r, C}));  // the first child takes dst's place
-    auto error =
-        (first.view({B, r, C}) - gather(draw.dst)).pow(2).mean(-1) + (second.view({B, r, C}) - gather(draw.src)).pow(2).mean(-1);
+    auto error = (first.view({B, r, C}) - gather(draw.dst)).pow(2).mean(-1) +
+                 (second.view({B, r, C}) - gather(draw.src)).pow(2).mean(-1);
     notes.pair_errors.push_back({draw.log_prob, error});
   };
 }

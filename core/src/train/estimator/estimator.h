@@ -83,8 +83,9 @@ class Estimator {
   /// pair k's draw decides which pairs are left for the later ones) minus the same sum for the
   /// batch's other samples:  + w_d · mean_b Σ_k sg[E_bk − mean_{b'≠b} E_b'k] · log p_bk.
   /// With prob_scale, or no log-probabilities, the first term alone. Then updates the ema
-  /// baseline with this batch's loss (it lags one step: it never includes its own reward). With a `share` of a split batch, this process's part:
-  /// means scaled by its fraction of the rows, the batch reward from the whole batch's loss.
+  /// baseline with this batch's loss (it lags one step: it never includes its own reward). With a `share` of a split
+  /// batch, this process's part: means scaled by its fraction of the rows, the batch reward from the whole batch's
+  /// loss.
   torch::Tensor objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
                           const torch::Tensor& entropy = {}, const BatchShare& share = {},
                           const std::vector<ValuedDecision>& valued = {},
