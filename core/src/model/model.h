@@ -120,8 +120,8 @@ struct ForwardHooks {
   std::vector<MergeDecision> merges;
   /// Called right after each merge layer merged (the draw is the last of ForwardResult::draws),
   /// within the merge operator's plugin scope: the dense reward measures its pair errors here
-  /// (train/estimator/pair_errors.h), so an operator that draws random numbers draws them in
-  /// the pass's own order.
+  /// (Estimator::watch in train/estimator/estimator.h), so an operator that draws random
+  /// numbers draws them in the pass's own order.
   std::function<void(MergeOperator& op, const Draw& draw)> merged;
   /// Called once the main decode is done, before the output is unlifted: the anytime loss
   /// (train/objective.h) reconstructs from the intermediate populations here
