@@ -460,10 +460,11 @@ ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input, c
   return result;
 }
 
-torch::Tensor total_log_prob(const ForwardResult& out) {
+torch::Tensor total_log_prob(const ForwardResult& out, std::optional<Draw::Kind> only) {
   torch::Tensor sum;
   for (const Draw& d : out.draws)
-    if (d.log_prob.defined()) sum = sum.defined() ? sum + d.log_prob.sum(1) : d.log_prob.sum(1);
+    if (d.log_prob.defined() && (!only || d.kind == *only))
+      sum = sum.defined() ? sum + d.log_prob.sum(1) : d.log_prob.sum(1);
   return sum;
 }
 

@@ -149,8 +149,9 @@ struct ForwardResult {
   double leaf_accuracy = 0;
 };
 
-/// B: Σ of the draws' log-probabilities (undefined when none has one).
-torch::Tensor total_log_prob(const ForwardResult& out);
+/// B: Σ of the draws' log-probabilities, of every draw or of those of one kind (undefined when
+/// none has one).
+torch::Tensor total_log_prob(const ForwardResult& out, std::optional<Draw::Kind> only = std::nullopt);
 /// B: Σ of the merge draws' entropies (undefined when none reports one).
 torch::Tensor total_entropy(const ForwardResult& out);
 

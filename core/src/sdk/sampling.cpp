@@ -68,7 +68,8 @@ class SplitMix64 {
 };
 
 void check_pairs_args(const torch::Tensor& logits, int64_t r) {
-  if (logits.dim() != 3 || logits.size(1) != logits.size(2)) throw Error("sample_disjoint_pairs: logits must be B×T×T");
+  const bool square = logits.dim() == 3 && logits.size(1) == logits.size(2);
+  if (!square) throw Error("sample_disjoint_pairs: logits must be B×T×T");
   if (r < 0 || 2 * r > logits.size(1))
     throw Error("sample_disjoint_pairs: cannot draw " + std::to_string(r) + " disjoint pairs from " +
                 std::to_string(logits.size(1)) + " tokens");

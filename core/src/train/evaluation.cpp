@@ -46,7 +46,7 @@ Trainer::Eval Trainer::evaluate_once() {
   int64_t reconstructed = 0, correct = 0, labelled = 0;
   std::map<std::string, double> loss_sums;
   TreeScoreMean learned;
-  ForwardHooks eval_hooks = hooks(0, 0, false);
+  ForwardHooks eval_hooks = loss_hooks(ex_.losses, 0, 0, false, generator_);
   for (int64_t i = 0; i < n; i += bs) {
     // One process stops mid-evaluation; data-parallel ranks stop together at the next step.
     if (options_.comm == nullptr && interrupt_requested()) throw Interrupted();

@@ -102,7 +102,7 @@ std::function<torch::Tensor(const ForwardResult&)> value_terms(const ValueHeads&
     torch::Tensor sum;
     for (const Draw& d : out.draws)
       if (d.log_prob.defined()) {
-        auto v = heads->forward(d.population, d.kind == Draw::Kind::unmerge).sum();
+        auto v = heads->forward(d).sum();
         sum = sum.defined() ? sum + v : v;
       }
     return sum;

@@ -108,7 +108,7 @@ StepReport TrainStep::operator()(const StepRequest& request) {
     total = estimator_.objective(per_sample, out, notes, share, !request.teacher_forced);
     if (replay_ && !request.teacher_forced) {  // an earlier step's draw again, weighted by p_now / p_then
       if (auto past = replay_->draw(ex_.config.settings.estimator.replay, generator_)) {
-        PassNotes replay_notes;
+        PassNotes replay_notes;  // measured (an operator may draw while it does) but not rewarded
         AnytimeLevels replay_levels(*ex_.model, past->schedule, generator_);
         auto rout = forward(past->batch, past->schedule, request.epoch, request.step, false, &past->merges,
                             replay_notes, replay_levels);
@@ -125,9 +125,6 @@ StepReport TrainStep::operator()(const StepRequest& request) {
       if (request.log) report.terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
     }
     if (request.log) {
-      torch::NoGradGuard no_grad;
-      auto entropy = total_entropy(out);
-      if (entropy.defined()) report.terms.push_back({"policy_entropy", entropy.mean().item<double>()});
       for (const auto& [name, value] : estimator_.diagnostics()) report.terms.push_back({name, value.item<double>()});
       if (comm_ != nullptr) {  // the whole batch's means
         std::vector<double> values;

@@ -8,13 +8,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <optional>
 
 #include <torch/torch.h>
 
 #include "dist/communicator.h"
 #include "htm/error.h"
-#include "htm/sets.h"
 #include "model/plugin_scope.h"
 #include "model/run_board.h"
 #include "train/baselines.h"
@@ -62,10 +60,6 @@ Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, st
       eval_samples_(
           samples_limit(experiment.config.settings.train.eval_samples, experiment.dataset->size(Split::test))),
       options_(std::move(options)) {}
-
-ForwardHooks Trainer::hooks(int64_t epoch, int64_t step, bool training) {
-  return loss_hooks(ex_.losses, epoch, step, training, generator_);
-}
 
 void Trainer::progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho, int64_t depth,
                        double images_per_s, double elapsed_s, bool final_line) {

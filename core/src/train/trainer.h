@@ -93,8 +93,6 @@ class Trainer {
   Eval evaluate();
   /// One pass over the evaluation samples with the policy deciding now.
   Eval evaluate_once();
-  /// The losses' enter_layer() calls, as the model's hook.
-  ForwardHooks hooks(int64_t epoch, int64_t step, bool training);
   void log_policy_spread(int64_t step, int64_t epoch);
   /// The floor (uniform random merges) and ceiling (agglomerative clustering) on the first `n`
   /// test samples, and whether the schedule can build their true trees; computed once.

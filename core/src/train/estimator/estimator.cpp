@@ -39,10 +39,13 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const F
       if (!d.log_prob.defined()) continue;
       auto per_sample = d.log_prob.sum(1);
       log_prob = log_prob.defined() ? log_prob + per_sample : per_sample;
-      if (values_) valued.push_back({per_sample, values_->forward(d.population, d.kind == Draw::Kind::unmerge)});
+      if (values_) valued.push_back({per_sample, values_->forward(d)});
     }
-  return objective(per_sample_loss, log_prob, total_entropy(out), share, valued,
-                   score ? notes.pair_errors : std::vector<PairErrors>{});
+  auto entropy = total_entropy(out);
+  auto total = objective(per_sample_loss, log_prob, entropy, share, valued,
+                         score ? notes.pair_errors : std::vector<PairErrors>{});
+  if (entropy.defined()) diagnostics_.insert(diagnostics_.begin(), {"policy_entropy", entropy.mean().detach()});
+  return total;
 }
 
 torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,

@@ -102,9 +102,10 @@ class Estimator {
                          const torch::Tensor& merge_log_prob, const torch::Tensor& behaviour);
 
   /// What the last objective() and replayed() measured beside the objective, as training
-  /// metrics (detached scalars): `policy_value_error` (mean_k mean_b (V_kb − g_b)², how well the values predict
-  /// the loss) with the value baseline, `policy_pair_error` (the mean local error of a merged
-  /// pair) with the dense reward.
+  /// metrics (detached scalars): `policy_entropy` (the mean over samples of the merge draws'
+  /// summed entropy) where the policy reports one, `policy_value_error` (mean_k mean_b
+  /// (V_kb − g_b)², how well the values predict the loss) with the value baseline,
+  /// `policy_pair_error` (the mean local error of a merged pair) with the dense reward.
   const std::vector<std::pair<std::string, torch::Tensor>>& diagnostics() const { return diagnostics_; }
 
   /// What objective() subtracts from the reward now (the ema baseline; 0 for none and rloo).

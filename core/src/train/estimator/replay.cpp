@@ -12,13 +12,6 @@ Batch rows_of(const Batch& batch, int64_t first, int64_t rows) {
 
 }  // namespace
 
-torch::Tensor merge_log_prob(const ForwardResult& out) {
-  torch::Tensor sum;
-  for (const MergeDecision& m : out.merges)
-    if (m.log_prob.defined()) sum = sum.defined() ? sum + m.log_prob.sum(1) : m.log_prob.sum(1);
-  return sum;
-}
-
 void ReplayBuffer::add(const Batch& batch, const std::vector<int64_t>& schedule, const ForwardResult& out) {
   ReplayedDraw draw{{}, schedule, {}, {}};
   auto keep = [](const torch::Tensor& t) { return t.defined() ? t.detach().clone() : t; };

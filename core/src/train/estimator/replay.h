@@ -26,7 +26,7 @@ struct ReplayedDraw {
 };
 
 /// B: Σ over layers of the merges' log-probabilities in a forward pass (undefined if none).
-torch::Tensor merge_log_prob(const ForwardResult& out);
+inline torch::Tensor merge_log_prob(const ForwardResult& out) { return total_log_prob(out, Draw::Kind::merge); }
 
 class ReplayBuffer {
  public:

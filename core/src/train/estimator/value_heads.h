@@ -8,6 +8,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
 
+#include "model/model.h"
+
 namespace htm {
 
 class ValueHeadsImpl : public torch::nn::Module {
@@ -17,6 +19,8 @@ class ValueHeadsImpl : public torch::nn::Module {
   /// (unmerge = false) or unmerge. The tokens are detached: the value learns from its own
   /// regression alone and teaches the model nothing.
   torch::Tensor forward(const torch::Tensor& tokens, bool unmerge);
+  /// The predicted loss (B) from the population `draw` was made from, by the head of its kind.
+  torch::Tensor forward(const Draw& draw) { return forward(draw.population, draw.kind == Draw::Kind::unmerge); }
 
  private:
   torch::nn::Sequential heads_[2];  ///< [0] merges, [1] unmerges: LayerNorm → pool → MLP → 1
