@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The shape of the source tree, checked: no source file over 500 lines; no host setting looked
 # up by its name outside core/src/config (settings are typed, see config/settings.h); and the
-# core's folders include each other one way only (docs/architecture.md).
+# core's folders include each other one way only (docs/architecture.md); no tensor put on the
+# CPU outside the native kernels and I/O without a reason.
 set -uo pipefail
 cd "$1"
 status=0
@@ -14,6 +15,12 @@ key='"(experiment|model|train|estimator|runtime)\.[a-z_0-9]+"'
 lookups=$(grep -rnE "(\($key\)|\[$key\])" core registry plugins tests --include='*.cpp' --include='*.h' |
           grep -vE '^(core/src/config/|tests/config_test.cpp:|tests/settings_test.cpp:)')
 if [ -n "$lookups" ]; then echo "host settings looked up by name outside core/src/config:"; echo "$lookups"; status=1; fi
+
+# runtime.device: tensors live where the run says. Outside the native CPU kernels and the I/O
+# (pictures, the results store), a line that puts a tensor on the CPU says why, with "// host:".
+device=$(grep -rnE 'kCPU\b|\.cpu\(\)' core registry plugins --include='*.cpp' --include='*.h' |
+         grep -vE '^core/src/(sdk/native|report|store)/|// host:')
+if [ -n "$device" ]; then echo "device assumptions (torch::kCPU, .cpu()) without a // host: reason:"; echo "$device"; status=1; fi
 
 declare -A allowed=(
   [sdk]="sdk"
@@ -59,5 +66,5 @@ for f in core/include/htm/*.h $(find core/src -name "*.cpp" -o -name "*.h") core
   grep -qE "(^|[^a-z_])${stem}\.(\*|h|cpp)" <<< "$map" || unnamed+="  $f"$'\n'
 done
 if [ -n "$unnamed" ]; then echo "files docs/architecture.md's source map does not name:"; printf '%s' "$unnamed"; status=1; fi
-[ $status -eq 0 ] && echo "layout ok: files under 500 lines, typed host settings, one-way includes (core/src, app/, registry/), a source map naming every file"
+[ $status -eq 0 ] && echo "layout ok: files under 500 lines, typed host settings, one-way includes (core/src, app/, registry/), a source map naming every file, device assumptions with a reason"
 exit $status

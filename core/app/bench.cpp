@@ -20,6 +20,7 @@
 #include <boost/program_options.hpp>
 
 #include "commands.h"
+#include "config/device.h"
 #include "dist/communicator.h"
 #include "dist/grad_reducer.h"
 #include "htm/error.h"
@@ -27,8 +28,11 @@
 #include "launch.h"
 #include "model/model.h"
 #include "registry.h"
-#include "sdk/gemm.h"
+#include "sdk/kernels.h"
 #include "sdk/precision.h"
+#if HTM_NATIVE_KERNELS
+#include "sdk/native/gemm.h"
+#endif
 #include "sdk/row_shard_scope.h"
 #include "train/experiment.h"
 #include "train/memory.h"
@@ -49,12 +53,20 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// Waits for the GPU's queued work, where there is a GPU: a timed call ends when its kernels do.
+void synchronize() {
+  static const bool cuda = cuda_usable();
+  if (cuda) torch::cuda::synchronize();
+}
+
 template <class F>
 std::vector<double> time_ms(int repeats, F&& f) {
   std::vector<double> ms;
+  synchronize();
   for (int i = 0; i < repeats; ++i) {
     const auto t0 = Clock::now();
     f();
+    synchronize();
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   return ms;
@@ -71,24 +83,33 @@ struct GemmRates {
   double htm_fp32 = 0, torch_fp32 = 0, htm_bf16 = 0, torch_bf16 = 0;
   double of(RuntimePrecision p) const { return p == RuntimePrecision::bf16 ? htm_bf16 : htm_fp32; }
 };
-GemmRates gemm_rates(int64_t n, int repeats = 10) {
-  auto a = torch::randn({n, n}), b = torch::randn({n, n}), c = torch::empty({n, n});
+// Where the native kernels do not run (a GPU, a build without them, runtime.kernels =
+// "portable"), the model's products are torch's own: htm's rates are torch::mm's.
+GemmRates gemm_rates(int64_t n, const c10::Device& device, int repeats = 10) {
+  const auto on = torch::TensorOptions().device(device);
+  auto a = torch::randn({n, n}, on), b = torch::randn({n, n}, on), c = torch::empty({n, n}, on);
   const double flop = 2.0 * n * n * n;
   auto rate = [&](auto&& f) {
     f();
     return flop / median(time_ms(repeats, f)) / 1e6;
   };
   GemmRates r;
-  r.htm_fp32 = rate([&] {
-    gemm(false, false, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(), n, 0.0f, c.data_ptr<float>(), n);
-  });
   r.torch_fp32 = rate([&] { torch::mm_out(c, a, b); });
   auto a16 = a.to(torch::kBFloat16), b16 = b.to(torch::kBFloat16);
-  r.htm_bf16 = rate([&] {
-    gemm(false, false, n, n, n, 1.0f, {a16.data_ptr(), n, true}, {b16.data_ptr(), n, true}, 0.0f, c.data_ptr<float>(),
-         n);
-  });
   r.torch_bf16 = rate([&] { torch::mm(a16, b16); });
+  r.htm_fp32 = r.torch_fp32;
+  r.htm_bf16 = r.torch_bf16;
+#if HTM_NATIVE_KERNELS
+  if (use_native(a)) {
+    r.htm_fp32 = rate([&] {
+      gemm(false, false, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(), n, 0.0f, c.data_ptr<float>(), n);
+    });
+    r.htm_bf16 = rate([&] {
+      gemm(false, false, n, n, n, 1.0f, {a16.data_ptr(), n, true}, {b16.data_ptr(), n, true}, 0.0f, c.data_ptr<float>(),
+           n);
+    });
+  }
+#endif
   return r;
 }
 
@@ -199,7 +220,7 @@ Configured configure(const std::string& config_file, std::vector<std::string> ov
   if (variant.empty()) variant = file.variants().front();
   Configured c{assemble(file.resolve(variant, registry), registry, 0), {}, 0};
   const int64_t batch = std::min(c.ex.config.settings.train.batch_size, c.ex.dataset->size(Split::train));
-  c.data = c.ex.dataset->get(Split::train, torch::arange(batch));
+  c.data = on_device(c.ex.dataset->get(Split::train, torch::arange(batch)), c.ex.device);
   if (auto* htm_model = dynamic_cast<HtmModelImpl*>(c.ex.model.get())) c.T = htm_model->num_tokens();
   return c;
 }
@@ -298,16 +319,28 @@ int cmd_bench(const Args& args) {
   set_threads(threads);
   const int nthreads = at::get_num_threads();
   const bool step_only = vm.count("step-only") > 0;
+  Registry registry;
+  Configured c = configure(config_file, overrides, variant, registry);
+  set_threads(threads);  // after assembly: the file's runtime.threads is not what is timed
+  Experiment& ex = c.ex;
+  const RuntimeSettings& runtime = ex.config.settings.runtime;
+  set_kernels(runtime.kernels == RuntimeKernels::native ? Kernels::native : Kernels::portable);
+  const RuntimePrecision precision = set_precision(runtime.precision, runtime.device);
   const char* given_peak = std::getenv("HTM_BENCH_GEMM_PEAK");  // a parent measured it, in our precision
   GemmRates peak;
   if (given_peak != nullptr) peak.htm_fp32 = peak.htm_bf16 = std::atof(given_peak);
+  const bool native_gemms = use_native(torch::empty({0}, torch::TensorOptions().device(ex.device)));
   if (!world && !step_only) {
     for (int64_t n : vm.count("gemm") ? std::vector<int64_t>{256, 512, 1024, 2048} : std::vector<int64_t>{1024}) {
-      const GemmRates g = gemm_rates(n);
-      std::printf(
-          "gemm     %lld^3 at %d thread%s: fp32 htm::gemm (oneDNN sgemm) %.1f GFLOP/s, torch::mm %.1f GFLOP/s;"
-          " bf16 htm::gemm (oneDNN, fp32 accumulation) %.1f GFLOP/s, torch::mm %.1f GFLOP/s\n",
-          (long long)n, nthreads, nthreads == 1 ? "" : "s", g.htm_fp32, g.torch_fp32, g.htm_bf16, g.torch_bf16);
+      const GemmRates g = gemm_rates(n, ex.device);
+      if (native_gemms)
+        std::printf(
+            "gemm     %lld^3 at %d thread%s: fp32 htm::gemm (oneDNN sgemm) %.1f GFLOP/s, torch::mm %.1f GFLOP/s;"
+            " bf16 htm::gemm (oneDNN, fp32 accumulation) %.1f GFLOP/s, torch::mm %.1f GFLOP/s\n",
+            (long long)n, nthreads, nthreads == 1 ? "" : "s", g.htm_fp32, g.torch_fp32, g.htm_bf16, g.torch_bf16);
+      else  // the portable kernels multiply with torch's own products
+        std::printf("gemm     %lld^3 on %s (portable kernels): torch::mm fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n",
+                    (long long)n, ex.device.str().c_str(), g.torch_fp32, g.torch_bf16);
       if (n == 1024) peak = g;
     }
     if (vm.count("gemm")) {
@@ -315,14 +348,8 @@ int cmd_bench(const Args& args) {
       return 0;
     }
   } else if (given_peak == nullptr) {
-    peak = gemm_rates(1024);  // the summary's % of peak, unprinted
+    peak = gemm_rates(1024, ex.device);  // the summary's % of peak, unprinted
   }
-
-  Registry registry;
-  Configured c = configure(config_file, overrides, variant, registry);
-  set_threads(threads);  // after assembly: the file's runtime.threads is not what is timed
-  Experiment& ex = c.ex;
-  const RuntimePrecision precision = set_precision(ex.config.settings.runtime.precision);
   const double gemm_peak = peak.of(precision);
   const int64_t batch = c.data.input.size(0), T = c.T;
   const std::string name =
@@ -332,9 +359,11 @@ int cmd_bench(const Args& args) {
   // ---- the pair sampler alone: B×T×T logits, the first layer's r pairs
   if (T >= 2 && !world && !step_only) {
     const int64_t r = ex.schedule.empty() ? T / 2 : std::max<int64_t>(1, ex.schedule.front());
-    auto logits = torch::randn({batch, T, T});
+    auto logits = torch::randn({batch, T, T}, torch::TensorOptions().device(ex.device));
     auto fast = time_ms(20, [&] { sample_disjoint_pairs(logits, r, gen); });
-    auto slow = time_ms(2, [&] { sample_disjoint_pairs_sequential(logits, r, gen); });
+    // The one-pair-at-a-time reference runs where its generator is: on the CPU.
+    auto host_logits = logits.to(torch::kCPU);  // host: the reference sampler
+    auto slow = time_ms(2, [&] { sample_disjoint_pairs_sequential(host_logits, r, gen); });
     std::printf(
         "sampler  B=%lld T=%lld r=%lld  gumbel-sort-scan: median %.2f ms   "
         "one-pair-at-a-time: median %.1f ms   (%.0fx)\n",
@@ -382,7 +411,7 @@ int cmd_bench(const Args& args) {
     double one_peak = gemm_peak;
     if (nthreads != 1) {
       set_threads(1);
-      one_peak = gemm_rates(1024).of(precision);
+      one_peak = gemm_rates(1024, ex.device).of(precision);
       one = time_training(ex, c.data, steps, "", std::nullopt);
       summary(name, batch, T, one, 1, 1, one_peak);
     }

@@ -31,6 +31,7 @@
 #include "launch.h"
 #include "model/plugin_scope.h"
 #include "model/run_board.h"
+#include "sdk/kernels.h"
 #include "selection.h"
 #include "signals.h"
 #include "store/results_store.h"
@@ -127,7 +128,8 @@ bool apply_runtime(const RuntimeSettings& runtime, const Communicator* comm) {
   if (threads == 0 && comm != nullptr)
     threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / comm->info().local_world);
   set_threads(threads);
-  return set_precision(runtime.precision) != runtime.precision;
+  set_kernels(runtime.kernels == RuntimeKernels::native ? Kernels::native : Kernels::portable);
+  return set_precision(runtime.precision, runtime.device) != runtime.precision;
 }
 
 // Data-parallel: what rank 0 decided for a run, sent to every rank (one broadcast per run).
@@ -148,7 +150,7 @@ Outcome follow_run(const ExperimentFile& file, const std::string& variant, int64
       config.experiment + "/" + variant + " seed " + std::to_string(seed) + ", rank " + std::to_string(comm.rank());
   const int64_t decision = share_decision(&comm, kSkip);
   if (decision == kSkip) return Outcome::skipped;
-  Experiment ex = assemble(config, registry, seed);
+  Experiment ex = assemble(config, registry, seed, comm.info().local_rank);
   ResultsStore scratch(":memory:");
   const int64_t run_id = scratch.begin_run(describe(config, registry, file.path(), seed));
   TrainerOptions options;
@@ -192,7 +194,7 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   std::string early_message, early_full;
   take_plugin_fault();
   try {
-    ex = assemble(config, registry, seed);
+    ex = assemble(config, registry, seed, comm != nullptr ? comm->info().local_rank : 0);
   } catch (const std::exception& e) {
     const PluginFault fault = take_plugin_fault();
     if (fault.object == nullptr && dynamic_cast<const Error*>(&e) != nullptr) {

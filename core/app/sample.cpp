@@ -54,7 +54,7 @@ std::vector<double> root_embeddings(Experiment& ex, HtmModelImpl& model, int64_t
   auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
   std::vector<torch::Tensor> roots;
   for (int64_t i = 0; i < n; i += 256) {
-    auto batch = ex.dataset->get(Split::train, torch::arange(i, std::min(n, i + 256)));
+    auto batch = on_device(ex.dataset->get(Split::train, torch::arange(i, std::min(n, i + 256))), ex.device);
     ForwardHooks truth;  // for a model trained under an oracle policy
     truth.tree = batch.tree;
     roots.push_back(model.forward(batch.input, ex.schedule, gen, &truth).root.flatten(1));

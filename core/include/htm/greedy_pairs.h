@@ -26,7 +26,8 @@ inline std::pair<torch::Tensor, torch::Tensor> greedy_pairs(const torch::Tensor&
                                                             const std::vector<int64_t>& row_token,
                                                             const std::vector<int64_t>& col_token, int64_t T) {
   const int64_t B = scores.size(0), R = scores.size(1), C = scores.size(2);
-  auto values = scores.detach().to(torch::kFloat).contiguous();
+  // A sequential scan: it runs on the host, and its pairs go back to the scores' device.
+  auto values = scores.detach().to(torch::kCPU, torch::kFloat).contiguous();  // host: a sequential scan
   auto src = torch::empty({B, r}, torch::kLong), dst = torch::empty({B, r}, torch::kLong);
   const float* all = values.data_ptr<float>();
   int64_t* src_all = src.data_ptr<int64_t>();
@@ -73,7 +74,7 @@ inline std::pair<torch::Tensor, torch::Tensor> greedy_pairs(const torch::Tensor&
     }
   });
   if (short_of_pairs) throw htm::NonFinite("fewer than r pairs of tokens have a finite score (NaN tokens?)");
-  return {src, dst};
+  return {src.to(scores.device()), dst.to(scores.device())};
 }
 
 /// The same over all T×T ordered pairs of `scores` (B×T×T; the diagonal is never taken).

@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "config/device.h"
 #include "config/toml_tree.h"
 #include "htm/error.h"
 
@@ -107,6 +108,11 @@ RangeCheck finite() {
   return [](const Value& v) {
     return std::isfinite(std::get<double>(v)) ? std::string() : std::string("a finite number");
   };
+}
+
+// runtime.device: "cpu", or "cuda" / "cuda:N" where the linked libtorch has CUDA and sees the GPU.
+RangeCheck a_device() {
+  return [](const Value& v) -> std::string { return device_usable(std::get<std::string>(v)); };
 }
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -260,6 +266,13 @@ std::vector<HostSection> build_schema() {
                   "accumulation (weights, optimiser and everything else stay fp32; fp32 where the CPU has no "
                   "bf16 instructions)")
           .later()
+          .add("device", &R::device, Text("cpu"),
+               "where tensors live and kernels run: \"cpu\", \"cuda\" (a data-parallel rank takes "
+               "cuda:<its local rank>) or \"cuda:N\"; cuda needs a libtorch built with CUDA (docs/gpu.md)",
+               a_device())
+          .choice("kernels", &R::kernels, {{"native", RuntimeKernels::native}, {"portable", RuntimeKernels::portable}},
+                  "the SDK's kernels: native (oneDNN GEMMs, AVX-512 rows; CPU tensors, where the build has them) "
+                  "or portable (plain torch ops on any device; a tensor off the CPU always takes these)")
           .add("results", &R::results, Text(kDefaultResultsPath), "the results database")
           .add("artifacts", &R::artifacts, Text("results/runs"), "folder of per-run checkpoints and images")
           .add("checkpoint_every", &R::checkpoint_every, int64_t{0},

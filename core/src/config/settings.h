@@ -22,6 +22,8 @@ enum class Task { reconstruct, classify };
 enum class EstimatorLogProb { exact, paper };
 /// runtime.precision: of the SDK's matrix products (sdk/precision.h).
 enum class RuntimePrecision { fp32, bf16 };
+/// runtime.kernels: the SDK's kernels (sdk/kernels.h).
+enum class RuntimeKernels { native, portable };
 enum class Architecture { htm, vit };
 enum class Unmerge { policy, mirror };
 enum class LrDecay { step, cosine };
@@ -105,6 +107,8 @@ inline constexpr const char* kDefaultResultsPath = "results/htm.sqlite";
 struct RuntimeSettings {
   int64_t threads = 0;                                  ///< 0: every core
   RuntimePrecision precision = RuntimePrecision::fp32;  ///< of the SDK's matrix products (sdk/precision.h)
+  std::string device = "cpu";                           ///< "cpu", "cuda" or "cuda:N" (train/device.h)
+  RuntimeKernels kernels = RuntimeKernels::native;      ///< native where built and on the CPU
   std::string results;
   std::string artifacts;
   int64_t checkpoint_every = 0;   ///< steps between checkpoints besides each epoch's end; 0: none

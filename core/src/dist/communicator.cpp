@@ -83,9 +83,15 @@ struct Communicator::Impl {
 
 Communicator::Communicator(const WorldInfo& world, const std::string& identity, std::chrono::seconds timeout)
     : info_(world), impl_(std::make_unique<Impl>()) {
-  // c10d logs each rendezvous retry and failure through glog; the failures become one message
-  // below, so its own lines are kept out of the way unless GLOG_minloglevel asks for them.
+  // c10d logs each rendezvous retry and failure through c10's logging (glog where libtorch was
+  // built with it, as Debian's 1.13 is; c10's own logger otherwise, as in the 2.x wheels); the
+  // failures become one message below, so its own lines are kept out of the way unless
+  // GLOG_minloglevel or TORCH_CPP_LOG_LEVEL asks for them.
+#ifdef C10_USE_GLOG
   if (!env("GLOG_minloglevel")) FLAGS_minloglevel = std::max<int32_t>(FLAGS_minloglevel, google::GLOG_FATAL);
+#else
+  if (!env("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = std::max<int>(FLAGS_caffe2_log_level, c10::GLOG_FATAL);
+#endif
   impl_->where = "rank " + std::to_string(world.rank) + " of " + std::to_string(world.world);
   const std::string master = world.master_addr + ":" + std::to_string(world.master_port);
   try {

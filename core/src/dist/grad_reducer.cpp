@@ -1,6 +1,7 @@
 #include "dist/grad_reducer.h"
 
 #include <mutex>
+#include <utility>
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
@@ -22,7 +23,9 @@ struct GradientReducer::State {
   std::vector<at::Tensor> params;
   std::vector<int64_t> bucket_of, slot_of;  ///< per parameter
   std::vector<Bucket> buckets;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  // What grad_accumulator returns: shared_ptr<Node> in 1.13 and early 2.x, intrusive_ptr<Node> later.
+  using NodePtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
+  std::vector<NodePtr> accumulators;
   std::vector<uintptr_t> hook_keys;
   size_t next = 0;  ///< the next bucket to start: buckets start in order
   int64_t early = 0;
@@ -136,7 +139,7 @@ void GradientReducer::finish() {
       if (p.grad().defined())
         p.mutable_grad().copy_(summed);
       else
-        p.mutable_grad() = summed.clone();
+        p.mutable_grad() = summed.to(p.device(), /*non_blocking=*/false, /*copy=*/true);  // Gloo sums on the host
     }
   }
 }

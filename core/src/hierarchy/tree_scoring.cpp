@@ -21,7 +21,7 @@ std::vector<MergeTree> merge_trees(const std::vector<MergeDecision>& decisions, 
     for (size_t layer = 0; layer < decisions.size(); ++layer) {
       const auto& d = decisions[layer];
       if (!d.src.defined() || d.src.size(1) == 0) continue;
-      auto src = d.src[b].contiguous(), dst = d.dst[b].contiguous();
+      auto src = d.src[b].to(torch::kCPU).contiguous(), dst = d.dst[b].to(torch::kCPU).contiguous();  // host: scoring
       const int64_t r = src.size(0);
       const int64_t* s = src.data_ptr<int64_t>();
       const int64_t* t = dst.data_ptr<int64_t>();
@@ -43,7 +43,7 @@ std::vector<MergeTree> merge_trees(const std::vector<MergeDecision>& decisions, 
 
 std::vector<MergeTree> true_trees(const at::Tensor& tree) {
   if (tree.dim() != 3 || tree.size(2) != 2) throw Error("Batch::tree must be B×(N−1)×2");
-  auto t = tree.to(torch::kLong).contiguous();
+  auto t = tree.to(torch::kCPU, torch::kLong).contiguous();  // host: scoring
   auto a = t.accessor<int64_t, 3>();
   std::vector<MergeTree> trees;
   for (int64_t b = 0; b < t.size(0); ++b) {
@@ -75,7 +75,7 @@ std::string shape_code(const MergeTree& tree) {
 std::vector<std::array<double, 2>> token_positions(const at::Tensor& sample) {
   if (sample.dim() != 2 || (sample.size(1) != 2 && sample.size(1) != 4))
     throw Error("token positions need N×2 points or N×4 segments, got " + c10::str(sample.sizes()));
-  auto s = sample.to(torch::kDouble).contiguous();
+  auto s = sample.to(torch::kCPU, torch::kDouble).contiguous();  // host: scoring
   auto a = s.accessor<double, 2>();
   std::vector<std::array<double, 2>> positions;
   for (int64_t i = 0; i < s.size(0); ++i) {

@@ -75,8 +75,9 @@ torch::Tensor gather_tokens(const torch::Tensor& x, const torch::Tensor& index) 
 MirrorSplit mirror_of(const torch::Tensor& keep, const std::vector<MergeDecision>& merges, int64_t T, int64_t r) {
   if (r == 0) return {{}, keep};
   const int64_t B = keep.size(0);
-  auto position = torch::full({B, T}, -1, torch::kLong);  // index before the merge → position after
-  position.scatter_(1, keep, torch::arange(T - r, torch::kLong).expand({B, T - r}).contiguous());
+  auto position =
+      torch::full({B, T}, -1, keep.options().dtype(torch::kLong));  // index before the merge → position after
+  position.scatter_(1, keep, torch::arange(T - r, keep.options().dtype(torch::kLong)).expand({B, T - r}).contiguous());
   return {position.gather(1, merges.back().dst), torch::cat({keep, merges.back().src}, 1)};
 }
 
@@ -130,7 +131,7 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
   auto [keys, values] = merge_refine_->key_values(x);
   if (r == 0) {
     result.merges.push_back({});
-    if (keep_out != nullptr) *keep_out = torch::arange(T, torch::kLong).expand({B, T});
+    if (keep_out != nullptr) *keep_out = torch::arange(T, x.options().dtype(torch::kLong)).expand({B, T});
     return merge_refine_->forward(x, keys, values);
   }
   MergeContext ctx;
@@ -191,8 +192,8 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
     merged = merged * decision.log_prob.exp().unsqueeze(-1);
   auto y = x.scatter(1, decision.dst.unsqueeze(-1).expand({B, r, C}), merged);
   // Drop the src tokens, keeping the others in their original order.
-  auto order_key = torch::arange(T, torch::kLong).expand({B, T}).clone();
-  order_key.scatter_add_(1, decision.src, torch::full({B, r}, T, torch::kLong));
+  auto order_key = torch::arange(T, x.options().dtype(torch::kLong)).expand({B, T}).clone();
+  order_key.scatter_add_(1, decision.src, torch::full({B, r}, T, x.options().dtype(torch::kLong)));
   auto keep = std::get<1>(order_key.sort(1)).narrow(1, 0, T - r);
   if (keep_out != nullptr) *keep_out = keep;
   if (truth != nullptr) {  // a merge of true siblings is their parent; any other merge is no node
@@ -303,7 +304,8 @@ torch::Tensor HtmModelImpl::decode(ForwardResult& result, torch::Tensor y, int64
     if (mirror) y = reorder(y, mirror->origin);
     if (!record) continue;
     if (chosen.defined())
-      lessons->emplace_back(before, torch::full({y.size(0), before.size(1)}, -1, torch::kLong).scatter(1, chosen, 1));
+      lessons->emplace_back(
+          before, torch::full({y.size(0), before.size(1)}, -1, y.options().dtype(torch::kLong)).scatter(1, chosen, 1));
     result.decoder_tokens[d - 1] = y;
   }
   return y;
@@ -332,7 +334,7 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
   std::vector<std::pair<torch::Tensor, torch::Tensor>> lessons;
   torch::Tensor internal;
   if (has_leaf_classifier()) {
-    internal = torch::zeros({B, x.size(1)}, torch::kLong);
+    internal = torch::zeros({B, x.size(1)}, x.options().dtype(torch::kLong));
     lessons.emplace_back(x, internal);
   }
 
@@ -375,7 +377,7 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
   x = decode(result, x, depth, schedule, generator, true, internal.defined() ? &lessons : nullptr);
   if (hooks != nullptr && hooks->decoded) hooks->decoded(result);
   if (internal.defined()) {
-    lessons.emplace_back(x, torch::zeros({B, x.size(1)}, torch::kLong));
+    lessons.emplace_back(x, torch::zeros({B, x.size(1)}, x.options().dtype(torch::kLong)));
     std::vector<torch::Tensor> logits, targets;
     for (const auto& [tokens, labels] : lessons) {
       logits.push_back(leaf_logits(tokens));

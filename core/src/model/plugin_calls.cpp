@@ -59,11 +59,11 @@ std::optional<HtmModelImpl::Truth> HtmModelImpl::truth_for(const torch::Tensor& 
   if (input.size(0) != B || num_tokens() != N)
     throw Error("the batch's tree has " + std::to_string(N) + " leaves, but the adapter makes " +
                 std::to_string(num_tokens()) + " tokens: the truth cannot be followed");
-  auto parent = torch::full({B, 2 * N - 1}, -1, torch::kLong);
-  auto internal = torch::arange(N, 2 * N - 1, torch::kLong).expand({B, N - 1});
+  auto parent = torch::full({B, 2 * N - 1}, -1, tree.options().dtype(torch::kLong));
+  auto internal = torch::arange(N, 2 * N - 1, tree.options().dtype(torch::kLong)).expand({B, N - 1});
   parent.scatter_(1, tree.select(2, 0), internal);
   parent.scatter_(1, tree.select(2, 1), internal);
-  return Truth{torch::arange(N, torch::kLong).expand({B, N}).contiguous(), parent};
+  return Truth{torch::arange(N, tree.options().dtype(torch::kLong)).expand({B, N}).contiguous(), parent};
 }
 
 }  // namespace htm

@@ -1,4 +1,4 @@
-// An MLP's two ends as single autograd nodes (linear.cpp): each keeps one activation for
+// An MLP's two ends as single autograd nodes: each keeps one activation for
 // backward where the ops apart keep two, and recomputes the other there. Same values and
 // gradients as the ops apart, bit for bit in fp32.
 #pragma once

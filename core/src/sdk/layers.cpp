@@ -1,81 +1,20 @@
 #include "htm/layers.h"
 
 #include <cmath>
-#include <mutex>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "htm/error.h"
-#include "htm/row_shard.h"
-#include "sdk/counter_rng.h"
 #include "sdk/fused_linear.h"
 
 namespace htm {
-namespace {
-
-// Mask of 0 and 1/(1-p): entry n is kept iff the (first + n)-th 16-bit draw of stream `seed` is
-// ≥ p·2¹⁶. Counter-based, so the mask is the same for any thread count; `first` places a
-// data-parallel process's rows within the whole batch's mask (row_shard.h).
-torch::Tensor keep_mask(at::IntArrayRef sizes, double p, uint64_t seed, int64_t first) {
-  auto mask = torch::empty(sizes, torch::kFloat);
-  float* m = mask.data_ptr<float>();
-  const int64_t n = mask.numel();
-  const uint32_t threshold = static_cast<uint32_t>(std::lround(p * 65536.0));
-  const float scale = static_cast<float>(1.0 / (1.0 - p));
-  if (first % 4 != 0) {  // not word-aligned: one draw's lane per entry
-    at::parallel_for(0, n, 4096, [&](int64_t begin, int64_t end) {
-      for (int64_t e = begin; e < end; ++e) {
-        const uint64_t g = static_cast<uint64_t>(first + e);
-        m[e] = ((counter_bits(seed, g / 4) >> (16 * (g % 4))) & 0xffff) >= threshold ? scale : 0.0f;
-      }
-    });
-    return mask;
-  }
-  const int64_t w0 = first / 4;
-  at::parallel_for(0, (n + 3) / 4, 4096, [&](int64_t begin, int64_t end) {
-    for (int64_t w = begin; w < end; ++w) {
-      const uint64_t bits = counter_bits(seed, static_cast<uint64_t>(w0 + w));
-      for (int64_t k = 0; k < 4 && 4 * w + k < n; ++k)
-        m[4 * w + k] = ((bits >> (16 * k)) & 0xffff) >= threshold ? scale : 0.0f;
-    }
-  });
-  return mask;
+LinearImpl::LinearImpl(int64_t in, int64_t out, bool bias) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in));  // as torch::nn::Linear
+  weight = register_parameter("weight", torch::empty({out, in}).uniform_(-bound, bound));
+  if (bias) this->bias = register_parameter("bias", torch::empty({out}).uniform_(-bound, bound));
 }
 
-class DropoutFunction : public torch::autograd::Function<DropoutFunction> {
- public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, double p) {
-    uint64_t seed;
-    {
-      auto gen = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      seed = at::check_generator<at::CPUGeneratorImpl>(gen)->random64();
-    }
-    const DrawRows rows = x.dim() > 0 ? draw_rows(x.size(0)) : DrawRows{0, 0};
-    const int64_t first = x.dim() > 0 && x.size(0) > 0 ? rows.offset * (x.numel() / x.size(0)) : 0;
-    // Backward draws the mask again from its seed instead of keeping it (an x-sized tensor).
-    ctx->saved_data["p"] = p;
-    ctx->saved_data["seed"] = static_cast<int64_t>(seed);
-    ctx->saved_data["first"] = first;
-    return x * keep_mask(x.sizes(), p, seed, first);
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grad) {
-    auto mask = keep_mask(grad[0].sizes(), ctx->saved_data["p"].toDouble(),
-                          static_cast<uint64_t>(ctx->saved_data["seed"].toInt()), ctx->saved_data["first"].toInt());
-    return {grad[0] * mask, torch::Tensor()};
-  }
-};
-
-}  // namespace
-
-torch::Tensor fast_dropout(const torch::Tensor& x, double p, bool training) {
-  if (!training || p <= 0) return x;
-  if (p >= 1) return torch::zeros_like(x);
-  return DropoutFunction::apply(x, p);
-}
+torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return linear(x, weight, bias); }
 
 // ---------------------------------------------------------------------------------------------
 // Attention

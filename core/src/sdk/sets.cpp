@@ -67,7 +67,11 @@ at::Tensor match_sets(const at::Tensor& prediction, const at::Tensor& target) {
   check_sets(prediction, target, "match_sets");
   torch::NoGradGuard no_grad;
   const int64_t B = prediction.size(0), N = prediction.size(1);
-  auto cost = torch::cdist(prediction.detach().to(torch::kDouble), target.to(torch::kDouble)).pow(2).contiguous();
+  // The assignment is a sequential algorithm: it runs on the host whatever the device.
+  auto cost = torch::cdist(prediction.detach().to(torch::kDouble), target.to(torch::kDouble))
+                  .pow(2)
+                  .to(torch::kCPU)  // host: the Hungarian algorithm
+                  .contiguous();
   auto index = torch::empty({B, N}, torch::kLong);
   auto idx = index.accessor<int64_t, 2>();
   for (int64_t b = 0; b < B; ++b) {
@@ -75,7 +79,7 @@ at::Tensor match_sets(const at::Tensor& prediction, const at::Tensor& target) {
     const auto assignment = hungarian(std::vector<double>(c, c + N * N), N);
     for (int64_t i = 0; i < N; ++i) idx[b][i] = assignment[i];
   }
-  return index;
+  return index.to(prediction.device());
 }
 
 at::Tensor matched_mse(const at::Tensor& prediction, const at::Tensor& target) {

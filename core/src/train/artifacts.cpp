@@ -143,7 +143,7 @@ void Trainer::save_pictures(int64_t step, const std::string& tag) {
   torch::NoGradGuard no_grad;
   ex_.model->eval();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 7919);
-  Batch batch = ex_.dataset->get(Split::test, torch::arange(n));
+  Batch batch = on_device(ex_.dataset->get(Split::test, torch::arange(n)), ex_.device);
   ForwardHooks with_tree;  // a policy that reads the truth gets it
   with_tree.tree = batch.tree;
   auto out = ex_.model->forward(batch.input, ex_.schedule, gen, &with_tree);

@@ -53,7 +53,7 @@ Trainer::Eval Trainer::evaluate_once() {
     Batch batch;
     {
       PluginScope scope(PluginKind::dataset, ex_.dataset.get());
-      batch = ex_.dataset->get(Split::test, torch::arange(i, std::min(n, i + bs)));
+      batch = on_device(ex_.dataset->get(Split::test, torch::arange(i, std::min(n, i + bs))), ex_.device);
     }
     eval_hooks.tree = batch.tree;
     auto out = ex_.model->forward(batch.input, ex_.schedule, gen, &eval_hooks);
@@ -126,7 +126,8 @@ void Trainer::log_policy_spread(int64_t step, int64_t epoch) {
   if (n < 2 || ex_.schedule.empty() || ex_.schedule[0] == 0) return;
   torch::NoGradGuard no_grad;
   ex_.model->eval();
-  auto logits = ex_.model->first_merge_logits(ex_.dataset->get(Split::test, torch::arange(n)).input, ex_.schedule[0]);
+  const Batch batch = on_device(ex_.dataset->get(Split::test, torch::arange(n)), ex_.device);
+  auto logits = ex_.model->first_merge_logits(batch.input, ex_.schedule[0]);
   ex_.model->train();
   if (!logits.defined()) return;
   PolicySpread spread = policy_spread(logits);

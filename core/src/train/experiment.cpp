@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include "config/device.h"
 #include "htm/adapter.h"
 #include "htm/error.h"
 #include "htm/merge.h"
@@ -21,9 +22,9 @@ void set_threads(int64_t threads) {
   at::set_num_threads(static_cast<int>(n));
 }
 
-RuntimePrecision set_precision(RuntimePrecision asked) {
+RuntimePrecision set_precision(RuntimePrecision asked, const std::string& device) {
   RuntimePrecision used = asked;
-  if (asked == RuntimePrecision::bf16 && !cpu_has_bf16()) {
+  if (asked == RuntimePrecision::bf16 && device == "cpu" && !cpu_has_bf16()) {
     static std::once_flag said;
     std::call_once(said, [] {
       std::fprintf(stderr,
@@ -141,7 +142,13 @@ int64_t matching_vit_dim(const ResolvedConfig& config, const PluginFactory& plug
 
 }  // namespace
 
-Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, int64_t seed) {
+Batch on_device(Batch batch, const c10::Device& device) {
+  for (torch::Tensor* t : {&batch.input, &batch.labels, &batch.tree})
+    if (t->defined()) *t = t->to(device);
+  return batch;
+}
+
+Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, int64_t seed, int local_rank) {
   torch::manual_seed(static_cast<uint64_t>(seed));
   Experiment ex;
   ex.config = config;
@@ -189,6 +196,10 @@ Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, 
     check_policy_fits(*policy, choice.name, model_options(config, ctx));
     ex.eval_policies.push_back({choice.name, policy});
   }
+  ex.device = run_device(config.settings.runtime.device, local_rank);
+  ex.model->to(ex.device);
+  for (auto& [name, policy] : ex.eval_policies)
+    if (auto* module = dynamic_cast<torch::nn::Module*>(policy.get())) module->to(ex.device);
   return ex;
 }
 

@@ -36,12 +36,19 @@ struct Experiment {
   int64_t latent_floats = 0;      ///< floats at an autoencoder's bottleneck (tokens × width); 0: none
   /// train.eval_policies, built at their defaults: evaluation also runs the same weights under each.
   std::vector<std::pair<std::string, std::shared_ptr<Policy>>> eval_policies;
+  /// Where the model lives (runtime.device); batches go there with on_device().
+  c10::Device device{c10::DeviceType::CPU};
 };
+
+/// A batch's tensors on `device` (unchanged, not copied, where they are there already).
+Batch on_device(Batch batch, const c10::Device& device);
 
 /// Builds dataset, adapter, policy, merge operator, losses and the model of one resolved config.
 /// Seeds torch's global generator with `seed` first, so initial weights depend on it alone.
 /// Throws htm::Error for combinations that cannot work (a vit that does not classify, ...).
-Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, int64_t seed);
+/// The model and its policies are then placed on runtime.device (a bare "cuda": the GPU of
+/// `local_rank`, data-parallel).
+Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, int64_t seed, int local_rank = 0);
 
 /// A count a setting asks for (train.train_samples, eval_samples, max_steps; 0: all) within
 /// what there is.
@@ -52,9 +59,9 @@ inline int64_t samples_limit(int64_t requested, int64_t available) {
 /// Threads for torch: `threads`, or every core when it is 0.
 void set_threads(int64_t threads);
 
-/// Puts runtime.precision in force for the SDK's matrix products (sdk/precision.h). bf16 where
-/// the CPU has no bf16 instructions falls back to fp32 with a note on stderr (once). Returns the
-/// precision in force.
-RuntimePrecision set_precision(RuntimePrecision asked);
+/// Puts runtime.precision in force for the SDK's matrix products (sdk/precision.h). bf16 on a
+/// CPU without bf16 instructions falls back to fp32 with a note on stderr (once); on a GPU it
+/// stays. Returns the precision in force.
+RuntimePrecision set_precision(RuntimePrecision asked, const std::string& device = "cpu");
 
 }  // namespace htm

@@ -34,7 +34,7 @@ double heap_in_use() {
 // Heap growth over a forward pass at `n` samples whose graph is kept, as training keeps it for
 // backward. Eval mode (no dropout draws) and a generator of its own: no run's stream moves.
 double kept_by_forward(Experiment& ex, int64_t n) {
-  const Batch batch = ex.dataset->get(Split::train, torch::arange(n));
+  const Batch batch = on_device(ex.dataset->get(Split::train, torch::arange(n)), ex.device);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
   ForwardHooks hooks;
   hooks.tree = batch.tree;

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "htm/error.h"
+#include "sdk/kernels.h"
 
 namespace htm {
 
@@ -33,24 +34,15 @@ void FusedAdamW::step() {
     const int64_t t = ++steps_[k];
     const double bias1 = 1 - std::pow(beta1_, static_cast<double>(t));
     const double bias2 = 1 - std::pow(beta2_, static_cast<double>(t));
-    // In float, as torch computes: p ← p(1 − lr·wd); m ← β₁m + (1−β₁)g; v ← β₂v + (1−β₂)g²;
-    // p ← p − (lr/bias1) · m / (√v/√bias2 + ε)
-    const float decay = static_cast<float>(1 - lr_ * weight_decay_);
-    const float b1 = static_cast<float>(beta1_), b2 = static_cast<float>(beta2_);
-    const float a1 = static_cast<float>(1 - beta1_), a2 = static_cast<float>(1 - beta2_);
-    const float step_size = static_cast<float>(lr_ / bias1);
-    const float root_bias2 = static_cast<float>(std::sqrt(bias2)), eps = static_cast<float>(eps_);
-    float* p = params_[k].data_ptr<float>();
-    float* m = exp_avg_[k].data_ptr<float>();
-    float* v = exp_avg_sq_[k].data_ptr<float>();
-    const float* g = g_tensor.data_ptr<float>();
-    const int64_t n = params_[k].numel();
-    for (int64_t i = 0; i < n; ++i) {
-      p[i] *= decay;
-      m[i] = b1 * m[i] + a1 * g[i];
-      v[i] = b2 * v[i] + a2 * g[i] * g[i];
-      p[i] -= step_size * m[i] / (std::sqrt(v[i]) / root_bias2 + eps);
-    }
+    const AdamWStep s{static_cast<float>(1 - lr_ * weight_decay_),
+                      static_cast<float>(beta1_),
+                      static_cast<float>(beta2_),
+                      static_cast<float>(1 - beta1_),
+                      static_cast<float>(1 - beta2_),
+                      static_cast<float>(lr_ / bias1),
+                      static_cast<float>(std::sqrt(bias2)),
+                      static_cast<float>(eps_)};
+    adamw_update(params_[k], exp_avg_[k], exp_avg_sq_[k], g_tensor, s);
   }
 }
 

@@ -208,7 +208,7 @@ TrainSummary Trainer::run() {
             comm != nullptr ? rows_of_rank(B, comm->rank(), comm->world()) : std::pair<int64_t, int64_t>{0, B};
         {
           PluginScope scope(PluginKind::dataset, &data);
-          request.batch = data.get(Split::train, indices.narrow(0, first, rows));
+          request.batch = on_device(data.get(Split::train, indices.narrow(0, first, rows)), ex_.device);
         }
         request.first = first;
         request.batch_rows = B;

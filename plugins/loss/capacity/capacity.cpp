@@ -52,7 +52,7 @@ class CapacityLoss : public htm::Loss {
   // the weight does not depend on the width).
   torch::Tensor per_sample(const htm::LossContext& ctx) override {
     const int64_t B = ctx.input.size(0);
-    if (ctx.encoder_tokens.empty() || !ctx.training) return torch::zeros({B});
+    if (ctx.encoder_tokens.empty() || !ctx.training) return ctx.input.new_zeros({B});
     torch::Tensor total;
     for (const auto& x : ctx.encoder_tokens) {
       auto value = x.pow(2).mean({1, 2});

@@ -37,7 +37,7 @@ class SinkhornLoss : public htm::Loss {
   torch::Tensor per_sample(const htm::LossContext& ctx) override {
     const int64_t B = ctx.input.size(0);
     const size_t layers = std::min(ctx.encoder_tokens.size(), ctx.decoder_tokens.size());
-    if (layers == 0) return torch::zeros({B});
+    if (layers == 0) return ctx.input.new_zeros({B});
     torch::Tensor total;
     for (size_t d = 0; d < layers; ++d) {
       auto a = ctx.encoder_tokens[d], b = ctx.decoder_tokens[d];

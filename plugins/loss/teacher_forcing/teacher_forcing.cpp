@@ -34,8 +34,8 @@ class TeacherForcingLoss : public htm::Loss {
   // for the merges, which adds the REINFORCE gradient and nothing to the value.
   torch::Tensor per_sample(const htm::LossContext& ctx) override {
     const int64_t B = ctx.input.size(0);
-    if (!ctx.teacher_forced) return torch::zeros({B});
-    torch::Tensor total = torch::zeros({B});
+    if (!ctx.teacher_forced) return ctx.input.new_zeros({B});
+    torch::Tensor total = ctx.input.new_zeros({B});
     for (size_t d = 0; d < ctx.encoder_tokens.size(); ++d) {
       auto reward = (ctx.decoder_tokens[d] - ctx.encoder_tokens[d].detach()).pow(2).mean({1, 2});
       total = total + reward;

@@ -36,7 +36,9 @@ class OraclePolicy : public htm::Policy {
       throw htm::Error("the oracle policy needs the data's true hierarchy, and this batch has none");
     auto logits = merge_logits(ctx);
     if (truth_fraction_ < 1) {  // per sample: follow the truth, or merge uniformly
-      auto follow = torch::empty({logits.size(0), 1, 1}).bernoulli_(truth_fraction_, ctx.generator);
+      auto follow = torch::empty({logits.size(0), 1, 1}, torch::TensorOptions().device(ctx.generator.device()))
+                        .bernoulli_(truth_fraction_, ctx.generator)
+                        .to(logits.device());
       logits = logits * follow;
     }
     auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator, ctx.logit_bound);

@@ -26,7 +26,7 @@ class RandomPolicy : public htm::Policy {
 
   // The same uniform logits for every input: policy_variation and policy_structure are 0.
   torch::Tensor merge_logits(const htm::MergeContext& ctx) override {
-    return torch::zeros({ctx.tokens.size(0), ctx.tokens.size(1), ctx.tokens.size(1)});
+    return ctx.tokens.new_zeros({ctx.tokens.size(0), ctx.tokens.size(1), ctx.tokens.size(1)});
   }
 
   htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override { return htm::uniform_unmerges(ctx); }

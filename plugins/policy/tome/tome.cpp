@@ -87,7 +87,7 @@ class TomePolicy : public htm::Policy {
   // The A×B block placed at rows 0, 2, 4, … and columns 1, 3, 5, … of a B×T×T tensor of kNever.
   static torch::Tensor spread(const torch::Tensor& bipartite) {
     const int64_t B = bipartite.size(0), T = bipartite.size(1) + bipartite.size(2);
-    auto full = torch::full({B, T, T}, kNever);
+    auto full = torch::full({B, T, T}, kNever, bipartite.options());
     full.slice(1, 0, T, 2).slice(2, 1, T, 2).copy_(bipartite);
     return full;
   }
@@ -95,8 +95,10 @@ class TomePolicy : public htm::Policy {
   // Gumbel(0, 1) noise drawn for the whole batch (draw_rows), so that data-parallel ranks agree.
   static torch::Tensor gumbel_like(const torch::Tensor& t, at::Generator generator) {
     const htm::DrawRows rows = htm::draw_rows(t.size(0));
-    auto e = torch::empty({rows.rows, t.size(1), t.size(2)}).exponential_(1.0, generator);
-    return e.narrow(0, rows.offset, t.size(0)).log_().neg_();
+    // Drawn where the generator lives (a run's are on the CPU), used where t lives.
+    auto e = torch::empty({rows.rows, t.size(1), t.size(2)}, torch::TensorOptions().device(generator.device()))
+                 .exponential_(1.0, generator);
+    return e.narrow(0, rows.offset, t.size(0)).log_().neg_().to(t.device());
   }
 
   bool keys_;

@@ -70,7 +70,7 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const t
       total = total + scaled(((per_input - others).view(-1) * log_prob).mean());
     } else if (settings_.baseline == RewardBaseline::value) {
       if (valued.empty()) throw Error("estimator.baseline = \"value\": the model gave no values for its decisions");
-      torch::Tensor surrogate = torch::zeros({}), error = torch::zeros({});
+      torch::Tensor surrogate = g.new_zeros({}), error = g.new_zeros({});
       for (const auto& d : valued) {
         surrogate = surrogate + ((g - d.value.detach()) * d.log_prob).mean();
         error = error + (d.value - g).pow(2).mean();
@@ -86,7 +86,7 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const t
     }
   }
   if (log_prob.defined() && settings_.dense > 0 && !pair_errors.empty()) {
-    torch::Tensor dense = torch::zeros({}), error = torch::zeros({});
+    torch::Tensor dense = log_prob.new_zeros({}), error = log_prob.new_zeros({});
     for (const auto& layer : pair_errors) {
       auto to_go = layer.error.flip(1).cumsum(1).flip(1);  // B×r: pair k's error and its layer's later ones
       const int64_t B = to_go.size(0);

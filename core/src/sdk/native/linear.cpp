@@ -1,25 +1,19 @@
-// htm::Linear: torch::nn::Linear's maths and initialisation, with forward and backward GEMMs
-// through oneDNN (gemm.h), in fp32 or, under runtime.precision = "bf16", with bf16 operands.
+// The native linear layers: torch::nn::Linear's maths with forward and backward GEMMs through
+// oneDNN (gemm.h), in fp32 or, under runtime.precision = "bf16", with bf16 operands; and the
+// fused MLP ends (sdk/fused_linear.h) as single autograd nodes.
 #include <array>
 #include <cmath>
 #include <tuple>
 
 #include <torch/torch.h>
 
-#include "htm/error.h"
-#include "htm/layers.h"
-#include "sdk/fused_linear.h"
-#include "sdk/gemm.h"
+#include "sdk/native/gemm.h"
+#include "sdk/native/native.h"
 #include "sdk/precision.h"
 
 namespace htm {
 
 namespace {
-
-// A missing bias is a constant zero: Function::apply cannot take an undefined tensor.
-torch::Tensor bias_or_zeros(const torch::Tensor& bias, const torch::Tensor& weight) {
-  return bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options());
-}
 
 // A contiguous 2-D tensor (fp32 or bf16) as a GEMM operand.
 Operand operand(const torch::Tensor& t) { return {t.data_ptr(), t.size(1), t.scalar_type() == torch::kBFloat16}; }
@@ -172,32 +166,21 @@ torch::Tensor bf16_copy(const torch::Tensor& x) {
   return out;
 }
 
+namespace native {
+
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  if (x.scalar_type() != torch::kFloat || x.size(-1) != weight.size(1))
-    return torch::linear(x, weight, bias);  // not ours to speed up: torch's own path
-  return LinearFunction::apply(x, weight, bias_or_zeros(bias, weight));
+  return LinearFunction::apply(x, weight, bias);
 }
 
 torch::Tensor gelu_linear(const torch::Tensor& h, const torch::Tensor& weight, const torch::Tensor& bias) {
-  if (h.scalar_type() != torch::kFloat || h.size(-1) != weight.size(1))
-    return torch::linear(torch::gelu(h), weight, bias);
-  return GeluLinearFunction::apply(h, weight, bias_or_zeros(bias, weight));
+  return GeluLinearFunction::apply(h, weight, bias);
 }
 
 torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
                           double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
-  if (x.scalar_type() != torch::kFloat || x.size(-1) != weight.size(1) || !norm_weight.defined() ||
-      !norm_bias.defined())
-    return linear(torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps), weight, bias);
-  return NormLinearFunction::apply(x, norm_weight, norm_bias, weight, bias_or_zeros(bias, weight), eps);
+  return NormLinearFunction::apply(x, norm_weight, norm_bias, weight, bias, eps);
 }
 
-LinearImpl::LinearImpl(int64_t in, int64_t out, bool bias) {
-  const double bound = 1.0 / std::sqrt(static_cast<double>(in));  // as torch::nn::Linear
-  weight = register_parameter("weight", torch::empty({out, in}).uniform_(-bound, bound));
-  if (bias) this->bias = register_parameter("bias", torch::empty({out}).uniform_(-bound, bound));
-}
-
-torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return linear(x, weight, bias); }
+}  // namespace native
 
 }  // namespace htm

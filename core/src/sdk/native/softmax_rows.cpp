@@ -1,6 +1,6 @@
 // Row kernels of the fused attention (softmax_rows.h). exp is a Cephes-style expf: range
 // reduction by ln 2 and a degree-6 polynomial, relative error ~2e-7.
-#include "sdk/softmax_rows.h"
+#include "sdk/native/softmax_rows.h"
 
 #include <immintrin.h>
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace at {
 class Tensor;
@@ -35,8 +36,7 @@ void to_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_t*
 /// contiguous (keys and values: strided halves of one projection) is read in place.
 at::Tensor bf16_copy(const at::Tensor& x);
 
-/// Floating-point operations (2·m·n·k per call) gemm() has done in this process so far: what
-/// `htm bench` divides by a step's time (the linear layers and attention, forward and backward).
-int64_t gemm_flops();
+/// The bf16 hardware oneDNN multiplies on here: "AMX-BF16", "AVX512-BF16" or "none".
+std::string native_bf16_hardware();
 
 }  // namespace htm

@@ -1,21 +1,18 @@
-// Fused multi-head attention for CPUs: softmax(QKᵀ/√d) V computed block by block, so the
+// The native fused multi-head attention for CPUs: softmax(QKᵀ/√d) V computed block by block, so the
 // B×h×Tq×Tk weights never exist in memory; backward recomputes them from the saved
 // log-sum-exp (the FlashAttention scheme). Dropout on the weights uses a counter-based mask
 // that forward and backward regenerate identically. Under runtime.precision = "bf16" q, k, v
 // (and the gradient) are rounded to bf16 once and the weight blocks as they are formed; the
 // softmax, its log-sum-exp and every accumulation stay fp32.
 #include <cmath>
-#include <mutex>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "htm/layers.h"
-#include "htm/row_shard.h"
-#include "sdk/gemm.h"
+#include "sdk/native/gemm.h"
+#include "sdk/native/native.h"
+#include "sdk/native/softmax_rows.h"
 #include "sdk/precision.h"
-#include "sdk/softmax_rows.h"
 
 namespace htm {
 namespace {
@@ -66,13 +63,12 @@ Operand block(const float* p, int64_t cols) { return {p, cols, false}; }
 class FusedAttention : public torch::autograd::Function<FusedAttention> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, int64_t heads, double dropout) {
+                               const torch::Tensor& v, int64_t heads, double dropout, int64_t seed_bits,
+                               int64_t first) {
     const Shapes s = shapes_of(q, k, heads);
     auto out = torch::empty({s.B, s.Tq, s.C}, q.options());
     auto lse = torch::empty({s.B, s.h, s.Tq}, q.options());
-    const uint64_t seed = dropout > 0 ? next_seed() : 0;
-    // A data-parallel process's rows sit at this row of the whole batch's mask (row_shard.h).
-    const int64_t first = dropout > 0 ? draw_rows(s.B).offset * s.h * s.Tq : 0;
+    const uint64_t seed = static_cast<uint64_t>(seed_bits);
     const uint32_t threshold = static_cast<uint32_t>(std::lround(dropout * 65536.0));
     const float scale = static_cast<float>(1.0 / (1.0 - dropout));
     const bool bf16 = matmul_precision() == Precision::bf16;
@@ -160,29 +156,15 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
       }
     });
     if (s.Bq == 1 && s.B > 1) dq = dq.sum(0, /*keepdim=*/true);
-    return {dq, dk, dv, torch::Tensor(), torch::Tensor()};
-  }
-
- private:
-  static uint64_t next_seed() {
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    return at::check_generator<at::CPUGeneratorImpl>(gen)->random64();
+    return {dq, dk, dv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
-torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads,
-                              double dropout, bool training) {
-  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "fused_attention: q, k, v must be 3-D");
-  TORCH_CHECK(q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat && v.scalar_type() == torch::kFloat,
-              "fused_attention: float tensors only");
-  TORCH_CHECK(q.size(0) == k.size(0) || q.size(0) == 1, "fused_attention: query batch must be 1 or B");
-  TORCH_CHECK(k.sizes() == v.sizes() && q.size(2) == k.size(2) && q.size(2) % heads == 0,
-              "fused_attention: inconsistent shapes");
-  auto inner = [](const torch::Tensor& t) { return t.stride(2) == 1 ? t : t.contiguous(); };
-  return FusedAttention::apply(inner(q), inner(k), inner(v), heads, training ? dropout : 0.0);
+torch::Tensor native::fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                      int64_t heads, double p, uint64_t seed, int64_t first) {
+  return FusedAttention::apply(q, k, v, heads, p, static_cast<int64_t>(seed), first);
 }
 
 }  // namespace htm

@@ -1,6 +1,5 @@
-// GEMMs through oneDNN in fp32 or bf16, the bf16 rounding, and the precision in force
-// (htm/precision.h).
-#include "sdk/gemm.h"
+// GEMMs through oneDNN in fp32 or bf16, the bf16 rounding, and the bf16 hardware oneDNN finds.
+#include "sdk/native/gemm.h"
 
 #include <immintrin.h>
 
@@ -10,7 +9,7 @@
 #include <vector>
 
 #include "htm/error.h"
-#include "sdk/precision.h"
+#include "sdk/kernels.h"
 
 extern "C" int dnnl_sgemm(char transa, char transb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
@@ -25,9 +24,6 @@ extern "C" int dnnl_get_effective_cpu_isa();
 namespace htm {
 
 namespace {
-
-std::atomic<int64_t> g_gemm_flops{0};
-std::atomic<Precision> g_precision{Precision::fp32};
 
 void check(int status, const char* what) {
   if (status != 0) throw Error(std::string("oneDNN ") + what + " failed with status " + std::to_string(status));
@@ -85,12 +81,10 @@ const uint16_t* as_bf16(Operand x, int64_t rows, int64_t cols, int which, int64_
 
 }  // namespace
 
-int64_t gemm_flops() { return g_gemm_flops.load(std::memory_order_relaxed); }
-
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
-  g_gemm_flops.fetch_add(2 * m * n * k, std::memory_order_relaxed);
+  count_gemm_flops(2 * m * n * k);
   check(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), "sgemm");
 }
 
@@ -102,7 +96,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
     return;
   }
   if (m == 0 || n == 0) return;
-  g_gemm_flops.fetch_add(2 * m * n * k, std::memory_order_relaxed);
+  count_gemm_flops(2 * m * n * k);
   int64_t lda = 0, ldb = 0;
   const uint16_t* ab = as_bf16(a, trans_a ? k : m, trans_a ? m : k, 0, &lda);
   const uint16_t* bb = as_bf16(b, trans_b ? n : k, trans_b ? k : n, 1, &ldb);
@@ -123,17 +117,7 @@ void to_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_t*
   }
 }
 
-Precision matmul_precision() { return g_precision.load(std::memory_order_relaxed); }
-
-void set_matmul_precision(Precision precision) { g_precision.store(precision, std::memory_order_relaxed); }
-
-PrecisionScope::PrecisionScope(Precision precision) : previous_(matmul_precision()) { set_matmul_precision(precision); }
-
-PrecisionScope::~PrecisionScope() { set_matmul_precision(previous_); }
-
-bool cpu_has_bf16() { return bf16_hardware() != "none"; }
-
-std::string bf16_hardware() {
+std::string native_bf16_hardware() {
   // dnnl_cpu_isa_t masks (oneDNN 2.x): avx512_core_bf16 = 0xe7, avx512_core_amx = 0x3e7.
   const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
   if ((isa & 0x3e7u) == 0x3e7u) return "AMX-BF16";

@@ -1,0 +1,27 @@
+#include "config/device.h"
+
+#include <regex>
+
+#include <torch/cuda.h>
+
+namespace htm {
+
+bool cuda_usable() { return torch::cuda::is_available(); }
+
+std::string device_usable(const std::string& device) {
+  static const std::regex form("cpu|cuda(:[0-9]+)?");
+  if (!std::regex_match(device, form)) return "\"cpu\", \"cuda\" or \"cuda:N\"";
+  if (device == "cpu") return {};
+  const int64_t gpus = static_cast<int64_t>(torch::cuda::device_count());
+  if (gpus == 0) return "\"cpu\": this htm's libtorch has no CUDA or sees no GPU (a CUDA build: docs/gpu.md)";
+  if (device.size() > 5 && (device.size() > 10 || std::stoll(device.substr(5)) >= gpus))
+    return "a GPU index below " + std::to_string(gpus) + " (the GPUs this process sees)";
+  return {};
+}
+
+c10::Device run_device(const std::string& device, int local_rank) {
+  if (device == "cuda") return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(local_rank));
+  return c10::Device(device);
+}
+
+}  // namespace htm
