@@ -8,6 +8,7 @@
 #include <functional>
 #include <list>
 
+#include "config/device.h"
 #include "config/experiment_config.h"
 #include "htm/error.h"
 #include "test_util.h"
@@ -325,6 +326,23 @@ TEST_F(ConfigTest, SetErrorsNameTheOverride) {
             "--set policy.plugin=learnd: unknown policy plugin 'learnd'; known: heuristic, learned, random");
   EXPECT_EQ(error_of([&] { ExperimentFile::load(write("exp.toml", ""), {"train.epochs"}); }),
             "--set train.epochs: expected KEY=VALUE, like train.epochs=2");
+}
+
+// runtime.device: a device this libtorch can use, refused at the line that asks for another.
+TEST_F(ConfigTest, ADeviceThisLibtorchCannotUseIsRefusedAtItsLine) {
+  EXPECT_EQ(resolve_error("[runtime]\ndevice = \"gpu\"\n"),
+            exp() + ":2:10: 'runtime.device' expects \"cpu\", \"cuda\" or \"cuda:N\", got \"gpu\"");
+  EXPECT_EQ(resolve_error("[runtime]\ndevice = \"cuda:x\"\n"),
+            exp() + ":2:10: 'runtime.device' expects \"cpu\", \"cuda\" or \"cuda:N\", got \"cuda:x\"");
+  if (cuda_usable()) {
+    EXPECT_EQ(resolve_error("[runtime]\ndevice = \"cuda:999\"\n").find("'runtime.device' expects a GPU index below"),
+              exp().size() + 7);
+    GTEST_SKIP() << "this libtorch has CUDA: the refusal of \"cuda\" is for builds without it";
+  }
+  EXPECT_EQ(resolve_error("[runtime]\ndevice = \"cuda\"\n"),
+            exp() +
+                ":2:10: 'runtime.device' expects \"cpu\": this htm's libtorch has no CUDA or sees no GPU (a "
+                "CUDA build: docs/gpu.md), got \"cuda\"");
 }
 
 // Values of the right type but outside what the setting means are refused where they are

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "config/device.h"
 #include "htm/layers.h"
 #include "htm/policy.h"
 #include "sdk/counter_rng.h"
@@ -74,13 +75,15 @@ TEST(PortableKernels, RoundingToBf16IsRoundToNearestEven) {
 
 // Every outcome of r = 2 disjoint pairs from T = 5 tokens: frequencies over many draws against
 // the probabilities the exact log-probability gives them.
-void expect_sampler_distribution(Kernels kernels) {
+void expect_sampler_distribution(Kernels kernels, const torch::Device& device = torch::Device(torch::kCPU)) {
   KernelsScope scope(kernels);
   torch::manual_seed(3);
   const int64_t T = 5, r = 2, draws = 20000;
   auto logits = torch::randn({1, T, T}) * 1.5;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
-  auto [src, dst] = sample_disjoint_pairs(logits.expand({draws, T, T}).contiguous(), r, gen);
+  auto [src_on, dst_on] = sample_disjoint_pairs(logits.expand({draws, T, T}).contiguous().to(device), r, gen);
+  ASSERT_EQ(src_on.device(), device);
+  auto src = src_on.to(torch::kCPU), dst = dst_on.to(torch::kCPU);  // host: counting outcomes
   ASSERT_EQ(src.sizes(), (std::vector<int64_t>{draws, r}));
   EXPECT_TRUE((src != dst).all().item<bool>());
   EXPECT_TRUE(
@@ -114,6 +117,57 @@ TEST(PortableKernels, PairSamplerDrawsUniformlyWhenEveryAllowedPairHasProbabilit
   auto first = torch::bincount(src.select(1, 0) * 4 + dst.select(1, 0), {}, 16).to(torch::kDouble) / 2000;
   for (int64_t k = 0; k < 16; ++k)
     if (k / 4 != k % 4) EXPECT_NEAR(first[k].item<double>(), 1.0 / 12, 0.03) << k;
+}
+
+// On a GPU (skipped where this libtorch has none or sees none): the portable kernels there
+// against the same kernels on the CPU.
+class CudaKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_usable()) GTEST_SKIP() << "skipped: this libtorch has no CUDA or sees no GPU";
+  }
+  const torch::Device cpu{torch::kCPU}, gpu{torch::kCUDA, 0};
+};
+
+TEST_F(CudaKernels, DropoutAndAttentionMasksAreTheCpuOnesBitForBit) {
+  for (int64_t first : {0, 3, 1001}) {
+    auto a = portable::dropout_mask({4, 33}, 0.3, 77, first, cpu);
+    auto b = portable::dropout_mask({4, 33}, 0.3, 77, first, gpu);
+    EXPECT_TRUE(torch::equal(a, b.to(cpu))) << "first " << first;
+  }
+  auto a = portable::attention_mask(40, 37, 0.2, 5, 9, cpu), b = portable::attention_mask(40, 37, 0.2, 5, 9, gpu);
+  EXPECT_TRUE(torch::equal(a, b.to(cpu)));
+}
+
+TEST_F(CudaKernels, LayersAttentionAndAdamWMatchTheCpuInFp32) {
+  torch::manual_seed(1);
+  auto x = torch::randn({3, 7, 24}), w = torch::randn({10, 24}) * 0.2, b = torch::randn({10});
+  auto q = torch::randn({1, 30, 16}), k = torch::randn({4, 9, 16}), v = torch::randn({4, 9, 16});
+  auto on = [&](const torch::Device& d) {
+    KernelsScope scope(Kernels::portable);
+    std::vector<torch::Tensor> in;
+    for (const auto& t : {x, w, b, q, k, v}) in.push_back(t.to(d).requires_grad_(true));
+    torch::manual_seed(17);
+    auto y = gelu_linear(linear(in[0], in[1], in[2]), in[1].narrow(1, 0, 10), in[2]);
+    auto z = fused_attention(in[3], in[4], in[5], 2, 0.25, true);
+    auto loss = y.pow(2).sum() + z.pow(2).sum();
+    auto grads = torch::autograd::grad({loss}, in);
+    std::vector<torch::Tensor> out = {y.detach(), z.detach()};
+    for (auto& g : grads) out.push_back(g);
+    auto p = in[1].detach().clone();
+    FusedAdamW adam({p}, 1e-2, 0.01);
+    p.mutable_grad() = grads[1];
+    adam.step();
+    out.push_back(p);
+    for (auto& t : out) t = t.to(cpu);
+    return out;
+  };
+  auto host = on(cpu), device = on(gpu);
+  for (size_t i = 0; i < host.size(); ++i) EXPECT_LT(relative_error(device[i], host[i]), 1e-4) << "output " << i;
+}
+
+TEST_F(CudaKernels, PairSamplerDrawsTheExactDistributionOnTheGpu) {
+  expect_sampler_distribution(Kernels::portable, gpu);
 }
 
 #if HTM_NATIVE_KERNELS

@@ -298,12 +298,22 @@ def main():
     ap.add_argument("--patch", type=int, default=2)
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--device", default="cpu",
+                    help="cpu, or cuda on a CUDA torch (>= 2.0: every tensor is made there)")
     ap.add_argument("--sampler-only", action="store_true",
                     help="time only the one-pair-at-a-time sampler on B×T×T logits (first layer's r)")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    cuda = args.device != "cpu"
+    if cuda:
+        torch.set_default_device(args.device)
+
+    def sync():  # a timed step ends when its GPU kernels do
+        if cuda:
+            torch.cuda.synchronize()
+
     B, T = args.batch, (args.size // args.patch) ** 2
     schedule = full_schedule(T)
 
@@ -314,6 +324,7 @@ def main():
         for i in range(args.steps + 1):
             t0 = time.perf_counter()
             sample_pairs(F.softmax(logits.view(B, T * T), -1), T, r)
+            sync()
             if i > 0:  # the first is a warm-up
                 ms.append((time.perf_counter() - t0) * 1e3)
         print(f"reference-sampler  B={B} T={T} r={r}  one-pair-at-a-time: median {statistics.median(ms):.1f} ms "
@@ -327,15 +338,18 @@ def main():
     images = torch.rand(B, 3, args.size, args.size) * 2 - 1  # noise in [-1, 1]
 
     train_step(model, optimizer, images, schedule)  # warm-up
+    sync()
     ms = []
     for _ in range(args.steps):
         t0 = time.perf_counter()
         train_step(model, optimizer, images, schedule)
+        sync()
         ms.append((time.perf_counter() - t0) * 1e3)
     med = statistics.median(ms)
+    gpu = f"  GPU peak {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB on {args.device}" if cuda else ""
     print(f"reference  B={B} T={T} C={args.dim} L={len(schedule)} h={args.heads} params={params / 1e6:.2f}M  "
           f"step: median {med:.1f} ms (min {min(ms):.1f}, max {max(ms):.1f} over {len(ms)})  "
-          f"{B * 1000.0 / med:.2f} images/s  peak {peak_rss_mib():.0f} MiB")
+          f"{B * 1000.0 / med:.2f} images/s  peak {peak_rss_mib():.0f} MiB{gpu}")
 
 
 if __name__ == "__main__":

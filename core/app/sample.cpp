@@ -44,6 +44,7 @@ Experiment load_run(const StoredRun& run, int64_t run_id, const Registry& regist
   torch::serialize::InputArchive archive;
   archive.load_from(checkpoint);
   ex.model->load(archive);
+  ex.model->to(ex.device);  // a checkpoint's tensors load where they were saved
   ex.model->eval();
   return ex;
 }

@@ -1,18 +1,29 @@
 #include "config/device.h"
 
+#include <dlfcn.h>
+
 #include <regex>
 
 #include <torch/cuda.h>
 
 namespace htm {
 
-bool cuda_usable() { return torch::cuda::is_available(); }
+bool cuda_usable() {
+  static const bool usable = [] {
+    // A CUDA libtorch registers its GPU half when libtorch_cuda loads; a linker that drops
+    // libraries nothing calls directly may have left it out. Load it before libtorch is first
+    // asked (it remembers the first answer). Absent (a CPU libtorch): nothing happens.
+    dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_GLOBAL);
+    return torch::cuda::is_available();
+  }();
+  return usable;
+}
 
 std::string device_usable(const std::string& device) {
   static const std::regex form("cpu|cuda(:[0-9]+)?");
   if (!std::regex_match(device, form)) return "\"cpu\", \"cuda\" or \"cuda:N\"";
   if (device == "cpu") return {};
-  const int64_t gpus = static_cast<int64_t>(torch::cuda::device_count());
+  const int64_t gpus = cuda_usable() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
   if (gpus == 0) return "\"cpu\": this htm's libtorch has no CUDA or sees no GPU (a CUDA build: docs/gpu.md)";
   if (device.size() > 5 && (device.size() > 10 || std::stoll(device.substr(5)) >= gpus))
     return "a GPU index below " + std::to_string(gpus) + " (the GPUs this process sees)";

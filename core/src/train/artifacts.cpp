@@ -109,6 +109,7 @@ bool Trainer::load_checkpoint(LoopState& s, FusedAdamW& optimizer, FusedAdamW& p
   }
   if (!archive.try_read("htm_resume", state)) return false;  // weights only: an older htm wrote it
   ex_.model->load(archive);
+  ex_.model->to(ex_.device);  // a checkpoint's tensors load where they were saved
   s.step = read_scalar<int64_t>(state, "step");
   s.epoch = read_scalar<int64_t>(state, "epoch");
   s.batch = read_scalar<int64_t>(state, "batch");
