@@ -24,7 +24,7 @@ void write_image_grid(const std::string& path, const std::vector<at::Tensor>& ro
   cairo_set_source_rgb(cr, 1, 1, 1);
   cairo_paint(cr);
   for (size_t r = 0; r < rows.size(); ++r) {
-    auto px = ((rows[r].detach().to(torch::kFloat).clamp(-1, 1) + 1) * 0.5).contiguous();
+    auto px = ((rows[r].detach().to(torch::kCPU, torch::kFloat).clamp(-1, 1) + 1) * 0.5).contiguous();
     auto a = px.accessor<float, 4>();
     for (int64_t i = 0; i < n; ++i)
       for (int64_t y = 0; y < h; ++y)
@@ -304,7 +304,7 @@ void write_heatmaps(const std::string& path, const std::vector<at::Tensor>& maps
   cairo_set_source_rgb(cr, 1, 1, 1);
   cairo_paint(cr);
   for (size_t k = 0; k < maps.size(); ++k) {
-    const auto map = maps[k].detach().to(torch::kFloat).contiguous();
+    const auto map = maps[k].detach().to(torch::kCPU, torch::kFloat).contiguous();
     const int64_t T = map.size(0);
     // From the smallest off-diagonal value to the largest: a nearly uniform map still shows its shape.
     const double peak = map.max().item<double>(), cell = static_cast<double>(cell_px) / T;

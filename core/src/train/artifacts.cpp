@@ -170,7 +170,8 @@ void Trainer::save_pictures(int64_t step, const std::string& tag) {
 void Trainer::save_policy_heatmap(const at::Tensor& logits, int64_t step) {
   if (!primary() || logits.dim() != 3 || logits.size(0) < 2) return;
   const int64_t T = logits.size(1);
-  auto masked = logits.to(torch::kFloat).masked_fill(torch::eye(T, torch::kBool), -INFINITY);
+  auto host = logits.to(torch::kCPU, torch::kFloat);  // host: a picture
+  auto masked = host.masked_fill(torch::eye(T, torch::kBool), -INFINITY);
   auto partners = torch::softmax(masked, -1);  // row i: where token i would merge
   const std::string path = artifact_dir_ + "/policy_heatmap.png";
   write_heatmaps(path, {partners.mean(0), partners[0], partners[1]},
