@@ -84,7 +84,7 @@ class ConfigTest : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::path(::testing::TempDir()) / "htm_config_test" /
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
+    htm::testing::remove_tree(dir_);
     fs::create_directories(dir_);
   }
 

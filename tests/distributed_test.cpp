@@ -21,6 +21,7 @@
 #include "runner.h"
 #include "sdk/row_shard_scope.h"
 #include "store/results_store.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -34,10 +35,10 @@ struct Scratch {
   Scratch() {
     dir = fs::temp_directory_path() / ("htm-dist-" + std::to_string(getpid()) + "-" +
                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
+    htm::testing::remove_tree(dir);
     fs::create_directories(dir);
   }
-  ~Scratch() { fs::remove_all(dir); }
+  ~Scratch() { htm::testing::remove_tree(dir); }
   std::string operator/(const std::string& name) const { return (dir / name).string(); }
 };
 

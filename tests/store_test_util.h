@@ -10,6 +10,7 @@
 
 #include "htm/error.h"
 #include "store/results_store.h"
+#include "test_util.h"
 
 namespace htm {
 namespace fs = std::filesystem;
@@ -21,7 +22,7 @@ class ResultsStoreTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(pattern.data()), nullptr);
     dir_ = pattern;
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { htm::testing::remove_tree(dir_); }
 
   std::string db_path(const std::string& name = "htm.sqlite") const { return (dir_ / name).string(); }
 

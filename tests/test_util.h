@@ -1,7 +1,10 @@
 // Helpers shared by the test suites.
 #pragma once
 
+#include <ftw.h>
+
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -27,12 +30,23 @@ inline std::string error_of(const std::function<void()>& action) {
   return "";
 }
 
+/// Removes a folder and everything under it, if it exists. Not std::filesystem::remove_all: a
+/// pip-installed libtorch (2.11, CUDA 13) exports its own copy of that function, which the
+/// dynamic linker may bind in place of libstdc++'s, and it crashes (docs/gpu.md).
+inline void remove_tree(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) return;
+  nftw(
+      dir.c_str(), [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
+      FTW_DEPTH | FTW_PHYS);
+}
+
 /// A fresh empty folder under the test temp dir, unique per test.
 inline std::string fresh_dir(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   auto dir = std::filesystem::path(::testing::TempDir()) / "htm" /
              (std::string(info->test_suite_name()) + "." + info->name() + "." + name);
-  std::filesystem::remove_all(dir);
+  remove_tree(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
 }

@@ -11,6 +11,7 @@
 #include "htm/error.h"
 #include "model/gmm.h"
 #include "report/pictures.h"
+#include "sdk/kernels.h"
 #include "runner.h"
 #include "store/results_store.h"
 #include "train/experiment.h"
@@ -60,7 +61,7 @@ std::vector<double> root_embeddings(Experiment& ex, HtmModelImpl& model, int64_t
     truth.tree = batch.tree;
     roots.push_back(model.forward(batch.input, ex.schedule, gen, &truth).root.flatten(1));
   }
-  auto all = torch::cat(roots).to(torch::kDouble).contiguous();
+  auto all = torch::cat(roots).to(torch::kCPU, torch::kDouble).contiguous();  // host: the mixture is fitted there
   *dim = all.size(1);
   return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel());
 }
@@ -97,7 +98,8 @@ int sample_run(const SampleRequest& request, const Registry& registry) {
   if (!model || ex.config.settings.model.task != Task::reconstruct)
     throw Error("run " + std::to_string(request.run_id) + " is not an HTM autoencoder; only those generate");
   set_threads(ex.config.settings.runtime.threads);
-  set_precision(ex.config.settings.runtime.precision);
+  set_kernels(ex.config.settings.runtime.kernels == RuntimeKernels::native ? Kernels::native : Kernels::portable);
+  set_precision(ex.config.settings.runtime.precision, ex.config.settings.runtime.device);
 
   const int64_t n = std::min(request.fit_samples, ex.dataset->size(Split::train));
   int64_t dim = 0;
@@ -109,7 +111,8 @@ int sample_run(const SampleRequest& request, const Registry& registry) {
   const auto drawn = gmm.sample(request.count, static_cast<uint64_t>(request.seed) + 1);
 
   const int64_t C = ex.config.settings.model.dim;
-  auto root_tokens = torch::tensor(drawn, torch::kDouble).to(torch::kFloat).view({request.count, dim / C, C});
+  auto root_tokens =
+      torch::tensor(drawn, torch::kDouble).to(ex.device, torch::kFloat).view({request.count, dim / C, C});
   const auto shape = ex.dataset->sample_shape();
   const bool sets = shape.size() == 2;
   const bool by_classifier = sets && model->has_leaf_classifier() && request.decode == "classifier";

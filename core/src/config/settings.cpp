@@ -270,9 +270,11 @@ std::vector<HostSection> build_schema() {
                "where tensors live and kernels run: \"cpu\", \"cuda\" (a data-parallel rank takes "
                "cuda:<its local rank>) or \"cuda:N\"; cuda needs a libtorch built with CUDA (docs/gpu.md)",
                a_device())
+          .later()
           .choice("kernels", &R::kernels, {{"native", RuntimeKernels::native}, {"portable", RuntimeKernels::portable}},
                   "the SDK's kernels: native (oneDNN GEMMs, AVX-512 rows; CPU tensors, where the build has them) "
                   "or portable (plain torch ops on any device; a tensor off the CPU always takes these)")
+          .later()
           .add("results", &R::results, Text(kDefaultResultsPath), "the results database")
           .add("artifacts", &R::artifacts, Text("results/runs"), "folder of per-run checkpoints and images")
           .add("checkpoint_every", &R::checkpoint_every, int64_t{0},

@@ -118,6 +118,15 @@ torch::Tensor gumbel_like(const torch::Tensor& like, at::Generator generator) {
   return (-e.log_()).to(like.device());
 }
 
+void take_pairs(const torch::Tensor& flat, int64_t k, torch::Tensor& src, torch::Tensor& dst, torch::Tensor& used) {
+  const int64_t T = used.size(1);
+  auto i = flat.div(T, "floor"), j = flat.remainder(T);
+  src.select(1, k).copy_(i);
+  dst.select(1, k).copy_(j);
+  used.scatter_(1, i.unsqueeze(1), true);
+  used.scatter_(1, j.unsqueeze(1), true);
+}
+
 std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tensor& logits, int64_t r,
                                                               at::Generator generator) {
   const int64_t B = logits.size(0), T = logits.size(1);
@@ -134,11 +143,7 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tenso
     auto uniform = noise.masked_fill(blocked, kMinusInf).view({B, T * T});
     auto none = std::get<0>(allowed.max(1, /*keepdim=*/true)) == kMinusInf;
     auto flat = torch::where(none, uniform, allowed).argmax(1);
-    auto i = flat.div(T, "floor"), j = flat.remainder(T);
-    src.select(1, k).copy_(i);
-    dst.select(1, k).copy_(j);
-    used.scatter_(1, i.unsqueeze(1), true);
-    used.scatter_(1, j.unsqueeze(1), true);
+    take_pairs(flat, k, src, dst, used);
   }
   return {src, dst};
 }

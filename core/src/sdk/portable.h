@@ -41,6 +41,10 @@ at::Tensor gumbel_like(const at::Tensor& like, at::Generator generator);
 /// key among pairs of unused tokens. The same distribution as the native race.
 std::pair<at::Tensor, at::Tensor> sample_disjoint_pairs(const at::Tensor& logits, int64_t r, at::Generator generator);
 
+/// Draw k of every sample, flat indices i·T + j (B): pair (i, j) into column k of src and dst
+/// (B×r), and tokens i and j marked in `used` (B×T bool).
+void take_pairs(const at::Tensor& flat, int64_t k, at::Tensor& src, at::Tensor& dst, at::Tensor& used);
+
 void adamw_update(at::Tensor& param, at::Tensor& exp_avg, at::Tensor& exp_avg_sq, const at::Tensor& grad,
                   const AdamWStep& step);
 

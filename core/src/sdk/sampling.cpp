@@ -101,11 +101,7 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(const t
     auto blocked = used.unsqueeze(2).logical_or(used.unsqueeze(1));
     auto probs = torch::softmax(base.masked_fill(blocked, -std::numeric_limits<float>::infinity()).view({B, T * T}), 1);
     auto flat = torch::multinomial(probs, 1, false, generator).squeeze(1);
-    auto i = flat.div(T, "floor"), j = flat.remainder(T);
-    src.select(1, k).copy_(i);
-    dst.select(1, k).copy_(j);
-    used.scatter_(1, i.unsqueeze(1), true);
-    used.scatter_(1, j.unsqueeze(1), true);
+    portable::take_pairs(flat, k, src, dst, used);
   }
   return {src, dst};
 }
