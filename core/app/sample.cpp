@@ -11,8 +11,8 @@
 #include "htm/error.h"
 #include "model/gmm.h"
 #include "report/pictures.h"
-#include "sdk/kernels.h"
 #include "runner.h"
+#include "sdk/kernels.h"
 #include "store/results_store.h"
 #include "train/experiment.h"
 
