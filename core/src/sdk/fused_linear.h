@@ -1,6 +1,7 @@
-// An MLP's two ends as single autograd nodes: each keeps one activation for
-// backward where the ops apart keep two, and recomputes the other there. Same values and
-// gradients as the ops apart, bit for bit in fp32.
+// An MLP's two ends, through the kernels in force (sdk/kernels.h). The native ones are single
+// autograd nodes: each keeps one activation for backward where the ops apart keep two, and
+// recomputes the other there, with the same values and gradients as the ops apart, bit for bit
+// in fp32. The portable ones are the ops apart.
 #pragma once
 
 #include <ATen/core/Tensor.h>
