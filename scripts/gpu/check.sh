@@ -20,7 +20,7 @@
 #   HTM_BUILD_DIR the build folder (default: build-gpu)
 #   HTM_BUILD_SECONDS  the build's time limit (default 1800)
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 OUT=$(mkdir -p "${1:-gpu-check}" && cd "${1:-gpu-check}" && pwd)
 JOBS=${JOBS:-$(nproc)}
 BUILD=${HTM_BUILD_DIR:-build-gpu}
@@ -66,7 +66,10 @@ generator=()
 # 1. Build.
 step configure build.log 300 cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DHTM_NATIVE_KERNELS=OFF ${prefix:+-DCMAKE_PREFIX_PATH="$prefix"} || exit 1
-step build build.log "${HTM_BUILD_SECONDS:-1800}" cmake --build "$BUILD" -j "$JOBS" || { tail -60 "$OUT/build.log"; exit 1; }
+step build build.log "${HTM_BUILD_SECONDS:-1800}" cmake --build "$BUILD" -j "$JOBS" || {
+  tail -60 "$OUT/build.log"
+  exit 1
+}
 htm=$BUILD/htm
 
 # The steps in the order of what they answer, most needed first: a time limit on the whole

@@ -27,14 +27,18 @@ SEEDS=(
 )
 # Never fetched nor followed: the toolchain, libc and what any glibc-2.39 Ubuntu has; subtrees that
 # only serve parts of a -dev package htm does not use (HDF5, gobject/script cairo, ibverbs, glib tools).
-PRUNE='^(libc6|libc6-dev|libc-dev-bin|libc-bin|linux-libc-dev|libcrypt1|libcrypt-dev|libnsl-dev|libnsl2|libtirpc.*|rpcsvc-proto'
-PRUNE+='|libstdc\+\+6|libstdc\+\+-[0-9]+-dev|libgcc-s1|libgcc-[0-9]+-dev|gcc|gcc-[0-9]+|gcc-[0-9]+-base|g\+\+.*|cpp.*|libgomp1'
+PRUNE='^(libc6|libc6-dev|libc-dev-bin|libc-bin|linux-libc-dev|libcrypt1|libcrypt-dev|libnsl-dev|libnsl2'
+PRUNE+='|libtirpc.*|rpcsvc-proto'
+PRUNE+='|libstdc\+\+6|libstdc\+\+-[0-9]+-dev|libgcc-s1|libgcc-[0-9]+-dev|gcc|gcc-[0-9]+|gcc-[0-9]+-base|g\+\+.*'
+PRUNE+='|cpp.*|libgomp1'
 PRUNE+='|zlib1g|liblzma5|libzstd1|libbz2-1\.0|libselinux1|libpcre2-8-0|libuuid1|libtinfo6|libffi8'
 PRUNE+='|debconf|cdebconf|dpkg|perl-base|perl|python3.*|libpython3.*|googletest|pkg-config'
 PRUNE+='|libcairo-gobject2|libcairo-script-interpreter2|libsm-dev|libice-dev'
-PRUNE+='|libglib2\.0-0|libglib2\.0-bin|libglib2\.0-dev-bin|libmount-dev|libselinux1-dev|libblkid-dev|libsepol-dev'
+PRUNE+='|libglib2\.0-0|libglib2\.0-bin|libglib2\.0-dev-bin|libmount-dev|libselinux1-dev|libblkid-dev'
+PRUNE+='|libsepol-dev'
 PRUNE+='|libpcre2-16-0|libpcre2-32-0|libpcre2-posix3'
-PRUNE+='|libarpack2-dev|libhdf5-dev|libopenblas-dev|libblas-dev|libatlas-base-dev|libgloo0|libhiredis-dev|libibverbs-dev)$'
+PRUNE+='|libarpack2-dev|libhdf5-dev|libopenblas-dev|libblas-dev|libatlas-base-dev|libgloo0|libhiredis-dev'
+PRUNE+='|libibverbs-dev)$'
 # A library the checks accept from the machine: every glibc-2.39 Ubuntu with g++ has these.
 BASE_LIBS='^(libc|libm|libstdc\+\+|libgcc_s|libz|libpthread|libdl|librt|ld-linux-x86-64|libgomp)\.so'
 ARCH=x86_64-linux-gnu
@@ -136,7 +140,10 @@ cmd_unpack() {
   # fontconfig: the prefix's fonts and config snippets besides the machine's own.
   local fc=$prefix/etc/fonts/fonts.conf
   if [ -f "$fc" ] && ! grep -q "$usr/share/fonts" "$fc"; then
-    sed -i "s#<dir>/usr/share/fonts</dir>#<dir>/usr/share/fonts</dir>\\n\\t<dir>$usr/share/fonts</dir>#; s#<include ignore_missing=\"yes\">conf.d</include>#<include ignore_missing=\"yes\">$prefix/etc/fonts/conf.d</include>#" "$fc"
+    local include_from='<include ignore_missing="yes">conf.d</include>'
+    local include_to="<include ignore_missing=\"yes\">$prefix/etc/fonts/conf.d</include>"
+    sed -i -e "s#<dir>/usr/share/fonts</dir>#<dir>/usr/share/fonts</dir>\\n\\t<dir>$usr/share/fonts</dir>#" \
+      -e "s#$include_from#$include_to#" "$fc"
   fi
   # A runtime library the machine already has is taken from the machine (moved to .shadowed/).
   local moved=0 soname sys f n
@@ -180,7 +187,8 @@ cmd_check() {
   local prefix=${1:?usage: offline-deps.sh check PREFIX}; prefix=$(cd "$prefix" && pwd)
   local usr=$prefix/usr lib=$prefix/usr/lib/$ARCH bad=0 h f needed pc
   pc=$(command -v pkg-config || echo "$usr/bin/pkg-config")
-  if PKG_CONFIG_LIBDIR="$lib/pkgconfig:$usr/share/pkgconfig" PKG_CONFIG_PATH='' "$pc" --cflags --libs cairo >/dev/null; then
+  if PKG_CONFIG_LIBDIR="$lib/pkgconfig:$usr/share/pkgconfig" PKG_CONFIG_PATH='' "$pc" --cflags --libs cairo \
+    > /dev/null; then
     echo "ok   pkg-config cairo from the prefix alone"
   else echo "FAIL pkg-config cairo from the prefix alone"; bad=1; fi
   for h in boost/dll/shared_library.hpp boost/math/distributions/students_t.hpp boost/program_options.hpp \
