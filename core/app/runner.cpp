@@ -31,7 +31,6 @@
 #include "launch.h"
 #include "model/plugin_scope.h"
 #include "model/run_board.h"
-#include "sdk/kernels.h"
 #include "selection.h"
 #include "signals.h"
 #include "store/results_store.h"
@@ -128,7 +127,7 @@ bool apply_runtime(const RuntimeSettings& runtime, const Communicator* comm) {
   if (threads == 0 && comm != nullptr)
     threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / comm->info().local_world);
   set_threads(threads);
-  set_kernels(runtime.kernels == RuntimeKernels::native ? Kernels::native : Kernels::portable);
+  use_kernels(runtime.kernels);
   return set_precision(runtime.precision, runtime.device) != runtime.precision;
 }
 

@@ -12,7 +12,6 @@
 #include "model/gmm.h"
 #include "report/pictures.h"
 #include "runner.h"
-#include "sdk/kernels.h"
 #include "store/results_store.h"
 #include "train/experiment.h"
 
@@ -98,7 +97,7 @@ int sample_run(const SampleRequest& request, const Registry& registry) {
   if (!model || ex.config.settings.model.task != Task::reconstruct)
     throw Error("run " + std::to_string(request.run_id) + " is not an HTM autoencoder; only those generate");
   set_threads(ex.config.settings.runtime.threads);
-  set_kernels(ex.config.settings.runtime.kernels == RuntimeKernels::native ? Kernels::native : Kernels::portable);
+  use_kernels(ex.config.settings.runtime.kernels);
   set_precision(ex.config.settings.runtime.precision, ex.config.settings.runtime.device);
 
   const int64_t n = std::min(request.fit_samples, ex.dataset->size(Split::train));

@@ -12,6 +12,11 @@ std::vector<MergeTree> merge_trees(const std::vector<MergeDecision>& decisions, 
   int64_t B = batch;
   for (const auto& d : decisions)
     if (d.src.defined()) B = d.src.size(0);
+  // The decisions on the host once (a run on a GPU made them there), not a copy per sample.
+  std::vector<std::pair<at::Tensor, at::Tensor>> host;
+  for (const auto& d : decisions)
+    host.emplace_back(d.src.defined() ? d.src.to(torch::kCPU).contiguous() : at::Tensor(),   // host: scoring
+                      d.dst.defined() ? d.dst.to(torch::kCPU).contiguous() : at::Tensor());  // host: scoring
   std::vector<MergeTree> trees(B);
   for (int64_t b = 0; b < B; ++b) {
     MergeTree& tree = trees[b];
@@ -19,9 +24,9 @@ std::vector<MergeTree> merge_trees(const std::vector<MergeDecision>& decisions, 
     std::vector<int64_t> node(tokens);  // node id of each token of the current population
     for (int64_t i = 0; i < tokens; ++i) node[i] = i;
     for (size_t layer = 0; layer < decisions.size(); ++layer) {
-      const auto& d = decisions[layer];
-      if (!d.src.defined() || d.src.size(1) == 0) continue;
-      auto src = d.src[b].to(torch::kCPU).contiguous(), dst = d.dst[b].to(torch::kCPU).contiguous();  // host: scoring
+      const auto& [all_src, all_dst] = host[layer];
+      if (!all_src.defined() || all_src.size(1) == 0) continue;
+      auto src = all_src[b], dst = all_dst[b];
       const int64_t r = src.size(0);
       const int64_t* s = src.data_ptr<int64_t>();
       const int64_t* t = dst.data_ptr<int64_t>();

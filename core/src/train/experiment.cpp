@@ -13,6 +13,7 @@
 #include "htm/merge.h"
 #include "htm/policy.h"
 #include "model/vit.h"
+#include "sdk/kernels.h"
 #include "sdk/precision.h"
 
 namespace htm {
@@ -20,6 +21,10 @@ namespace htm {
 void set_threads(int64_t threads) {
   const int64_t n = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
   at::set_num_threads(static_cast<int>(n));
+}
+
+void use_kernels(RuntimeKernels kernels) {
+  set_kernels(kernels == RuntimeKernels::native ? Kernels::native : Kernels::portable);
 }
 
 RuntimePrecision set_precision(RuntimePrecision asked, const std::string& device) {
