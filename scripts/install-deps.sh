@@ -18,6 +18,8 @@ pkgs=(
   libarmadillo-dev                   # Gaussian mixtures (gmm_full) for generation
   dataset-fashion-mnist              # the default real dataset
   libjs-chart.js                     # charts inlined into `htm report` pages
+  libcpp-httplib-dev                 # the HTTP server of `htm serve`
+  python3                            # htm serve's database maker and load test (scripts/serve)
   libgloo-dev                        # Gloo headers for data-parallel training (libtorch's c10d)
   slurm-wlm munge                    # the Slurm sweep test starts a real one-node cluster (tests/slurm)
   chromium                           # the report's browser test (headless)

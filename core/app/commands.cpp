@@ -21,6 +21,7 @@
 #include "report.h"
 #include "runner.h"
 #include "sample.h"
+#include "serve.h"
 #include "signals.h"
 #include "store/results_store.h"
 #include "supervise.h"
@@ -50,6 +51,7 @@ const std::vector<Command>& commands() {
       {"compare", cmd_compare, "per-variant mean, sd and Welch t-test of a metric over seeds"},
       {"export", cmd_export, "a run's or a study's metrics as CSV"},
       {"report", cmd_report, "one self-contained HTML page of a study: settings, curves, final values, pictures"},
+      {"serve", cmd_serve, "the results database in a browser, live: runs, studies, sweeps, curves (read only)"},
       {"sample", cmd_sample, "generate from a run: Gaussian mixture on root embeddings, then decode"},
       {"bench", cmd_bench, "time a training step and the pair sampler at the paper's size"},
       {"check-plugin", cmd_check_plugin, "run the plugin conformance suite on plugin libraries (out of tree too)"},

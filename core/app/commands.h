@@ -28,6 +28,7 @@ int cmd_export(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_sample(const Args& args);
 int cmd_check_plugin(const Args& args);
+int cmd_serve(const Args& args);
 
 /// Parses `args` against `options` (+ `positional`), adding --help; returns false after
 /// printing "usage: htm COMMAND SYNOPSIS" and the options when help was asked for.

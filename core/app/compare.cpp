@@ -40,9 +40,12 @@ Samples load(ResultsStore& store, const CompareRequest& request, const std::stri
   std::string sql =
       "SELECT r.variant, m.value, r.config_hash, r.seed, r.id, "
       "coalesce((SELECT value FROM tags t WHERE t.run_id = r.id AND t.key = 'phase'), '') "
-      "FROM runs r JOIN experiments e ON e.id = r.experiment_id JOIN latest_metrics m ON m.run_id = r.id "
-      "WHERE e.name = ? AND r.status = 'finished' AND m.split = ? AND m.name = ? AND m.value IS NOT NULL";
-  std::vector<SqlValue> params = {request.experiment, metric.substr(0, slash), metric.substr(slash + 1)};
+      "FROM runs r JOIN experiments e ON e.id = r.experiment_id "
+      // the latest_metrics row of each run, found by index (that view's window reads the whole table)
+      "JOIN metrics m ON m.rowid = (SELECT l.rowid FROM metrics l WHERE l.run_id = r.id AND l.split = ? AND "
+      "l.name = ? ORDER BY l.step DESC, l.time DESC, l.rowid DESC LIMIT 1) "
+      "WHERE e.name = ? AND r.status = 'finished' AND m.value IS NOT NULL";
+  std::vector<SqlValue> params = {metric.substr(0, slash), metric.substr(slash + 1), request.experiment};
   if (!request.filter.hash.empty()) {
     sql += " AND substr(r.config_hash, 1, length(?)) = ?";
     params.insert(params.end(), {request.filter.hash, request.filter.hash});

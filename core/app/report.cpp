@@ -18,35 +18,17 @@
 #include "config/toml_tree.h"
 #include "htm/error.h"
 #include "htm/value.h"
+#include "json.h"
 
 namespace po = boost::program_options;
 
 namespace htm {
 namespace {
 
-// ---- JSON, written by hand. A TOML basic string (to_toml) is also a valid JSON string; '<' is
-// escaped on top so that no "</script>" can end the page's data early. NaN and infinities: null.
-std::string quote(const std::string& text) {
-  std::string out;
-  for (char c : to_toml(Value(text))) out += c == '<' ? std::string("\\u003c") : std::string(1, c);
-  return out;
-}
-
-std::string number(double value) {
-  if (!std::isfinite(value)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.15g", value);
-  return buf;
-}
-
-template <class T, class F>
-std::string array(const std::vector<T>& items, F&& render) {
-  std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? "," : "") + render(items[i]);
-  return out + "]";
-}
-
-std::string numbers(const std::vector<double>& v) { return array(v, number); }
+using json::array;
+using json::number;
+using json::numbers;
+using json::quote;
 
 std::string base64(const std::string& bytes) {
   static const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -129,39 +111,68 @@ std::string differing_settings(ResultsStore& store, const std::vector<Run>& runs
 constexpr size_t kPoints = 400;
 
 std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std::vector<std::string>& variants) {
-  std::map<int64_t, std::string> variant_of;
-  for (const Run& r : runs) variant_of[r.id] = r.variant;
-  // metric → variant → step → run → value (the last logged at that step)
-  std::map<std::string, std::map<std::string, std::map<int64_t, std::map<int64_t, double>>>> data;
-  const auto rows =
-      store.query("SELECT run_id, split || '/' || name, step, printf('%.9g', value) FROM metrics WHERE run_id IN " +
-                  in_list(runs) + " AND value IS NOT NULL ORDER BY rowid");
-  for (const auto& row : rows.rows) {
-    const int64_t run = std::stoll(row[0]);
-    data[row[1]][variant_of[run]][std::stoll(row[2])][run] = std::stod(row[3]);
-  }
+  std::map<int64_t, size_t> variant_of;  // run → its variant's position
+  for (const Run& r : runs)
+    variant_of[r.id] = static_cast<size_t>(std::find(variants.begin(), variants.end(), r.variant) - variants.begin());
+  struct Point {
+    int64_t step, run, rowid;
+    double value;
+  };
+  // metric → variant → every logged point. Read typed and unsorted: the index hands a run's rows
+  // over metric by metric, so the metric's text is compared, not copied, on most rows.
+  std::map<std::string, std::vector<std::vector<Point>>> data;
+  std::vector<std::vector<Point>>* current = nullptr;
+  std::string current_metric;
+  store.scan("SELECT run_id, split || '/' || name, step, value, rowid FROM metrics WHERE run_id IN " + in_list(runs) +
+                 " AND value IS NOT NULL",
+             {}, [&](const Row& row) {
+               if (current == nullptr || row.view(1) != current_metric) {
+                 current_metric = row.text(1);
+                 current = &data[current_metric];
+                 current->resize(variants.size());
+               }
+               const int64_t run = row.integer(0);
+               (*current)[variant_of[run]].push_back({row.integer(2), run, row.integer(4), row.real(3)});
+             });
   std::string out = "[";
-  for (const auto& [metric, per_variant] : data) {
+  for (auto& [metric, per_variant] : data) {
     std::string series = "[";
     double lo_all = INFINITY, hi_all = -INFINITY;
-    for (const std::string& variant : variants) {
-      auto found = per_variant.find(variant);
-      if (found == per_variant.end()) continue;
-      std::vector<double> steps, mean, lo, hi;
-      const size_t stride = std::max<size_t>(1, (found->second.size() + kPoints - 1) / kPoints);
-      size_t k = 0;
-      for (const auto& [step, values] : found->second) {
-        if (k++ % stride != 0 && k != found->second.size()) continue;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      auto& points = per_variant[v];
+      if (points.empty()) continue;
+      // Per step: the mean, min and max over runs of each run's last value logged at that step.
+      std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
+        return std::tie(a.step, a.run, a.rowid) < std::tie(b.step, b.run, b.rowid);
+      });
+      std::vector<double> step_all, mean_all, lo_v, hi_v;
+      for (size_t i = 0; i < points.size();) {
         double sum = 0, mn = INFINITY, mx = -INFINITY;
-        for (const auto& [run, value] : values) sum += value, mn = std::min(mn, value), mx = std::max(mx, value);
-        steps.push_back(static_cast<double>(step));
-        mean.push_back(sum / static_cast<double>(values.size()));
-        lo.push_back(mn);
-        hi.push_back(mx);
-        lo_all = std::min(lo_all, mn);
-        hi_all = std::max(hi_all, mx);
+        size_t n = 0, j = i;
+        for (; j < points.size() && points[j].step == points[i].step; ++j) {
+          if (j + 1 < points.size() && points[j + 1].step == points[j].step && points[j + 1].run == points[j].run)
+            continue;  // a later value of this run at this step replaces it
+          sum += points[j].value, mn = std::min(mn, points[j].value), mx = std::max(mx, points[j].value), ++n;
+        }
+        step_all.push_back(static_cast<double>(points[i].step));
+        mean_all.push_back(sum / static_cast<double>(n));
+        lo_v.push_back(mn);
+        hi_v.push_back(mx);
+        i = j;
       }
-      series += (series.size() > 1 ? "," : "") + std::string("{\"variant\":") + quote(variant) +
+      // At most kPoints steps, evenly thinned, the last always kept.
+      std::vector<double> steps, mean, lo, hi;
+      const size_t count = step_all.size(), stride = std::max<size_t>(1, (count + kPoints - 1) / kPoints);
+      for (size_t k = 0; k < count; ++k) {
+        if (k % stride != 0 && k + 1 != count) continue;
+        steps.push_back(step_all[k]);
+        mean.push_back(mean_all[k]);
+        lo.push_back(lo_v[k]);
+        hi.push_back(hi_v[k]);
+        lo_all = std::min(lo_all, lo_v[k]);
+        hi_all = std::max(hi_all, hi_v[k]);
+      }
+      series += (series.size() > 1 ? "," : "") + std::string("{\"variant\":") + quote(variants[v]) +
                 ",\"step\":" + numbers(steps) + ",\"mean\":" + numbers(mean) + ",\"lo\":" + numbers(lo) +
                 ",\"hi\":" + numbers(hi) + "}";
     }
@@ -315,6 +326,9 @@ std::string report_data(ResultsStore& store, ReportRequest& request) {
   }
   std::string warnings;
   const std::string finals_json = finals(store, request, metrics, &warnings);
+  if (request.finals_only)
+    return "{\"experiment\":" + quote(request.experiment) + ",\"finals\":" + finals_json + ",\"warnings\":" + warnings +
+           "}";
   const auto plugins = store.query(
       "SELECT DISTINCT kind, name, coalesce(version, ''), coalesce(sha256, '') "
       "FROM run_plugins WHERE run_id IN " +
@@ -363,7 +377,7 @@ int cmd_report(const Args& args) {
   std::error_code ec;
   if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path(), ec);
   std::ofstream file(request.out, std::ios::binary);
-  file << report_page(data, chart_js, "htm report: " + request.experiment);
+  file << report_page(data, "<script>" + chart_js + "</script>", "htm report: " + request.experiment);
   file.close();
   if (!file) throw Error("cannot write the report '" + request.out + "'");
   std::printf("%s\n", request.out.c_str());

@@ -23,12 +23,16 @@ struct ReportRequest {
   stats::Adjustment adjustment = stats::Adjustment::holm;
   std::vector<stats::Target> targets;  ///< metric as split/name: drawn as a line beside each variant's bound
   double collapse = -1;                ///< > 0: count runs that end this far below their peak
+  bool finals_only = false;            ///< report_data: the final-values panel alone (htm serve)
 };
 
 /// The page's JSON data: runs, differing settings, curves, final comparisons, pictures.
 std::string report_data(ResultsStore& store, ReportRequest& request);
-/// The whole page: `data` (report_data's JSON) and Chart.js inlined into the template.
-std::string report_page(const std::string& data, const std::string& chart_js, const std::string& title);
+/// The whole page: `data` (report_data's JSON) in the template, after `chart_script` (the
+/// <script> element that defines Chart: inline for a file, a route for `htm serve`). `live`:
+/// HTML appended after the page's script (`htm serve`'s polling for fresh data; empty in a file).
+std::string report_page(const std::string& data, const std::string& chart_script, const std::string& title,
+                        const std::string& live = "");
 /// The Chart.js source the page inlines; throws htm::Error naming the package when absent.
 std::string chart_js_source(const std::string& path = "");
 

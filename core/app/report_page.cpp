@@ -43,7 +43,9 @@ constexpr const char* kBody = R"html(
 <h2>Pictures <span class="muted">(latest of each run; pick the seed)</span></h2><div id="pictures"></div>
 <script>
 "use strict";
-const D = JSON.parse(document.getElementById('data').textContent);
+// render(D) draws the whole page from report_data's JSON; `htm serve` calls it again with fresh
+// data while a study trains, so each section empties its container first.
+let D = null;
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
 const color = v => COLORS[D.variants.indexOf(v) % COLORS.length];
 const alpha = (c, a) => c + Math.round(a * 255).toString(16).padStart(2, '0');
@@ -52,6 +54,13 @@ const el = (tag, attrs = {}, ...kids) => { const e = document.createElement(tag)
 const fmt = (x, d = 5) => x === null || x === undefined ? '' : Number(x).toPrecision(d).replace(/\.?0+(e|$)/, '$1');
 const nodata = text => el('div', {class: 'nodata'}, text);
 let charts = 0;
+
+function render(data) {
+D = data;
+for (const chart of Object.values(Chart.instances)) chart.destroy();
+charts = 0;
+for (const id of ['header', 'differs', 'finals', 'curves', 'more-curves', 'pictures'])
+  document.getElementById(id).replaceChildren();
 
 // ---- header
 (() => {
@@ -219,7 +228,7 @@ function curve(c, box) {
     show(runs[0]);
   }
 })();
-// A self-check the browser test reads: how many charts were drawn, and how many canvases
+// A self-check the browser tests read: how many charts were drawn, and how many canvases
 // stayed blank (every pixel transparent).
 const blank = [...document.querySelectorAll('canvas')].filter(c => {
   if (!c.width || !c.height) return true;  // never laid out: as good as blank
@@ -231,7 +240,10 @@ document.body.dataset.charts = charts;
 document.body.dataset.canvases = document.querySelectorAll('canvas').length;
 document.body.dataset.blank = blank;
 document.body.dataset.ready = 'yes';
-</script></body></html>
+document.body.dataset.renders = Number(document.body.dataset.renders || 0) + 1;
+}
+render(JSON.parse(document.getElementById('data').textContent));
+</script>LIVE</body></html>
 )html";
 
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
@@ -242,10 +254,11 @@ std::string replace_all(std::string text, const std::string& from, const std::st
 
 }  // namespace
 
-std::string report_page(const std::string& data, const std::string& chart_js, const std::string& title) {
+std::string report_page(const std::string& data, const std::string& chart_js, const std::string& title,
+                        const std::string& live) {
   std::string escaped_title = replace_all(replace_all(title, "&", "&amp;"), "<", "&lt;");
-  return replace_all(kHead, "TITLE", escaped_title) + "<script>" + chart_js + "</script>\n" +
-         "<script id=\"data\" type=\"application/json\">" + data + "</script>" + kBody;
+  return replace_all(kHead, "TITLE", escaped_title) + chart_js + "\n" +
+         "<script id=\"data\" type=\"application/json\">" + data + "</script>" + replace_all(kBody, "LIVE", live);
 }
 
 }  // namespace htm

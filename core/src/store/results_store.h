@@ -4,9 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -15,6 +18,7 @@
 #include "store/metric.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace htm {
 
@@ -94,6 +98,19 @@ struct RecoveryReport {
   int64_t runs = 0;                                   ///< runs in the new file
 };
 
+/// One row of ResultsStore::scan(), its cells typed as stored; valid only inside the callback.
+class Row {
+ public:
+  explicit Row(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  int64_t integer(int column) const;
+  double real(int column) const;  ///< NULL: NaN
+  std::string text(int column) const;
+  std::string_view view(int column) const;  ///< text() without a copy: valid until the next row
+
+ private:
+  sqlite3_stmt* stmt_;
+};
+
 /// Result of an arbitrary query, every cell rendered as text (NULL as "").
 struct QueryResult {
   std::vector<std::string> columns;
@@ -157,6 +174,9 @@ class ResultsStore {
   /// `allow_write`, a statement that could change a database (also ATTACH, DETACH, VACUUM
   /// INTO, a PRAGMA that sets) is refused.
   QueryResult query(const std::string& sql, const std::vector<SqlValue>& params = {}, bool allow_write = false);
+  /// query() for many rows: calls `each` per row with its typed cells, never rendering them
+  /// as text (a study's millions of metric rows); reads only.
+  void scan(const std::string& sql, const std::vector<SqlValue>& params, const std::function<void(const Row&)>& each);
   /// Copies every run of another database that this one lacks (matched by run uuid), except
   /// runs still running there (a shard being written: a later merge takes them once they end).
   /// Returns the number of runs imported; `still_running` gets the number left behind.
@@ -183,6 +203,9 @@ class ResultsStore {
 
  private:
   void exec(const std::string& sql);
+  /// `sql` prepared with `params` bound, after query()'s checks (one statement, read-only unless allowed).
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> prepare(const std::string& sql,
+                                                                const std::vector<SqlValue>& params, bool allow_write);
   void check_identity();
   int stored_version();  ///< meta's schema_version; 0 when there is none
   void migrate(int from_version);

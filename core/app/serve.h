@@ -1,0 +1,93 @@
+// `htm serve`: the results database in a browser, live. Read-only pages over the same SQLite
+// file that `htm run` writes: the runs (filtered, sorted, paged), each study's report (drawn by
+// the code of `htm report`, refreshed while its runs train), each run's curves growing as they
+// are logged, a sweep's parallel coordinates with a per-setting variance table, and the runs'
+// pictures. docs/serve.md describes the routes and the safety rules.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/settings.h"
+#include "htm/error.h"
+#include "store/results_store.h"
+
+namespace htm {
+
+struct ServeOptions {
+  std::string db = kDefaultResultsPath;
+  std::string host = "127.0.0.1";
+  int port = 8080;                  ///< 0: any free port (tests)
+  std::string token;                ///< required to bind anything but a loopback address
+  std::string chart_js;             ///< Chart.js file; empty: Debian's libjs-chart.js
+  int threads = 64;                 ///< worker threads: each serves one open connection at a time
+  size_t max_request_bytes = 8192;  ///< a longer body is refused (413)
+  int timeout_s = 10;               ///< a client slower than this to send or read is dropped
+};
+
+/// A request the pages' JSON routes refuse: HTTP 400 with this text.
+struct BadRequest : Error {
+  using Error::Error;
+};
+
+namespace serve {
+
+/// The filters of the runs table. Each `where` is KEY OP VALUE, OP one of = != < <= > >= ~
+/// (~: contains). KEY: id, experiment, variant, seed, status, git, config_hash; tag.NAME; a
+/// final metric split/name (test/mse<0.2); anything else a setting (model.dim=64).
+struct RunsQuery {
+  std::string experiment, status;
+  std::vector<std::string> where;
+  std::vector<std::string> columns;  ///< final metrics shown; empty: the tasks' own
+  std::string sort = "id";           ///< a runs column (id, experiment, variant, seed, status,
+                                     ///< started, duration) or a metric split/name
+  bool descending = true;
+  int64_t page = 0, size = 50;
+};
+
+/// Final-values table of runs as JSON: {"total", "page", "size", "columns", "runs": [...],
+/// "experiments": [[name, runs, running]...], "settings": [...], "metrics": [...]}.
+std::string runs_json(ResultsStore& store, const RunsQuery& query);
+/// One run: its record, settings (first call only), metrics logged after `after` (a rowid, so
+/// that a page polls for what is new), pictures. {"run", "params", "metrics": [[rowid, metric,
+/// step, value]...], "last", "more", "artifacts"}.
+std::string run_json(ResultsStore& store, int64_t run_id, int64_t after, int64_t limit = 20000);
+/// What changes while a study trains: its runs' statuses and, while one is running, the
+/// database's newest metric rowid. A page re-reads the study when this changes.
+std::string study_version(ResultsStore& store, const std::string& experiment);
+/// A sweep: the finished runs of `phase` (explore|confirm), the settings that differ between
+/// them, the final `metric`, and per setting the share of the metric's variance its values
+/// explain (eta squared of a one-way ANOVA, with its F test).
+std::string sweep_json(ResultsStore& store, const std::string& experiment, const std::string& metric,
+                       const std::string& phase);
+
+/// The pages' HTML: the data is fetched by their scripts from the JSON routes.
+std::string runs_page();
+std::string run_page(int64_t run_id);
+std::string sweep_page(const std::string& experiment);
+
+/// The file `relative` under the run's own artifact folder, or empty when it is elsewhere
+/// (.., a link out, an absolute path), absent or not a regular file.
+std::string artifact_path(ResultsStore& store, int64_t run_id, const std::string& relative);
+
+}  // namespace serve
+
+/// A running server: binds in the constructor (throws htm::Error naming the address), serves
+/// in listen() until stop() (from another thread or a signal).
+class Server {
+ public:
+  explicit Server(ServeOptions options);
+  ~Server();
+  int port() const;
+  void listen();
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace htm
