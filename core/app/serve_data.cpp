@@ -167,24 +167,8 @@ std::string runs_json(ResultsStore& store, const RunsQuery& query) {
     where += " AND " + condition_sql(parse_condition(text), where_params);
   }
   const std::string from = " FROM runs r JOIN experiments e ON e.id = r.experiment_id";
-  const auto counted = store.query("SELECT count(*)" + from + where, where_params);
-  const int64_t total = std::stoll(counted.rows.at(0).at(0));
-
-  std::vector<std::string> columns = query.columns.empty() ? kTaskMetrics : query.columns;
-  std::string select =
-      "SELECT r.id, e.name, coalesce(r.variant, ''), r.seed, r.status, printf('%.3f', r.started_at), "
-      "printf('%.3f', coalesce(r.ended_at, r.heartbeat_at, r.started_at)), coalesce(r.error, ''), "
-      "coalesce(r.git_revision, ''), "
-      "coalesce((SELECT group_concat(t.key || '=' || t.value, ' ') FROM tags t WHERE t.run_id = r.id), '')";
-  std::vector<SqlValue> params;
-  for (const std::string& metric : columns) {
-    const auto [split, name] = split_metric(metric);
-    select += ", " + std::string(kFinalText);
-    params.emplace_back(split);
-    params.emplace_back(name);
-  }
-  params.insert(params.end(), where_params.begin(), where_params.end());
   std::string order;
+  std::vector<SqlValue> params;
   if (auto found = run_columns().find(query.sort); found != run_columns().end()) {
     order = found->second;
   } else if (query.sort.find('/') != std::string::npos) {
@@ -197,11 +181,35 @@ std::string runs_json(ResultsStore& store, const RunsQuery& query) {
                      "': expected id, experiment, variant, seed, status, started, duration "
                      "or a metric split/name");
   }
+  params.insert(params.end(), where_params.begin(), where_params.end());
+  // The filters and the sort key are computed once per run (f), the count and the page (p) from
+  // them, and the shown columns only for the page's runs.
   const int64_t size = std::clamp<int64_t>(query.size, 1, 500), page = std::max<int64_t>(query.page, 0);
-  const std::string sql = select + from + where + " ORDER BY " + order + (query.descending ? " DESC" : " ASC") +
-                          " NULLS LAST, r.id DESC LIMIT " + std::to_string(size) + " OFFSET " +
-                          std::to_string(page * size);
-  const auto runs = store.query(sql, params);
+  const std::string direction = query.descending ? " DESC" : " ASC";
+  std::string select =
+      "WITH f AS MATERIALIZED (SELECT r.id AS id, " + order + " AS sort_key" + from + where +
+      "), p AS (SELECT id, sort_key FROM f ORDER BY sort_key" + direction + " NULLS LAST, id DESC LIMIT " +
+      std::to_string(size) + " OFFSET " + std::to_string(page * size) +
+      ") SELECT (SELECT count(*) FROM f), r.id, e.name, coalesce(r.variant, ''), r.seed, r.status, "
+      "printf('%.3f', r.started_at), printf('%.3f', coalesce(r.ended_at, r.heartbeat_at, r.started_at)), "
+      "coalesce(r.error, ''), coalesce(r.git_revision, ''), "
+      "coalesce((SELECT group_concat(t.key || '=' || t.value, ' ') FROM tags t WHERE t.run_id = r.id), '')";
+  std::vector<std::string> columns = query.columns.empty() ? kTaskMetrics : query.columns;
+  for (const std::string& metric : columns) {
+    const auto [split, name] = split_metric(metric);
+    select += ", " + std::string(kFinalText);
+    params.emplace_back(split);
+    params.emplace_back(name);
+  }
+  const std::string sql = select + " FROM p JOIN runs r ON r.id = p.id JOIN experiments e ON e.id = r.experiment_id" +
+                          " ORDER BY p.sort_key" + direction + " NULLS LAST, r.id DESC";
+  auto runs = store.query(sql, params);
+  int64_t total = 0;
+  if (!runs.rows.empty())
+    total = std::stoll(runs.rows.front().front());
+  else if (page > 0)  // past the last page: the count alone
+    total = std::stoll(store.query("SELECT count(*)" + from + where, where_params).rows.at(0).at(0));
+  for (auto& row : runs.rows) row.erase(row.begin());
 
   // Shown: the asked-for metrics, or the task metrics any run of this page has.
   std::vector<bool> shown(columns.size(), !query.columns.empty());
