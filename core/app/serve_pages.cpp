@@ -163,6 +163,8 @@ constexpr const char* kRun = R"html(
 <h1 id="title">Run RUN_ID</h1>
 <p id="about" class="muted"></p>
 <div id="curves" class="grid"></div>
+<h2>References and counts <span class="muted">(the mean image, PCA, a linear classifier, parameters)</span></h2>
+<div id="references" class="grid"></div>
 <h2>Pictures</h2><div id="pictures" class="grid"></div>
 <h2>Settings</h2><div id="settings"></div>
 <script>
@@ -173,7 +175,8 @@ function chart(metric) {
   if (series[metric]) return series[metric];
   const canvas = el('canvas');
   const panel = el('div', {class: 'panel curve', 'data-metric': metric}, el('h3', {}, metric), el('div', {class: 'chart'}, canvas));
-  const box = document.getElementById('curves');
+  const reference = /\/baseline|parameters$|\/random\/|\/agglomerative\//.test(metric);
+  const box = document.getElementById(reference ? 'references' : 'curves');
   const main = /^(train\/loss|test\/mse|test\/accuracy|test\/[^/]*f1)$/.test(metric);
   if (main) box.prepend(panel); else box.append(panel);
   const c = new Chart(canvas, {type: 'line', data: {datasets: [{label: metric, data: [], borderColor: '#1f77b4', borderWidth: 1.5,

@@ -43,6 +43,7 @@ def main():
     ap.add_argument("htm")
     ap.add_argument("work")
     ap.add_argument("--before", help="an older htm binary, timed on the same files")
+    ap.add_argument("--before-label", default="before", help="what the CSV calls it (say its commit)")
     ap.add_argument("--load-seconds", type=float, default=30)
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -56,13 +57,13 @@ def main():
     commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short=12", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     machine = f"{cpu()}, {os.cpu_count()} cores"
-    print("figure,what,median_s,samples_s,database,binary,commit,machine")
+    print("figure,what,median_s,samples_s,database,binary,commit,machine")  # commit: of the checkout running this
 
     def row(figure, what, median, samples, db, binary):
         print(f"{figure},\"{what}\",{median:.4f},\"{' '.join(f'{s:.4f}' for s in samples)}\",{os.path.basename(db)},"
               f"{binary},{commit},\"{machine}\"", flush=True)
 
-    for label, binary in [("after", args.htm)] + ([("before", args.before)] if args.before else []):
+    for label, binary in [("after", args.htm)] + ([(args.before_label, args.before)] if args.before else []):
         def run(*cmd):
             subprocess.run([binary, *cmd], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         out = os.path.join(args.work, "report.html")
