@@ -18,17 +18,17 @@
 #include "config/toml_tree.h"
 #include "htm/error.h"
 #include "htm/value.h"
-#include "json.h"
+#include "page_text.h"
 
 namespace po = boost::program_options;
 
 namespace htm {
 namespace {
 
-using json::array;
-using json::number;
-using json::numbers;
-using json::quote;
+using page::array;
+using page::number;
+using page::numbers;
+using page::quote;
 
 std::string base64(const std::string& bytes) {
   static const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -1,5 +1,6 @@
 // The page `htm report` writes: HTML, CSS and the script that draws report_data's JSON with
 // Chart.js. Everything is inline, so the file opens offline, from anywhere.
+#include "page_text.h"
 #include "report.h"
 
 namespace htm {
@@ -246,18 +247,12 @@ render(JSON.parse(document.getElementById('data').textContent));
 </script>LIVE</body></html>
 )html";
 
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-  return text;
-}
-
 }  // namespace
 
 std::string report_page(const std::string& data, const std::string& chart_js, const std::string& title,
                         const std::string& live) {
-  std::string escaped_title = replace_all(replace_all(title, "&", "&amp;"), "<", "&lt;");
-  return replace_all(kHead, "TITLE", escaped_title) + chart_js + "\n" +
+  using page::replace_all;
+  return replace_all(kHead, "TITLE", page::escape_html(title)) + chart_js + "\n" +
          "<script id=\"data\" type=\"application/json\">" + data + "</script>" + replace_all(kBody, "LIVE", live);
 }
 

@@ -22,7 +22,7 @@
 #include <boost/program_options.hpp>
 
 #include "commands.h"
-#include "json.h"
+#include "page_text.h"
 #include "report.h"
 
 namespace po = boost::program_options;
@@ -63,7 +63,7 @@ std::string mime_type(const std::string& path) {
   return "application/octet-stream";
 }
 
-std::string error_json(const std::string& text) { return "{\"error\":" + json::quote(text) + "}"; }
+std::string error_json(const std::string& text) { return "{\"error\":" + page::quote(text) + "}"; }
 
 std::string read_whole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -196,7 +196,7 @@ struct Server::Impl {
         return;
       }
       const std::string live = "<script>const LIVE = '/api/study/' + encodeURIComponent(" +
-                               json::quote(request.experiment) + ");\n" + kLive + "</script>";
+                               page::quote(request.experiment) + ");\n" + kLive + "</script>";
       res.set_content(
           report_page(data, "<script src=\"/static/chart.js\"></script>", "htm serve: " + request.experiment, live),
           "text/html; charset=utf-8");

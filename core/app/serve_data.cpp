@@ -1,5 +1,5 @@
-// The JSON behind `htm serve`'s pages. Every value from the database leaves through json::quote
-// or json::number, and every value from a request reaches SQL as a bound parameter, never as
+// The JSON behind `htm serve`'s pages. Every value from the database leaves through page::quote
+// or page::number, and every value from a request reaches SQL as a bound parameter, never as
 // SQL text: the only text spliced in is chosen from fixed lists here.
 #include <algorithm>
 #include <cmath>
@@ -10,15 +10,15 @@
 
 #include <boost/math/distributions/fisher_f.hpp>
 
-#include "json.h"
+#include "page_text.h"
 #include "serve.h"
 
 namespace htm::serve {
 namespace {
 
-using json::array;
-using json::number;
-using json::quote;
+using page::array;
+using page::number;
+using page::quote;
 
 // The final value of a metric: the last logged (metrics_by_series makes this one seek a run).
 constexpr const char* kFinal =

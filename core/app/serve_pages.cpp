@@ -4,7 +4,7 @@
 // as HTML. A page that fails to draw says so in #errors, which the browser test reads.
 #include <string>
 
-#include "json.h"
+#include "page_text.h"
 #include "serve.h"
 
 namespace htm::serve {
@@ -50,13 +50,7 @@ async function get(url) {
 <nav><a href="/">runs</a><span class="muted">htm serve: read only</span></nav>
 )html";
 
-std::string head(const std::string& title) {
-  std::string out = kHead;
-  std::string escaped;
-  for (char c : title) escaped += c == '<' ? std::string("&lt;") : c == '&' ? std::string("&amp;") : std::string(1, c);
-  out.replace(out.find("TITLE"), 5, escaped);
-  return out;
-}
+std::string head(const std::string& title) { return page::replace_all(kHead, "TITLE", page::escape_html(title)); }
 
 // ---- the runs table
 constexpr const char* kRuns = R"html(
@@ -320,23 +314,17 @@ const colour = t => `hsl(${(1 - t) * 230}, 75%, 45%)`;  // blue (low) to red (hi
 </script></body></html>
 )html";
 
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-  return text;
-}
-
 }  // namespace
 
 std::string runs_page() { return head("htm serve: runs") + kRuns; }
 
 std::string run_page(int64_t run_id) {
-  return head("htm serve: run " + std::to_string(run_id)) + replace_all(kRun, "RUN_ID", std::to_string(run_id));
+  return head("htm serve: run " + std::to_string(run_id)) + page::replace_all(kRun, "RUN_ID", std::to_string(run_id));
 }
 
 std::string sweep_page(const std::string& experiment) {
   // The name goes into the script as a JSON string ('<' escaped: no "</script>" can end it).
-  return head("htm serve: sweep " + experiment) + replace_all(kSweep, "EXPERIMENT_JSON", json::quote(experiment));
+  return head("htm serve: sweep " + experiment) + page::replace_all(kSweep, "EXPERIMENT_JSON", page::quote(experiment));
 }
 
 }  // namespace htm::serve
