@@ -232,10 +232,11 @@ int cmd_runs(const Args& args) {
   params.push_back(static_cast<int64_t>(limit));
   auto result = store.query(
       "SELECT s.id, s.experiment, s.variant, s.seed, s.status, s.started_at, s.duration_s, "
-      "(SELECT printf('%.5f', value) FROM latest_metrics m WHERE m.run_id = s.id AND m.split = 'test' "
-      "AND m.name = 'mse') AS test_mse, "
-      "(SELECT printf('%.4f', value) FROM latest_metrics m WHERE m.run_id = s.id AND m.split = 'test' "
-      "AND m.name = 'accuracy') AS test_accuracy, "
+      // latest_metrics' row, found by index: that view's window would rank the whole table per run
+      "(SELECT printf('%.5f', value) FROM metrics m WHERE m.run_id = s.id AND m.split = 'test' "
+      "AND m.name = 'mse' ORDER BY m.step DESC, m.time DESC, m.rowid DESC LIMIT 1) AS test_mse, "
+      "(SELECT printf('%.4f', value) FROM metrics m WHERE m.run_id = s.id AND m.split = 'test' "
+      "AND m.name = 'accuracy' ORDER BY m.step DESC, m.time DESC, m.rowid DESC LIMIT 1) AS test_accuracy, "
       "(SELECT group_concat(key || '=' || value, ' ') FROM tags t WHERE t.run_id = s.id) AS tags, s.error "
       "FROM run_summary s" +
           std::string(experiment.empty() ? "" : " WHERE s.experiment = ?") + " ORDER BY s.id DESC LIMIT ?",

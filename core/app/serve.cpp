@@ -81,7 +81,7 @@ struct Server::Impl {
 
   explicit Impl(ServeOptions o) : options(std::move(o)) {}
 
-  // This thread's connection to the database; reopened after a failure.
+  // This thread's read-only connection to the database, opened on its first request.
   ResultsStore& store() {
     thread_local std::map<std::string, std::unique_ptr<ResultsStore>> stores;
     auto& slot = stores[options.db];
