@@ -11,7 +11,6 @@ import argparse
 import http.client
 import json
 import sqlite3
-import statistics
 import sys
 import threading
 import time
