@@ -258,16 +258,22 @@ struct Server::Impl {
   banner.className = 'muted'; banner.id = 'live';
   const nav = document.createElement('nav');
   for (const [text, href] of [['runs', '/'], ['sweep', '/sweep/' + LIVE.slice('/api/study/'.length)]]) {
-    const a = document.createElement('a'); a.href = href; a.textContent = text; a.style.marginRight = '14px'; nav.append(a); }
+    const a = document.createElement('a');
+    a.href = href; a.textContent = text; a.style.marginRight = '14px'; nav.append(a);
+  }
   document.getElementById('header').before(nav, banner);
   async function poll() {
     try {
       const v = await (await fetch(LIVE + '/version')).json();
-      banner.textContent = v.running ? `live: ${v.running} run(s) training; redrawn when they log` : 'live: nothing is training';
+      banner.textContent =
+        v.running ? `live: ${v.running} run(s) training; redrawn when they log` : 'live: nothing is training';
       if (version !== null && v.version !== version) {
         const started = performance.now();
         const response = await fetch(LIVE);
-        if (response.ok) { render(await response.json()); banner.textContent += ' (updated ' + new Date().toLocaleTimeString() + ')'; }
+        if (response.ok) {
+          render(await response.json());
+          banner.textContent += ' (updated ' + new Date().toLocaleTimeString() + ')';
+        }
         wait = Math.max(2000, 2 * (performance.now() - started));
       }
       version = v.version;

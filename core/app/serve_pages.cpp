@@ -27,19 +27,26 @@ input[type=text] { width: 300px; }
 .panel { border: 1px solid #e3e3e3; border-radius: 6px; padding: 8px; } .panel h3 { font-size: 13px; margin: 0 0 4px; }
 .chart { position: relative; height: 230px; }
 .nodata { padding: 14px; color: #777; background: #fafafa; border: 1px dashed #ccc; border-radius: 6px; }
-#errors:empty { display: none; } #errors { background: #fee; border: 1px solid #b00020; padding: 8px; white-space: pre-wrap; }
-svg text { font: 11px system-ui, sans-serif; } figure { margin: 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+#errors:empty { display: none; }
+#errors { background: #fee; border: 1px solid #b00020; padding: 8px; white-space: pre-wrap; }
+svg text { font: 11px system-ui, sans-serif; }
+figure { margin: 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 </style></head><body>
 <div id="errors"></div>
 <script>
 "use strict";
-window.addEventListener('error', e => { document.getElementById('errors').textContent += 'error: ' + e.message + '\n'; });
-window.addEventListener('unhandledrejection', e => { document.getElementById('errors').textContent += 'error: ' + (e.reason && e.reason.message || e.reason) + '\n'; });
+const report = text => { document.getElementById('errors').textContent += 'error: ' + text + '\n'; };
+window.addEventListener('error', e => report(e.message));
+window.addEventListener('unhandledrejection', e => report(e.reason && e.reason.message || e.reason));
 const el = (tag, attrs = {}, ...kids) => { const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v); for (const k of kids) e.append(k ?? ''); return e; };
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  for (const k of kids) e.append(k ?? '');
+  return e; };
 const fmt = (x, d = 5) => x === null || x === undefined ? '' : Number(x).toPrecision(d).replace(/\.?0+(e|$)/, '$1');
+const STATUS_CLASS = {failed: 'bad', killed: 'bad', interrupted: 'bad', running: 'good'};
 const day = t => t ? new Date(t * 1000).toISOString().replace('T', ' ').slice(0, 19) : '';
-const span = s => !(s >= 0) ? '' : s < 90 ? `${s.toFixed(1)} s` : s < 5400 ? `${(s / 60).toFixed(1)} min` : `${(s / 3600).toFixed(2)} h`;
+const span = s => !(s >= 0) ? '' : s < 90 ? `${s.toFixed(1)} s`
+  : s < 5400 ? `${(s / 60).toFixed(1)} min` : `${(s / 3600).toFixed(2)} h`;
 async function get(url) {
   const response = await fetch(url);
   const body = await response.json();
@@ -61,8 +68,10 @@ constexpr const char* kRuns = R"html(
     <option>failed</option><option>interrupted</option><option>killed</option></select></label>
   <label>where (KEY OP VALUE; several joined by ';')
     <input type="text" name="where" placeholder="test/mse<0.2; model.dim=64; tag.phase=confirm" list="keys"></label>
-  <label>metric columns (';')<input type="text" name="column" placeholder="test/mse; test/accuracy" list="metrics"></label>
-  <label>per page <select name="size"><option>25</option><option selected>50</option><option>100</option><option>500</option></select></label>
+  <label>metric columns (';')
+    <input type="text" name="column" placeholder="test/mse; test/accuracy" list="metrics"></label>
+  <label>per page <select name="size"><option>25</option><option selected>50</option><option>100</option>
+    <option>500</option></select></label>
   <button type="submit">show</button>
 </form>
 <datalist id="keys"></datalist><datalist id="metrics"></datalist>
@@ -92,8 +101,9 @@ form.addEventListener('submit', e => {
   state.delete('page'); go();
 });
 function go() { history.replaceState(null, '', '?' + state); load(); }
-document.getElementById('prev').onclick = () => { state.set('page', Math.max(0, Number(state.get('page') || 0) - 1)); go(); };
-document.getElementById('next').onclick = () => { state.set('page', Number(state.get('page') || 0) + 1); go(); };
+const page = () => Number(state.get('page') || 0);
+document.getElementById('prev').onclick = () => { state.set('page', Math.max(0, page() - 1)); go(); };
+document.getElementById('next').onclick = () => { state.set('page', page() + 1); go(); };
 let timer = null, loads = 0;
 async function load() {
   clearTimeout(timer);
@@ -105,11 +115,13 @@ async function load() {
   const select = form.elements.experiment;
   if (select.options.length === 1) for (const [name] of D.experiments) select.append(el('option', {}, name));
   select.value = state.get('experiment') || '';
-  document.getElementById('keys').replaceChildren(...['experiment', 'variant', 'seed', 'status', 'duration', 'tag.phase',
+  document.getElementById('keys').replaceChildren(...['experiment', 'variant', 'seed', 'status', 'duration',
+    'tag.phase',
     ...D.metrics, ...D.settings].map(k => el('option', {value: k})));
   document.getElementById('metrics').replaceChildren(...D.metrics.map(k => el('option', {value: k})));
   const first = D.page * D.size;
-  document.getElementById('summary').textContent = D.total ? `${D.total} runs match; ${first + 1} to ${first + D.runs.length} shown` : 'No run matches.';
+  document.getElementById('summary').textContent =
+    D.total ? `${D.total} runs match; ${first + 1} to ${first + D.runs.length} shown` : 'No run matches.';
   document.getElementById('pageinfo').textContent = `page ${D.page + 1} of ${Math.max(1, Math.ceil(D.total / D.size))}`;
   document.getElementById('prev').disabled = D.page === 0;
   document.getElementById('next').disabled = first + D.runs.length >= D.total;
@@ -119,20 +131,23 @@ async function load() {
     th.onclick = () => { state.set('order', sort === key && !asc ? 'asc' : 'desc'); state.set('sort', key); go(); };
     return th;
   };
-  const t = el('table', {id: 'runs'}, el('tr', {}, head('run', 'id'), head('experiment', 'experiment'), head('variant', 'variant'),
-    head('seed', 'seed'), head('status', 'status'), head('started (UTC)', 'started'), head('duration', 'duration'),
+  const t = el('table', {id: 'runs'}, el('tr', {}, head('run', 'id'), head('experiment', 'experiment'),
+    head('variant', 'variant'), head('seed', 'seed'), head('status', 'status'), head('started (UTC)', 'started'),
+    head('duration', 'duration'),
     ...D.columns.map(c => head(c, c)), el('th', {}, 'tags'), el('th', {}, 'error')));
   for (const r of D.runs) {
     const study = encodeURIComponent(r.experiment);
     t.append(el('tr', {'data-run': r.id, 'data-status': r.status},
-      el('td', {}, el('a', {href: '/run/' + r.id}, String(r.id))), el('td', {}, el('a', {href: '/study/' + study}, r.experiment)),
+      el('td', {}, el('a', {href: '/run/' + r.id}, String(r.id))),
+      el('td', {}, el('a', {href: '/study/' + study}, r.experiment)),
       el('td', {}, r.variant), el('td', {class: 'num'}, r.seed ?? ''),
-      el('td', {class: r.status === 'failed' || r.status === 'killed' ? 'bad' : r.status === 'running' ? 'good' : ''}, r.status),
+      el('td', {class: STATUS_CLASS[r.status] || ''}, r.status),
       el('td', {}, day(r.started)), el('td', {class: 'num'}, span(r.ended - r.started)),
       ...D.columns.map(c => el('td', {class: 'num', 'data-metric': c}, fmt(r.final[c]))),
       el('td', {class: 'wrap'}, r.tags), el('td', {class: 'wrap bad'}, r.error.slice(0, 200))));
   }
-  document.getElementById('table').replaceChildren(D.runs.length ? t : el('div', {class: 'nodata'}, 'No run matches these filters.'));
+  document.getElementById('table').replaceChildren(
+    D.runs.length ? t : el('div', {class: 'nodata'}, 'No run matches these filters.'));
   const studies = el('table', {id: 'study-list'}, el('tr', {}, el('th', {}, 'experiment'), el('th', {}, 'runs'),
     el('th', {}, 'training now'), el('th', {}, '')));
   for (const [name, runs, running] of D.experiments) {
@@ -168,13 +183,15 @@ let last = 0, points = 0, polls = 0;
 function chart(metric) {
   if (series[metric]) return series[metric];
   const canvas = el('canvas');
-  const panel = el('div', {class: 'panel curve', 'data-metric': metric}, el('h3', {}, metric), el('div', {class: 'chart'}, canvas));
+  const panel = el('div', {class: 'panel curve', 'data-metric': metric}, el('h3', {}, metric),
+                   el('div', {class: 'chart'}, canvas));
   const reference = /\/baseline|parameters$|\/random\/|\/agglomerative\//.test(metric);
   const box = document.getElementById(reference ? 'references' : 'curves');
   const main = /^(train\/loss|test\/mse|test\/accuracy|test\/[^/]*f1)$/.test(metric);
   if (main) box.prepend(panel); else box.append(panel);
-  const c = new Chart(canvas, {type: 'line', data: {datasets: [{label: metric, data: [], borderColor: '#1f77b4', borderWidth: 1.5,
-    pointRadius: ctx => ctx.dataset.data.length < 3 ? 3 : 0}]}, options: {animation: false, maintainAspectRatio: false, parsing: false, normalized: true,
+  const c = new Chart(canvas, {type: 'line', data: {datasets: [{label: metric, data: [], borderColor: '#1f77b4',
+    borderWidth: 1.5, pointRadius: ctx => ctx.dataset.data.length < 3 ? 3 : 0}]},
+    options: {animation: false, maintainAspectRatio: false, parsing: false, normalized: true,
     plugins: {legend: {display: false}}, scales: {x: {type: 'linear', title: {display: true, text: 'step'}}}}});
   return series[metric] = {chart: c, data: c.data.datasets[0].data};
 }
@@ -187,8 +204,9 @@ async function poll() {
     document.getElementById('settings').replaceChildren(t);
   }
   const about = document.getElementById('about');
-  about.replaceChildren(el('span', {class: r.status === 'running' ? 'good' : r.status === 'finished' ? '' : 'bad', id: 'status'}, r.status),
-    ` · started ${day(Number(r.started))} UTC · ${span(Number(r.ended) - Number(r.started))} · git ${r.git} · config ${r.config_hash}` +
+  about.replaceChildren(el('span', {class: STATUS_CLASS[r.status] || '', id: 'status'}, r.status),
+    ` · started ${day(Number(r.started))} UTC · ${span(Number(r.ended) - Number(r.started))} · git ${r.git}` +
+    ` · config ${r.config_hash}` +
     ` · uuid ${r.uuid}` + (r.tags ? ` · tags ${r.tags}` : '') + ' · ',
     el('a', {href: '/study/' + encodeURIComponent(r.experiment)}, 'study'));
   if (r.error) about.append(el('div', {class: 'bad'}, r.error));
@@ -205,8 +223,9 @@ async function poll() {
   document.getElementById('pictures').replaceChildren(...Object.values(latest).map(a => el('figure', {},
     el('img', {src: `/artifact/${RUN}/${a.file.split('/').map(encodeURIComponent).join('/')}`, alt: a.kind}),
     el('figcaption', {class: 'muted'}, `${a.kind}, step ${a.step ?? ''}`))));
-  if (!Object.keys(latest).length) document.getElementById('pictures').replaceChildren(el('div', {class: 'nodata'}, 'No pictures yet.'));
-  if (!Object.keys(series).length) document.getElementById('curves').replaceChildren(el('div', {class: 'nodata'}, 'No metrics logged yet.'));
+  const none = (id, text) => document.getElementById(id).replaceChildren(el('div', {class: 'nodata'}, text));
+  if (!Object.keys(latest).length) none('pictures', 'No pictures yet.');
+  if (!Object.keys(series).length) none('curves', 'No metrics logged yet.');
   document.body.dataset.points = points;
   document.body.dataset.status = r.status;
   document.body.dataset.polls = ++polls;
@@ -214,7 +233,7 @@ async function poll() {
   if (D.more) setTimeout(poll, 0);
   else if (r.status === 'running') setTimeout(poll, 2000);
 }
-poll().catch(e => { document.getElementById('errors').textContent += 'error: ' + e.message + '\n'; document.body.dataset.ready = 'yes'; });
+poll().catch(e => { report(e.message); document.body.dataset.ready = 'yes'; });
 </script></body></html>
 )html";
 
@@ -223,7 +242,8 @@ poll().catch(e => { document.getElementById('errors').textContent += 'error: ' +
 constexpr const char* kSweep = R"html(
 <h1>Sweep: <span id="name"></span></h1>
 <form id="choose"><label>metric <select name="metric"></select></label>
-  <label>phase <select name="phase"><option value="explore">exploration</option><option value="confirm">confirmation</option></select></label>
+  <label>phase <select name="phase"><option value="explore">exploration</option>
+    <option value="confirm">confirmation</option></select></label>
   <button type="submit">show</button> <a id="study-link">the study's report</a></form>
 <p id="summary" class="muted"></p>
 <div id="plot"></div>
@@ -246,7 +266,9 @@ choose.addEventListener('submit', e => { e.preventDefault();
   location.search = params.toString(); });
 const NS = 'http://www.w3.org/2000/svg';
 const svg = (tag, attrs = {}, text) => { const e = document.createElementNS(NS, tag);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v); if (text !== undefined) e.textContent = text; return e; };
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e; };
 const shown = v => v.replace(/^"(.*)"$/, '$1');  // settings are TOML text: a string without its quotes
 const colour = t => `hsl(${(1 - t) * 230}, 75%, 45%)`;  // blue (low) to red (high)
 (async () => {
@@ -258,7 +280,8 @@ const colour = t => `hsl(${(1 - t) * 230}, 75%, 45%)`;  // blue (low) to red (hi
   }
   choose.elements.metric.replaceChildren(...D.metrics.map(m => el('option', {}, m)));
   choose.elements.metric.value = D.metric;
-  document.getElementById('summary').textContent = `${D.runs.length} finished runs, ${D.settings.length} settings that differ; ` +
+  document.getElementById('summary').textContent =
+    `${D.runs.length} finished runs, ${D.settings.length} settings that differ; ` +
     `colour and last axis: final ${D.metric}`;
   // Axes: each setting (numbers on a linear scale, anything else as evenly spaced levels), then the metric.
   const axes = D.settings.map((key, i) => {
@@ -269,18 +292,21 @@ const colour = t => `hsl(${(1 - t) * 230}, 75%, 45%)`;  // blue (low) to red (hi
     const lo = Math.min(...levels.map(Number)), hi = Math.max(...levels.map(Number));
     const pos = numeric ? v => hi > lo ? (Number(v) - lo) / (hi - lo) : 0.5
                         : v => levels.length > 1 ? levels.indexOf(v) / (levels.length - 1) : 0.5;
-    return {key, pos, ticks: levels.length <= 12 ? levels : [levels[0], levels[levels.length - 1]], value: r => shown(r.settings[i])};
+    const ticks = levels.length <= 12 ? levels : [levels[0], levels[levels.length - 1]];
+    return {key, pos, ticks, value: r => shown(r.settings[i])};
   });
   const ys = D.runs.map(r => r.value), lo = Math.min(...ys), hi = Math.max(...ys);
   const scale = v => hi > lo ? (v - lo) / (hi - lo) : 0.5;
-  axes.push({key: D.metric, pos: v => scale(Number(v)), ticks: [lo, (lo + hi) / 2, hi].map(v => fmt(v, 4)), value: r => r.value, metric: true});
+  axes.push({key: D.metric, pos: v => scale(Number(v)), ticks: [lo, (lo + hi) / 2, hi].map(v => fmt(v, 4)),
+             value: r => r.value, metric: true});
   const W = Math.max(640, 150 * axes.length), H = 380, top = 40, bottom = 30, left = 70, right = 90;
   const x = i => left + (axes.length > 1 ? i * (W - left - right) / (axes.length - 1) : (W - left - right) / 2);
   const y = t => top + (1 - t) * (H - top - bottom);
   const plot = svg('svg', {width: W, height: H, viewBox: `0 0 ${W} ${H}`, id: 'parallel'});
   const runs = svg('g', {id: 'lines'});
   for (const r of D.runs) {
-    const pts = axes.map((a, i) => `${x(i).toFixed(1)},${y(a.metric ? scale(r.value) : a.pos(a.value(r))).toFixed(1)}`).join(' ');
+    const at = (a, i) => `${x(i).toFixed(1)},${y(a.metric ? scale(r.value) : a.pos(a.value(r))).toFixed(1)}`;
+    const pts = axes.map(at).join(' ');
     const line = svg('polyline', {points: pts, fill: 'none', stroke: colour(scale(r.value)), 'stroke-width': 1.4,
       'stroke-opacity': 0.75, class: 'run', 'data-run': r.id});
     line.append(svg('title', {}, `run ${r.id}: ${r.variant}, seed ${r.seed}, ${D.metric} ${fmt(r.value)}`));
@@ -305,7 +331,8 @@ const colour = t => `hsl(${(1 - t) * 230}, 75%, 45%)`;  // blue (low) to red (hi
   const t = el('table', {id: 'importance-table'}, el('tr', {}, el('th', {}, 'setting'), el('th', {}, 'values'),
     el('th', {}, 'η² (share of variance)'), el('th', {}, 'F test p')));
   for (const r of imp) t.append(el('tr', {}, el('td', {}, r.setting), el('td', {class: 'num'}, r.levels),
-    el('td', {class: 'num'}, r.eta2 === null ? '' : (100 * r.eta2).toFixed(1) + ' %'), el('td', {class: 'num'}, fmt(r.p, 3))));
+    el('td', {class: 'num'}, r.eta2 === null ? '' : (100 * r.eta2).toFixed(1) + ' %'),
+    el('td', {class: 'num'}, fmt(r.p, 3))));
   document.getElementById('importance').replaceChildren(t);
   document.body.dataset.lines = D.runs.length;
   document.body.dataset.axes = axes.length;

@@ -38,8 +38,9 @@ def main(path, experiment="paper-attention-trained"):
     for (name, d, ref), raw, adjusted in zip(contrasts, p, holm):
         half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
         verdict = "decided" if adjusted < 0.05 else ("bounded" if half / ref <= 0.02 else "neither")
-        print(f"  {name:50s} {d.mean():+.5f} ({100 * d.mean() / ref:+.1f} %), 95% CI [{100 * (d.mean() - half) / ref:+.1f}, "
-              f"{100 * (d.mean() + half) / ref:+.1f}] %, p {raw:.2g}, Holm {adjusted:.2g}: {verdict}")
+        low, high = 100 * (d.mean() - half) / ref, 100 * (d.mean() + half) / ref
+        print(f"  {name:50s} {d.mean():+.5f} ({100 * d.mean() / ref:+.1f} %), 95% CI [{low:+.1f}, {high:+.1f}] %, "
+              f"p {raw:.2g}, Holm {adjusted:.2g}: {verdict}")
 
 
 if __name__ == "__main__":

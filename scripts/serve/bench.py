@@ -20,6 +20,12 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+WRITER = re.compile(r"\s+writer: (\d+) rows, p50 ([\d.]+) ms, p95 ([\d.]+) ms, max ([\d.]+) ms, (\d+) errors")
+
+
+def ms(text):
+    """load.py's milliseconds as seconds, 5 decimals."""
+    return f"{float(text) / 1000:.5f}"
 
 
 def median_time(fn, n):
@@ -98,22 +104,22 @@ def main():
             if m:
                 print(f"load,\"{m.group(1)} (50 clients, n={m.group(2)}): p50; p95\",{float(m.group(3)) / 1000:.4f},"
                       f"\"{float(m.group(4)) / 1000:.4f}\",{os.path.basename(big)},after,{commit},\"{machine}\"")
-            m = re.match(r"\s+writer: (\d+) rows, p50 ([\d.]+) ms, p95 ([\d.]+) ms, max ([\d.]+) ms, (\d+) errors", line)
+            m = WRITER.match(line)
             if m:
                 print(f"load,\"writer beside the 50 clients ({m.group(1)} rows, {m.group(5)} errors): p50; p95 max\","
-                      f"{float(m.group(2)) / 1000:.5f},\"{float(m.group(3)) / 1000:.5f} {float(m.group(4)) / 1000:.5f}\","
+                      f"{ms(m.group(2))},\"{ms(m.group(3))} {ms(m.group(4))}\","
                       f"{os.path.basename(big)},after,{commit},\"{machine}\"")
             m = re.match(r"load: .*: (\d+) requests \((\d+)/s\), (\d+) errors", line)
             if m:
                 print(f"load,\"50 clients for {args.load_seconds:.0f} s: {m.group(1)} requests, {m.group(3)} errors; "
                       f"requests/s\",{m.group(2)},\"\",{os.path.basename(big)},after,{commit},\"{machine}\"")
-        alone = subprocess.run([sys.executable, f"{HERE}/load.py", base, "--clients", "0", "--seconds", "10", "--writer",
-                                big], capture_output=True, text=True)
+        alone = subprocess.run([sys.executable, f"{HERE}/load.py", base, "--clients", "0", "--seconds", "10",
+                                "--writer", big], capture_output=True, text=True)
         for line in alone.stdout.splitlines():
-            m = re.match(r"\s+writer: (\d+) rows, p50 ([\d.]+) ms, p95 ([\d.]+) ms, max ([\d.]+) ms, (\d+) errors", line)
+            m = WRITER.match(line)
             if m:
                 print(f"load,\"writer alone, no clients ({m.group(1)} rows, {m.group(5)} errors): p50; p95 max\","
-                      f"{float(m.group(2)) / 1000:.5f},\"{float(m.group(3)) / 1000:.5f} {float(m.group(4)) / 1000:.5f}\","
+                      f"{ms(m.group(2))},\"{ms(m.group(3))} {ms(m.group(4))}\","
                       f"{os.path.basename(big)},after,{commit},\"{machine}\"")
         return load.returncode
     finally:

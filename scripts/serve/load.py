@@ -50,7 +50,8 @@ def main():
     study = urllib.parse.quote(studies[len(studies) // 2])
     routes = {
         "runs page (50 newest)": ["/api/runs"],
-        "runs, filtered and sorted by a metric": ["/api/runs?where=test%2Fmse%3C0.15&where=model.dim%3D64&sort=test%2Fmse"],
+        "runs, filtered and sorted by a metric": [
+            "/api/runs?where=test%2Fmse%3C0.15&where=model.dim%3D64&sort=test%2Fmse"],
         "a study's final values": [f"/api/study/{study}/finals"],
         "one run's curves": [f"/api/run/{1 + (i * 7919) % total}" for i in range(50)],
         "study version (live polling)": [f"/api/study/{study}/version"],

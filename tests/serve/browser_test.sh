@@ -70,7 +70,8 @@ grep -q 'data-status="running"' dom.html || fail "runs: the running run is not i
 look runs-filtered "/?experiment=$EXPERIMENT&status=finished&sort=test%2Fmse&order=asc"
 want=$(sql "SELECT count(*) FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE e.name = '$EXPERIMENT'
             AND r.status = 'finished'")
-[[ $(attr total) == "$want" && $(attr rows) == "$want" ]] || fail "filtered: $(attr rows) rows of $(attr total), want $want"
+[[ $(attr total) == "$want" && $(attr rows) == "$want" ]] ||
+  fail "filtered: $(attr rows) rows of $(attr total), want $want"
 grep -q 'data-run="'"$live"'"' dom.html && fail "filtered: the live run of another study is shown"
 grep -o 'data-metric="test/mse">[^<]*' dom.html | cut -d'>' -f2 > mse.txt
 sort -g mse.txt | cmp -s - mse.txt || fail "sorted by test/mse ascending, the page shows $(tr '\n' ' ' < mse.txt)"
@@ -87,7 +88,8 @@ first=$(attr points)
 sleep 3
 look run-second "/run/$live"
 second=$(attr points)
-[[ -n $first && -n $second && $second -gt $first ]] || fail "run $live: the curves did not grow ($first, then $second points)"
+[[ -n $first && -n $second && $second -gt $first ]] ||
+  fail "run $live: the curves did not grow ($first, then $second points)"
 grep -c 'class="panel curve"' dom.html | grep -qv '^0$' || fail "run $live: no curve panels"
 
 # The study's report, live; and the sweep.

@@ -26,7 +26,8 @@ for _ in $(seq 100); do
 done
 BASE=$(grep -o 'http://[^/ ]*' "$WORK/serve.log" | head -1)
 [[ -n $BASE ]] || { echo "FAIL: htm serve did not start: $(cat "$WORK/serve.log")"; exit 1; }
-if "$PYTHON" "$SRC/scripts/serve/load.py" "$BASE" --clients "$CLIENTS" --seconds "$SECONDS_" --writer "$WORK/big.sqlite"; then
+if "$PYTHON" "$SRC/scripts/serve/load.py" "$BASE" --clients "$CLIENTS" --seconds "$SECONDS_" \
+  --writer "$WORK/big.sqlite"; then
   echo "serve load test passed"
 else
   echo "FAIL: requests or writes failed under load"
