@@ -227,18 +227,17 @@ int cmd_runs(const Args& args) {
   }
   ResultsStore store(db, OpenMode::read_only);
   const std::vector<int64_t> stale = store.stale_runs();
-  std::vector<SqlValue> params;
+  std::vector<SqlValue> params = {std::string("test"), std::string("mse"), std::string("test"),
+                                  std::string("accuracy")};  // the two metric columns
   if (!experiment.empty()) params.push_back(experiment);
   params.push_back(static_cast<int64_t>(limit));
   auto result = store.query(
-      "SELECT s.id, s.experiment, s.variant, s.seed, s.status, s.started_at, s.duration_s, "
-      // latest_metrics' row, found by index: that view's window would rank the whole table per run
-      "(SELECT printf('%.5f', value) FROM metrics m WHERE m.run_id = s.id AND m.split = 'test' "
-      "AND m.name = 'mse' ORDER BY m.step DESC, m.time DESC, m.rowid DESC LIMIT 1) AS test_mse, "
-      "(SELECT printf('%.4f', value) FROM metrics m WHERE m.run_id = s.id AND m.split = 'test' "
-      "AND m.name = 'accuracy' ORDER BY m.step DESC, m.time DESC, m.rowid DESC LIMIT 1) AS test_accuracy, "
-      "(SELECT group_concat(key || '=' || value, ' ') FROM tags t WHERE t.run_id = s.id) AS tags, s.error "
-      "FROM run_summary s" +
+      "SELECT s.id, s.experiment, s.variant, s.seed, s.status, s.started_at, s.duration_s, " +
+          latest_metric_sql("printf('%.5f', l.value)", "s.id") + " AS test_mse, " +
+          latest_metric_sql("printf('%.4f', l.value)", "s.id") +
+          " AS test_accuracy, "
+          "(SELECT group_concat(key || '=' || value, ' ') FROM tags t WHERE t.run_id = s.id) AS tags, s.error "
+          "FROM run_summary s" +
           std::string(experiment.empty() ? "" : " WHERE s.experiment = ?") + " ORDER BY s.id DESC LIMIT ?",
       params);
   for (auto& row : result.rows)  // a running row whose process is gone is shown as what it is

@@ -41,9 +41,9 @@ Samples load(ResultsStore& store, const CompareRequest& request, const std::stri
       "SELECT r.variant, m.value, r.config_hash, r.seed, r.id, "
       "coalesce((SELECT value FROM tags t WHERE t.run_id = r.id AND t.key = 'phase'), '') "
       "FROM runs r JOIN experiments e ON e.id = r.experiment_id "
-      // the latest_metrics row of each run, found by index (that view's window reads the whole table)
-      "JOIN metrics m ON m.rowid = (SELECT l.rowid FROM metrics l WHERE l.run_id = r.id AND l.split = ? AND "
-      "l.name = ? ORDER BY l.step DESC, l.time DESC, l.rowid DESC LIMIT 1) "
+      "JOIN metrics m ON m.rowid = " +
+      latest_metric_sql("l.rowid", "r.id") +
+      " "
       "WHERE e.name = ? AND r.status = 'finished' AND m.value IS NOT NULL";
   std::vector<SqlValue> params = {metric.substr(0, slash), metric.substr(slash + 1), request.experiment};
   if (!request.filter.hash.empty()) {

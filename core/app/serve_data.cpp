@@ -20,14 +20,11 @@ using page::array;
 using page::number;
 using page::quote;
 
-// The final value of a metric: the last logged (metrics_by_series makes this one seek a run).
-constexpr const char* kFinal =
-    "(SELECT m.value FROM metrics m WHERE m.run_id = r.id AND m.split = ? AND m.name = ? "
-    "ORDER BY m.step DESC, m.rowid DESC LIMIT 1)";
-// The same as text with 9 digits ("" where there is none, or it is NULL).
-constexpr const char* kFinalText =
-    "(SELECT CASE WHEN m.value IS NULL THEN NULL ELSE printf('%.9g', m.value) END FROM metrics m "
-    "WHERE m.run_id = r.id AND m.split = ? AND m.name = ? ORDER BY m.step DESC, m.rowid DESC LIMIT 1)";
+// A run's final value of a metric (its latest_metrics value: one index seek a run), and the same
+// as text with 9 digits ("" where there is none, or it is NULL).
+const std::string kFinal = latest_metric_sql("l.value", "r.id");
+const std::string kFinalText =
+    latest_metric_sql("CASE WHEN l.value IS NULL THEN NULL ELSE printf('%.9g', l.value) END", "r.id");
 
 // The metrics a runs table shows when none are asked for: whichever of these a page's runs have.
 const std::vector<std::string> kTaskMetrics = {"test/mse", "test/accuracy", "test/cluster_f1", "test/sibling_f1"};

@@ -98,6 +98,15 @@ struct RecoveryReport {
   int64_t runs = 0;                                   ///< runs in the new file
 };
 
+/// SQL for one cell of the latest row of a run's metric: latest_metrics' row (the highest step,
+/// then time, then rowid), found by the metrics_by_series index, since that view joined to the
+/// runs ranks the whole table. `cell` is read from the row (alias l), `run` is the run id's SQL,
+/// and the metric's split and name are bound to its two ?s, in that order.
+inline std::string latest_metric_sql(const std::string& cell, const std::string& run) {
+  return "(SELECT " + cell + " FROM metrics l WHERE l.run_id = " + run +
+         " AND l.split = ? AND l.name = ? ORDER BY l.step DESC, l.time DESC, l.rowid DESC LIMIT 1)";
+}
+
 /// One row of ResultsStore::scan(), its cells typed as stored; valid only inside the callback.
 class Row {
  public:
