@@ -32,6 +32,7 @@ std::string cell(ResultsStore& store, const std::string& sql) {
 }
 
 TEST(EndToEnd, TrainsRecordsAndSkipsWhatIsDone) {
+  HTM_SKIP_WITHOUT_FASHION_MNIST();
   const std::string dir = htm::testing::fresh_dir("e2e");
   Registry registry({HTM_PLUGIN_DIR});
   RunRequest request;
@@ -70,6 +71,7 @@ TEST(EndToEnd, TrainsRecordsAndSkipsWhatIsDone) {
 }
 
 TEST(EndToEnd, SameSeedSameResult) {
+  HTM_SKIP_WITHOUT_FASHION_MNIST();
   const std::string dir = htm::testing::fresh_dir("seed");
   Registry registry({HTM_PLUGIN_DIR});
   RunRequest request;
@@ -90,6 +92,7 @@ TEST(EndToEnd, SameSeedSameResult) {
 }
 
 TEST(EndToEnd, APluginThatThrowsMidRunMarksTheRunFailedAndKeepsItsMetrics) {
+  HTM_SKIP_WITHOUT_FASHION_MNIST();
   const std::string dir = htm::testing::fresh_dir("throw");
   Registry registry({HTM_PLUGIN_DIR, HTM_TEST_PLUGIN_DIR});
   RunRequest request;
@@ -103,6 +106,7 @@ TEST(EndToEnd, APluginThatThrowsMidRunMarksTheRunFailedAndKeepsItsMetrics) {
 }
 
 TEST(EndToEnd, AnInterruptBeforeARunStartsLeavesItUnstarted) {
+  HTM_SKIP_WITHOUT_FASHION_MNIST();
   const std::string dir = htm::testing::fresh_dir("interrupt");
   Registry registry({HTM_PLUGIN_DIR});
   RunRequest request;
@@ -116,6 +120,7 @@ TEST(EndToEnd, AnInterruptBeforeARunStartsLeavesItUnstarted) {
 }
 
 TEST(EndToEnd, APluginThatFailsInTheFirstForwardPassIsNamedAndRecorded) {
+  HTM_SKIP_WITHOUT_FASHION_MNIST();
   const std::string dir = htm::testing::fresh_dir("faulty");
   Registry registry({HTM_PLUGIN_DIR, HTM_TEST_PLUGIN_DIR});
   RunRequest request;
@@ -138,6 +143,7 @@ TEST(EndToEnd, APluginThatFailsInTheFirstForwardPassIsNamedAndRecorded) {
 }
 
 TEST(EndToEnd, BadInputFailsBeforeAnythingIsRecorded) {
+  HTM_SKIP_WITHOUT_FASHION_MNIST();
   const std::string dir = htm::testing::fresh_dir("bad");
   Registry registry({HTM_PLUGIN_DIR});
   RunRequest request;

@@ -17,6 +17,7 @@
 #include "htm/policy.h"
 #include "sdk/counter_rng.h"
 #include "sdk/fused_linear.h"
+#include "sdk/gpu.h"
 #include "sdk/kernels.h"
 #include "sdk/portable.h"
 #include "sdk/precision.h"
@@ -119,6 +120,140 @@ TEST(PortableKernels, PairSamplerDrawsUniformlyWhenEveryAllowedPairHasProbabilit
     if (k / 4 != k % 4) EXPECT_NEAR(first[k].item<double>(), 1.0 / 12, 0.03) << k;
 }
 
+// The gpu kernels (sdk/gpu.h) on the CPU: the same maths as the portable ones, or the same draws
+// from the same noise; their random streams are the device's own.
+
+// Logits with −∞ entries and ties, noise with ties: cases where the order of the greedy rule
+// depends on every tie-break.
+std::pair<torch::Tensor, torch::Tensor> hard_case(int64_t B, int64_t T, int64_t seed) {
+  torch::manual_seed(seed);
+  auto logits = (torch::randn({B, T, T}) * 2).round();  // many equal logits
+  logits.masked_fill_(torch::rand({B, T, T}) < 0.2, -std::numeric_limits<float>::infinity());
+  if (B > 1) logits[0].fill_(-std::numeric_limits<float>::infinity());  // a sample all −∞: noise decides
+  auto noise = (torch::rand({B, T, T}) * 4).round() / 2;                // equal keys and equal noise
+  noise.masked_fill_(torch::rand({B, T, T}) < 0.5, 0.0);
+  return {logits, noise};
+}
+
+TEST(GpuKernels, MatchingTakesTheGreedyPairsInTheirOrder) {
+  for (int64_t T : {2, 3, 4, 7, 16, 33})
+    for (int64_t seed = 0; seed < 6; ++seed) {
+      auto [logits, noise] = hard_case(5, T, seed);
+      if (seed % 2) noise = -torch::empty({5, T, T}).exponential_().log();  // continuous, as drawn
+      for (int64_t r : {int64_t{0}, int64_t{1}, T / 2}) {
+        auto [gs, gd] = gpu::match_pairs(logits, noise, r);
+        auto [ps, pd] = portable::greedy_pairs(logits, noise, r);
+        ASSERT_TRUE(torch::equal(gs, ps)) << "T " << T << " seed " << seed << " r " << r;
+        ASSERT_TRUE(torch::equal(gd, pd)) << "T " << T << " seed " << seed << " r " << r;
+      }
+    }
+}
+
+TEST(GpuKernels, MatchingTakesFewRoundsAtThePaperSize) {
+  // T = 256, r = 128 (the first merging layer): the portable rule takes 128 rounds over B×T².
+  torch::manual_seed(0);
+  auto logits = torch::randn({16, 256, 256});
+  auto noise = -torch::empty({16, 256, 256}).exponential_().log();
+  int64_t rounds = 0;
+  auto [src, dst] = gpu::match_pairs(logits, noise, 128, &rounds);
+  auto [ps, pd] = portable::greedy_pairs(logits, noise, 128);
+  EXPECT_TRUE(torch::equal(src, ps) && torch::equal(dst, pd));
+  EXPECT_LE(rounds, 32) << "rounds of mutual best pairs";
+}
+
+TEST(GpuKernels, PairSamplerDrawsTheExactDistribution) { expect_sampler_distribution(Kernels::gpu); }
+
+TEST(GpuKernels, TheSameSeedDrawsTheSameAndAnotherDrawsOtherwise) {
+  KernelsScope scope(Kernels::gpu);
+  torch::manual_seed(2);
+  auto logits = torch::randn({4, 12, 12});
+  auto draw = [&](uint64_t seed) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    auto [src, dst] = sample_disjoint_pairs(logits, 6, gen);
+    return torch::cat({src, dst}, 1);
+  };
+  EXPECT_TRUE(torch::equal(draw(7), draw(7)));
+  EXPECT_FALSE(torch::equal(draw(7), draw(8)));
+  // The run's generator advances by one 64-bit draw per call, not by B·T² (the portable noise).
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  sample_disjoint_pairs(logits, 6, gen);
+  auto reference = at::make_generator<at::CPUGeneratorImpl>(7);
+  at::check_generator<at::CPUGeneratorImpl>(reference)->random64();
+  EXPECT_EQ(at::check_generator<at::CPUGeneratorImpl>(gen)->random64(),
+            at::check_generator<at::CPUGeneratorImpl>(reference)->random64());
+}
+
+TEST(GpuKernels, GumbelNoiseHasTheGumbelMeanAndVariance) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  auto g = gpu::gumbel_like(torch::empty({400, 1000}), gen).to(torch::kDouble);
+  EXPECT_NEAR(g.mean().item<double>(), 0.5772156649, 0.01);    // Euler–Mascheroni
+  EXPECT_NEAR(g.var().item<double>(), M_PI * M_PI / 6, 0.02);  // π²/6
+  EXPECT_TRUE(torch::isfinite(g).all().item<bool>());
+}
+
+TEST(GpuKernels, LayersAndAttentionMatchThePortableOnesInFp32AndBf16) {
+  torch::manual_seed(1);
+  auto x = torch::randn({3, 7, 24}), w = torch::randn({10, 24}) * 0.2, b = torch::randn({10});
+  auto nw = torch::rand({24}) + 0.5, nb = torch::randn({24}) * 0.1;
+  auto q = torch::randn({1, 9, 16}), k = torch::randn({4, 9, 16}), v = torch::randn({4, 9, 16});
+  auto outputs = [&](Kernels kernels, Precision precision) {
+    KernelsScope scope(kernels);
+    PrecisionScope in(precision);
+    std::vector<torch::Tensor> in_;
+    for (const auto& t : {x, w, b, nw, nb, q, k, v}) in_.push_back(t.clone().requires_grad_(true));
+    auto y = gelu_linear(norm_linear(in_[0], in_[3], in_[4], 1e-5, in_[1], in_[2]), in_[1].narrow(1, 0, 10), in_[2]);
+    auto z = fused_attention(in_[5], in_[6], in_[7], 2, 0.0, true);
+    auto loss = y.pow(2).sum() + z.pow(2).sum();
+    auto grads = torch::autograd::grad({loss}, in_);
+    std::vector<torch::Tensor> out = {y.detach(), z.detach()};
+    for (auto& g : grads) out.push_back(g);
+    return out;
+  };
+  for (Precision precision : {Precision::fp32, Precision::bf16}) {
+    const double tolerance = precision == Precision::fp32 ? 1e-5 : 3e-2;
+    auto ours = outputs(Kernels::gpu, precision), reference = outputs(Kernels::portable, precision);
+    for (size_t i = 0; i < ours.size(); ++i)
+      EXPECT_LT(relative_error(ours[i], reference[i]), tolerance)
+          << "output " << i << (precision == Precision::bf16 ? " bf16" : " fp32");
+  }
+}
+
+TEST(GpuKernels, DropoutKeepsOneMinusPAndTheSameSeedKeepsTheSame) {
+  auto x = torch::ones({200, 500});
+  auto a = gpu::dropout(x, 0.3, 42, 0), b = gpu::dropout(x, 0.3, 42, 0), c = gpu::dropout(x, 0.3, 42, 100000);
+  EXPECT_TRUE(torch::equal(a, b));
+  EXPECT_FALSE(torch::equal(a, c));
+  EXPECT_NEAR((a == 0).to(torch::kDouble).mean().item<double>(), 0.3, 0.01);
+  EXPECT_NEAR(a.mean().item<double>(), 1.0, 0.02);  // kept entries are 1/(1 − p)
+  torch::manual_seed(3);
+  auto q = torch::randn({2, 16, 8}), k = torch::randn({2, 16, 8}), v = torch::randn({2, 16, 8});
+  auto u = gpu::fused_attention(q, k, v, 2, 0.5, 9, 0), w = gpu::fused_attention(q, k, v, 2, 0.5, 9, 0);
+  EXPECT_TRUE(torch::equal(u, w));
+  EXPECT_FALSE(torch::equal(u, gpu::fused_attention(q, k, v, 2, 0.0, 9, 0)));
+}
+
+TEST(GpuKernels, AdamWOnAllParametersAtOnceIsThePortableUpdateBitForBit) {
+  torch::manual_seed(4);
+  std::vector<torch::Tensor> init = {torch::randn({50}), torch::randn({7, 3})};
+  std::vector<std::vector<torch::Tensor>> params;
+  for (Kernels kernels : {Kernels::gpu, Kernels::portable}) {
+    KernelsScope scope(kernels);
+    std::vector<torch::Tensor> p;
+    for (const auto& t : init) p.push_back(t.clone().requires_grad_(true));
+    FusedAdamW adam(p, 1e-2, 0.01, 0.9, 0.999, 1e-8);
+    torch::manual_seed(5);
+    for (int step = 0; step < 5; ++step) {
+      for (auto& t : p) t.mutable_grad() = torch::randn(t.sizes());
+      adam.step();
+    }
+    params.push_back(p);
+  }
+  for (size_t i = 0; i < init.size(); ++i) {
+    EXPECT_TRUE(torch::equal(params[0][i], params[1][i])) << "parameter " << i;
+    EXPECT_FALSE(torch::equal(params[0][i], init[i]));
+  }
+}
+
 // On a GPU (skipped where this libtorch has none or sees none): the portable kernels there
 // against the same kernels on the CPU.
 class CudaKernels : public ::testing::Test {
@@ -168,6 +303,42 @@ TEST_F(CudaKernels, LayersAttentionAndAdamWMatchTheCpuInFp32) {
 
 TEST_F(CudaKernels, PairSamplerDrawsTheExactDistributionOnTheGpu) {
   expect_sampler_distribution(Kernels::portable, gpu);
+  expect_sampler_distribution(Kernels::native, gpu);  // a GPU tensor takes the gpu kernels
+}
+
+TEST_F(CudaKernels, MatchingOnTheGpuTakesTheCpuPairs) {
+  for (int64_t T : {4, 33, 256}) {
+    auto [logits, noise] = hard_case(8, T, T);
+    if (T == 256) noise = -torch::empty({8, T, T}).exponential_().log();
+    auto [hs, hd] = gpu::match_pairs(logits, noise, T / 2);
+    auto [ds, dd] = gpu::match_pairs(logits.to(gpu), noise.to(gpu), T / 2);
+    EXPECT_TRUE(torch::equal(hs, ds.to(cpu)) && torch::equal(hd, dd.to(cpu))) << "T " << T;
+  }
+}
+
+TEST_F(CudaKernels, GpuKernelsMatchTheCpuAndDrawTheSameTwice) {
+  torch::manual_seed(1);
+  auto x = torch::randn({3, 7, 24}), w = torch::randn({10, 24}) * 0.2, b = torch::randn({10});
+  auto q = torch::randn({1, 30, 16}), k = torch::randn({4, 9, 16}), v = torch::randn({4, 9, 16});
+  auto on = [&](const torch::Device& d, double p) {
+    KernelsScope scope(Kernels::gpu);
+    std::vector<torch::Tensor> in;
+    for (const auto& t : {x, w, b, q, k, v}) in.push_back(t.to(d).requires_grad_(true));
+    torch::manual_seed(17);
+    auto y = gelu_linear(linear(in[0], in[1], in[2]), in[1].narrow(1, 0, 10), in[2]);
+    auto z = fused_attention(in[3], in[4], in[5], 2, p, true);
+    auto loss = y.pow(2).sum() + z.pow(2).sum();
+    auto grads = torch::autograd::grad({loss}, in);
+    std::vector<torch::Tensor> out = {y.detach(), z.detach()};
+    for (auto& g : grads) out.push_back(g);
+    for (auto& t : out) t = t.to(cpu);
+    return out;
+  };
+  auto host = on(cpu, 0.0), device = on(gpu, 0.0);
+  for (size_t i = 0; i < host.size(); ++i) EXPECT_LT(relative_error(device[i], host[i]), 1e-4) << "output " << i;
+  auto once = on(gpu, 0.25), twice = on(gpu, 0.25);  // the fused kernel's dropout, seeded per call
+  for (size_t i = 0; i < once.size(); ++i) EXPECT_TRUE(torch::equal(once[i], twice[i])) << "output " << i;
+  EXPECT_FALSE(torch::equal(once[1], device[1]));
 }
 
 #if HTM_NATIVE_KERNELS

@@ -93,6 +93,7 @@ TEST(OraclePolicy, MergesExactlyTheTrueTree) {
 }
 
 TEST(OraclePolicy, IsRefusedOnDataWithoutATree) {
+  HTM_SKIP_WITHOUT_FASHION_MNIST();
   const std::string dir = htm::testing::fresh_dir("no_tree");
   std::ofstream(dir + "/img.toml") << "[adapter]\nplugin = \"image\"\npatch = 7\nfourier_bands = 4\n"
                                    << "[policy]\nplugin = \"oracle\"\n"

@@ -49,7 +49,10 @@ std::vector<torch::Tensor> parameters_of(const Experiment& ex) {
 // A scratch folder, the tiny config, one thread and a results store with a run description.
 class Resume : public ::testing::Test {
  protected:
-  void SetUp() override { set_threads(1); }
+  void SetUp() override {
+    HTM_SKIP_WITHOUT_FASHION_MNIST();
+    set_threads(1);
+  }
   const std::string dir = htm::testing::fresh_dir("resume");
   Registry registry{{HTM_PLUGIN_DIR}};
   const ResolvedConfig config = tiny(dir, registry);

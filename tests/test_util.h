@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -40,6 +41,24 @@ inline void remove_tree(const std::filesystem::path& dir) {
       dir.c_str(), [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
       FTW_DEPTH | FTW_PHYS);
 }
+
+/// Where the fashion_mnist plugin reads by default ($HTM_FASHION_MNIST, else Debian's folder),
+/// and whether its training images are there.
+inline std::string fashion_mnist_folder() {
+  const char* root = std::getenv("HTM_FASHION_MNIST");
+  return root != nullptr && *root != '\0' ? root : "/usr/share/datasets/fashion-mnist";
+}
+inline bool fashion_mnist_here() {
+  std::error_code ec;
+  return std::filesystem::exists(fashion_mnist_folder() + "/train-images-idx3-ubyte.gz", ec) ||
+         std::filesystem::exists(fashion_mnist_folder() + "/train-images-idx3-ubyte", ec);
+}
+
+/// A test that trains on Fashion-MNIST skips, saying why, on a machine without it.
+#define HTM_SKIP_WITHOUT_FASHION_MNIST()                                                  \
+  if (!htm::testing::fashion_mnist_here())                                                \
+  GTEST_SKIP() << "skipped: no Fashion-MNIST in " << htm::testing::fashion_mnist_folder() \
+               << " (install Debian's dataset-fashion-mnist or set HTM_FASHION_MNIST to its folder)"
 
 /// A fresh empty folder under the test temp dir, unique per test.
 inline std::string fresh_dir(const std::string& name) {

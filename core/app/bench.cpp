@@ -119,6 +119,7 @@ struct StepTiming {
   int64_t flops = 0;  ///< through htm::gemm in one step
   double peak_mib = 0;
   double before_mib = 0, forward_mib = 0, backward_mib = 0, optimizer_mib = 0;  ///< one more step, by phase
+  double gpu_peak_mib = -1;  ///< on a GPU: the allocator's most allocated over the timed steps (-2: not built)
 };
 
 // One warm-up step, one profiled into `profile` (if named), then `steps` timed ones: forward at
@@ -154,7 +155,10 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
     torch::autograd::profiler::RecordProfile guard(profile);
     step();
   }
+  const c10::Device device = ex.device;
+  if (device.is_cuda() && gpu_memory_stats_built()) reset_gpu_peak(device);
   t.ms = time_ms(static_cast<int>(steps), step);
+  if (device.is_cuda()) t.gpu_peak_mib = gpu_memory_stats_built() ? gpu_peak_mib(device) : -2;
   t.peak_mib = peak_rss_mib();
   if (!world) {  // one more step for the peak of each phase (the process's memory, libraries included)
     double* phase_peak[] = {&t.forward_mib, &t.backward_mib};
@@ -189,8 +193,14 @@ void summary(const std::string& what, int64_t batch, int64_t T, const StepTiming
   std::fflush(stdout);
 }
 
-// The resident memory around one step: before it, and the peak of each phase.
+// The resident memory around one step: before it, and the peak of each phase; on a GPU, the
+// memory allocated there.
 void memory_line(const std::string& what, const StepTiming& t) {
+  if (t.gpu_peak_mib >= 0)
+    std::printf("memory   %-28s GPU: peak %.1f MiB allocated over the timed steps (the caching allocator's)\n",
+                what.c_str(), t.gpu_peak_mib);
+  else if (t.gpu_peak_mib == -2)
+    std::printf("memory   %-28s GPU: not measured (this build has no CUDA allocator statistics)\n", what.c_str());
   std::printf(
       "memory   %-28s resident MiB: %.0f before the step; peak %.0f in forward, %.0f in backward, "
       "%.0f in the optimiser\n",

@@ -21,6 +21,7 @@ SEEDS=(
   libcairo2-dev libcairo2                             # cairo.pc's Requires.private chain comes with it
   libarmadillo-dev libarmadillo11 libsuperlu-dev      # wrapper library: FindArmadillo needs no HDF5
   libgloo-dev                                         # headers only: pip torch carries Gloo inside libtorch_cpu
+  libcpp-httplib-dev libssl-dev libbrotli-dev         # htm serve (cpp-httplib.pc requires openssl, brotli)
   libjs-chart.js                                      # read at run time by `htm report`
   fontconfig-config fonts-dejavu-core                 # cairo draws text in the pictures
   pkgconf                                             # pkg-config, for a machine without one
@@ -181,18 +182,20 @@ export PATH="\$PATH:$usr/bin"
 EOF
 }
 
-# The prefix is complete: cairo's pkg-config chain from the prefix alone, the headers htm
+# The prefix is complete: cairo's and cpp-httplib's pkg-config chains from the prefix alone, the headers htm
 # includes, and every NEEDED of every shared object in the prefix, the prefix or the machine.
 cmd_check() {
   local prefix=${1:?usage: offline-deps.sh check PREFIX}; prefix=$(cd "$prefix" && pwd)
   local usr=$prefix/usr lib=$prefix/usr/lib/$ARCH bad=0 h f needed pc
   pc=$(command -v pkg-config || echo "$usr/bin/pkg-config")
-  if PKG_CONFIG_LIBDIR="$lib/pkgconfig:$usr/share/pkgconfig" PKG_CONFIG_PATH='' "$pc" --cflags --libs cairo \
-    > /dev/null; then
-    echo "ok   pkg-config cairo from the prefix alone"
-  else echo "FAIL pkg-config cairo from the prefix alone"; bad=1; fi
+  for m in cairo cpp-httplib; do
+    if PKG_CONFIG_LIBDIR="$lib/pkgconfig:$usr/share/pkgconfig" PKG_CONFIG_PATH='' "$pc" --cflags --libs --static "$m" \
+      > /dev/null; then
+      echo "ok   pkg-config $m from the prefix alone"
+    else echo "FAIL pkg-config $m from the prefix alone"; bad=1; fi
+  done
   for h in boost/dll/shared_library.hpp boost/math/distributions/students_t.hpp boost/program_options.hpp \
-    toml++/toml.h sqlite3.h gtest/gtest.h gmock/gmock.h cairo/cairo.h zlib.h armadillo superlu/supermatrix.h \
+    toml++/toml.h sqlite3.h httplib.h openssl/ssl.h brotli/decode.h gtest/gtest.h gmock/gmock.h cairo/cairo.h zlib.h armadillo superlu/supermatrix.h \
     gloo/context.h gloo/algorithm.h gloo/rendezvous/store.h gloo/transport/device.h; do
     [ -e "$usr/include/$h" ] || { echo "FAIL missing header $h"; bad=1; }
   done

@@ -5,6 +5,9 @@
 #include <regex>
 
 #include <torch/cuda.h>
+#if HTM_CUDA_STATS
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 namespace htm {
 
@@ -29,6 +32,27 @@ std::string device_usable(const std::string& device) {
     return "a GPU index below " + std::to_string(gpus) + " (the GPUs this process sees)";
   return {};
 }
+
+bool gpu_memory_stats_built() { return HTM_CUDA_STATS != 0; }
+
+#if HTM_CUDA_STATS
+namespace {
+c10::DeviceIndex index_of(const c10::Device& device) { return device.has_index() ? device.index() : 0; }
+}  // namespace
+
+void reset_gpu_peak(const c10::Device& device) {
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(index_of(device));
+}
+
+double gpu_peak_mib(const c10::Device& device) {
+  if (!device.is_cuda()) return 0;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
+  return static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);  // [0]: all pools
+}
+#else
+void reset_gpu_peak(const c10::Device&) {}
+double gpu_peak_mib(const c10::Device&) { return 0; }
+#endif
 
 c10::Device run_device(const std::string& device, int local_rank) {
   if (device == "cuda") return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(local_rank));

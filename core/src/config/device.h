@@ -19,4 +19,15 @@ c10::Device run_device(const std::string& device, int local_rank);
 /// Whether the linked libtorch was built with CUDA and sees at least one GPU.
 bool cuda_usable();
 
+/// Whether this build reads the CUDA caching allocator's statistics (a CUDA libtorch whose
+/// allocator header compiled: core/CMakeLists.txt).
+bool gpu_memory_stats_built();
+
+/// Starts a new peak of the memory allocated on `device` (a GPU; nothing elsewhere).
+void reset_gpu_peak(const c10::Device& device);
+
+/// The most memory allocated on `device` since the last reset, in MiB (what
+/// torch.cuda.max_memory_allocated reports); 0 where not built or not a GPU.
+double gpu_peak_mib(const c10::Device& device);
+
 }  // namespace htm

@@ -14,6 +14,7 @@
 #include "htm/layers.h"
 #include "htm/row_shard.h"
 #include "sdk/fused_linear.h"
+#include "sdk/gpu.h"
 #include "sdk/portable.h"
 #include "sdk/precision.h"
 #if HTM_NATIVE_KERNELS
@@ -57,7 +58,22 @@ bool use_native(const at::Tensor& t) {
   return HTM_NATIVE_KERNELS && kernels() == Kernels::native && t.device().is_cpu();
 }
 
-std::string kernels_name(Kernels kernels) { return kernels == Kernels::native ? "native" : "portable"; }
+bool use_gpu(const at::Tensor& t) {
+  const Kernels k = kernels();
+  return k == Kernels::gpu || (k == Kernels::native && !t.device().is_cpu());
+}
+
+std::string kernels_name(Kernels kernels) {
+  switch (kernels) {
+    case Kernels::native:
+      return "native";
+    case Kernels::portable:
+      return "portable";
+    case Kernels::gpu:
+      return "gpu";
+  }
+  return "?";
+}
 
 KernelsScope::KernelsScope(Kernels kernels) : previous_(htm::kernels()) { set_kernels(kernels); }
 KernelsScope::~KernelsScope() { set_kernels(previous_); }
@@ -84,9 +100,9 @@ std::string bf16_hardware() {
 // Entry points
 
 #if HTM_NATIVE_KERNELS
-#define HTM_NATIVE_OR_PORTABLE(t, call) (use_native(t) ? native::call : portable::call)
+#define HTM_NATIVE_OR_PORTABLE(t, call) (use_native(t) ? native::call : use_gpu(t) ? gpu::call : portable::call)
 #else
-#define HTM_NATIVE_OR_PORTABLE(t, call) (portable::call)
+#define HTM_NATIVE_OR_PORTABLE(t, call) (use_gpu(t) ? gpu::call : portable::call)
 #endif
 
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
@@ -133,7 +149,23 @@ torch::Tensor fast_dropout(const torch::Tensor& x, double p, bool training) {
 
 void adamw_update(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq, const torch::Tensor& grad,
                   const AdamWStep& step) {
-  HTM_NATIVE_OR_PORTABLE(param, adamw_update(param, exp_avg, exp_avg_sq, grad, step));
+  if (use_gpu(param)) {
+    std::vector<torch::Tensor> p{param}, m{exp_avg}, v{exp_avg_sq};
+    gpu::adamw_update(p, m, v, {grad}, step);
+    return;
+  }
+#if HTM_NATIVE_KERNELS
+  if (use_native(param)) return native::adamw_update(param, exp_avg, exp_avg_sq, grad, step);
+#endif
+  portable::adamw_update(param, exp_avg, exp_avg_sq, grad, step);
+}
+
+void adamw_update(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& exp_avg,
+                  std::vector<torch::Tensor>& exp_avg_sq, const std::vector<torch::Tensor>& grads,
+                  const AdamWStep& step) {
+  if (params.empty()) return;
+  if (use_gpu(params.front())) return gpu::adamw_update(params, exp_avg, exp_avg_sq, grads, step);
+  for (size_t k = 0; k < params.size(); ++k) adamw_update(params[k], exp_avg[k], exp_avg_sq[k], grads[k], step);
 }
 
 #undef HTM_NATIVE_OR_PORTABLE

@@ -1,16 +1,20 @@
 // The backend seam. Every custom kernel the SDK runs (the GEMMs of htm::linear and its fused
 // MLP ends, bf16 rounding, the fused attention with its softmax rows, the dropout masks, the
-// pair sampler and AdamW's update) has two implementations:
+// pair sampler, the policies' random draws and AdamW's update) has three implementations:
 //   native    today's CPU kernels (sdk/native/: oneDNN GEMMs, AVX-512 rows, SplitMix masks),
 //             compiled when the build has HTM_NATIVE_KERNELS, and used only on CPU tensors;
-//   portable  the same maths in plain torch ops (sdk/portable.cpp), on any device.
-// runtime.kernels picks one for the process; a tensor on another device always takes the
-// portable one. Both draw the same dropout masks, bit for bit; the pair samplers draw from the
-// same distribution with different random streams.
+//   gpu       torch ops with few launches and random draws on the tensor's device (sdk/gpu.h):
+//             what a tensor on a GPU takes;
+//   portable  the reference: the native maths in plain torch ops (sdk/portable.cpp), any device.
+// runtime.kernels = "native" (the default) gives each tensor the first of native and gpu that
+// fits its device, "portable" the reference everywhere. Native and portable draw the same
+// dropout masks, bit for bit; all three pair samplers draw from the same distribution, and the
+// gpu one takes the portable one's pairs given the same noise.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace at {
 class Tensor;
@@ -18,7 +22,10 @@ class Tensor;
 
 namespace htm {
 
-enum class Kernels { native, portable };
+/// native: the native kernels on CPU tensors (where built, else portable), the gpu ones on any
+/// other device; portable: the reference everywhere; gpu: the gpu kernels on every device (the
+/// CPU suite tests them this way).
+enum class Kernels { native, portable, gpu };
 
 /// The kernels in force (runtime.kernels; native by default where it is built).
 Kernels kernels();
@@ -30,7 +37,11 @@ bool native_kernels_built();
 /// Whether an op on `t` runs the native kernels: built, selected, and t on the CPU.
 bool use_native(const at::Tensor& t);
 
-/// "native" or "portable".
+/// Whether an op on `t` runs the gpu kernels: t off the CPU (unless portable is in force), or
+/// the gpu kernels forced.
+bool use_gpu(const at::Tensor& t);
+
+/// "native", "portable" or "gpu".
 std::string kernels_name(Kernels kernels);
 
 /// Holds a choice for a scope and restores the previous one (tests compare the two).
@@ -55,6 +66,11 @@ struct AdamWStep {
 /// The update on one parameter, through the kernels in force.
 void adamw_update(at::Tensor& param, at::Tensor& exp_avg, at::Tensor& exp_avg_sq, const at::Tensor& grad,
                   const AdamWStep& step);
+
+/// The same update on several parameters (one device): a few multi-tensor launches on the gpu
+/// kernels, one parameter at a time on the others.
+void adamw_update(std::vector<at::Tensor>& params, std::vector<at::Tensor>& exp_avg,
+                  std::vector<at::Tensor>& exp_avg_sq, const std::vector<at::Tensor>& grads, const AdamWStep& step);
 
 /// Adds 2·m·n·k to the count gemm_flops() reports (the portable kernels count their products).
 void count_gemm_flops(int64_t flops);

@@ -19,16 +19,7 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 // An operand of a matrix product as the precision in force has it.
 torch::Tensor operand(const torch::Tensor& t) { return matmul_precision() == Precision::bf16 ? round_bf16(t) : t; }
 
-// What the native GEMMs count for a product of m×k by k×n: 2mnk forward, and in training the
-// two products of its backward.
-void count(int64_t m, int64_t n, int64_t k, bool backward) { count_gemm_flops((backward ? 6 : 2) * m * n * k); }
-
-bool in_training(std::initializer_list<const torch::Tensor*> inputs) {
-  if (!torch::GradMode::is_enabled()) return false;
-  for (const torch::Tensor* t : inputs)
-    if (t->defined() && t->requires_grad()) return true;
-  return false;
-}
+void count(int64_t m, int64_t n, int64_t k, bool backward) { count_product(m, n, k, backward); }
 
 // SplitMix64 (sdk/counter_rng.h) on int64 tensors: the products wrap modulo 2⁶⁴ as the
 // unsigned ones do, and a logical right shift is an arithmetic one with the sign bits masked.
@@ -56,6 +47,15 @@ torch::Tensor keep(const torch::Tensor& draws, double p) {
 }
 
 }  // namespace
+
+void count_product(int64_t m, int64_t n, int64_t k, bool backward) { count_gemm_flops((backward ? 6 : 2) * m * n * k); }
+
+bool in_training(std::initializer_list<const torch::Tensor*> inputs) {
+  if (!torch::GradMode::is_enabled()) return false;
+  for (const torch::Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
 
 torch::Tensor round_bf16(const torch::Tensor& x) { return x.to(torch::kBFloat16).to(torch::kFloat); }
 
@@ -129,9 +129,13 @@ void take_pairs(const torch::Tensor& flat, int64_t k, torch::Tensor& src, torch:
 
 std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tensor& logits, int64_t r,
                                                               at::Generator generator) {
+  return greedy_pairs(logits, gumbel_like(logits, generator), r);
+}
+
+std::pair<torch::Tensor, torch::Tensor> greedy_pairs(const torch::Tensor& logits, const torch::Tensor& noise,
+                                                     int64_t r) {
   const int64_t B = logits.size(0), T = logits.size(1);
   const auto bools = logits.options().dtype(torch::kBool);
-  const auto noise = gumbel_like(logits, generator);
   const auto diagonal = torch::eye(T, bools).unsqueeze(0);
   // A sample whose allowed pairs all have probability 0 draws among them uniformly (as native).
   auto keys = logits + noise;

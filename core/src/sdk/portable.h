@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <utility>
 
 #include <ATen/core/Generator.h>
@@ -41,9 +42,20 @@ at::Tensor gumbel_like(const at::Tensor& like, at::Generator generator);
 /// key among pairs of unused tokens. The same distribution as the native race.
 std::pair<at::Tensor, at::Tensor> sample_disjoint_pairs(const at::Tensor& logits, int64_t r, at::Generator generator);
 
+/// The first r pairs of the greedy rule on keys logit + noise: r rounds of the best key among
+/// pairs of unused tokens (where every such key is −∞, the best noise).
+std::pair<at::Tensor, at::Tensor> greedy_pairs(const at::Tensor& logits, const at::Tensor& noise, int64_t r);
+
 /// Draw k of every sample, flat indices i·T + j (B): pair (i, j) into column k of src and dst
 /// (B×r), and tokens i and j marked in `used` (B×T bool).
 void take_pairs(const at::Tensor& flat, int64_t k, at::Tensor& src, at::Tensor& dst, at::Tensor& used);
+
+/// Counts a product of m×k by k×n for gemm_flops(): 2mnk forward, and in training the two
+/// products of its backward.
+void count_product(int64_t m, int64_t n, int64_t k, bool backward);
+
+/// Whether autograd will run backward through an op on these inputs.
+bool in_training(std::initializer_list<const at::Tensor*> inputs);
 
 void adamw_update(at::Tensor& param, at::Tensor& exp_avg, at::Tensor& exp_avg_sq, const at::Tensor& grad,
                   const AdamWStep& step);

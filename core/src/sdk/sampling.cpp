@@ -12,6 +12,7 @@
 #include "htm/error.h"
 #include "htm/layers.h"
 #include "htm/policy.h"
+#include "sdk/gpu.h"
 #include "sdk/kernels.h"
 #include "sdk/portable.h"
 #include "sdk/row_shard_scope.h"
@@ -35,6 +36,7 @@ DrawRows draw_rows(int64_t rows) {
 }
 
 at::Tensor normal_like_rows(const at::Tensor& like, c10::optional<at::Generator> generator) {
+  if (generator.has_value() && use_gpu(like)) return gpu::normal_like(like, *generator);  // drawn on like's device
   const DrawRows d = like.dim() > 0 ? draw_rows(like.size(0)) : DrawRows{0, 0};
   auto sizes = like.sizes().vec();
   // Drawn where the generator lives (a run's generators are CPU ones) and moved to like's device.
@@ -83,6 +85,7 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tenso
     return native::sample_disjoint_pairs(values, r, seeds);
   }
 #endif
+  if (use_gpu(values)) return gpu::sample_disjoint_pairs(values, r, generator);
   return portable::sample_disjoint_pairs(values, r, generator);
 }
 
@@ -110,7 +113,8 @@ torch::Tensor sample_without_replacement(const torch::Tensor& scores, int64_t r,
   if (scores.dim() != 2 || r < 0 || r > scores.size(1))
     throw Error("sample_without_replacement: need B×T scores and 0 ≤ r ≤ T");
   torch::NoGradGuard no_grad;
-  auto perturbed = scores.detach().to(torch::kFloat) + portable::gumbel_like(scores, generator);
+  auto noise = use_gpu(scores) ? gpu::gumbel_like(scores, generator) : portable::gumbel_like(scores, generator);
+  auto perturbed = scores.detach().to(torch::kFloat) + noise;
   return std::get<1>(perturbed.topk(r, 1, /*largest=*/true, /*sorted=*/true));
 }
 

@@ -1,6 +1,9 @@
 #include "train/optimizer.h"
 
+#include <array>
 #include <cmath>
+#include <map>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -27,11 +30,19 @@ void FusedAdamW::zero_grad() {
 
 void FusedAdamW::step() {
   torch::NoGradGuard no_grad;
+  // The parameters at one step count take one update together (all of them, but for a
+  // parameter whose gradient was missing at some step).
+  std::map<int64_t, std::array<std::vector<torch::Tensor>, 4>> groups;
   for (size_t k = 0; k < params_.size(); ++k) {
     const torch::Tensor& grad = params_[k].grad();
     if (!grad.defined()) continue;
-    const torch::Tensor g_tensor = grad.contiguous();
-    const int64_t t = ++steps_[k];
+    auto& group = groups[++steps_[k]];
+    group[0].push_back(params_[k]);
+    group[1].push_back(exp_avg_[k]);
+    group[2].push_back(exp_avg_sq_[k]);
+    group[3].push_back(grad.contiguous());
+  }
+  for (auto& [t, group] : groups) {
     const double bias1 = 1 - std::pow(beta1_, static_cast<double>(t));
     const double bias2 = 1 - std::pow(beta2_, static_cast<double>(t));
     const AdamWStep s{static_cast<float>(1 - lr_ * weight_decay_),
@@ -42,7 +53,7 @@ void FusedAdamW::step() {
                       static_cast<float>(lr_ / bias1),
                       static_cast<float>(std::sqrt(bias2)),
                       static_cast<float>(eps_)};
-    adamw_update(params_[k], exp_avg_[k], exp_avg_sq_[k], g_tensor, s);
+    adamw_update(group[0], group[1], group[2], group[3], s);
   }
 }
 

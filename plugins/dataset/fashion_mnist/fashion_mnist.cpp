@@ -1,4 +1,7 @@
-// Fashion-MNIST from Debian's dataset-fashion-mnist package (IDX files, gzip-compressed).
+// Fashion-MNIST from Debian's dataset-fashion-mnist package (IDX files, gzip-compressed), or
+// from the folder the environment variable HTM_FASHION_MNIST names (a machine without the package).
+#include <cstdlib>
+
 #include <torch/torch.h>
 
 #include "htm/dataset.h"
@@ -7,14 +10,21 @@
 
 namespace {
 
+// The default folder: $HTM_FASHION_MNIST where set, else the Debian package's.
+std::string default_root() {
+  const char* root = std::getenv("HTM_FASHION_MNIST");
+  return root != nullptr && *root != '\0' ? root : "/usr/share/datasets/fashion-mnist";
+}
+
 htm::Manifest manifest() {
   return {"fashion_mnist",
           htm::PluginKind::dataset,
           "1.0.0",
           htm::kSdkAbiVersion,
           "Fashion-MNIST 28x28 grey images in [-1,1], 10 classes (60k train / 10k test)",
-          {{"root", htm::ValueType::string, std::string("/usr/share/datasets/fashion-mnist"),
-            "folder holding {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]"}}};
+          {{"root", htm::ValueType::string, default_root(),
+            "folder holding {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (default: $HTM_FASHION_MNIST, "
+            "else Debian's)"}}};
 }
 
 std::string locate(const std::string& root, const std::string& stem) {
@@ -26,7 +36,7 @@ std::string locate(const std::string& root, const std::string& stem) {
     }
   }
   throw htm::Error("fashion_mnist: missing '" + root + "/" + stem +
-                   ".gz' (install the dataset-fashion-mnist package or set dataset.root)");
+                   ".gz' (install the dataset-fashion-mnist package, or set dataset.root or HTM_FASHION_MNIST)");
 }
 
 struct Part {

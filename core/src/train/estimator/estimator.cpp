@@ -28,6 +28,19 @@ void Estimator::watch(ForwardHooks& hooks, PassNotes& notes) const {
   };
 }
 
+void Estimator::settle() const {
+  if (!pending_.defined()) return;
+  const double value = pending_.item<double>();
+  pending_ = torch::Tensor();
+  fold(value);
+}
+
+void Estimator::fold(double value) const {
+  const double decay = settings_.baseline_decay;
+  baseline_ = have_baseline_ ? decay * baseline_ + (1 - decay) * value : value;
+  have_baseline_ = true;
+}
+
 torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const ForwardResult& out,
                                    const PassNotes& notes, const BatchShare& share, bool score) {
   // Per draw, in the order drawn: its log-probability summed over the draw, added to the
@@ -99,10 +112,11 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const t
   }
   if (entropy.defined() && settings_.entropy > 0) total = total - settings_.entropy * scaled(entropy.mean());
   if (settings_.baseline == RewardBaseline::ema) {
-    const double value = share.split ? share.batch_loss : loss.item<double>();
-    const double decay = settings_.baseline_decay;
-    baseline_ = have_baseline_ ? decay * baseline_ + (1 - decay) * value : value;
-    have_baseline_ = true;
+    settle();
+    if (share.split)
+      fold(share.batch_loss);
+    else
+      pending_ = loss.detach();
   }
   return total;
 }

@@ -109,16 +109,30 @@ class Estimator {
   const std::vector<std::pair<std::string, torch::Tensor>>& diagnostics() const { return diagnostics_; }
 
   /// What objective() subtracts from the reward now (the ema baseline; 0 for none and rloo).
-  double baseline() const { return have_baseline_ ? baseline_ : 0.0; }
+  double baseline() const {
+    settle();
+    return have_baseline_ ? baseline_ : 0.0;
+  }
   /// The ema baseline's state, and its restoration (a resumed run).
-  bool has_baseline() const { return have_baseline_; }
-  void restore_baseline(double value, bool have) { baseline_ = value, have_baseline_ = have; }
+  bool has_baseline() const {
+    settle();
+    return have_baseline_;
+  }
+  void restore_baseline(double value, bool have) {
+    baseline_ = value, have_baseline_ = have, pending_ = torch::Tensor();
+  }
 
  private:
+  /// Folds the last objective's loss into the ema. Read when the baseline is next needed (the
+  /// next step, a checkpoint), not inside the step: on a GPU the read waits for the step's work.
+  void settle() const;
+  void fold(double value) const;
+
   EstimatorSettings settings_;
   ValueHeads values_;
-  double baseline_ = 0;
-  bool have_baseline_ = false;
+  mutable double baseline_ = 0;
+  mutable bool have_baseline_ = false;
+  mutable torch::Tensor pending_;  ///< the last objective's mean loss, not yet folded in
   std::vector<std::pair<std::string, torch::Tensor>> diagnostics_;
 };
 
