@@ -22,6 +22,7 @@
 #                 peak_alloc_mib=…`); none is committed here (docs/gpu.md says how it was run)
 #   HTM_BUDGET    seconds for the whole script (0: none): a step that cannot finish in what is
 #                 left runs under a shorter limit, or is skipped below 20 s
+#   HTM_QUICK     1: only the build, the kernel tests and the bench table beside the official code
 #   JOBS          build and test jobs (default: every core)
 #   HTM_BUILD_DIR the build folder (default: build-gpu)
 set -uo pipefail
@@ -96,16 +97,36 @@ step "kernel tests on the GPU" kernels.log 120 "$BUILD/tests/htm_tests" \
   --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*'
 
 # 3. The paper-size step: htm (gpu kernels) beside the official code, fp32 and bf16.
-bench() { step "$1" bench.log 150 "$htm" bench --steps 10 --step-only "${cuda[@]}" "${@:2}"; }
+# smi NAME COMMAND...: runs COMMAND while nvidia-smi samples the GPU's used memory (the whole
+# card's, CUDA context included), and logs the most it saw.
+smi() {
+  local name=$1 pid rc
+  shift
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 > "$OUT/smi.tmp" 2> /dev/null &
+  pid=$!
+  "$@"
+  rc=$?
+  kill "$pid" 2> /dev/null
+  wait "$pid" 2> /dev/null
+  echo "smi      $name: the card's used memory peaked at $(sort -n "$OUT/smi.tmp" | tail -1) MiB" >> "$OUT/bench.log"
+  rm -f "$OUT/smi.tmp"
+  return $rc
+}
+bench() { smi "$1" step "$1" bench.log 150 "$htm" bench --steps 10 --step-only "${cuda[@]}" "${@:2}"; }
 official() {
   [ -n "${HTM_OFFICIAL:-}" ] || return 0
-  step "official code B=$1" bench.log 150 python3 "$HTM_OFFICIAL" --device cuda --batch "$1" --steps 10
+  smi "official B=$1" step "official code B=$1" bench.log 150 python3 "$HTM_OFFICIAL" --device cuda --batch "$1" \
+    --steps 10
 }
 for B in 64 8; do
   bench "htm bench cuda fp32 B=$B" --set "train.batch_size=$B"
   official "$B"
   bench "htm bench cuda bf16 B=$B" --set "train.batch_size=$B" --set 'runtime.precision="bf16"'
 done
+if [ "${HTM_QUICK:-0}" = 1 ]; then  # the bench table alone
+  grep -hE "^(summary|memory|official|smi) " "$OUT/bench.log" | tee -a "$OUT/summary.txt"
+  exit 0
+fi
 
 # 4. Where one B = 64 step spends its time; the portable kernels on the same GPU (the before).
 if step "profile B=64" bench.log 120 "$htm" bench --steps 3 --step-only "${cuda[@]}" --set 'train.batch_size=64' \
@@ -139,7 +160,7 @@ fi
 [ -f "$OUT/runs.sqlite" ] && "$htm" runs --db "$OUT/runs.sqlite" >> "$OUT/runs.log" 2>&1
 step "reference port B=64" bench.log 150 python3 bench/reference/reference.py --device cuda --steps 10 --batch 64
 
-grep -hE "^(summary|memory|reference|official) " "$OUT/bench.log" | tee -a "$OUT/summary.txt"
+grep -hE "^(summary|memory|reference|official|smi) " "$OUT/bench.log" | tee -a "$OUT/summary.txt"
 grep -E "tests passed|tests failed" "$OUT/unit.log" 2> /dev/null | tee -a "$OUT/summary.txt"
 grep -A20 "FAILED TEST\|The following tests FAILED" "$OUT/kernels.log" "$OUT/unit.log" 2> /dev/null | head -40 |
   tee -a "$OUT/summary.txt"

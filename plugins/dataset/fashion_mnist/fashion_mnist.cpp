@@ -10,10 +10,13 @@
 
 namespace {
 
-// The default folder: $HTM_FASHION_MNIST where set, else the Debian package's.
-std::string default_root() {
-  const char* root = std::getenv("HTM_FASHION_MNIST");
-  return root != nullptr && *root != '\0' ? root : "/usr/share/datasets/fashion-mnist";
+const char* const kDebianRoot = "/usr/share/datasets/fashion-mnist";
+
+// The folder read: the default (Debian's) is replaced by $HTM_FASHION_MNIST where that is set,
+// at read time, so the run's settings (and its config hash) stay those of any other machine.
+std::string folder(const std::string& root) {
+  const char* moved = std::getenv("HTM_FASHION_MNIST");
+  return root == kDebianRoot && moved != nullptr && *moved != '\0' ? moved : root;
 }
 
 htm::Manifest manifest() {
@@ -22,9 +25,9 @@ htm::Manifest manifest() {
           "1.0.0",
           htm::kSdkAbiVersion,
           "Fashion-MNIST 28x28 grey images in [-1,1], 10 classes (60k train / 10k test)",
-          {{"root", htm::ValueType::string, default_root(),
-            "folder holding {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (default: $HTM_FASHION_MNIST, "
-            "else Debian's)"}}};
+          {{"root", htm::ValueType::string, std::string(kDebianRoot),
+            "folder holding {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (the default is read from "
+            "$HTM_FASHION_MNIST where that is set)"}}};
 }
 
 std::string locate(const std::string& root, const std::string& stem) {
@@ -59,7 +62,7 @@ Part read_part(const std::string& root, const std::string& prefix) {
 class FashionMnist : public htm::Dataset {
  public:
   FashionMnist(const htm::Params& params, const htm::BuildContext&) {
-    const std::string root = params.text("root");
+    const std::string root = folder(params.text("root"));
     train_ = read_part(root, "train");
     test_ = read_part(root, "t10k");
   }
