@@ -147,7 +147,8 @@ fi
 bench "htm bench cuda portable B=64" --set 'train.batch_size=64' --set 'runtime.kernels="portable"'
 
 # 5. The unit tests (on the host CPU; format.check needs clang-format, which a GPU image may lack).
-step "unit tests" unit.log 300 ctest --test-dir "$BUILD" -L unit -j "$JOBS" -E 'format\.check' --timeout 240
+step "unit tests" unit.log 300 ctest --test-dir "$BUILD" -L unit -j "$JOBS" -E 'format\.check' --timeout 240 \
+  --output-on-failure
 
 # 6. Whole runs on cuda: 3 seeds each, at once on the one GPU (--jobs 3).
 results=(--set "runtime.results=\"$OUT/runs.sqlite\"" --set 'runtime.artifacts="/tmp/htm-gpu-runs"')

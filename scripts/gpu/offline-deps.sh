@@ -195,7 +195,8 @@ cmd_check() {
     else echo "FAIL pkg-config $m from the prefix alone"; bad=1; fi
   done
   for h in boost/dll/shared_library.hpp boost/math/distributions/students_t.hpp boost/program_options.hpp \
-    toml++/toml.h sqlite3.h httplib.h openssl/ssl.h brotli/decode.h gtest/gtest.h gmock/gmock.h cairo/cairo.h zlib.h armadillo superlu/supermatrix.h \
+    toml++/toml.h sqlite3.h httplib.h openssl/ssl.h brotli/decode.h gtest/gtest.h gmock/gmock.h cairo/cairo.h \
+    zlib.h armadillo superlu/supermatrix.h \
     gloo/context.h gloo/algorithm.h gloo/rendezvous/store.h gloo/transport/device.h; do
     [ -e "$usr/include/$h" ] || { echo "FAIL missing header $h"; bad=1; }
   done
