@@ -8,6 +8,7 @@
 
 #include "config/experiment_config.h"
 #include "registry.h"
+#include "sdk/kernels.h"
 #include "store/results_store.h"
 #include "test_util.h"
 #include "train/experiment.h"
@@ -64,7 +65,10 @@ class Resume : public ::testing::Test {
   }();
 };
 
-TEST_F(Resume, AStoppedAndAKilledRunEndWhereAnUninterruptedOneEnds) {
+// A run stopped by a signal and resumed, then killed and resumed again, ends bit for bit where
+// the same run uninterrupted ends: parameters, test MSE and every logged metric.
+void expect_resumed_runs_end_alike(const ResolvedConfig& config, const Registry& registry, ResultsStore& store,
+                                   const RunInfo& info, const std::string& dir) {
   // Uninterrupted.
   Experiment straight = assemble(config, registry, 3);
   const int64_t a = store.begin_run(info);
@@ -115,6 +119,17 @@ TEST_F(Resume, AStoppedAndAKilledRunEndWhereAnUninterruptedOneEnds) {
     if (!std::isnan(value)) EXPECT_EQ(found->second, value) << key;
   }
   EXPECT_FALSE(std::filesystem::exists(dir + "/b/checkpoint.pt.tmp"));
+}
+
+TEST_F(Resume, AStoppedAndAKilledRunEndWhereAnUninterruptedOneEnds) {
+  expect_resumed_runs_end_alike(config, registry, store, info, dir);
+}
+
+// The same with the gpu kernels (run here on the CPU): their draws are seeded from the run's
+// checkpointed generators, so a resumed run draws what the uninterrupted one drew.
+TEST_F(Resume, WithTheGpuKernelsAResumedRunEndsWhereAnUninterruptedOneEnds) {
+  KernelsScope scope(Kernels::gpu);
+  expect_resumed_runs_end_alike(config, registry, store, info, dir);
 }
 
 TEST_F(Resume, WithoutACheckpointARunStartsOverAndLogsNothingTwice) {
