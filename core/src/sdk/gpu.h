@@ -28,7 +28,8 @@ namespace htm::gpu {
 /// A generator on `device` seeded with `seed` (on CUDA: Philox, offset 0).
 at::Generator seeded_generator(uint64_t seed, const at::Device& device);
 
-/// A seed for one call's draws: the next 64 bits of `generator` (a run's CPU generator).
+/// A seed for one call's draws: the next 64 bits of `generator` (a run's CPU generator, or
+/// torch's global one for the dropout streams: kernels.cpp).
 uint64_t next_seed(at::Generator generator);
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);

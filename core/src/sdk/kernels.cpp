@@ -36,11 +36,7 @@ torch::Tensor bias_or_zeros(const torch::Tensor& bias, const torch::Tensor& weig
 }
 
 // A dropout mask's stream, from torch's global CPU generator (so torch::manual_seed fixes it).
-uint64_t next_seed() {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return at::check_generator<at::CPUGeneratorImpl>(gen)->random64();
-}
+uint64_t next_seed() { return gpu::next_seed(at::detail::getDefaultCPUGenerator()); }
 
 bool ours(const torch::Tensor& x, const torch::Tensor& weight) {
   return x.scalar_type() == torch::kFloat && x.size(-1) == weight.size(1);

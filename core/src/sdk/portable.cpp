@@ -19,8 +19,6 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 // An operand of a matrix product as the precision in force has it.
 torch::Tensor operand(const torch::Tensor& t) { return matmul_precision() == Precision::bf16 ? round_bf16(t) : t; }
 
-void count(int64_t m, int64_t n, int64_t k, bool backward) { count_product(m, n, k, backward); }
-
 // SplitMix64 (sdk/counter_rng.h) on int64 tensors: the products wrap modulo 2⁶⁴ as the
 // unsigned ones do, and a logical right shift is an arithmetic one with the sign bits masked.
 torch::Tensor shift_right(const torch::Tensor& x, int s) {
@@ -60,7 +58,7 @@ bool in_training(std::initializer_list<const torch::Tensor*> inputs) {
 torch::Tensor round_bf16(const torch::Tensor& x) { return x.to(torch::kBFloat16).to(torch::kFloat); }
 
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  count(x.numel() / weight.size(1), weight.size(0), weight.size(1), in_training({&x, &weight}));
+  count_product(x.numel() / weight.size(1), weight.size(0), weight.size(1), in_training({&x, &weight}));
   return torch::linear(operand(x), operand(weight), bias);
 }
 
@@ -80,8 +78,8 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
     return operand(t).view({t.size(0), t.size(1), heads, d}).transpose(1, 2);
   };
   const bool backward = in_training({&q, &k, &v});
-  count(B * heads * Tq, Tk, d, backward);  // the scores
-  count(B * heads * Tq, d, Tk, backward);  // the weighted values
+  count_product(B * heads * Tq, Tk, d, backward);  // the scores
+  count_product(B * heads * Tq, d, Tk, backward);  // the weighted values
   auto weights = torch::softmax(torch::matmul(split(q), split(k).transpose(-2, -1)) / std::sqrt(double(d)), -1);
   if (p > 0) weights = weights * attention_mask(B * heads * Tq, Tk, p, seed, first, q.device()).view(weights.sizes());
   auto out = torch::matmul(operand(weights), split(v));  // B×h×Tq×d
