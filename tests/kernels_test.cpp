@@ -21,6 +21,7 @@
 #include "sdk/kernels.h"
 #include "sdk/portable.h"
 #include "sdk/precision.h"
+#include "train/experiment.h"
 #include "train/optimizer.h"
 #if HTM_NATIVE_KERNELS
 #include "sdk/native/gemm.h"
@@ -133,6 +134,22 @@ std::pair<torch::Tensor, torch::Tensor> hard_case(int64_t B, int64_t T, int64_t 
   auto noise = (torch::rand({B, T, T}) * 4).round() / 2;                // equal keys and equal noise
   noise.masked_fill_(torch::rand({B, T, T}) < 0.5, 0.0);
   return {logits, noise};
+}
+
+// runtime.kernels picks the set: "gpu" runs the gpu kernels on a CPU tensor too (to count or
+// test a GPU step's path on a machine without one), "native" only off the CPU.
+TEST(GpuKernels, RuntimeKernelsChoosesTheSetAndGpuRunsOnTheCpuToo) {
+  KernelsScope restore(kernels());
+  const auto cpu = torch::zeros({2});
+  use_kernels(RuntimeKernels::gpu);
+  EXPECT_EQ(kernels(), Kernels::gpu);
+  EXPECT_TRUE(use_gpu(cpu));
+  use_kernels(RuntimeKernels::portable);
+  EXPECT_EQ(kernels(), Kernels::portable);
+  EXPECT_FALSE(use_gpu(cpu));
+  use_kernels(RuntimeKernels::native);
+  EXPECT_EQ(kernels(), Kernels::native);
+  EXPECT_FALSE(use_gpu(cpu));
 }
 
 TEST(GpuKernels, MatchingTakesTheGreedyPairsInTheirOrder) {

@@ -14,6 +14,7 @@
 #include <regex>
 #include <thread>
 
+#include "report.h"
 #include "serve.h"
 #include "store_test_util.h"
 
@@ -184,6 +185,29 @@ TEST_F(ServeTest, ArtifactsAreServedOnlyFromTheRunsOwnFolder) {
        {"../secret.txt", "pictures/../../secret.txt", "link.txt", "/etc/passwd", "", "pictures", "nothing.png"})
     EXPECT_EQ(serve::artifact_path(store, id, bad), "") << bad;
   EXPECT_EQ(serve::artifact_path(store, ids_.back() + 5, "pictures/recon.png"), "");
+}
+
+// Chart.js is read from the file named, else the one HTM_CHART_JS names (a GPU machine's unpacked
+// prefix: scripts/gpu/offline-deps.sh), else Debian's; a missing file is named in the error.
+TEST_F(ServeTest, ChartJsComesFromTheFileNamedThenHtmChartJsThenDebian) {
+  const auto mine = dir_ / "chart.min.js";
+  std::ofstream(mine) << "/* mine */";
+  const char* before = std::getenv("HTM_CHART_JS");
+  const std::string saved = before != nullptr ? before : "";
+  ::setenv("HTM_CHART_JS", mine.c_str(), 1);
+  EXPECT_EQ(chart_js_source(), "/* mine */");
+  EXPECT_EQ(chart_js_source(mine.string()), "/* mine */");
+  ::setenv("HTM_CHART_JS", (dir_ / "absent.js").c_str(), 1);
+  try {
+    chart_js_source();
+    ADD_FAILURE() << "a missing HTM_CHART_JS file was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("absent.js"), std::string::npos) << e.what();
+  }
+  if (before != nullptr)
+    ::setenv("HTM_CHART_JS", saved.c_str(), 1);
+  else
+    ::unsetenv("HTM_CHART_JS");
 }
 
 // ---- the live server

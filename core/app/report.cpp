@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -275,10 +276,14 @@ std::string pictures(ResultsStore& store, const std::vector<Run>& runs, const st
 }  // namespace
 
 std::string chart_js_source(const std::string& path) {
+  // The file named, else HTM_CHART_JS (a prefix without a package manager: scripts/gpu/offline-deps.sh
+  // sets it), else Debian's package's.
+  const char* env = std::getenv("HTM_CHART_JS");
   const std::vector<std::string> candidates =
-      path.empty() ? std::vector<std::string>{"/usr/share/javascript/chart.js/chart.min.js",
-                                              "/usr/share/javascript/chart.js/chart.js"}
-                   : std::vector<std::string>{path};
+      !path.empty()            ? std::vector<std::string>{path}
+      : env != nullptr && *env ? std::vector<std::string>{env}
+                               : std::vector<std::string>{"/usr/share/javascript/chart.js/chart.min.js",
+                                                          "/usr/share/javascript/chart.js/chart.js"};
   for (const auto& candidate : candidates) {
     std::error_code ec;
     if (std::filesystem::is_regular_file(candidate, ec)) return read_file(candidate);

@@ -178,7 +178,7 @@ export LIBRARY_PATH="$libs\${LIBRARY_PATH:+:\$LIBRARY_PATH}"
 export LD_LIBRARY_PATH="$libs\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export FONTCONFIG_FILE="$prefix/etc/fonts/fonts.conf"
 export PATH="\$PATH:$usr/bin"
-# htm report: --chart-js $usr/share/javascript/chart.js/chart.min.js (Debian's default path is /usr/share/...)
+export HTM_CHART_JS="$usr/share/javascript/chart.js/chart.min.js"  # htm report and serve (default: /usr/share/...)
 EOF
 }
 

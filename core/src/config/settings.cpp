@@ -271,10 +271,13 @@ std::vector<HostSection> build_schema() {
                "cuda:<its local rank>) or \"cuda:N\"; cuda needs a libtorch built with CUDA (docs/gpu.md)",
                a_device())
           .later()
-          .choice(
-              "kernels", &R::kernels, {{"native", RuntimeKernels::native}, {"portable", RuntimeKernels::portable}},
-              "the SDK's kernels: native (oneDNN GEMMs, AVX-512 rows; CPU tensors, where the build has them) "
-              "and the GPU kernels (sdk/gpu.h) on a GPU, or portable (the reference: plain torch ops on any device)")
+          .choice("kernels", &R::kernels,
+                  {{"native", RuntimeKernels::native},
+                   {"portable", RuntimeKernels::portable},
+                   {"gpu", RuntimeKernels::gpu}},
+                  "the SDK's kernels: native (oneDNN GEMMs, AVX-512 rows; CPU tensors, where the build has them) "
+                  "and the GPU kernels (sdk/gpu.h) on a GPU, portable (the reference: plain torch ops on any "
+                  "device), or gpu (the GPU kernels on any device: to count or test the GPU path on a CPU)")
           .later()
           .add("results", &R::results, Text(kDefaultResultsPath), "the results database")
           .add("artifacts", &R::artifacts, Text("results/runs"), "folder of per-run checkpoints and images")

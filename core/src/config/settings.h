@@ -23,7 +23,7 @@ enum class EstimatorLogProb { exact, paper };
 /// runtime.precision: of the SDK's matrix products (sdk/precision.h).
 enum class RuntimePrecision { fp32, bf16 };
 /// runtime.kernels: the SDK's kernels (sdk/kernels.h).
-enum class RuntimeKernels { native, portable };
+enum class RuntimeKernels { native, portable, gpu };
 enum class Architecture { htm, vit };
 enum class Unmerge { policy, mirror };
 enum class LrDecay { step, cosine };

@@ -24,7 +24,17 @@ void set_threads(int64_t threads) {
 }
 
 void use_kernels(RuntimeKernels kernels) {
-  set_kernels(kernels == RuntimeKernels::native ? Kernels::native : Kernels::portable);
+  switch (kernels) {
+    case RuntimeKernels::native:
+      set_kernels(Kernels::native);
+      return;
+    case RuntimeKernels::portable:
+      set_kernels(Kernels::portable);
+      return;
+    case RuntimeKernels::gpu:
+      set_kernels(Kernels::gpu);
+      return;
+  }
 }
 
 RuntimePrecision set_precision(RuntimePrecision asked, const std::string& device) {
