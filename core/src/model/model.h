@@ -1,5 +1,10 @@
-// The hierarchical token-merging autoencoder (paper §3.1). Shapes: B batch, T tokens, C width,
-// h heads, r pairs merged at a layer, D depth actually run (≤ L, the schedule's length).
+// The hierarchical token-merging autoencoder (paper §3.1), assembled once from the parts its
+// options choose (assembly.cpp, the one file that reads ModelOptions' enums): the blocks
+// (blocks.h), the encoder (encoder.cpp: depth signal, mixer, merge layer), the decoder
+// (decoder.cpp: unmerge layer, mixer; the policy's splits or the encoder's mirrored) and a head
+// (model.cpp: reconstruct, or classify from the root). What a pass takes and gives: pass.h.
+// Shapes: B batch, T tokens, C width, h heads, r pairs merged at a layer, D depth actually run
+// (≤ L, the schedule's length).
 #pragma once
 
 #include <functional>
@@ -9,6 +14,7 @@
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
@@ -16,144 +22,12 @@
 #include "htm/layers.h"
 #include "htm/merge.h"
 #include "htm/policy.h"
+#include "model/blocks.h"
+#include "model/options.h"
+#include "model/pass.h"
 #include "model/schedule.h"
 
 namespace htm {
-
-/// Transformer blocks in the encoder and decoder (§4.4), or none.
-enum class Mixing { transformer, none };
-/// The merging and unmerging blocks: cross-attention of the new population over the old one,
-/// then a residual MLP (§4.4), or the MLP alone.
-enum class Refinement { cross_attention, mlp };
-/// A.4: merged and unmerged outputs multiplied by their selection probability, or left as they are.
-enum class MergedScale { none, probability };
-/// Which tokens a decoder layer splits: the policy's choice, or those the encoder merged (mirror).
-enum class UnmergeChoice { policy, mirror };
-/// The slides' leaf/internal classifier on detached tokens, used in generation.
-enum class LeafClassifier { none, trained };
-
-/// The HTM model's architecture. How it is trained (the estimator's value heads and pair errors,
-/// the anytime loss) lives in train/ and reaches a pass through ForwardHooks.
-struct ModelOptions {
-  int64_t dim = 256;
-  int64_t heads = 8;
-  int64_t mlp_ratio = 4;
-  double dropout = 0.1;
-  Mixing mixing = Mixing::transformer;
-  Refinement refinement = Refinement::cross_attention;
-  MergedScale merged_scale = MergedScale::none;
-  UnmergeChoice unmerge = UnmergeChoice::policy;
-  LeafClassifier leaf_classifier = LeafClassifier::none;
-  int64_t classes = 0;          ///< > 0: encoder-only classifier with this many classes (§4.1)
-  double timestep_scale = 1.0;  ///< multiplies the depth signal of eq. 7 (1: the paper)
-  /// What the policy is asked for: the form of its log-probabilities (estimator.log_prob) and
-  /// the bound on its pair logits (estimator.logit_bound, MergeContext::logit_bound), in
-  /// training and evaluation alike.
-  LogProbForm log_prob_form = LogProbForm::exact;
-  double logit_bound = 0;
-};
-
-/// Pre-norm transformer encoder block (MHA + GELU MLP).
-class TransformerBlockImpl : public torch::nn::Module {
- public:
-  TransformerBlockImpl(const ModelOptions& o);
-  torch::Tensor forward(const torch::Tensor& x, torch::Tensor* attention = nullptr);
-
- private:
-  torch::nn::LayerNorm norm_{nullptr};
-  Attention attn_{nullptr};
-  double dropout_;
-  ResidualMlp mlp_{nullptr};
-};
-TORCH_MODULE(TransformerBlock);
-
-/// Cross-attention of the new population over the old one, then a residual MLP.
-class RefineBlockImpl : public torch::nn::Module {
- public:
-  RefineBlockImpl(const ModelOptions& o);
-  /// Keys of the old population as the cross-attention sees them (B×T×C), for shared-key policies.
-  std::pair<torch::Tensor, torch::Tensor> key_values(const torch::Tensor& old_tokens);
-  torch::Tensor forward(const torch::Tensor& new_tokens, const torch::Tensor& keys, const torch::Tensor& values);
-
- private:
-  bool cross_attention_;
-  double dropout_;
-  torch::nn::LayerNorm norm_q_{nullptr}, norm_kv_{nullptr};
-  Attention attn_{nullptr};
-  ResidualMlp mlp_{nullptr};
-};
-TORCH_MODULE(RefineBlock);
-
-struct ForwardResult;
-
-/// One decision a pass drew, in the order drawn: a merge layer's pairs or a decoder layer's
-/// splits. The model records; the estimator (train/estimator/) assigns credit from these.
-struct Draw {
-  enum class Kind { merge, unmerge };
-  Kind kind = Kind::merge;
-  int64_t depth = 0;         ///< 1-based layer
-  torch::Tensor population;  ///< B×T×C the tokens drawn from (in the graph)
-  torch::Tensor src, dst;    ///< merge: B×r int64, src merged into dst
-  torch::Tensor index;       ///< unmerge: B×r int64 tokens split
-  torch::Tensor merged;      ///< merge: B×r×C the merged tokens, detached
-  torch::Tensor log_prob;    ///< B×r, undefined when the policy learns nothing from the draw
-  torch::Tensor entropy;     ///< merge: B, where the policy reports one
-};
-
-/// The splits that undo one merge layer (model.unmerge = "mirror"): `forced`, the positions of
-/// the merged (dst) tokens in the merged population, and `origin`, the index in the T tokens
-/// before the merge of each token the unmerge produces (the first child takes dst's place, the
-/// second is appended).
-struct MirrorSplit {
-  torch::Tensor forced, origin;
-};
-
-/// Callbacks into one forward pass.
-struct ForwardHooks {
-  /// Rewrites the B×T×C tokens entering encoder layer `depth` (1-based); empty: unchanged.
-  std::function<torch::Tensor(const torch::Tensor&, int64_t depth)> layer_entry;
-  /// Batch::tree of the input, when the data has one: the host fills MergeContext::siblings from
-  /// it for a policy that needs_truth().
-  torch::Tensor tree;
-  /// Replay (estimator.replay): one decision per encoder layer whose pairs (src, dst) are merged
-  /// instead of a draw; the policy only scores them (its merge_logits()). Empty: the policy draws.
-  std::vector<MergeDecision> merges;
-  /// Called right after each merge layer merged (the draw is the last of ForwardResult::draws),
-  /// within the merge operator's plugin scope: the dense reward measures its pair errors here
-  /// (Estimator::watch in train/estimator/estimator.h), so an operator that draws random
-  /// numbers draws them in the pass's own order.
-  std::function<void(MergeOperator& op, const Draw& draw)> merged;
-  /// Called once the main decode is done, before the output is unlifted: the anytime loss
-  /// (train/objective.h) reconstructs from the intermediate populations here
-  /// (HtmModelImpl::reconstruct_level), its unmerge draws joining ForwardResult::draws.
-  std::function<void(ForwardResult& result)> decoded;
-};
-
-/// Everything one forward pass produces.
-struct ForwardResult {
-  torch::Tensor output;  ///< B×sample_shape
-  torch::Tensor root;    ///< B×T_D×C tokens at the bottleneck
-  /// Every merge and (unforced) unmerge draw, in the order drawn (Draw).
-  std::vector<Draw> draws;
-  std::vector<torch::Tensor> encoder_tokens;  ///< [d] enters encoder layer d+1
-  std::vector<torch::Tensor> populations;     ///< [d] leaves encoder layer d+1 (its merge block)
-  std::vector<torch::Tensor> decoder_tokens;  ///< [d] leaves the decoder layer mirroring it
-  std::vector<MergeDecision> merges;          ///< per encoder layer
-  std::vector<MirrorSplit> mirrors;           ///< per encoder layer, with model.unmerge = "mirror"
-  /// Teacher-forced pass only: per layer, B×r log-probabilities of the true merged tokens
-  /// under the unmerge policy (undefined when it learns nothing).
-  std::vector<torch::Tensor> unmerge_log_probs;
-  /// With the leaf/internal classifier: its per-sample cross-entropy (B) over the populations it
-  /// is taught on, and (in eval mode) the fraction of those tokens it classifies right.
-  torch::Tensor leaf_loss;
-  double leaf_accuracy = 0;
-};
-
-/// B: Σ of the draws' log-probabilities, of every draw or of those of one kind (undefined when
-/// none has one).
-torch::Tensor total_log_prob(const ForwardResult& out, std::optional<Draw::Kind> only = std::nullopt);
-/// B: Σ of the merge draws' entropies (undefined when none reports one).
-torch::Tensor total_entropy(const ForwardResult& out);
 
 /// What the trainer drives: the HTM model, or a baseline such as the ViT (vit.h).
 class Model : public torch::nn::Module {
@@ -198,7 +72,7 @@ class HtmModelImpl : public Model {
   /// (sample_shape, or M×F for a set of M elements).
   std::vector<torch::Tensor> generate(const torch::Tensor& roots, const std::vector<int64_t>& schedule,
                                       at::Generator generator, bool by_classifier, double leaf_threshold = 0.5);
-  bool has_leaf_classifier() const { return options_.leaf_classifier == LeafClassifier::trained; }
+  bool has_leaf_classifier() const { return !leaf_head_.is_empty(); }
   /// The input reconstructed from the population after encoder layer `level` (result.populations,
   /// 1 ≤ level < the pass's depth) by decoder layers level…1, with the pass's schedule and, when
   /// unmerging mirrors, its splits; the unmerge draws join result.draws. The anytime loss's
@@ -221,16 +95,59 @@ class HtmModelImpl : public Model {
   struct Truth {
     torch::Tensor node, parent;
   };
+  /// The leaf/internal classifier's lessons of one pass (model.cpp): populations, taken
+  /// detached, with 0 = leaf, 1 = internal, −1 = no label. The encoder's are labelled by where
+  /// each token came from (slides); the decoder's where the label is certain: the tokens it
+  /// splits are internal, its last population is leaves.
+  struct LeafLessons {
+    explicit LeafLessons(const torch::Tensor& lifted);
+    /// After an encoder layer that merged `merged` (nullptr: r = 0) and kept `keep`.
+    void encoded(const torch::Tensor& population, const MergeDecision* merged, const torch::Tensor& keep);
+    /// Before a decoder layer that split `chosen` of `before`.
+    void decoded(const torch::Tensor& before, const torch::Tensor& chosen);
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> lessons;
+    torch::Tensor internal;  ///< B×T of the current encoder population
+  };
+  /// The head a pass ends in (model.cpp): the decoder then the adapter's unlift, or a
+  /// classifier's linear head on the root tokens' mean (§4.1).
+  using Head = void (HtmModelImpl::*)(ForwardResult& result, const std::vector<int64_t>& schedule,
+                                      at::Generator generator, const ForwardHooks* hooks, LeafLessons* leaf);
+  /// The factor a draw's merged or unmerged tokens are multiplied by, B×r×1, from its B×r
+  /// log-probabilities (A.4); undefined: none.
+  using Scale = torch::Tensor (*)(const torch::Tensor& log_prob);
+
+  // The adapter's and the policy's side of a pass (model.cpp).
+  /// The adapter's lift and unlift, marked as the adapter's calls (plugin_scope.h).
+  torch::Tensor lift(const torch::Tensor& input);
+  torch::Tensor unlift(const torch::Tensor& tokens);
   /// The truth's tracker for this pass, or nothing when the policy does not read it.
-  std::optional<Truth> truth_for(const torch::Tensor& input, const ForwardHooks* hooks);
-  /// Tokens entering encoder layer d: depth signal, then the hooks.
-  torch::Tensor enter(const torch::Tensor& x, int64_t d, const ForwardHooks* hooks);
+  std::optional<Truth> truth_for(const torch::Tensor& input, const PassInputs* inputs);
+  void reconstruct_head(ForwardResult& result, const std::vector<int64_t>& schedule, at::Generator generator,
+                        const ForwardHooks* hooks, LeafLessons* leaf);
+  void classify_head(ForwardResult& result, const std::vector<int64_t>& schedule, at::Generator generator,
+                     const ForwardHooks* hooks, LeafLessons* leaf);
+  /// B×T×2 leaf/internal logits of detached tokens.
+  torch::Tensor leaf_logits(const torch::Tensor& tokens);
+
+  // The encoder (encoder.cpp).
+  /// Encoder layers 1…D on the lifted tokens: result's encoder_tokens, populations, merges,
+  /// draws (and mirrors, when the decoder mirrors), the leaf classifier's lessons; returns the root.
+  torch::Tensor encode(ForwardResult& result, torch::Tensor x, const std::vector<int64_t>& schedule,
+                       at::Generator generator, const std::optional<Truth>& truth, const ForwardHooks* hooks,
+                       LeafLessons* leaf);
+  /// Tokens entering encoder layer d: depth signal, then the observers' rewrite.
+  torch::Tensor enter(const torch::Tensor& x, int64_t d, const PassObservers* observers);
+  /// The encoder's transformer block (`attention`, if given, receives its heads' mean weights),
+  /// or the tokens as they are without mixing.
+  torch::Tensor mix_encoder(const torch::Tensor& x, torch::Tensor* attention);
   /// Returns the merged population; `keep` (if given) receives, for each of its tokens, the
   /// index in x it came from (B×(T−r)).
   torch::Tensor merge_layer(const torch::Tensor& x, int64_t r, int64_t depth, const torch::Tensor& attention,
                             at::Generator generator, ForwardResult& result, torch::Tensor* keep = nullptr,
                             Truth* truth = nullptr, const MergeDecision* replayed = nullptr,
-                            const ForwardHooks* hooks = nullptr);
+                            const PassObservers* observers = nullptr);
+
+  // The decoder (decoder.cpp).
   /// `forced` (B×r): teacher forcing, unmerge these tokens. `chosen` (if given) receives the
   /// B×r indices unmerged.
   torch::Tensor unmerge_layer(const torch::Tensor& x, int64_t r, int64_t depth, at::Generator generator,
@@ -239,20 +156,22 @@ class HtmModelImpl : public Model {
   /// block. `forced` and `chosen` as for unmerge_layer.
   torch::Tensor decoder_layer(const torch::Tensor& x, int64_t r, int64_t depth, at::Generator generator,
                               ForwardResult& result, const torch::Tensor& forced = {}, torch::Tensor* chosen = nullptr);
-  /// B×T×2 leaf/internal logits of detached tokens.
-  torch::Tensor leaf_logits(const torch::Tensor& tokens);
-  torch::Tensor timestep(int64_t depth) const;
-  /// Decoder layers from…1 on `y` (mirroring result.mirrors with model.unmerge = "mirror");
-  /// `record`: the main pass, whose populations fill decoder_tokens and, when `lessons` is
-  /// given, teach the leaf classifier.
+  /// Decoder layers from…1 on `y`, following result.mirrors where the encoder recorded them;
+  /// `record`: the main pass, whose populations fill decoder_tokens and teach `leaf`.
   torch::Tensor decode(ForwardResult& result, torch::Tensor y, int64_t from, const std::vector<int64_t>& schedule,
-                       at::Generator generator, bool record,
-                       std::vector<std::pair<torch::Tensor, torch::Tensor>>* lessons);
+                       at::Generator generator, bool record, LeafLessons* leaf);
+  torch::Tensor timestep(int64_t depth) const;
+
+  /// The splits that undo a merge layer, from the tokens it kept (B×(T−r)) and its decision
+  /// (the last of `merges`; none when r = 0).
+  static MirrorSplit mirror_of(const torch::Tensor& keep, const std::vector<MergeDecision>& merges, int64_t T,
+                               int64_t r);
+  /// A decoded population put back in the order of the tokens before the merge.
+  static torch::Tensor reorder(const torch::Tensor& z, const torch::Tensor& origin);
+  /// x's tokens at `index` (B×r) → B×r×C.
+  static torch::Tensor gather_tokens(const torch::Tensor& x, const torch::Tensor& index);
 
   ModelOptions options_;
-  /// The adapter's lift and unlift, marked as the adapter's calls (plugin_scope.h).
-  torch::Tensor lift(const torch::Tensor& input);
-  torch::Tensor unlift(const torch::Tensor& tokens);
   std::shared_ptr<Adapter> adapter_;
   std::shared_ptr<Policy> policy_;
   std::shared_ptr<Policy> switched_;  ///< deciding instead of policy_ when set
@@ -260,11 +179,15 @@ class HtmModelImpl : public Model {
   /// (shapes are checked at every call; values cost two reductions, so once per policy).
   const Policy* values_checked_[2] = {nullptr, nullptr};
   std::shared_ptr<MergeOperator> merge_;
-  TransformerBlock encoder_block_{nullptr}, decoder_block_{nullptr};
-  RefineBlock merge_refine_{nullptr}, unmerge_refine_{nullptr};
+  // The parts the options chose (assembly.cpp). A part the architecture lacks is empty.
+  TransformerBlock encoder_block_{nullptr}, decoder_block_{nullptr};  ///< none: no mixing
+  RefineBlock merge_refine_{nullptr}, unmerge_refine_{nullptr};       ///< no unmerge_refine_: a classifier
   torch::nn::LayerNorm head_norm_{nullptr};
   torch::nn::Sequential leaf_head_{nullptr};  ///< the leaf/internal classifier
   Linear head_{nullptr};                      ///< classifier: root tokens (mean) → class logits
+  Head end_ = nullptr;                        ///< reconstruct_head or classify_head
+  Scale scale_ = nullptr;                     ///< no factor, or the probability
+  bool mirrors_ = false;                      ///< the encoder records its merges for the decoder to undo
   torch::Tensor timesteps_;                   ///< (max depth + 1)×C fixed sinusoids (paper eq. 7)
 };
 TORCH_MODULE(HtmModel);

@@ -3,8 +3,6 @@
 #include <torch/torch.h>
 
 #include "htm/error.h"
-#include "model/model.h"
-#include "model/plugin_scope.h"
 
 namespace htm {
 
@@ -36,34 +34,6 @@ void check_tokens(const torch::Tensor& tokens, const char* what, int64_t rows, i
     throw Error(std::string("its ") + what + " returned " +
                 (tokens.defined() ? "shape " + c10::str(tokens.sizes()) : std::string("nothing")) + ", expected [" +
                 std::to_string(rows) + ", " + std::to_string(C) + "]");
-}
-
-torch::Tensor HtmModelImpl::lift(const torch::Tensor& input) {
-  PluginScope scope(PluginKind::adapter, adapter_.get());
-  return adapter_->lift(input);
-}
-
-torch::Tensor HtmModelImpl::unlift(const torch::Tensor& tokens) {
-  PluginScope scope(PluginKind::adapter, adapter_.get());
-  return adapter_->unlift(tokens);
-}
-
-std::optional<HtmModelImpl::Truth> HtmModelImpl::truth_for(const torch::Tensor& input, const ForwardHooks* hooks) {
-  if (!policy().needs_truth()) return std::nullopt;
-  if (hooks == nullptr || !hooks->tree.defined())
-    throw Error(
-        "this policy decides from the data's true hierarchy, and the dataset gives none "
-        "(oracle policies are for data with a known tree, such as trees or crosses)");
-  const auto& tree = hooks->tree;  // B×(N−1)×2
-  const int64_t B = tree.size(0), N = tree.size(1) + 1;
-  if (input.size(0) != B || num_tokens() != N)
-    throw Error("the batch's tree has " + std::to_string(N) + " leaves, but the adapter makes " +
-                std::to_string(num_tokens()) + " tokens: the truth cannot be followed");
-  auto parent = torch::full({B, 2 * N - 1}, -1, tree.options().dtype(torch::kLong));
-  auto internal = torch::arange(N, 2 * N - 1, tree.options().dtype(torch::kLong)).expand({B, N - 1});
-  parent.scatter_(1, tree.select(2, 0), internal);
-  parent.scatter_(1, tree.select(2, 1), internal);
-  return Truth{torch::arange(N, tree.options().dtype(torch::kLong)).expand({B, N}).contiguous(), parent};
 }
 
 }  // namespace htm
