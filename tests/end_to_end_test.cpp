@@ -76,7 +76,7 @@ TEST(EndToEnd, SameSeedSameResult) {
   Registry registry({HTM_PLUGIN_DIR});
   RunRequest request;
   request.file = tiny_experiment(dir);
-  request.force = true;
+  request.rerun = true;
   request.overrides = {"train.epochs=1"};
   ASSERT_EQ(run_experiment(request, registry), 0);
   ASSERT_EQ(run_experiment(request, registry), 0);

@@ -90,6 +90,7 @@ bool parse_options(const std::string& command, const Args& args, po::options_des
 int cmd_run(const Args& args) {
   po::options_description opts("options");
   RunRequest req;
+  bool force = false;
   opts.add_options()("file", po::value(&req.file)->required(), "experiment file (TOML)")(
       "variant,v", po::value(&req.variants)->composing(), "variant to run (repeatable; default: all)")(
       "seed,s", po::value(&req.seeds)->composing(), "seed to run (repeatable; default: the file's seeds)")(
@@ -100,10 +101,12 @@ int cmd_run(const Args& args) {
       "sweep", po::value(&req.sweeps)->composing(),
       "one variant per value, e.g. --sweep train.lr=1e-3,3e-3 (a [grid] axis)")(
       "jobs,j", po::value(&req.jobs)->default_value(1), "runs executed at once, each in its own process")(
-      "force", po::bool_switch(&req.force),
-      "run again even if a finished run with this config exists; train even when the memory estimate exceeds "
-      "the memory available")("tag", po::value(&req.tags)->composing(),
-                              "key=value stored on each run (repeatable; htm runs and report show it)")(
+      "rerun", po::bool_switch(&req.rerun), "run again even if a finished run with this config exists")(
+      "ignore-memory", po::bool_switch(&req.ignore_memory),
+      "train even when the memory estimate exceeds the memory available")("force", po::bool_switch(&force),
+                                                                          "(split: --rerun and --ignore-memory)")(
+      "tag", po::value(&req.tags)->composing(),
+      "key=value stored on each run (repeatable; htm runs and report show it)")(
       "note", po::value(&req.note), "free text stored on each run as the tag 'note'")(
       "quiet,q", "no progress lines: only each run's final lines and errors")(
       "verbose", "also a line per evaluation with its scores")(
@@ -116,6 +119,10 @@ int cmd_run(const Args& args) {
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_options("run", args, opts, pos, vm, "FILE [options]")) return 0;
+  if (force)
+    throw Error(
+        "--force was split in two: --rerun runs again a run already finished, --ignore-memory trains a run "
+        "the memory estimate refuses");
   if (req.jobs < 1) throw Error("--jobs must be at least 1");
   if (req.nproc < 1) throw Error("--nproc " + std::to_string(req.nproc) + ": must be at least 1");
   if (!req.shard.empty()) parse_shard(req.shard);  // refused before anything runs

@@ -90,7 +90,8 @@ namespace {
 // `htm run FILE` with the request's options that every worker shares (not its selection).
 std::vector<std::string> shared_args(const RunRequest& request) {
   std::vector<std::string> args = {self_path(), "run", request.file};
-  if (request.force) args.push_back("--force");
+  if (request.rerun) args.push_back("--rerun");
+  if (request.ignore_memory) args.push_back("--ignore-memory");
   if (request.confirm) args.push_back("--confirm");
   if (request.verbosity == 0) args.push_back("--quiet");
   if (request.verbosity == 2) args.push_back("--verbose");

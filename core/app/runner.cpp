@@ -168,7 +168,7 @@ Outcome follow_run(const ExperimentFile& file, const std::string& variant, int64
   }
 }
 
-Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t seed, bool force,
+Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t seed, bool rerun, bool ignore_memory,
                 const Registry& registry, const std::map<std::string, std::string>& tags = {}, int verbosity = 1,
                 Continue resume = {}, Communicator* comm = nullptr) {
   const int64_t expected_run = resume.expected_run;
@@ -178,9 +178,9 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   const std::string label = config.experiment + "/" + variant + " seed " + std::to_string(seed);
   ResultsStore store(config.settings.runtime.results);
   store.set_busy_timeout(kRunBusyTimeoutMs);
-  if (!force && expected_run == 0) {  // the cheap answer first: no need to load data for a finished run
+  if (!rerun && expected_run == 0) {  // the cheap answer first: no need to load data for a finished run
     if (auto done = store.find_finished(config.experiment, variant, seed, config.hash)) {
-      std::printf("[%s] already finished as run %lld in %s; skipped (use --force to run again)\n", label.c_str(),
+      std::printf("[%s] already finished as run %lld in %s; skipped (--rerun runs it again)\n", label.c_str(),
                   static_cast<long long>(*done), store.path().c_str());
       share_decision(comm, kSkip);
       return Outcome::skipped;
@@ -209,20 +209,20 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   if (ex && comm == nullptr) {
     memory = estimate_training_memory(*ex);
     const AvailableMemory available = available_memory();
-    if (!force && available.mib > 0 && memory->total_mib() > available.mib) {
+    if (!ignore_memory && available.mib > 0 && memory->total_mib() > available.mib) {
       char have[64];
       if (available.mib >= 1024)
         std::snprintf(have, sizeof have, "%.1f GiB", available.mib / 1024);
       else
         std::snprintf(have, sizeof have, "%.0f MiB", available.mib);
       throw Error("[" + label + "] needs about " + describe(*memory) + " to train, more than the " + have +
-                  " available (" + available.source + "); htm run --force trains it anyway");
+                  " available (" + available.source + "); htm run --ignore-memory trains it anyway");
     }
   }
 
   RunInfo info = describe(config, registry, file.path(), seed);
   info.artifact_dir = artifact_dir(config, variant, seed);
-  const Claim claim = store.claim_run(info, force, resume.retry_crashed);
+  const Claim claim = store.claim_run(info, rerun, resume.retry_crashed);
   if (expected_run != 0 && claim.run_id != expected_run && claim.outcome != Claim::Outcome::finished)
     throw Error("run " + std::to_string(expected_run) + " is not the latest unfinished run of " + label +
                 " (that is run " + std::to_string(claim.run_id) + ")");
@@ -231,7 +231,7 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   share_decision(comm, !train ? kSkip : claim.outcome == Claim::Outcome::resumed ? kResume : kStart);
   switch (claim.outcome) {
     case Claim::Outcome::finished:
-      std::printf("[%s] already finished as run %lld in %s; skipped (use --force to run again)\n", label.c_str(),
+      std::printf("[%s] already finished as run %lld in %s; skipped (--rerun runs it again)\n", label.c_str(),
                   static_cast<long long>(claim.run_id), store.path().c_str());
       return Outcome::skipped;
     case Claim::Outcome::taken:
@@ -407,8 +407,8 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
   int code = 0;
   for (const auto& [variant, seed] : work) {
     if (interrupt_requested() && !comm) return 130;
-    switch (
-        run_one(file, variant, seed, request.force, registry, tags_of(request), request.verbosity, {}, comm.get())) {
+    switch (run_one(file, variant, seed, request.rerun, request.ignore_memory, registry, tags_of(request),
+                    request.verbosity, {}, comm.get())) {
       case Outcome::interrupted:
         return 130;
       case Outcome::failed:
@@ -475,7 +475,7 @@ int resume_run(int64_t run_id, const std::string& db, const std::vector<std::str
     throw Error("'" + source + "' now resolves to another config for variant '" + variant + "' (hash " + config.hash +
                 "; run " + std::to_string(run_id) + " has " + hash +
                 "): give the --set options it was started with, or restore the file");
-  switch (run_one(file, variant, seed, false, registry, {}, 1, {run_id, force})) {
+  switch (run_one(file, variant, seed, false, false, registry, {}, 1, {run_id, force})) {
     case Outcome::interrupted:
       return 130;
     case Outcome::failed:

@@ -20,7 +20,8 @@ struct RunRequest {
   std::vector<int64_t> seeds;          ///< empty: the file's [experiment] seeds (confirm_seeds with confirm)
   bool confirm = false;  ///< --confirm: the named variants on the confirmation seeds, tagged phase=confirm
   int jobs = 1;
-  bool force = false;             ///< run again even when a finished run exists
+  bool rerun = false;             ///< --rerun: run again even when a finished run exists
+  bool ignore_memory = false;     ///< --ignore-memory: train even past the memory estimate's refusal
   std::vector<std::string> tags;  ///< --tag key=value, stored on each run (tags table)
   std::string note;               ///< --note TEXT, stored as the tag "note"
   int verbosity = 1;              ///< 0 --quiet, 1, 2 --verbose (TrainerOptions::verbosity)

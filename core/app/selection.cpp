@@ -44,7 +44,7 @@ std::vector<int64_t> seeds_of(const RunRequest& request, const ExperimentSetting
 std::vector<std::pair<std::string, int64_t>> unfinished(const RunRequest& request, const ExperimentFile& file,
                                                         const Registry& registry,
                                                         const std::vector<std::pair<std::string, int64_t>>& work) {
-  if (request.force) return work;
+  if (request.rerun) return work;
   std::vector<std::pair<std::string, int64_t>> left;
   std::map<std::string, std::unique_ptr<ResultsStore>> stores;
   for (const auto& [variant, seed] : work) {
@@ -52,7 +52,7 @@ std::vector<std::pair<std::string, int64_t>> unfinished(const RunRequest& reques
     auto& store = stores[config.settings.runtime.results];
     if (!store) store = std::make_unique<ResultsStore>(config.settings.runtime.results);
     if (auto done = store->find_finished(config.experiment, variant, seed, config.hash))
-      std::printf("[%s/%s seed %lld] already finished as run %lld in %s; skipped (use --force to run again)\n",
+      std::printf("[%s/%s seed %lld] already finished as run %lld in %s; skipped (--rerun runs it again)\n",
                   config.experiment.c_str(), variant.c_str(), static_cast<long long>(seed),
                   static_cast<long long>(*done), store->path().c_str());
     else

@@ -15,7 +15,7 @@ namespace htm {
 /// `file` for a seed on the wrong side.
 std::vector<int64_t> seeds_of(const RunRequest& request, const ExperimentSettings& experiment, const std::string& file);
 
-/// The runs of `work` still to train: each finished one (unless request.force) is skipped with
+/// The runs of `work` still to train: each finished one (unless request.rerun) is skipped with
 /// the line run_one would print, without the cost of a child process.
 std::vector<std::pair<std::string, int64_t>> unfinished(const RunRequest& request, const ExperimentFile& file,
                                                         const Registry& registry,

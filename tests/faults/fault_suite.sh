@@ -293,17 +293,23 @@ section_input() {  # bad values and files: one clear line, non-zero exit, no cra
     [[ $(grep -c '^error: ' in.log) == 1 ]] || fail "--set $value: not one error line: $(tail -3 in.log)"
     grep -q 'libtorch\|c10::' in.log && fail "--set $value: libtorch text: $(tail -3 in.log)"
   done
-  # Memory: a run whose estimate exceeds what is available is refused with both figures; --force
-  # trains it. A width whose weights cannot be allocated fails in one line, without C++ frames.
+  # Memory: a run whose estimate exceeds what is available is refused with both figures;
+  # --ignore-memory trains it (--force, split in two, is refused naming both). A width whose
+  # weights cannot be allocated fails in one line, without C++ frames.
   HTM_MEMORY_AVAILABLE_MIB=50 "$HTM" run "$STUDY" --variant learned --seed 0 --set train.epochs=1 \
     $(run_args "$db" "$WORK/input-runs") > in.log 2>&1
   local rc=$?
   n=$((n + 1))
   [[ $rc == 1 && $(wc -l < in.log) == 1 ]] &&
-    grep -q "^error: \[faults/learned seed 0\] needs about .* MiB (process with weights and data .*, more than the 50 MiB available (HTM_MEMORY_AVAILABLE_MIB); htm run --force trains it anyway" in.log ||
+    grep -q "^error: \[faults/learned seed 0\] needs about .* MiB (process with weights and data .*, more than the 50 MiB available (HTM_MEMORY_AVAILABLE_MIB); htm run --ignore-memory trains it anyway" in.log ||
     fail "memory estimate: exit $rc: $(cat in.log)"
-  HTM_MEMORY_AVAILABLE_MIB=50 "$HTM" run "$STUDY" --variant learned --seed 0 --set train.epochs=1 --force \
-    $(run_args "$WORK/forced.sqlite" "$WORK/input-runs") > in.log 2>&1 || fail "memory --force: exit $?: $(tail -2 in.log)"
+  HTM_MEMORY_AVAILABLE_MIB=50 "$HTM" run "$STUDY" --variant learned --seed 0 --set train.epochs=1 --ignore-memory \
+    $(run_args "$WORK/forced.sqlite" "$WORK/input-runs") > in.log 2>&1 || fail "memory --ignore-memory: exit $?: $(tail -2 in.log)"
+  "$HTM" run "$STUDY" --variant learned --seed 0 --force $(run_args "$WORK/forced.sqlite" "$WORK/input-runs") > in.log 2>&1
+  rc=$?
+  n=$((n + 1))
+  [[ $rc == 1 ]] && grep -q "^error: --force was split in two: --rerun .*, --ignore-memory " in.log ||
+    fail "--force: not refused naming --rerun and --ignore-memory: exit $rc: $(tail -2 in.log)"
   "$HTM" run "$STUDY" --variant learned --seed 0 --set model.dim=65536 $(run_args "$db" "$WORK/input-runs") > in.log 2>&1
   rc=$?
   n=$((n + 1))
