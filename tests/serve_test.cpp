@@ -217,6 +217,7 @@ class LiveServer : public ServeTest {
     options.db = db_path();
     options.port = 0;
     options.timeout_s = 1;
+    if (options.header_timeout_s == ServeOptions{}.header_timeout_s) options.header_timeout_s = 1;
     server_ = std::make_unique<Server>(options);
     thread_ = std::thread([this] { server_->listen(); });
     for (int i = 0; i < 200; ++i) {  // until it answers
@@ -321,16 +322,89 @@ TEST_F(LiveServer, ATokenGuardsEveryRouteAndOnlyLoopbackMayGoWithout) {
   EXPECT_EQ(c.Get("/api/runs", {{"Cookie", "htm_token=s3cret-token"}})->status, 200);
 }
 
-TEST_F(LiveServer, ASlowClientIsDroppedAndOthersAreServed) {
-  start({});
+// A connection to the server that has sent half a request head (and never the blank line).
+int half_open(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  address.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  const std::string partial = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n";  // and never the blank line
-  ASSERT_EQ(send(fd, partial.data(), partial.size(), 0), static_cast<ssize_t>(partial.size()));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    close(fd);
+    return -1;
+  }
+  const std::string partial = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+  if (send(fd, partial.data(), partial.size(), 0) != static_cast<ssize_t>(partial.size())) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Seconds until the server closes fd (at most `limit`).
+double seconds_until_closed(int fd, double limit) {
+  const auto start_time = std::chrono::steady_clock::now();
+  timeval wait{static_cast<time_t>(limit), 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  char buffer[256];
+  while (recv(fd, buffer, sizeof buffer, 0) > 0) {
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+}
+
+// Half-open connections wait for their head without a worker: with 4 workers, 200 of them
+// delay nobody, and each is closed at the header timeout (1 s here).
+TEST_F(LiveServer, TwoHundredHalfOpenConnectionsDelayNoRequestAndAreClosedAtTheHeaderTimeout) {
+  ServeOptions options;
+  options.threads = 4;
+  start(options);
+  std::vector<int> fds;
+  for (int i = 0; i < 200; ++i) {
+    const int fd = half_open(server_->port());
+    ASSERT_GE(fd, 0) << "connection " << i;
+    fds.push_back(fd);
+  }
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto answer = client().Get("/api/runs");
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->status, 200);
+    EXPECT_LT(took, 1.0) << "a normal request behind 200 half-open connections took " << took << " s";
+  }
+  for (int fd : fds) {
+    EXPECT_LT(seconds_until_closed(fd, 5), 4.0) << "a half-open connection outlived the header timeout";
+    close(fd);
+  }
+}
+
+// One client address holds at most client_connections: beyond them a connection is closed at
+// once; when the held ones time out, the client is served again.
+TEST_F(LiveServer, AClientBeyondItsConnectionLimitIsClosedAtOnceAndServedOnceItsOthersEnd) {
+  ServeOptions options;
+  options.client_connections = 8;
+  options.header_timeout_s = 3;  // the eight outlive the ninth's check on a loaded machine
+  start(options);                // (start's own probes have ended: each request closes its connection)
+  std::vector<int> fds;
+  for (int i = 0; i < 8; ++i) fds.push_back(half_open(server_->port()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int extra = half_open(server_->port());
+  ASSERT_GE(extra, 0);
+  EXPECT_LT(seconds_until_closed(extra, 5), 0.5) << "a ninth connection of one client was kept";
+  close(extra);
+  for (int fd : fds) {
+    seconds_until_closed(fd, 5);
+    close(fd);
+  }
+  auto answer = client().Get("/api/runs");
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->status, 200);
+}
+
+TEST_F(LiveServer, ASlowClientIsDroppedAndOthersAreServed) {
+  start({});
+  const int fd = half_open(server_->port());
+  ASSERT_GE(fd, 0);
   EXPECT_EQ(client().Get("/api/runs")->status, 200) << "one slow client holds up nobody";
   const auto start_time = std::chrono::steady_clock::now();
   char buffer[256];

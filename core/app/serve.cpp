@@ -1,11 +1,16 @@
-// `htm serve`: the HTTP side. cpp-httplib (Debian's libcpp-httplib-dev) gives a thread per open
-// connection from a pool; each worker thread keeps its own read-only connection to the database
-// (a SQLite connection is not shared between threads), opened on its first request. Safety, in
-// the order a request meets it: the pre-routing handler refuses every method but GET and HEAD,
+// `htm serve`: the HTTP side. cpp-httplib (Debian's libcpp-httplib-dev) behind a front door
+// (serve_gate.h): a connection waits, without a worker, until its request head has arrived
+// (closed after header_timeout_s), each client address holds at most client_connections, and a
+// pool worker then serves the one request; each worker thread keeps its own read-only
+// connection to the database (a SQLite connection is not shared between threads), opened on its
+// first request. Safety, in the order a request meets it after that: the pre-routing handler
+// refuses every method but GET and HEAD,
 // a Host header that does not name the loopback address the server listens on (DNS
 // rebinding), and a request without the token when one is set; the library refuses a body
 // over max_request_bytes (413) and drops a client slower than timeout_s.
 #include "serve.h"
+
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -24,6 +29,7 @@
 #include "commands.h"
 #include "page_text.h"
 #include "report.h"
+#include "serve_gate.h"
 
 namespace po = boost::program_options;
 
@@ -74,12 +80,16 @@ std::string read_whole(const std::string& path) {
 
 struct Server::Impl {
   ServeOptions options;
-  httplib::Server http;
+  GatedServer http;
   std::string chart_js;
   int port = 0;
   std::set<std::string> hosts;  // Host headers accepted on a loopback address
 
-  explicit Impl(ServeOptions o) : options(std::move(o)) {}
+  explicit Impl(ServeOptions o)
+      : options(std::move(o)),
+        http(static_cast<size_t>(options.threads),
+             std::chrono::milliseconds(static_cast<int64_t>(options.header_timeout_s * 1000)),
+             static_cast<size_t>(options.client_connections)) {}
 
   // This thread's read-only connection to the database, opened on its first request.
   ResultsStore& store() {
@@ -292,14 +302,12 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(op
                 ": any address but the loopback needs --token (anyone who reaches the port could read the results)");
   s.chart_js = chart_js_source(s.options.chart_js);
   { ResultsStore check(s.options.db, OpenMode::read_only); }  // a clear error now, not on the first request
-  s.http.new_task_queue = [threads = s.options.threads] { return new httplib::ThreadPool(threads); };
   s.http.set_payload_max_length(s.options.max_request_bytes);
   s.http.set_read_timeout(s.options.timeout_s, 0);
   s.http.set_write_timeout(s.options.timeout_s, 0);
-  s.http.set_keep_alive_timeout(std::min(5, s.options.timeout_s));  // an idle connection holds a worker
-  // A worker stays with one connection while it is kept alive: after 100 requests it is closed,
-  // so that connections beyond the worker count are served in turn, not starved.
-  s.http.set_keep_alive_max_count(100);
+  // One request a connection: a kept-alive connection would hold its worker while idle; a new
+  // one goes through the front door again.
+  s.http.set_keep_alive_max_count(1);
   s.http.set_pre_routing_handler(
       [&s](const httplib::Request& req, httplib::Response& res) { return s.guard(req, res); });
   s.http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -316,6 +324,7 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(op
   s.routes();
   s.port = s.options.port == 0 ? s.http.bind_to_any_port(s.options.host)
                                : (s.http.bind_to_port(s.options.host, s.options.port) ? s.options.port : -1);
+  s.http.widen_backlog();
   if (s.port <= 0)
     throw Error("htm serve: cannot listen on " + s.options.host + ":" + std::to_string(s.options.port) +
                 " (in use, or not an address of this machine)");
@@ -337,6 +346,15 @@ std::atomic<Server*> serving{nullptr};
 extern "C" void stop_serving(int) {
   if (Server* s = serving.load()) s->stop();
 }
+// Waiting connections are file descriptors: the soft limit (often 1024) is raised to the hard one.
+void raise_open_files() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 }  // namespace
 
 int cmd_serve(const Args& args) {
@@ -348,7 +366,12 @@ int cmd_serve(const Args& args) {
       "address to listen on; anything but 127.0.0.1, localhost or ::1 needs --token")(
       "token", po::value(&options.token), "secret every request must carry (?token=, a cookie, or a Bearer header)")(
       "threads", po::value(&options.threads)->default_value(64), "worker threads: connections served at once")(
-      "timeout", po::value(&options.timeout_s)->default_value(10), "seconds a client may take to send or read")(
+      "timeout", po::value(&options.timeout_s)->default_value(10),
+      "seconds a client may take to send a body or read the answer")(
+      "header-timeout", po::value(&options.header_timeout_s)->default_value(5),
+      "seconds a connection may take to send its request head (waiting costs no worker)")(
+      "client-connections", po::value(&options.client_connections)->default_value(256),
+      "connections one client address may hold at once (more are closed at once)")(
       "chart-js", po::value(&options.chart_js), "Chart.js file (default: Debian's libjs-chart.js)");
   po::positional_options_description pos;
   po::variables_map vm;
@@ -357,6 +380,11 @@ int cmd_serve(const Args& args) {
   if (options.threads < 2 || options.threads > 1024)
     throw Error("--threads " + std::to_string(options.threads) + ": expected 2 to 1024");
   if (options.timeout_s < 1) throw Error("--timeout " + std::to_string(options.timeout_s) + ": expected 1 or more");
+  if (!(options.header_timeout_s >= 0.1 && options.header_timeout_s <= 3600))
+    throw Error("--header-timeout " + std::to_string(options.header_timeout_s) + ": expected 0.1 to 3600 seconds");
+  if (options.client_connections < 1 || options.client_connections > 65536)
+    throw Error("--client-connections " + std::to_string(options.client_connections) + ": expected 1 to 65536");
+  raise_open_files();
   Server server(options);
   const std::string host = options.host == "::1" ? "[::1]" : options.host;
   std::printf("htm serve: http://%s:%d/%s  (database %s, read only; Ctrl-C stops)\n", host.c_str(), server.port(),

@@ -23,9 +23,11 @@ struct ServeOptions {
   int port = 8080;                  ///< 0: any free port (tests)
   std::string token;                ///< required to bind anything but a loopback address
   std::string chart_js;             ///< Chart.js file; empty: Debian's libjs-chart.js
-  int threads = 64;                 ///< worker threads: each serves one open connection at a time
+  int threads = 64;                 ///< worker threads: each serves one request at a time
   size_t max_request_bytes = 8192;  ///< a longer body is refused (413)
-  int timeout_s = 10;               ///< a client slower than this to send or read is dropped
+  int timeout_s = 10;               ///< a client slower than this to send a body or read is dropped
+  double header_timeout_s = 5;      ///< a connection that has not sent its request head by then is closed
+  int client_connections = 256;     ///< connections one client address may hold at once
 };
 
 /// A request the pages' JSON routes refuse: HTTP 400 with this text.
