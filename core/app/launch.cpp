@@ -37,7 +37,8 @@ class Spawner {
  public:
   Spawner() {
     for (char** e = environ; *e != nullptr; ++e)
-      if (std::string(*e).rfind("HTM_WORKER_OF=", 0) != 0) base_.push_back(*e);
+      if (std::string(*e).rfind("HTM_WORKER_OF=", 0) != 0 && std::string(*e).rfind("HTM_RUN_BOARD=", 0) != 0)
+        base_.push_back(*e);  // a board is each child's own
     base_.push_back("HTM_WORKER_OF=" + std::to_string(getpid()));
     posix_spawnattr_init(&attr_);
     sigset_t none;
@@ -258,13 +259,33 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
   return worst;
 }
 
-int run_ranks(const RunRequest& request, int grace_s) {
+bool crashed_in_this_launch(const std::string& label) {
+  const char* crashed = std::getenv("HTM_CRASHED_RUNS");
+  if (crashed == nullptr) return false;
+  std::istringstream lines(crashed);
+  for (std::string line; std::getline(lines, line);)
+    if (line == label) return true;
+  return false;
+}
+
+int run_ranks(const RunRequest& request, size_t runs, int grace_s) {
   std::vector<std::string> args = shared_args(request);
   for (const auto& v : request.variants) args.insert(args.end(), {"--variant", v});
   for (auto seed : request.seeds) args.insert(args.end(), {"--seed", std::to_string(seed)});
   if (!request.shard.empty()) args.insert(args.end(), {"--shard", request.shard});
   add_threads(args, request, static_cast<unsigned>(request.nproc));
-  return launch_ranks(args, request.nproc, {}, grace_s);
+  int worst = 0;
+  std::string skipped;  // labels of the runs that crashed, one a line
+  for (size_t crashes = 0; crashes < runs; ++crashes) {
+    std::string crashed;
+    std::vector<std::string> environment;
+    if (!skipped.empty()) environment.push_back("HTM_CRASHED_RUNS=" + skipped);
+    worst = std::max(worst, launch_ranks(args, request.nproc, {}, grace_s, &crashed, environment));
+    if (crashed.empty() || interrupt_requested() || crashes + 1 == runs) break;
+    skipped += crashed + "\n";
+    std::fprintf(stderr, "htm: the ranks start again for the study's other runs\n");
+  }
+  return worst;
 }
 
 int run_child(const std::vector<std::string>& args, const std::string& log) {
@@ -285,18 +306,27 @@ int wait_worker(pid_t pid) {
   return status;
 }
 
-int launch_ranks(const std::vector<std::string>& args, int n, const std::string& rank0_log, int grace_s) {
+int launch_ranks(const std::vector<std::string>& args, int n, const std::string& rank0_log, int grace_s,
+                 std::string* crashed, const std::vector<std::string>& environment) {
   const int port = free_port();
   Spawner spawner;
   std::map<pid_t, int> ranks;  // pid → rank
+  // Each rank is supervised as a single run is: it publishes its step and plugin on a board of
+  // its own (rank 0 also the run it claimed), read when it crashes.
+  std::vector<std::unique_ptr<ChildBoard>> boards;
+  std::vector<pid_t> pids(static_cast<size_t>(n), 0);
   for (int r = 0; r < n; ++r) {
-    const pid_t pid = spawner.spawn(
-        args,
-        {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(n), "LOCAL_RANK=" + std::to_string(r),
-         "LOCAL_WORLD_SIZE=" + std::to_string(n), "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)},
-        r == 0 ? rank0_log : "");
+    boards.push_back(std::make_unique<ChildBoard>());
+    std::vector<std::string> env = {"RANK=" + std::to_string(r),       "WORLD_SIZE=" + std::to_string(n),
+                                    "LOCAL_RANK=" + std::to_string(r), "LOCAL_WORLD_SIZE=" + std::to_string(n),
+                                    "MASTER_ADDR=127.0.0.1",           "MASTER_PORT=" + std::to_string(port),
+                                    boards.back()->environment()};
+    env.insert(env.end(), environment.begin(), environment.end());
+    const pid_t pid = spawner.spawn(args, env, r == 0 ? rank0_log : "");
     ranks[pid] = r;
+    pids[static_cast<size_t>(r)] = pid;
   }
+  int crashed_rank = -1, crashed_status = 0;
   int rank0 = 0, worst = 0;
   std::chrono::steady_clock::time_point deadline{};
   bool failed = false, terminated = false;
@@ -310,6 +340,12 @@ int launch_ranks(const std::vector<std::string>& args, int n, const std::string&
       const int code = exit_code(status);
       if (found->second == 0) rank0 = code;
       worst = std::max(worst, code);
+      const bool crash = WIFSIGNALED(status) ? WTERMSIG(status) != SIGINT && WTERMSIG(status) != SIGTERM
+                                             : code > 2 && code != 130 && code != 143;
+      if (crash && crashed_rank < 0 && !(terminated && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
+        crashed_rank = found->second;  // the first to crash (not one this launcher killed)
+        crashed_status = status;
+      }
       if (code != 0 && code != 130 && !failed) {  // the others should notice at their next collective
         failed = true;
         deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
@@ -326,6 +362,15 @@ int launch_ranks(const std::vector<std::string>& args, int n, const std::string&
       terminated = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (crashed_rank >= 0) {  // every rank has ended: the run rank 0 claimed is failed with the crash
+    const ChildEnd end =
+        boards[static_cast<size_t>(crashed_rank)]->settle_rank(crashed_status, crashed_rank, n, *boards[0], pids[0]);
+    if (crashed != nullptr) *crashed = end.label;
+    if (end.crashed) {
+      std::fprintf(stderr, "error: [%s] %s\n", end.label.c_str(), end.message.c_str());
+      return 1;
+    }
   }
   return worst != 0 && worst != rank0 ? std::max(worst, rank0 == 0 ? 1 : rank0) : rank0;
 }

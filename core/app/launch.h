@@ -28,11 +28,21 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
 /// MASTER_PORT set as torchrun sets them). When a rank ends abnormally, the others get
 /// `grace_s` seconds to notice and record it, then SIGTERM. Returns rank 0's exit code, or the
 /// worst one when a rank failed.
-int run_ranks(const RunRequest& request, int grace_s = 30);
+/// Each rank is supervised as a single run is (supervise.h): a rank that crashes fails the run
+/// rank 0 claimed, naming the rank, the signal, the plugin and the step; the ranks are then
+/// started again for the study's other `runs`, skipping those that crashed (the next htm run
+/// resumes them once, as a single run's crash).
+int run_ranks(const RunRequest& request, size_t runs = 1, int grace_s = 30);
+
+/// In a rank that run_ranks started again after a crash: whether the run `label` crashed in
+/// this htm run (HTM_CRASHED_RUNS, one label a line), so that rank 0 skips it.
+bool crashed_in_this_launch(const std::string& label);
 
 /// Starts `args` (args[0]: self_path()) as ranks 0..n−1 on this host and waits for them, as
-/// run_ranks does; rank 0's output goes to `rank0_log` when given.
-int launch_ranks(const std::vector<std::string>& args, int n, const std::string& rank0_log = "", int grace_s = 30);
+/// run_ranks does; rank 0's output goes to `rank0_log` when given, and `environment` is added to
+/// each rank's. `crashed`, if given, receives the label of the run a rank crashed in ("" none).
+int launch_ranks(const std::vector<std::string>& args, int n, const std::string& rank0_log = "", int grace_s = 30,
+                 std::string* crashed = nullptr, const std::vector<std::string>& environment = {});
 
 /// Runs `args` (args[0]: self_path()) as one worker process, output to `log`; its exit code.
 int run_child(const std::vector<std::string>& args, const std::string& log);

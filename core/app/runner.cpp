@@ -92,7 +92,9 @@ std::string artifact_dir(const ResolvedConfig& config, const std::string& varian
          std::to_string(getpid());
 }
 
-enum class Outcome { finished, skipped, failed, interrupted };
+// held: a run not resumed because it crashed too often at one step; failed for the exit code,
+// but every rank skipped it together, so a data-parallel group goes on to the next run.
+enum class Outcome { finished, skipped, failed, held, interrupted };
 
 // What the request asks of runs it finds unfinished (htm resume names one, --force retries a held one).
 struct Continue {
@@ -178,6 +180,11 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   const std::string label = config.experiment + "/" + variant + " seed " + std::to_string(seed);
   ResultsStore store(config.settings.runtime.results);
   store.set_busy_timeout(kRunBusyTimeoutMs);
+  if (crashed_in_this_launch(label)) {  // as a single run's crash: the next htm run resumes it
+    std::fprintf(stderr, "[%s] crashed in this htm run; the next htm run resumes it\n", label.c_str());
+    share_decision(comm, kSkip);
+    return Outcome::held;
+  }
   if (!rerun && expected_run == 0) {  // the cheap answer first: no need to load data for a finished run
     if (auto done = store.find_finished(config.experiment, variant, seed, config.hash)) {
       std::printf("[%s] already finished as run %lld in %s; skipped (--rerun runs it again)\n", label.c_str(),
@@ -244,7 +251,7 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
                    "--force retries it)\n",
                    label.c_str(), static_cast<long long>(claim.run_id), claim.detail.c_str(),
                    static_cast<long long>(claim.run_id));
-      return Outcome::failed;
+      return Outcome::held;
     case Claim::Outcome::resumed:
       std::fprintf(stderr, "[%s] resuming run %lld (it was %s)\n", label.c_str(), static_cast<long long>(claim.run_id),
                    claim.detail.c_str());
@@ -380,7 +387,8 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
       throw Error("--nproc: this process is already rank " + std::to_string(world->rank) + " of " +
                   std::to_string(world->world) + " (WORLD_SIZE is set); launch it without --nproc");
     if (request.jobs > 1) throw Error("--nproc and --jobs cannot be combined: give the cores to one or the other");
-    return run_ranks(request);
+    ResultsStore::require_sound(results);  // the ranks are supervised children: they leave it to this process
+    return run_ranks(request, work.size());
   }
   if (world && request.jobs > 1) throw Error("--jobs cannot be used by a data-parallel rank (WORLD_SIZE is set)");
   if (!world || world->rank == 0) {  // runs whose process is gone are recorded killed; they resume below
@@ -411,6 +419,9 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
                     request.verbosity, {}, comm.get())) {
       case Outcome::interrupted:
         return 130;
+      case Outcome::held:
+        code = 1;
+        break;
       case Outcome::failed:
         if (comm) {  // a rank may be gone: the group cannot be trusted for the next run
           std::fprintf(stderr, "htm: a data-parallel run failed; the remaining runs are not started\n");
@@ -479,6 +490,7 @@ int resume_run(int64_t run_id, const std::string& db, const std::vector<std::str
     case Outcome::interrupted:
       return 130;
     case Outcome::failed:
+    case Outcome::held:
       return 1;
     default:
       return 0;

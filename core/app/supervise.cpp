@@ -33,11 +33,11 @@ ChildBoard::~ChildBoard() { unlink(path_.c_str()); }
 
 std::string ChildBoard::environment() const { return "HTM_RUN_BOARD=" + path_; }
 
-ChildEnd ChildBoard::settle(pid_t pid, int status) const {
+namespace {
+
+ChildEnd settle_board(RunBoard board, bool read, pid_t pid, int status, const std::string& rank, bool rank_crash) {
   ChildEnd end;
   end.code = exit_code(status);
-  RunBoard board{};
-  const bool read = read_run_board(path_, &board);
   end.claimed = read && board.run_id > 0;
   end.run_id = end.claimed ? board.run_id : 0;
   if (end.claimed) end.label = board.label;
@@ -62,6 +62,7 @@ ChildEnd ChildBoard::settle(pid_t pid, int status) const {
     what += " at step " + std::to_string(board.step) + " of " + std::to_string(board.total_steps);
   else if (end.claimed)
     what += " before its first step";
+  what += rank;
   if (!end.claimed) {  // nothing was recorded: say so on the terminal, there is no row to hold it
     if (WIFSIGNALED(status)) {
       end.crashed = true;
@@ -72,7 +73,8 @@ ChildEnd ChildBoard::settle(pid_t pid, int status) const {
   }
   try {
     ResultsStore store(board.db);
-    const int64_t crashes = store.record_crash(board.run_id, pid, board.step, what);
+    const int64_t crashes = rank_crash ? store.record_rank_crash(board.run_id, pid, board.step, what)
+                                       : store.record_crash(board.run_id, pid, board.step, what);
     if (crashes == 0) return end;  // the child recorded its outcome itself (a plain failure)
     end.crashed = true;
     end.code = 1;
@@ -87,6 +89,33 @@ ChildEnd ChildBoard::settle(pid_t pid, int status) const {
     end.message = "run " + std::to_string(board.run_id) + " " + what + "; recording it failed: " + e.what();
   }
   return end;
+}
+
+}  // namespace
+
+ChildEnd ChildBoard::settle(pid_t pid, int status) const {
+  RunBoard board{};
+  const bool read = read_run_board(path_, &board);
+  return settle_board(board, read, pid, status, "", false);
+}
+
+ChildEnd ChildBoard::settle_rank(int status, int rank, int world, const ChildBoard& rank0, pid_t rank0_pid) const {
+  RunBoard board{}, first{};
+  bool read = read_run_board(path_, &board);
+  if (read_run_board(rank0.path_, &first) && first.run_id > 0) {  // the run is rank 0's claim
+    board.run_id = first.run_id;
+    std::memcpy(board.db, first.db, sizeof board.db);
+    std::memcpy(board.label, first.label, sizeof board.label);
+    if (!read) {  // this rank wrote nothing: no plugin or step to name
+      std::memcpy(board.magic, first.magic, sizeof board.magic);
+      board.step = 0;
+      board.count = 0;
+      board.current = -1;
+      read = true;
+    }
+  }
+  return settle_board(board, read, rank0_pid, status,
+                      " (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")", true);
 }
 
 int run_supervised(const std::vector<std::string>& args, const std::string& label) {

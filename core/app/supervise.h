@@ -39,6 +39,11 @@ class ChildBoard {
   /// SIGINT/SIGTERM, or an exit that left its run running) is recorded in the run's database as
   /// failed, naming the signal, the plugin executing and the step.
   ChildEnd settle(pid_t pid, int status) const;
+  /// The same for rank `rank` of `world` data-parallel ranks, after all of them ended: the run is
+  /// the one rank 0 claimed (`rank0`'s board, its process `rank0_pid`), the plugin and step
+  /// this rank's; the run is failed even when rank 0 recorded an outcome of its own after the
+  /// crash (ResultsStore::record_rank_crash).
+  ChildEnd settle_rank(int status, int rank, int world, const ChildBoard& rank0, pid_t rank0_pid) const;
 
  private:
   std::string path_;

@@ -226,8 +226,31 @@ section_crash() {  # a plugin that crashes its process costs that run: recorded 
     $(run_args "$WORK/inproc.sqlite" "$WORK/sup-runs") > inproc.log 2>&1
   [[ -n "$(series "$WORK/sup.sqlite" 1)" && "$(series "$WORK/sup.sqlite" 1)" == "$(series "$WORK/inproc.sqlite" 1)" ]] ||
     fail "crash: a supervised run's metrics differ from the same run in-process"
+  # Data-parallel ranks are supervised too: --nproc 2, the policy segfaults in rank 1 only, then in
+  # both ranks. The run is failed naming the signal, plugin, step and rank; the ranks start again
+  # for the study's other run (skipping the crashed one, as a single run's crash waits for the
+  # next htm run); no process is left.
+  local nproc=$WORK/nproc.sqlite target
+  for target in crashy_rank1 crashy; do
+    rm -f "$nproc"*
+    HTM_DIST_TIMEOUT=20 "$HTM" run "$crash" --variant $target --variant random --seed 0 --nproc 2 \
+      $(run_args "$nproc" "$WORK/nproc-runs") > nproc.log 2>&1
+    rc=$?
+    injected=$((injected + 1))
+    [[ $rc == 1 ]] || fail "crash --nproc (rank $target): exit $rc: $(tail -2 nproc.log)"
+    error=$(sql "$nproc" "SELECT status || ': ' || error FROM runs WHERE variant LIKE 'crashy%'")
+    [[ $error == "failed: crashed: SIGSEGV"*"policy plugin 'faulty' 0.9.1 ("*") at step "*" (rank "*" of 2)"* ]] ||
+      fail "crash --nproc (rank $target): the run recorded as '$error'"
+    [[ $target == crashy_rank1 && $error != *"(rank 1 of 2)"* ]] && fail "crash --nproc: rank 1's crash not named: $error"
+    [[ $(sql "$nproc" "SELECT group_concat(status, ' ') FROM (SELECT status FROM runs ORDER BY variant)") == "failed finished" ]] ||
+      fail "crash --nproc (rank $target): $(sql "$nproc" "SELECT group_concat(variant || ':' || status, ' ') FROM runs")"
+    grep -q "crashed in this htm run; the next htm run resumes it" nproc.log ||
+      fail "crash --nproc (rank $target): the crashed run not skipped by the ranks started again: $(tail -3 nproc.log)"
+    sleep 1
+    pgrep -f "nproc-runs" > /dev/null && { fail "crash --nproc (rank $target): a rank outlived the launch"; pkill -9 -f "nproc-runs"; }
+  done
   export HTM_PLUGIN_PATH=
-  ok "crash: $kinds crash kinds recorded failed with signal, plugin and step; --jobs study went on; a crash loop held; supervised = in-process bit for bit"
+  ok "crash: $kinds crash kinds recorded failed with signal, plugin and step; --jobs study went on; a crash loop held; supervised = in-process bit for bit; --nproc 2: a rank's crash named, study went on, no rank left"
 }
 
 section_corrupt() {  # one damaged 4 KiB page: htm run writes nothing into the file; htm db check says what to do

@@ -122,10 +122,22 @@ Claim ResultsStore::claim_run(const RunInfo& info, bool force, bool retry_crashe
 }
 
 int64_t ResultsStore::record_crash(int64_t run_id, int64_t owner_pid, int64_t step, const std::string& message) {
+  return crash(run_id, owner_pid, step, message, false);
+}
+
+int64_t ResultsStore::record_rank_crash(int64_t run_id, int64_t owner_pid, int64_t step, const std::string& message) {
+  return crash(run_id, owner_pid, step, message, true);
+}
+
+int64_t ResultsStore::crash(int64_t run_id, int64_t owner_pid, int64_t step, const std::string& message,
+                            bool over_own_outcome) {
   Transaction transaction(db_, path_);
   Statement(db_, path_,
-            "UPDATE runs SET status = 'failed', ended_at = ?, error = ? WHERE id = ? AND status = 'running' "
-            "AND owner_pid = ?")
+            over_own_outcome
+                ? "UPDATE runs SET status = 'failed', ended_at = ?, error = ? || coalesce('; then ' || error, '') "
+                  "WHERE id = ? AND status IN ('running', 'failed', 'interrupted') AND owner_pid = ?"
+                : "UPDATE runs SET status = 'failed', ended_at = ?, error = ? WHERE id = ? AND status = 'running' "
+                  "AND owner_pid = ?")
       .bind_real(1, now_seconds())
       .bind_text(2, message)
       .bind_int(3, run_id)

@@ -155,6 +155,11 @@ class ResultsStore {
   /// `crash_step`. Does nothing when the run is no longer running under that process. Returns
   /// the crash count (0: nothing recorded).
   int64_t record_crash(int64_t run_id, int64_t owner_pid, int64_t step, const std::string& message);
+  /// The same for a data-parallel rank that crashed, once all the run's ranks have ended: the
+  /// run (claimed by rank 0, `owner_pid`) is failed with `message` also when rank 0 recorded an
+  /// outcome of its own after the crash (failed: the other ranks failed; interrupted: it was
+  /// stopped), whose text then follows the message. A finished run is left alone.
+  int64_t record_rank_crash(int64_t run_id, int64_t owner_pid, int64_t step, const std::string& message);
   /// Refreshes the owner's heartbeat; throws htm::Error when the run is no longer this
   /// process's (another process settled it as killed and took it over).
   void heartbeat(int64_t run_id);
@@ -219,6 +224,7 @@ class ResultsStore {
   int stored_version();  ///< meta's schema_version; 0 when there is none
   void migrate(int from_version);
   int64_t insert_run(const RunInfo& info, const RunOwner& owner);
+  int64_t crash(int64_t run_id, int64_t owner_pid, int64_t step, const std::string& message, bool over_own_outcome);
   std::string path_;
   OpenMode mode_;
   sqlite3* db_ = nullptr;
