@@ -165,13 +165,16 @@ void print_outcome(const std::string& log) {
 // --jobs N on a terminal they write to log files under `logs` and the parent keeps one live line
 // per running job.
 int run_parallel(const RunRequest& request, const std::vector<std::pair<std::string, int64_t>>& work,
-                 const std::string& logs) {
+                 const std::string& logs,
+                 const std::function<void(const std::string&, int64_t, const std::string&)>& record_unclaimed) {
   const bool live = request.jobs > 1 && isatty(fileno(stderr)) && request.verbosity >= 1;
   if (live) std::filesystem::create_directories(logs);
   Spawner spawner;
   struct Job {
     std::string label, log;
     std::unique_ptr<ChildBoard> board;
+    std::string variant;
+    int64_t seed = 0;
   };
   std::map<pid_t, Job> jobs;
   size_t next = 0, done = 0;
@@ -200,6 +203,13 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
     if (end.crashed)
       std::fprintf(stderr, "error: [%s] %s\n", (end.label.empty() ? found->second.label : end.label).c_str(),
                    end.message.c_str());
+    if (end.crashed && !end.claimed && record_unclaimed) {  // no row yet: htm runs shows the attempt
+      try {
+        record_unclaimed(found->second.variant, found->second.seed, end.message);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "error: [%s] recording the crash failed: %s\n", found->second.label.c_str(), e.what());
+      }
+    }
     corrupt |= end.database_corrupt;
     if ((end.code == 1 && !end.claimed && !end.crashed) || end.database_corrupt) refused = true;
     if (end.code == 1 && (end.claimed || end.crashed))
@@ -215,7 +225,7 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
       std::vector<std::string> args = shared_args(request);
       args.insert(args.end(), {"--variant", variant, "--seed", std::to_string(seed)});
       if (request.jobs > 1 && work.size() > 1) add_threads(args, request, static_cast<unsigned>(request.jobs));
-      Job job{variant + " seed " + std::to_string(seed), "", std::make_unique<ChildBoard>()};
+      Job job{variant + " seed " + std::to_string(seed), "", std::make_unique<ChildBoard>(), variant, seed};
       if (live) job.log = logs + "/" + run_file_name(variant, seed) + ".log";
       const pid_t pid = spawner.spawn(args, {job.board->environment()}, job.log);
       jobs[pid] = std::move(job);

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,8 +21,11 @@ std::string run_file_name(const std::string& variant, int64_t seed);
 /// with --jobs N on a terminal, worker logs go to `logs` (with one live line per job). A crash is
 /// recorded as its run's failure and the study goes on; the last line counts the failed runs.
 /// Returns the worst exit code (1 for a crash).
+/// A child that crashed before it claimed its run is given a `failed` row by `record_unclaimed`
+/// (variant, seed, message), when given.
 int run_parallel(const RunRequest& request, const std::vector<std::pair<std::string, int64_t>>& work,
-                 const std::string& logs);
+                 const std::string& logs,
+                 const std::function<void(const std::string&, int64_t, const std::string&)>& record_unclaimed = {});
 
 /// --nproc: request.nproc copies of this `htm run` (without --nproc) as ranks 0..N−1 of one
 /// data-parallel group on this host (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,

@@ -31,6 +31,7 @@
 #include "launch.h"
 #include "model/plugin_scope.h"
 #include "model/run_board.h"
+#include "run_record.h"
 #include "selection.h"
 #include "signals.h"
 #include "store/results_store.h"
@@ -39,58 +40,6 @@
 
 namespace htm {
 namespace {
-
-std::string shell_output(const std::string& command) {
-  std::string out;
-  if (FILE* p = popen(command.c_str(), "r")) {
-    char buf[256];
-    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-    pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
-}
-
-std::string hostname() {
-  char buf[256] = {0};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-RunInfo describe(const ResolvedConfig& config, const Registry& registry, const std::string& file, int64_t seed) {
-  RunInfo info;
-  info.experiment = config.experiment;
-  info.source_file = file;
-  info.variant = config.variant;
-  info.seed = seed;
-  info.config_toml = config.toml;
-  info.config_hash = config.hash;
-  info.git_revision = git_revision();
-  info.torch_version = TORCH_VERSION;
-  info.htm_version = HTM_VERSION;
-  info.host = hostname();
-  info.params = config.flattened();
-  auto add = [&](PluginKind kind, const std::string& name) {
-    const PluginEntry& entry = registry.entry(kind, name);
-    info.plugins.push_back({kind_name(kind), name, entry.manifest.version, entry.path, registry.sha256(entry.path)});
-  };
-  add(PluginKind::dataset, config.dataset.name);
-  add(PluginKind::adapter, config.adapter.name);
-  add(PluginKind::policy, config.policy.name);
-  add(PluginKind::merge, config.merge.name);
-  for (const auto& [name, choice] : config.losses) add(PluginKind::loss, name);
-  return info;
-}
-
-// results/runs/<experiment>/<variant>-seed<S>-<time>-<pid>: unique without asking the database.
-std::string artifact_dir(const ResolvedConfig& config, const std::string& variant, int64_t seed) {
-  const std::string name = run_file_name(variant, seed);
-  char stamp[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
-  return config.settings.runtime.artifacts + "/" + config.experiment + "/" + name + "-" + stamp + "-" +
-         std::to_string(getpid());
-}
 
 // held: a run not resumed because it crashed too often at one step; failed for the exit code,
 // but every rank skipped it together, so a data-parallel group goes on to the next run.
@@ -343,15 +292,6 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
 
 }  // namespace
 
-std::string git_revision() {
-  const std::string dir = HTM_SOURCE_DIR;
-  std::string rev = shell_output("git -C '" + dir + "' rev-parse --short=12 HEAD 2>/dev/null");
-  if (rev.empty()) return "unknown";
-  if (!shell_output("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null").empty())
-    rev += "-dirty";
-  return rev;
-}
-
 int run_experiment(const RunRequest& request, const Registry& registry) {
   if (!supervised_child())  // said once, by the supervisor
     for (const auto& warning : registry.warnings()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
@@ -400,7 +340,10 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
   // Every run in a supervised child of its own (htm run; a caller of this function that trains
   // in-process asks for --jobs 1 without `supervise`), unless this process is one, or a rank.
   if (!world && (request.supervise || (request.jobs > 1 && work.size() > 1)) && !supervised_child())
-    return run_parallel(request, unfinished(request, file, registry, work), logs);
+    return run_parallel(request, unfinished(request, file, registry, work), logs,
+                        [&](const std::string& variant, int64_t seed, const std::string& message) {
+                          record_unclaimed_crash(file, registry, variant, seed, message);
+                        });
 
   std::unique_ptr<Communicator> comm;
   if (world) {  // every rank must be given the same runs with the same configs

@@ -67,7 +67,7 @@ ChildEnd settle_board(RunBoard board, bool read, pid_t pid, int status, const st
     if (WIFSIGNALED(status)) {
       end.crashed = true;
       end.code = 1;
-      end.message = what + " (before its run was recorded)";
+      end.message = what + " during construction (before it claimed its run)";
     }
     return end;
   }

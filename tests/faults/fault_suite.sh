@@ -191,6 +191,16 @@ section_crash() {  # a plugin that crashes its process costs that run: recorded 
     grep -q 'c10::\|frame #' crash-$fault.log && fail "crash $fault: stack frames on the terminal"
     kinds=$((kinds + 1))
   done
+  # A crash in the plugin's constructor, before the child claimed its run: a failed row all the same.
+  db=$WORK/crash-construct.sqlite
+  "$HTM" run "$crash" --variant crashy --seed 0 --set 'policy.when="construct"' \
+    $(run_args "$db" "$WORK/crash-runs") > crash-construct.log 2>&1
+  rc=$?
+  injected=$((injected + 1))
+  [[ $rc == 1 ]] || fail "crash in construction: exit $rc: $(tail -2 crash-construct.log)"
+  error=$(sql "$db" "SELECT status || ': ' || error FROM runs")
+  [[ $error == "failed: crashed: SIGSEGV"*"policy plugin 'faulty' 0.9.1 ("*"during construction"* ]] ||
+    fail "crash in construction: recorded as '$error'"
   db=$WORK/crash.sqlite
   # --jobs 2: two crashing runs and two good ones; the good ones finish, the last line counts the failures.
   local -a study=("$crash" --variant crashy --variant random $(run_args "$db" "$WORK/crash-runs"))
@@ -250,7 +260,7 @@ section_crash() {  # a plugin that crashes its process costs that run: recorded 
     pgrep -f "nproc-runs" > /dev/null && { fail "crash --nproc (rank $target): a rank outlived the launch"; pkill -9 -f "nproc-runs"; }
   done
   export HTM_PLUGIN_PATH=
-  ok "crash: $kinds crash kinds recorded failed with signal, plugin and step; --jobs study went on; a crash loop held; supervised = in-process bit for bit; --nproc 2: a rank's crash named, study went on, no rank left"
+  ok "crash: $kinds crash kinds recorded failed with signal, plugin and step; a constructor's crash recorded; --jobs study went on; a crash loop held; supervised = in-process bit for bit; --nproc 2: a rank's crash named, study went on, no rank left"
 }
 
 section_corrupt() {  # one damaged 4 KiB page: htm run writes nothing into the file; htm db check says what to do
