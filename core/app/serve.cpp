@@ -305,9 +305,6 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(op
   s.http.set_payload_max_length(s.options.max_request_bytes);
   s.http.set_read_timeout(s.options.timeout_s, 0);
   s.http.set_write_timeout(s.options.timeout_s, 0);
-  // One request a connection: a kept-alive connection would hold its worker while idle; a new
-  // one goes through the front door again.
-  s.http.set_keep_alive_max_count(1);
   s.http.set_pre_routing_handler(
       [&s](const httplib::Request& req, httplib::Response& res) { return s.guard(req, res); });
   s.http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {

@@ -104,10 +104,9 @@ struct GatedServer::Room {
   std::chrono::milliseconds header_timeout;
   size_t per_client;
 
-  mutable std::mutex mutex;
+  std::mutex mutex;
   std::map<int, Waiting> waiting;
   std::map<std::string, size_t> held;  // connections per client address, waiting or served
-  size_t timed_out = 0, over_limit = 0;
   bool open = true;
 
   std::unique_ptr<httplib::ThreadPool> workers;
@@ -128,15 +127,14 @@ struct GatedServer::Room {
     address_of(fd, true, peer, port);
     {
       std::lock_guard<std::mutex> lock(mutex);
-      if (open && held[peer] < per_client) {
+      auto it = held.find(peer);
+      if (open && (it == held.end() || it->second < per_client)) {
         ++held[peer];
         waiting[fd] = {peer, Clock::now() + header_timeout, false};
         const uint64_t one = 1;
         (void)!::write(wake, &one, sizeof one);
         return;
       }
-      if (open) ++over_limit;
-      if (held.count(peer) && held[peer] == 0) held.erase(peer);
     }
     close_now(fd);
   }
@@ -194,7 +192,6 @@ struct GatedServer::Room {
         }
         if (now >= w.deadline) {
           close_now(fd);
-          ++timed_out;
           release(w.peer);
           it = waiting.erase(it);
           continue;
@@ -284,11 +281,6 @@ bool GatedServer::serve_admitted(socket_t sock) {
 void GatedServer::widen_backlog() {
   const socket_t sock = svr_sock_;
   if (sock != INVALID_SOCKET) ::listen(sock, SOMAXCONN);  // Linux: a second listen() sets the backlog
-}
-
-GatedServer::Counts GatedServer::counts() const {
-  std::lock_guard<std::mutex> lock(room_->mutex);
-  return {room_->waiting.size(), room_->timed_out, room_->over_limit};
 }
 
 }  // namespace htm

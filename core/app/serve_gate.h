@@ -28,12 +28,6 @@ class GatedServer : public httplib::Server {
   /// for 5, so a burst of connections would wait for the client's SYN retries).
   void widen_backlog();
 
-  /// Connections waiting for their head now, and closed so far for each reason (tests).
-  struct Counts {
-    size_t waiting = 0, timed_out = 0, over_limit = 0;
-  };
-  Counts counts() const;
-
  protected:
   /// A new connection (called on a worker by the library): admitted to the waiting room, or
   /// closed when its client holds too many.

@@ -66,9 +66,4 @@ HtmModelImpl::HtmModelImpl(const ModelOptions& options, std::shared_ptr<Adapter>
   timesteps_ = register_buffer("timesteps", options_.timestep_scale * sinusoids(kMaxDepth + 1, options_.dim));
 }
 
-torch::Tensor HtmModelImpl::timestep(int64_t depth) const {
-  if (depth >= timesteps_.size(0)) throw Error("schedules deeper than 64 layers are not supported");
-  return timesteps_[depth];
-}
-
 }  // namespace htm

@@ -25,13 +25,7 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   auto [keys, values] = unmerge_refine_->key_values(x);
   if (r == 0) return unmerge_refine_->forward(x, keys, values);
-  UnmergeContext ctx;
-  ctx.tokens = x;
-  ctx.r = r;
-  ctx.depth = depth;
-  ctx.generator = generator;
-  ctx.training = is_training();
-  ctx.log_prob_form = options_.log_prob_form;
+  auto ctx = context_for<UnmergeContext>(x, r, depth, generator);
   ctx.forced = forced;
   UnmergeDecision decision;
   {

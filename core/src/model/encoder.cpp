@@ -42,13 +42,12 @@ torch::Tensor HtmModelImpl::mix_encoder(const torch::Tensor& x, torch::Tensor* a
 }
 
 torch::Tensor HtmModelImpl::encode(ForwardResult& result, torch::Tensor x, const std::vector<int64_t>& schedule,
-                                   at::Generator generator, const std::optional<Truth>& truth,
-                                   const ForwardHooks* hooks, LeafLessons* leaf) {
+                                   at::Generator generator, std::optional<Truth> truth, const ForwardHooks* hooks,
+                                   LeafLessons* leaf) {
   const int64_t depth = static_cast<int64_t>(schedule.size());
   const bool replay = hooks != nullptr && !hooks->merges.empty();
   if (replay && hooks->merges.size() != schedule.size())
     throw Error("a replayed draw has a decision for every layer run");
-  std::optional<Truth> tracked = truth;
   for (int64_t d = 1; d <= depth; ++d) {
     x = enter(x, d, hooks);
     result.encoder_tokens.push_back(x);
@@ -57,7 +56,7 @@ torch::Tensor HtmModelImpl::encode(ForwardResult& result, torch::Tensor x, const
     RECORD_FUNCTION("htm::merge_layer", {});
     const int64_t T = x.size(1), r = schedule[d - 1];
     const bool need_keep = leaf != nullptr || mirrors_;
-    x = merge_layer(x, r, d, attention, generator, result, need_keep ? &keep : nullptr, tracked ? &*tracked : nullptr,
+    x = merge_layer(x, r, d, attention, generator, result, need_keep ? &keep : nullptr, truth ? &*truth : nullptr,
                     replay ? &hooks->merges[d - 1] : nullptr, hooks);
     if (mirrors_) result.mirrors.push_back(mirror_of(keep, result.merges, T, r));
     result.populations.push_back(x);
@@ -77,15 +76,9 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
     if (keep_out != nullptr) *keep_out = torch::arange(T, x.options().dtype(torch::kLong)).expand({B, T});
     return merge_refine_->forward(x, keys, values);
   }
-  MergeContext ctx;
-  ctx.tokens = x;
-  ctx.r = r;
-  ctx.depth = depth;
+  auto ctx = context_for<MergeContext>(x, r, depth, generator);
   ctx.attention = attention;
   ctx.cross_keys = keys;
-  ctx.generator = generator;
-  ctx.training = is_training();
-  ctx.log_prob_form = options_.log_prob_form;
   ctx.logit_bound = options_.logit_bound;
   torch::Tensor parent_of_node;  // B×T: the truth's parent of each token's node (−1: none)
   if (truth != nullptr) {

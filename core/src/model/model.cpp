@@ -25,8 +25,7 @@ ForwardResult HtmModelImpl::forward(const torch::Tensor& input, const std::vecto
   }
   std::optional<LeafLessons> leaf;
   if (has_leaf_classifier()) leaf.emplace(x);
-  const auto truth = truth_for(input, hooks);
-  result.root = encode(result, x, schedule, generator, truth, hooks, leaf ? &*leaf : nullptr);
+  result.root = encode(result, x, schedule, generator, truth_for(input, hooks), hooks, leaf ? &*leaf : nullptr);
   (this->*end_)(result, schedule, generator, hooks, leaf ? &*leaf : nullptr);
   return result;
 }
@@ -80,6 +79,11 @@ void HtmModelImpl::LeafLessons::decoded(const torch::Tensor& before, const torch
   lessons.emplace_back(
       before,
       torch::full({before.size(0), before.size(1)}, -1, before.options().dtype(torch::kLong)).scatter(1, chosen, 1));
+}
+
+torch::Tensor HtmModelImpl::timestep(int64_t depth) const {
+  if (depth >= timesteps_.size(0)) throw Error("schedules deeper than 64 layers are not supported");
+  return timesteps_[depth];
 }
 
 torch::Tensor HtmModelImpl::leaf_logits(const torch::Tensor& tokens) { return leaf_head_->forward(tokens.detach()); }

@@ -133,7 +133,7 @@ class HtmModelImpl : public Model {
   /// Encoder layers 1…D on the lifted tokens: result's encoder_tokens, populations, merges,
   /// draws (and mirrors, when the decoder mirrors), the leaf classifier's lessons; returns the root.
   torch::Tensor encode(ForwardResult& result, torch::Tensor x, const std::vector<int64_t>& schedule,
-                       at::Generator generator, const std::optional<Truth>& truth, const ForwardHooks* hooks,
+                       at::Generator generator, std::optional<Truth> truth, const ForwardHooks* hooks,
                        LeafLessons* leaf);
   /// Tokens entering encoder layer d: depth signal, then the observers' rewrite.
   torch::Tensor enter(const torch::Tensor& x, int64_t d, const PassObservers* observers);
@@ -168,6 +168,19 @@ class HtmModelImpl : public Model {
                                int64_t r);
   /// A decoded population put back in the order of the tokens before the merge.
   static torch::Tensor reorder(const torch::Tensor& z, const torch::Tensor& origin);
+  /// A policy's MergeContext or UnmergeContext with what both carry: the tokens, r, the depth,
+  /// the generator, the mode and the log-probability form asked for.
+  template <class Context>
+  Context context_for(const torch::Tensor& x, int64_t r, int64_t depth, at::Generator generator) const {
+    Context ctx;
+    ctx.tokens = x;
+    ctx.r = r;
+    ctx.depth = depth;
+    ctx.generator = std::move(generator);
+    ctx.training = is_training();
+    ctx.log_prob_form = options_.log_prob_form;
+    return ctx;
+  }
   /// x's tokens at `index` (B×r) → B×r×C.
   static torch::Tensor gather_tokens(const torch::Tensor& x, const torch::Tensor& index);
 
