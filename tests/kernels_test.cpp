@@ -358,6 +358,18 @@ TEST_F(CudaKernels, GpuKernelsMatchTheCpuAndDrawTheSameTwice) {
   EXPECT_FALSE(torch::equal(once[1], device[1]));
 }
 
+TEST_F(CudaKernels, DropoutOnTheGpuIsOneSeededKernel) {
+  auto x = (torch::rand({64, 1000}) + 0.5).to(gpu).requires_grad_(true);
+  auto a = gpu::dropout(x, 0.3, 42, 0), b = gpu::dropout(x, 0.3, 42, 0), c = gpu::dropout(x, 0.3, 42, 100000);
+  EXPECT_TRUE(torch::equal(a, b));
+  EXPECT_FALSE(torch::equal(a, c));
+  auto kept = (a != 0).to(torch::kDouble);
+  EXPECT_NEAR(kept.mean().item<double>(), 0.7, 0.01);
+  EXPECT_TRUE(torch::allclose(a.detach(), x.detach() * kept.to(torch::kFloat) / 0.7, 1e-5, 1e-6));
+  auto grad = torch::autograd::grad({a.sum()}, {x})[0];
+  EXPECT_TRUE(torch::allclose(grad, kept.to(torch::kFloat) / 0.7, 1e-5, 1e-6));
+}
+
 #if HTM_NATIVE_KERNELS
 
 TEST(NativeKernels, PairSamplerDrawsTheExactDistribution) { expect_sampler_distribution(Kernels::native); }

@@ -82,7 +82,8 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
   portable::count_product(B * heads * Tq, Tk, d, backward);  // the scores
   portable::count_product(B * heads * Tq, d, Tk, backward);  // the weighted values
   auto split = [&](const torch::Tensor& t, int64_t n) {      // b×n×C → B×h×n×d
-    return operand(t).expand({B, n, C}).reshape({B, n, heads, d}).transpose(1, 2);
+    auto o = operand(t);
+    return (o.size(0) == B ? o : o.expand({B, n, C})).reshape({B, n, heads, d}).transpose(1, 2);
   };
   const uint64_t stream = counter_bits(seed, static_cast<uint64_t>(first));
   torch::Tensor out;
@@ -113,7 +114,18 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
 }
 
 torch::Tensor dropout(const torch::Tensor& x, double p, uint64_t seed, int64_t first) {
-  auto gen = seeded_generator(counter_bits(seed, static_cast<uint64_t>(first)), x.device());
+  const uint64_t stream = counter_bits(seed, static_cast<uint64_t>(first));
+  if (!x.device().is_cpu()) {
+    // One fused kernel (mask and product; a one-byte mask kept for backward), drawn from the
+    // device's default generator seeded per call, as the fused attention's dropout is.
+    {  // released before the kernel takes the generator's lock itself
+      at::Generator gen = at::globalContext().defaultGenerator(x.device());
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_current_seed(stream);
+    }
+    return std::get<0>(at::native_dropout(x, p, true));
+  }
+  auto gen = seeded_generator(stream, x.device());
   auto keep = torch::empty(x.sizes(), x.options().dtype(torch::kFloat)).bernoulli_(1.0 - p, gen);
   return x * keep.mul_(1.0 / (1.0 - p));
 }
@@ -151,37 +163,37 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
   auto bits = value.contiguous().view(torch::kInt).to(torch::kLong);
   auto ordered = torch::where(bits < 0, bits ^ 0x7fffffff, bits) + (int64_t{1} << 31);  // [0, 2³²)
   auto flat = torch::arange(T * T, longs).view({1, T, T});
-  auto rank = finite.to(torch::kLong) * (int64_t{1} << 62) + ordered * (int64_t{1} << 30) + (T * T - 1 - flat);
+  auto rank =
+      finite.to(torch::kLong) * (int64_t{1} << 62) + ordered * (int64_t{1} << 30) + torch::rsub(flat, T * T - 1);
   rank.diagonal(0, 1, 2).fill_(-1);
 
   // Greedy matching on the pairs' best orientation: in each round every token points to its best
   // remaining partner, and mutual choices are matched (each is the best pair left at both its
-  // tokens, so greedy takes it). With distinct ranks this is greedy's matching exactly.
+  // tokens, so greedy takes it). With distinct ranks this is greedy's matching exactly. A matched
+  // token keeps its pair's rank, whose low 30 bits name the pair's taken orientation; the rows and
+  // columns of matched tokens leave `both` in place (no B×T² copy per round).
   auto both = torch::maximum(rank, rank.transpose(1, 2));  // B×T×T, symmetric
   const auto tokens = torch::arange(T, longs).unsqueeze(0);
-  auto alive = torch::ones({B, T}, longs.dtype(torch::kBool));
-  auto partner = torch::full({B, T}, -1, longs), weight = torch::full({B, T}, -1, longs);
+  auto matched = torch::full({B, T}, -1, longs);  // the rank of each token's pair, −1 while unmatched
+  const int64_t unmatched_at_end = B * (T % 2);   // a complete graph: at most one token left per sample
   int64_t round = 0;
   for (bool more = T > 1; more;) {
-    auto open = alive.unsqueeze(2).logical_and(alive.unsqueeze(1));
-    auto [best, choice] = both.masked_fill(open.logical_not(), -1).max(2);  // B×T
-    auto mutual = (choice.gather(1, choice) == tokens).logical_and(best >= 0);
-    partner = torch::where(mutual, choice, partner);
-    weight = torch::where(mutual, best, weight);
-    alive = alive.logical_and(mutual.logical_not());
-    // A complete graph: done when each sample has at most one token left. Read back every few
-    // rounds (the rounds after the last match change nothing).
-    if (++round % 4 == 0) more = (alive.sum(1) > 1).any().item<bool>();
+    auto [best, choice] = both.max(2);  // B×T
+    auto mutual = (choice.gather(1, choice) == tokens).logical_and_(best >= 0);
+    matched = torch::where(mutual, best, matched);
+    both.masked_fill_(mutual.unsqueeze(2).logical_or(mutual.unsqueeze(1)), -1);
+    // Read back every few rounds (the rounds after the last match change nothing).
+    if (++round % 4 == 0) more = (matched < 0).sum().item<int64_t>() > unmatched_at_end;
   }
   if (rounds != nullptr) *rounds = round;
 
-  // Greedy takes its pairs in decreasing rank: the r best of the matching, in order.
-  auto head = torch::where(partner > tokens, weight, torch::full_like(weight, -1));
-  auto i = std::get<1>(head.topk(r, 1, /*largest=*/true, /*sorted=*/true));  // B×r
-  auto j = partner.gather(1, i);
-  auto flat_rank = rank.view({B, T * T});
-  auto forward = flat_rank.gather(1, i * T + j) > flat_rank.gather(1, j * T + i);
-  return {torch::where(forward, i, j), torch::where(forward, j, i)};
+  // Greedy takes its pairs in decreasing rank: the r best of the matching, in order, each counted
+  // at its taken orientation's first token.
+  constexpr int64_t kFlatBits = (int64_t{1} << 30) - 1;
+  auto taken = [&](const torch::Tensor& pair_rank) { return torch::rsub(pair_rank.bitwise_and(kFlatBits), T * T - 1); };
+  auto head = matched.masked_fill(taken(matched).div(T, "floor") != tokens, -1);
+  auto best = taken(std::get<0>(head.topk(r, 1, /*largest=*/true, /*sorted=*/true)));  // B×r
+  return {best.div(T, "floor"), best.remainder(T)};
 }
 
 void adamw_update(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& exp_avg,

@@ -41,7 +41,9 @@ at::Tensor norm_linear(const at::Tensor& x, const at::Tensor& norm_weight, const
 at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t heads, double p,
                            uint64_t seed, int64_t first);
 
-/// x with each entry kept with probability 1 − p (and scaled by 1/(1 − p)), drawn on x's device.
+/// x with each entry kept with probability 1 − p (and scaled by 1/(1 − p)), drawn on x's device:
+/// on a GPU one fused kernel (a one-byte mask kept for backward) from the device's default
+/// generator seeded per call with stream (seed, first); on the CPU a mask from that stream.
 at::Tensor dropout(const at::Tensor& x, double p, uint64_t seed, int64_t first);
 
 /// Gumbel(0,1) noise shaped like `like`, drawn on like's device from one seed of `generator`
