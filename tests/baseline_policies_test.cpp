@@ -193,6 +193,74 @@ TEST(NearestPolicy, RefusesBadParameters) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// residual: nearest's logits plus a gated learned term
+
+// At its first step the residual policy's logits are nearest's at the same temperature, to the
+// bit: the gate starts at 0, so the learned term adds nothing.
+TEST(ResidualPolicy, StartsAtNearestsLogits) {
+  torch::manual_seed(3);
+  auto tokens = torch::randn({2, 7, 8});
+  for (const char* distance : {"euclidean", "cosine"}) {
+    SCOPED_TRACE(distance);
+    auto residual = make_policy("residual", Params({{"distance", std::string(distance)}, {"temperature", 0.25}}));
+    auto nearest = make_policy("nearest", Params({{"distance", std::string(distance)}, {"temperature", 0.25}}));
+    auto ctx = merge_context(tokens, 3);
+    auto ours = residual->merge_logits(ctx), theirs = nearest->merge_logits(ctx);
+    EXPECT_TRUE(torch::allclose(ours.detach(), theirs, 1e-5, 1e-6));
+  }
+}
+
+// The score function's gradient reaches the gate and the inverse temperature at once, and the
+// bilinear term's weights once the gate is open; the tokens themselves get none (detached).
+TEST(ResidualPolicy, GradientsReachTheGateTheTemperatureAndThenTheResidual) {
+  torch::manual_seed(4);
+  auto policy = make_policy("residual");
+  auto tokens = torch::randn({3, 8, 8}).requires_grad_(true);
+  auto named = policy->named_parameters();
+  auto grads_of_log_prob = [&] {
+    policy->zero_grad();
+    auto d = policy->choose_merges(merge_context(tokens, 4));
+    EXPECT_TRUE(d.log_prob.defined() && d.entropy.defined());
+    d.log_prob.sum().backward();
+  };
+  grads_of_log_prob();
+  EXPECT_GT(named["gate"].grad().abs().sum().item<double>(), 0);
+  EXPECT_GT(named["log_inverse_temperature"].grad().abs().sum().item<double>(), 0);
+  EXPECT_FALSE(tokens.grad().defined());
+  {
+    torch::NoGradGuard no_grad;
+    named["gate"].fill_(1.0);
+  }
+  grads_of_log_prob();
+  EXPECT_GT(named["query.weight"].grad().abs().sum().item<double>(), 0);
+  EXPECT_GT(named["key.weight"].grad().abs().sum().item<double>(), 0);
+}
+
+// residual = false with a fixed temperature is nearest sampled at that temperature: nothing
+// learns, so no log-probabilities; uniform unmerges bring no scorer.
+TEST(ResidualPolicy, WithoutResidualAndFixedTemperatureNothingLearns) {
+  auto policy = make_policy(
+      "residual", Params({{"residual", false}, {"learn_temperature", false}, {"unmerges", std::string("uniform")}}));
+  for (const auto& p : policy->parameters()) EXPECT_FALSE(p.requires_grad());
+  auto d = policy->choose_merges(merge_context(torch::randn({2, 6, 8}), 3));
+  EXPECT_FALSE(d.log_prob.defined());
+  UnmergeContext u;
+  u.tokens = torch::randn({2, 3, 8});
+  u.r = 2;
+  u.generator = at::make_generator<at::CPUGeneratorImpl>(1);
+  EXPECT_FALSE(policy->choose_unmerges(u).log_prob.defined());
+  auto learned_unmerges = make_policy("residual");
+  EXPECT_TRUE(learned_unmerges->choose_unmerges(u).log_prob.defined());
+}
+
+TEST(ResidualPolicy, RefusesBadParameters) {
+  EXPECT_THAT(build_error("residual", Params({{"temperature", 0.0}})), ::testing::HasSubstr("temperature"));
+  EXPECT_THAT(build_error("residual", Params({{"unmerges", std::string("mirror")}})), ::testing::HasSubstr("unmerges"));
+  EXPECT_THAT(build_error("residual", Params({{"distance", std::string("l1")}})), ::testing::HasSubstr("distance"));
+  EXPECT_THAT(build_error("residual", Params({{"heads", int64_t{3}}})), ::testing::HasSubstr("heads"));
+}
+
+// ---------------------------------------------------------------------------------------------
 // tome
 
 // ToMe's bipartite_soft_matching (facebookresearch/ToMe, tome/merge.py) on tokens B×T×C: each A

@@ -66,7 +66,8 @@ std::vector<LoggedName> documented_names() {
 
 TEST(Docs, TheResultsGuideNamesEveryMetricARunLogs) {
   // A tiny Trees run with the optional signals on: the value baseline, the dense reward, the
-  // entropy bonus, replay, the anytime loss, the leaf/internal classifier, an evaluation policy.
+  // entropy bonus, replay, the anytime loss, the leaf/internal classifier, an evaluation policy,
+  // greedy evaluation.
   const std::string dir = htm::testing::fresh_dir("docs_metrics");
   const std::string file = dir + "/all.toml";
   std::ofstream(file) << "[experiment]\nname = \"docs-metrics\"\nseeds = [0]\n"
@@ -74,7 +75,7 @@ TEST(Docs, TheResultsGuideNamesEveryMetricARunLogs) {
                       << "[adapter]\nplugin = \"points\"\n[loss.point_set]\n[policy]\nplugin = \"learned\"\n"
                       << "[model]\ndim = 16\nheads = 2\nlayers = 3\nmlp_ratio = 2\nleaf_classifier = true\n"
                       << "[train]\nepochs = 1\nbatch_size = 16\nlog_every = 1\nrho0 = 1.0\nimages = 2\n"
-                      << "anytime = 0.5\neval_policies = [\"random\"]\n"
+                      << "anytime = 0.5\neval_policies = [\"random\"]\neval_greedy = true\n"
                       << "[estimator]\nbaseline = \"value\"\ndense = 0.1\nentropy = 0.01\nreplay = 4\n"
                       << "[runtime]\nthreads = 1\nresults = \"" << dir << "/htm.sqlite\"\n"
                       << "artifacts = \"" << dir << "/runs\"\n";
@@ -96,7 +97,7 @@ TEST(Docs, TheResultsGuideNamesEveryMetricARunLogs) {
   }
   // The signals this run switched on are among what it logged (so the check above saw them).
   for (const char* name : {"policy_entropy", "policy_value_error", "policy_pair_error", "policy_replay_weight",
-                           "loss/anytime", "under/random/mse", "leaf_accuracy", "grad_norm/policy"})
+                           "loss/anytime", "under/random/mse", "sampled/mse", "leaf_accuracy", "grad_norm/policy"})
     EXPECT_TRUE(seen.count(name)) << name << " was not logged";
 }
 

@@ -6,6 +6,8 @@
 
 #include <torch/torch.h>
 
+#include "hierarchy/merge_tree.h"
+#include "hierarchy/tree_scoring.h"
 #include "htm/dataset.h"
 #include "htm/error.h"
 #include "registry.h"
@@ -136,9 +138,68 @@ TEST(HierarchyData, CrossesShapesAndTrees) {
   expect_shapes_and_trees("crosses", {{"crosses", int64_t{1}}}, 2, 4);
 }
 
+TEST(HierarchyData, MirroredShapesAndTrees) {
+  expect_shapes_and_trees("mirrored", {}, 16, 3);
+  expect_shapes_and_trees("mirrored", {{"tokens", int64_t{6}}}, 6, 3);
+  expect_shapes_and_trees("mirrored", {{"tokens", int64_t{2}}}, 2, 3);
+}
+
 TEST(HierarchyData, SameSeedSameDataOtherSeedOrSplitOtherData) {
   expect_seeded("trees");
   expect_seeded("crosses");
+  expect_seeded("mirrored");
+}
+
+// Undoing the reflection (s·(x, y)) gives the trees sample of the same seed, tree and all; in
+// every pair of sibling leaves exactly one is reflected, and no other leaf is.
+TEST(HierarchyData, MirroredIsTheTreesSampleWithOneOfEachLeafPairReflected) {
+  for (int64_t n : {16, 6, 2}) {
+    SCOPED_TRACE(n);
+    Batch m = all(*make("mirrored", {{"tokens", n}}), Split::train);
+    Batch t = all(*make("trees", {{"tokens", n}}), Split::train);
+    auto s = m.input.select(2, 2);
+    EXPECT_TRUE(torch::equal(s.abs(), torch::ones_like(s)));
+    EXPECT_TRUE(torch::equal(m.input.narrow(2, 0, 2) * s.unsqueeze(2), t.input));
+    EXPECT_TRUE(torch::equal(m.tree, t.tree));
+    for (int64_t i = 0; i < m.input.size(0); ++i) {
+      int64_t in_leaf_pairs = 0;
+      for (int64_t k = 0; k + 1 < n; ++k) {
+        const int64_t a = m.tree[i][k][0].item<int64_t>(), b = m.tree[i][k][1].item<int64_t>();
+        if (a >= n || b >= n) continue;
+        in_leaf_pairs += 2;
+        EXPECT_EQ(s[i][a].item<float>() * s[i][b].item<float>(), -1.0f) << "sample " << i << " pair " << k;
+      }
+      EXPECT_EQ((s[i] < 0).sum().item<int64_t>() * 2, in_leaf_pairs) << "sample " << i;
+    }
+  }
+}
+
+// The point of the dataset: agglomerative clustering on the stored positions (what similarity
+// sees) finds few true siblings, while on the positions with the reflection undone it scores as
+// on trees. The tree is in the data; proximity does not point to it.
+TEST(HierarchyData, AgglomerativeClusteringFailsOnMirroredButNotOnceTheReflectionIsUndone) {
+  Batch m = all(*make("mirrored", {{"test_size", int64_t{256}}}), Split::test);
+  const auto truth = true_trees(m.tree);
+  const std::vector<int64_t> schedule = {8, 4, 2, 1};
+  TreeScoreMean stored, undone;
+  for (size_t b = 0; b < truth.size(); ++b) {
+    auto x = m.input[static_cast<int64_t>(b)];
+    stored.add(agglomerative_merges(token_positions(x), schedule), truth[b]);
+    auto unreflected = x.narrow(1, 0, 2) * x.select(1, 2).unsqueeze(1);
+    undone.add(agglomerative_merges(token_positions(unreflected), schedule), truth[b]);
+  }
+  auto value = [](const TreeScoreMean& s, const std::string& name) {
+    for (const auto& m : s.metrics(""))
+      if (m.name == name) return m.value;
+    return -1.0;
+  };
+  EXPECT_LE(value(stored, "sibling_f1"), 0.2);
+  EXPECT_LE(value(stored, "cluster_f1"), 0.5);
+  EXPECT_GE(value(undone, "sibling_f1"), 0.9);
+  EXPECT_GE(value(undone, "cluster_f1"), 0.9);
+  std::printf("agglomerative on mirrored: sibling F1 %.3f, cluster F1 %.3f; reflection undone: %.3f, %.3f\n",
+              value(stored, "sibling_f1"), value(stored, "cluster_f1"), value(undone, "sibling_f1"),
+              value(undone, "cluster_f1"));
 }
 
 // Siblings (height-1 nodes) lie nearer each other than leaves of different height-2 subtrees.
@@ -219,6 +280,8 @@ TEST(HierarchyData, BadParametersAreNamed) {
   expect_error("crosses", {{"crosses", int64_t{0}}}, "crosses");
   expect_error("crosses", {{"shrink", 1.5}}, "shrink");
   expect_error("crosses", {{"min_angle", 0.0}}, "min_angle");
+  expect_error("mirrored", {{"tokens", int64_t{1}}}, "tokens");
+  expect_error("mirrored", {{"angle_jitter", 91.0}}, "angle_jitter");
 }
 
 }  // namespace

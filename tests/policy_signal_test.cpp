@@ -122,6 +122,22 @@ TEST(EvalPolicies, TheSameWeightsAreScoredUnderEachPolicy) {
   EXPECT_DOUBLE_EQ(metric(store, "under/random/mse"), metric(store, "mse"));
 }
 
+// train.eval_greedy: the evaluation takes each layer's best pairs of the policy's logits. nearest
+// drawing at temperature 0.5 then merges as nearest at temperature 0 (greedy) does, to the same
+// numbers; its draws are logged beside as sampled/…, and they find fewer true siblings.
+TEST(EvalGreedy, GreedyEvaluationMergesThePoliciesBestPairsAndLogsTheDrawsBeside) {
+  const std::string dir = htm::testing::fresh_dir("greedy");
+  RunRequest request;
+  request.file = trees_file(dir, "[policy]\nplugin = \"nearest\"\ntemperature = 0.5\n");
+  request.overrides = {"train.eval_greedy=true", "train.eval_policies=[\"nearest\"]"};
+  ASSERT_EQ(run_experiment(request, registry()), 0);
+  ResultsStore store(dir + "/htm.sqlite");
+  for (const char* name : {"sibling_f1", "cluster_f1", "mse"})
+    EXPECT_DOUBLE_EQ(metric(store, name), metric(store, std::string("under/nearest/") + name)) << name;
+  EXPECT_GT(metric(store, "sampled/mse"), 0);
+  EXPECT_LT(metric(store, "sampled/sibling_f1"), metric(store, "sibling_f1"));
+}
+
 TEST(EvalPolicies, AnUnknownPolicyIsNamedWhereItIsWritten) {
   const std::string dir = htm::testing::fresh_dir("unknown");
   const std::string message =

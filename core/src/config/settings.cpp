@@ -207,6 +207,10 @@ std::vector<HostSection> build_schema() {
                "the policy's reward, becomes loss_D + w * mean_d loss_d; 0: off",
                real_in(0, kInf))
           .later()
+          .add("eval_greedy", &Tr::eval_greedy, false,
+               "evaluate with each policy's greedy merges (the best pairs of its merge_logits(), no draw; "
+               "a policy without logits still draws) and log the sampled evaluation beside it as sampled/<metric>")
+          .later()
           .done());
   schema.push_back(
       Section<Es>("estimator", &HostSettings::estimator)

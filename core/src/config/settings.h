@@ -83,6 +83,7 @@ struct TrainSettings {
   bool checkpoint = false;
   std::vector<std::string> eval_policies;  ///< also evaluate the same weights under these policies
   double anytime = 0;                      ///< weight of the intermediate populations' reconstruction loss; 0: off
+  bool eval_greedy = false;                ///< evaluate with greedy merges; the sampled evaluation as sampled/…
 };
 
 struct EstimatorSettings {

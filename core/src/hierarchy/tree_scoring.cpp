@@ -78,13 +78,13 @@ std::string shape_code(const MergeTree& tree) {
 }
 
 std::vector<std::array<double, 2>> token_positions(const at::Tensor& sample) {
-  if (sample.dim() != 2 || (sample.size(1) != 2 && sample.size(1) != 4))
-    throw Error("token positions need N×2 points or N×4 segments, got " + c10::str(sample.sizes()));
+  if (sample.dim() != 2 || (sample.size(1) < 2 || sample.size(1) > 4))
+    throw Error("token positions need N×2 points, N×3 flagged points or N×4 segments, got " + c10::str(sample.sizes()));
   auto s = sample.to(torch::kCPU, torch::kDouble).contiguous();  // host: scoring
   auto a = s.accessor<double, 2>();
   std::vector<std::array<double, 2>> positions;
   for (int64_t i = 0; i < s.size(0); ++i) {
-    if (s.size(1) == 2)
+    if (s.size(1) < 4)
       positions.push_back({a[i][0], a[i][1]});
     else
       positions.push_back({0.5 * (a[i][0] + a[i][2]), 0.5 * (a[i][1] + a[i][3])});

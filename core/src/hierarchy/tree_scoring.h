@@ -25,7 +25,8 @@ std::vector<MergeTree> true_trees(const at::Tensor& tree);
 /// "(" + the children's codes, sorted + ")", a leaf "()". Whether a schedule can build a tree
 /// depends on its shape alone, so this keys a cache of schedule_reaches.
 std::string shape_code(const MergeTree& tree);
-/// Where a token sits, for clustering: a point (F = 2) itself, a segment (F = 4) its midpoint.
+/// Where a token sits, for clustering: a point (F = 2) itself, a flagged point (F = 3, the
+/// `mirrored` dataset's x, y, s) its stored (x, y), a segment (F = 4) its midpoint.
 std::vector<std::array<double, 2>> token_positions(const at::Tensor& sample);
 
 /// Mean scores over samples, as metrics named `<prefix>sibling_precision`, `…sibling_recall`,

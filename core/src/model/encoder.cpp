@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "htm/error.h"
+#include "htm/greedy_pairs.h"
 #include "model/model.h"
 #include "model/plugin_calls.h"
 #include "model/plugin_scope.h"
@@ -65,6 +66,16 @@ torch::Tensor HtmModelImpl::encode(ForwardResult& result, torch::Tensor x, const
   return x;
 }
 
+// The best r pairs of the policy's logits, taken greedily (greedy_merges()), with their
+// log-probabilities as a draw of those pairs would have them; the policy's own choice when it
+// gives no logits.
+MergeDecision HtmModelImpl::greedy_decision(const MergeContext& ctx) {
+  auto logits = policy().merge_logits(ctx);
+  if (!logits.defined()) return policy().choose_merges(ctx);
+  auto [src, dst] = greedy_pairs(logits, ctx.r);  // the bound is monotone: the same pairs
+  return {src, dst, pair_log_prob(logits, src, dst, ctx.log_prob_form, ctx.logit_bound)};
+}
+
 torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
                                         const torch::Tensor& attention, at::Generator generator, ForwardResult& result,
                                         torch::Tensor* keep_out, Truth* truth, const MergeDecision* replayed,
@@ -96,6 +107,8 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
         throw Error("replaying merges (estimator.replay) needs a policy that gives its merge_logits()");
       decision = {replayed->src, replayed->dst,
                   pair_log_prob(logits, replayed->src, replayed->dst, ctx.log_prob_form, ctx.logit_bound)};
+    } else if (greedy_merges_ && !is_training()) {
+      decision = greedy_decision(ctx);
     } else {
       decision = policy().choose_merges(ctx);
     }

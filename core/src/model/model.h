@@ -87,6 +87,10 @@ class HtmModelImpl : public Model {
   /// Decides with `policy` instead of the trained one until called with nullptr (evaluating the
   /// same weights under another policy); the trained policy's parameters stay where they are.
   void switch_policy(std::shared_ptr<Policy> policy) { switched_ = std::move(policy); }
+  /// In evaluation (not training, not a replay), merge each layer's best pairs of the policy's
+  /// merge_logits() greedily instead of calling choose_merges() (train.eval_greedy). A policy
+  /// without logits still decides by itself; unmerges are the policy's own either way.
+  void greedy_merges(bool on) { greedy_merges_ = on; }
 
  private:
   /// Where each token of the current population sits in the data's true tree, for policies
@@ -142,6 +146,7 @@ class HtmModelImpl : public Model {
   torch::Tensor mix_encoder(const torch::Tensor& x, torch::Tensor* attention);
   /// Returns the merged population; `keep` (if given) receives, for each of its tokens, the
   /// index in x it came from (B×(T−r)).
+  MergeDecision greedy_decision(const MergeContext& ctx);
   torch::Tensor merge_layer(const torch::Tensor& x, int64_t r, int64_t depth, const torch::Tensor& attention,
                             at::Generator generator, ForwardResult& result, torch::Tensor* keep = nullptr,
                             Truth* truth = nullptr, const MergeDecision* replayed = nullptr,
@@ -188,6 +193,7 @@ class HtmModelImpl : public Model {
   std::shared_ptr<Adapter> adapter_;
   std::shared_ptr<Policy> policy_;
   std::shared_ptr<Policy> switched_;  ///< deciding instead of policy_ when set
+  bool greedy_merges_ = false;        ///< greedy_merges()
   /// The policy whose merge [0] and unmerge [1] decisions had their index values checked once
   /// (shapes are checked at every call; values cost two reductions, so once per policy).
   const Policy* values_checked_[2] = {nullptr, nullptr};

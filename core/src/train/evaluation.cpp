@@ -14,25 +14,40 @@
 namespace htm {
 
 Trainer::Eval Trainer::evaluate() {
+  auto* htm_model = dynamic_cast<HtmModelImpl*>(ex_.model.get());
+  const bool greedy = htm_model != nullptr && ex_.config.settings.train.eval_greedy;
+  struct Greedy {  // sampled merges again however the evaluation ends
+    HtmModelImpl* model;
+    ~Greedy() {
+      if (model != nullptr) model->greedy_merges(false);
+    }
+  } greedy_off{greedy ? htm_model : nullptr};
+  if (greedy) htm_model->greedy_merges(true);
   Eval e = evaluate_once();
   if (e.learned_trees) {
     for (const auto& m : reference_scores(eval_samples_)) e.metrics.push_back(m);
   }
+  if (greedy) {  // the same weights drawing their merges, as without train.eval_greedy
+    htm_model->greedy_merges(false);
+    append_under("sampled/", evaluate_once(), e);
+    htm_model->greedy_merges(true);
+  }
   // The same weights deciding with each of train.eval_policies instead (the "switch").
-  auto* htm_model = dynamic_cast<HtmModelImpl*>(ex_.model.get());
   for (const auto& [name, policy] : ex_.eval_policies) {
     struct Switch {  // the trained policy is back however the evaluation ends
       HtmModelImpl* model;
       ~Switch() { model->switch_policy(nullptr); }
     } restore{htm_model};
     htm_model->switch_policy(policy);
-    const Eval under = evaluate_once();
-    const std::string prefix = "under/" + name + "/";
-    if (!std::isnan(under.mse)) e.metrics.push_back({prefix + "mse", under.mse});
-    if (!std::isnan(under.accuracy)) e.metrics.push_back({prefix + "accuracy", under.accuracy});
-    for (const auto& m : under.metrics) e.metrics.push_back({prefix + m.name, m.value});
+    append_under("under/" + name + "/", evaluate_once(), e);
   }
   return e;
+}
+
+void Trainer::append_under(const std::string& prefix, const Eval& under, Eval& e) {
+  if (!std::isnan(under.mse)) e.metrics.push_back({prefix + "mse", under.mse});
+  if (!std::isnan(under.accuracy)) e.metrics.push_back({prefix + "accuracy", under.accuracy});
+  for (const auto& m : under.metrics) e.metrics.push_back({prefix + m.name, m.value});
 }
 
 Trainer::Eval Trainer::evaluate_once() {

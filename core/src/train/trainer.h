@@ -93,6 +93,8 @@ class Trainer {
   Eval evaluate();
   /// One pass over the evaluation samples with the policy deciding now.
   Eval evaluate_once();
+  /// Appends `under`'s mse, accuracy and metrics to e's metrics, each name prefixed.
+  static void append_under(const std::string& prefix, const Eval& under, Eval& e);
   void log_policy_spread(int64_t step, int64_t epoch);
   /// The floor (uniform random merges) and ceiling (agglomerative clustering) on the first `n`
   /// test samples, and whether the schedule can build their true trees; computed once.

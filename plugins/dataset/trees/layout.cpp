@@ -148,6 +148,19 @@ TreeSample tree_sample(int64_t tokens, const LayoutParams& params, uint64_t seed
   return sample;
 }
 
+MirroredSample mirrored_sample(int64_t tokens, const LayoutParams& params, uint64_t seed) {
+  const TreeSample tree = tree_sample(tokens, params, seed);
+  Rng coin(seed ^ 0x6a09e667f3bcc909ULL);  // a stream of its own: the layout's draws are Trees'
+  std::vector<double> sign(tokens, 1.0);
+  for (const auto& merge : tree.merges)
+    if (merge[0] < tokens && merge[1] < tokens) sign[merge[coin.below(2)]] = -1.0;
+  MirroredSample sample;
+  sample.merges = tree.merges;
+  for (int64_t i = 0; i < tokens; ++i)
+    sample.tokens.push_back({sign[i] * tree.leaves[i][0], sign[i] * tree.leaves[i][1], sign[i]});
+  return sample;
+}
+
 CrossSample cross_sample(int64_t crosses, const CrossParams& params, uint64_t seed) {
   Rng rng(seed);
   const Layout layout = balanced_layout(crosses, params.layout, rng);

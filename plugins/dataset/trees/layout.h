@@ -62,6 +62,15 @@ struct TreeSample {
 /// Trees: the laid-out leaves, fitted into the box, in a random order.
 TreeSample tree_sample(int64_t tokens, const LayoutParams& params, uint64_t seed);
 
+/// Mirrored trees: a Trees sample in which one leaf of every pair of sibling leaves, chosen by a
+/// fair coin, is stored reflected through the origin, (x, y) → (−x, −y), with a third coordinate
+/// s = −1 (s = +1 on every other leaf). s·(x, y) is the Trees sample of the same seed, exactly.
+struct MirroredSample {
+  std::vector<std::array<double, 3>> tokens;  ///< x, y, s
+  Merges merges;
+};
+MirroredSample mirrored_sample(int64_t tokens, const LayoutParams& params, uint64_t seed);
+
 struct CrossParams {
   LayoutParams layout;
   double min_angle = 30.0;  ///< degrees between a cross's two segments, in (0, 90]
