@@ -174,6 +174,20 @@ TEST(HierarchyData, MirroredIsTheTreesSampleWithOneOfEachLeafPairReflected) {
   }
 }
 
+// exact: each reflected leaf is its sibling's mirror image, the pair's tokens summing to (0, 0, 0).
+TEST(HierarchyData, ExactMirroredPairsSumToZero) {
+  Batch m = all(*make("mirrored", {{"exact", true}}), Split::train);
+  Batch loose = all(*make("mirrored"), Split::train);
+  EXPECT_TRUE(torch::equal(m.tree, loose.tree));
+  EXPECT_TRUE(torch::equal(m.input.select(2, 2), loose.input.select(2, 2)));  // the same leaves reflected
+  for (int64_t i = 0; i < m.input.size(0); ++i)
+    for (int64_t k = 0; k < 15; ++k) {
+      const int64_t a = m.tree[i][k][0].item<int64_t>(), b = m.tree[i][k][1].item<int64_t>();
+      if (a >= 16 || b >= 16) continue;
+      EXPECT_TRUE(torch::equal(m.input[i][a], -m.input[i][b])) << "sample " << i << " pair " << k;
+    }
+}
+
 // The point of the dataset: agglomerative clustering on the stored positions (what similarity
 // sees) finds few true siblings, while on the positions with the reflection undone it scores as
 // on trees. The tree is in the data; proximity does not point to it.

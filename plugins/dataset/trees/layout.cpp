@@ -148,12 +148,16 @@ TreeSample tree_sample(int64_t tokens, const LayoutParams& params, uint64_t seed
   return sample;
 }
 
-MirroredSample mirrored_sample(int64_t tokens, const LayoutParams& params, uint64_t seed) {
-  const TreeSample tree = tree_sample(tokens, params, seed);
+MirroredSample mirrored_sample(int64_t tokens, const LayoutParams& params, uint64_t seed, bool exact) {
+  TreeSample tree = tree_sample(tokens, params, seed);
   Rng coin(seed ^ 0x6a09e667f3bcc909ULL);  // a stream of its own: the layout's draws are Trees'
   std::vector<double> sign(tokens, 1.0);
   for (const auto& merge : tree.merges)
-    if (merge[0] < tokens && merge[1] < tokens) sign[merge[coin.below(2)]] = -1.0;
+    if (merge[0] < tokens && merge[1] < tokens) {
+      const int64_t flipped = coin.below(2);
+      sign[merge[flipped]] = -1.0;
+      if (exact) tree.leaves[merge[flipped]] = tree.leaves[merge[1 - flipped]];
+    }
   MirroredSample sample;
   sample.merges = tree.merges;
   for (int64_t i = 0; i < tokens; ++i)

@@ -65,11 +65,13 @@ TreeSample tree_sample(int64_t tokens, const LayoutParams& params, uint64_t seed
 /// Mirrored trees: a Trees sample in which one leaf of every pair of sibling leaves, chosen by a
 /// fair coin, is stored reflected through the origin, (x, y) → (−x, −y), with a third coordinate
 /// s = −1 (s = +1 on every other leaf). s·(x, y) is the Trees sample of the same seed, exactly.
+/// With `exact`, the reflected leaf is instead its sibling's exact mirror image, (−x, −y) of the
+/// sibling, so a pair of sibling leaves holds one point's information.
 struct MirroredSample {
   std::vector<std::array<double, 3>> tokens;  ///< x, y, s
   Merges merges;
 };
-MirroredSample mirrored_sample(int64_t tokens, const LayoutParams& params, uint64_t seed);
+MirroredSample mirrored_sample(int64_t tokens, const LayoutParams& params, uint64_t seed, bool exact = false);
 
 struct CrossParams {
   LayoutParams layout;

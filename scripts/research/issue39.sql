@@ -1,0 +1,23 @@
+-- One row per finished run of the issue-39 studies (experiments/htm/mirrored.toml and
+-- residual.toml): the greedy and sampled hierarchy scores, the reconstruction error of the
+-- trained weights under their own policy, under the true tree and under random merges, and the
+-- references (random merges, agglomerative clustering on the stored positions).
+--   sqlite3 -header -csv DB < scripts/research/issue39.sql > results/issue39-DATE.csv
+.parameter init
+SELECT r.uuid, e.name AS experiment, r.variant, r.seed, 'exploration' AS phase,
+       round(r.ended_at - r.started_at, 1) AS duration_s,
+       max(CASE WHEN m.name = 'mse' THEN m.value END) AS test_mse,
+       max(CASE WHEN m.name = 'cluster_f1' THEN m.value END) AS cluster_f1,
+       max(CASE WHEN m.name = 'sibling_f1' THEN m.value END) AS sibling_f1,
+       max(CASE WHEN m.name = 'sampled/cluster_f1' THEN m.value END) AS sampled_cluster_f1,
+       max(CASE WHEN m.name = 'sampled/mse' THEN m.value END) AS sampled_mse,
+       max(CASE WHEN m.name = 'under/oracle/mse' THEN m.value END) AS under_truth_mse,
+       max(CASE WHEN m.name = 'under/random/mse' THEN m.value END) AS under_random_mse,
+       max(CASE WHEN m.name = 'random/cluster_f1' THEN m.value END) AS random_merges_cluster_f1,
+       max(CASE WHEN m.name = 'agglomerative/cluster_f1' THEN m.value END) AS agglomerative_cluster_f1,
+       max(CASE WHEN m.name = 'baseline_mse' THEN m.value END) AS mean_set_mse,
+       r.git_revision, r.config_hash
+FROM runs r JOIN experiments e ON e.id = r.experiment_id
+JOIN latest_metrics m ON m.run_id = r.id AND m.split = 'test'
+WHERE r.status = 'finished' AND e.name IN ('htm-mirrored', 'htm-residual')
+GROUP BY r.id ORDER BY e.name, r.variant, r.seed;
