@@ -140,6 +140,10 @@ TEST_F(ServeTest, RunRowsAfterARowidAreWhatThePagePollsFor) {
   const int64_t last = std::stoll(m[1]);
   EXPECT_EQ(count(first, "\"train/loss\""), 1);
   EXPECT_NE(first.find("\"params\":[["), std::string::npos);
+  // The run's numbers are numbers, as in /api/runs.
+  EXPECT_NE(first.find("{\"id\":" + std::to_string(id) + ",\"experiment\""), std::string::npos) << first;
+  EXPECT_TRUE(std::regex_search(first, std::regex("\"seed\":(\\d+|null),\"status\"")));
+  EXPECT_TRUE(std::regex_search(first, std::regex("\"started\":[0-9.e+]+,\"ended\":[0-9.e+]+,")));
   writer.log_metrics(id, 3, 1, "train", {{"loss", 0.5}});  // written while the reader is open
   const std::string next = serve::run_json(reader, id, last);
   EXPECT_EQ(count(next, "\"train/loss\""), 1) << next;

@@ -271,8 +271,15 @@ std::string run_json(ResultsStore& store, int64_t run_id, int64_t after, int64_t
   const auto& r = run.rows[0];
   const std::vector<std::string> names = {"id",    "experiment", "variant",     "seed", "status",    "started", "ended",
                                           "error", "git",        "config_hash", "uuid", "artifacts", "tags"};
+  // Numbers as numbers, as /api/runs gives them: id, seed (null when none), started, ended.
+  auto value = [&](size_t i) {
+    if (i == 0) return r[i];
+    if (i == 3) return r[i].empty() ? std::string("null") : r[i];
+    if (i == 5 || i == 6) return number(r[i].empty() ? NAN : std::stod(r[i]));
+    return quote(r[i]);
+  };
   std::string record = "{";
-  for (size_t i = 0; i < names.size(); ++i) record += (i ? "," : "") + quote(names[i]) + ":" + quote(r[i]);
+  for (size_t i = 0; i < names.size(); ++i) record += (i ? "," : "") + quote(names[i]) + ":" + value(i);
   record += "}";
   std::string params = "null";
   if (after <= 0)

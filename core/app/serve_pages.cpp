@@ -199,7 +199,7 @@ async function poll() {
   const D = await get(`/api/run/${RUN}?after=${last}`);
   const r = D.run;
   if (D.params) {
-    document.getElementById('title').textContent = `Run ${r.id}: ${r.experiment} / ${r.variant}, seed ${r.seed}`;
+    document.getElementById('title').textContent = `Run ${r.id}: ${r.experiment} / ${r.variant}, seed ${r.seed ?? ''}`;
     const t = el('table', {}, ...D.params.map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {}, v))));
     document.getElementById('settings').replaceChildren(t);
   }
