@@ -3,7 +3,6 @@
 -- trained weights under their own policy, under the true tree and under random merges, and the
 -- references (random merges, agglomerative clustering on the stored positions).
 --   sqlite3 -header -csv DB < scripts/research/issue39.sql > results/issue39-DATE.csv
-.parameter init
 SELECT r.uuid, e.name AS experiment, r.variant, r.seed, 'exploration' AS phase,
        round(r.ended_at - r.started_at, 1) AS duration_s,
        max(CASE WHEN m.name = 'mse' THEN m.value END) AS test_mse,
@@ -20,4 +19,7 @@ SELECT r.uuid, e.name AS experiment, r.variant, r.seed, 'exploration' AS phase,
 FROM runs r JOIN experiments e ON e.id = r.experiment_id
 JOIN latest_metrics m ON m.run_id = r.id AND m.split = 'test'
 WHERE r.status = 'finished' AND e.name IN ('htm-mirrored', 'htm-residual', 'htm-mirrored-exact')
+  AND r.id = (SELECT max(q.id) FROM runs q  -- each seed's latest finished run, as htm compare takes
+              WHERE q.experiment_id = r.experiment_id AND q.variant = r.variant AND q.seed = r.seed
+                AND q.status = 'finished')
 GROUP BY r.id ORDER BY e.name, r.variant, r.seed;

@@ -209,7 +209,8 @@ std::vector<HostSection> build_schema() {
           .later()
           .add("eval_greedy", &Tr::eval_greedy, false,
                "evaluate with each policy's greedy merges (the best pairs of its merge_logits(), no draw; "
-               "a policy without logits still draws) and log the sampled evaluation beside it as sampled/<metric>")
+               "a policy without logits, or with all logits equal as random, still draws) and log the sampled "
+               "evaluation beside it as sampled/<metric>")
           .later()
           .done());
   schema.push_back(

@@ -68,10 +68,11 @@ torch::Tensor HtmModelImpl::encode(ForwardResult& result, torch::Tensor x, const
 
 // The best r pairs of the policy's logits, taken greedily (greedy_merges()), with their
 // log-probabilities as a draw of those pairs would have them; the policy's own choice when it
-// gives no logits.
+// gives no logits or logits that prefer nothing (all equal: `random`), whose greedy maximum
+// would be the tokens' index order.
 MergeDecision HtmModelImpl::greedy_decision(const MergeContext& ctx) {
   auto logits = policy().merge_logits(ctx);
-  if (!logits.defined()) return policy().choose_merges(ctx);
+  if (!logits.defined() || (logits.max() == logits.min()).item<bool>()) return policy().choose_merges(ctx);
   auto [src, dst] = greedy_pairs(logits, ctx.r);  // the bound is monotone: the same pairs
   return {src, dst, pair_log_prob(logits, src, dst, ctx.log_prob_form, ctx.logit_bound)};
 }

@@ -89,7 +89,8 @@ class HtmModelImpl : public Model {
   void switch_policy(std::shared_ptr<Policy> policy) { switched_ = std::move(policy); }
   /// In evaluation (not training, not a replay), merge each layer's best pairs of the policy's
   /// merge_logits() greedily instead of calling choose_merges() (train.eval_greedy). A policy
-  /// without logits still decides by itself; unmerges are the policy's own either way.
+  /// without logits, or whose logits are all equal (`random`), still decides by itself; unmerges
+  /// are the policy's own either way.
   void greedy_merges(bool on) { greedy_merges_ = on; }
 
  private:
