@@ -221,10 +221,9 @@ TEST_F(ConfigTest, ErrorsInExtendedFilesNameThatFile) {
   EXPECT_EQ(resolve_error("extends = \"base.toml\"\n[train]\nlr = 0.1\n"),
             base +
                 ":3:1: unknown key 'train.lrr'; expected one of: anytime, batch_size, checkpoint, epochs, "
-                "eval_batch_size, eval_every, eval_policies, eval_samples, grad_clip, images, log_every, lr, "
-                "lr_decay_epochs, "
-                "lr_decay_factor, lr_schedule, max_steps, rho0, rho_end, rho_ramp, rho_schedule, rho_step, "
-                "stochastic_depth, train_samples, warmup_steps, weight_decay");
+                "eval_batch_size, eval_every, eval_greedy, eval_policies, eval_samples, grad_clip, images, "
+                "log_every, lr, lr_decay_epochs, lr_decay_factor, lr_schedule, max_steps, rho0, rho_end, rho_ramp, "
+                "rho_schedule, rho_step, stochastic_depth, train_samples, warmup_steps, weight_decay");
 }
 
 TEST_F(ConfigTest, VariantsKeepDeclarationOrder) {

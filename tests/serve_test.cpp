@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -383,19 +385,33 @@ TEST_F(LiveServer, TwoHundredHalfOpenConnectionsDelayNoRequestAndAreClosedAtTheH
 }
 
 // One client address holds at most client_connections: beyond them a connection is closed at
-// once; when the held ones time out, the client is served again.
+// once; when the held ones time out, the client is served again. Of nine half-open connections
+// exactly one is closed at once: the ninth, or, on a loaded machine where the server has not yet
+// counted start()'s probe as ended when the eighth arrives, the eighth.
 TEST_F(LiveServer, AClientBeyondItsConnectionLimitIsClosedAtOnceAndServedOnceItsOthersEnd) {
   ServeOptions options;
   options.client_connections = 8;
-  options.header_timeout_s = 3;  // the eight outlive the ninth's check on a loaded machine
-  start(options);                // (start's own probes have ended: each request closes its connection)
+  options.header_timeout_s = 3;  // the eight outlive the check on a loaded machine
+  start(options);
   std::vector<int> fds;
-  for (int i = 0; i < 8; ++i) fds.push_back(half_open(server_->port()));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const int extra = half_open(server_->port());
-  ASSERT_GE(extra, 0);
-  EXPECT_LT(seconds_until_closed(extra, 5), 0.5) << "a ninth connection of one client was kept";
-  close(extra);
+  for (int i = 0; i < 9; ++i) {
+    if (i == 8) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    fds.push_back(half_open(server_->port()));
+    ASSERT_GE(fds.back(), 0) << "connection " << i;
+  }
+  // Closed by the server: readable, and the read gives end of file. Watched for half a second.
+  std::vector<char> closed(fds.size(), 0);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  while (std::chrono::steady_clock::now() < until) {
+    std::vector<pollfd> watch;
+    for (int fd : fds) watch.push_back(pollfd{fd, POLLIN, 0});
+    ::poll(watch.data(), watch.size(), 50);
+    char byte;
+    for (size_t i = 0; i < fds.size(); ++i)
+      if (watch[i].revents != 0 && recv(fds[i], &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) closed[i] = 1;
+  }
+  EXPECT_EQ(std::count(closed.begin(), closed.end(), 1), 1) << "connections of one client closed at once";
+  EXPECT_TRUE(closed[8] || closed[7]) << "the connection closed was not one beyond the limit";
   for (int fd : fds) {
     seconds_until_closed(fd, 5);
     close(fd);

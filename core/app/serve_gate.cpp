@@ -227,8 +227,10 @@ struct GatedServer::Room {
 
 namespace {
 
-// What the library's listen loop is given as its task queue: each accepted connection goes to
-// the room's workers, and the loop's end shuts the room.
+// What the library's listen loop is given as its task queue: each accepted connection is admitted
+// (or closed) at once on the loop's own thread, in the order it was accepted (on a worker, a
+// client's ninth connection could be counted before its eighth), and the loop's end shuts the
+// room. Admitting is a few map operations; serving is the workers'.
 class RoomQueue : public httplib::TaskQueue {
  public:
   explicit RoomQueue(std::function<void(std::function<void()>)> enqueue, std::function<void()> shutdown)
@@ -254,8 +256,7 @@ GatedServer::GatedServer(size_t workers, std::chrono::milliseconds header_timeou
   new_task_queue = [&room] {
     room.workers = std::make_unique<httplib::ThreadPool>(room.worker_count);
     room.thread = std::thread([&room] { room.run(); });
-    return new RoomQueue([&room](std::function<void()> fn) { room.workers->enqueue(std::move(fn)); },
-                         [&room] { room.shut(); });
+    return new RoomQueue([](std::function<void()> admit) { admit(); }, [&room] { room.shut(); });
   };
 }
 
