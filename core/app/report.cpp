@@ -361,8 +361,9 @@ int cmd_report(const Args& args) {
                      "experiment name (as `htm runs` shows it)")(
       "out,o", po::value(&request.out), "HTML file to write (default: results/reports/EXPERIMENT.html)")(
       "metric,m", po::value(&request.metrics)->composing(),
-      "split/name of a metric in the final-values panel (repeatable; default: the task's, e.g. test/mse)")(
-      "reference,r", po::value(&request.reference), "variant the others are compared with (default: the first)")(
+      "a metric in the final-values panel, as htm compare takes it: name (test/name) or split/name "
+      "(repeatable; default: the task's, e.g. test/mse)")("reference,r", po::value(&request.reference),
+                                                          "variant the others are compared with (default: the first)")(
       "chart-js", po::value(&request.chart_js), "Chart.js file to inline (default: Debian's libjs-chart.js)")(
       "db", po::value(&request.db)->default_value(kDefaultResultsPath), "results database");
   add_claim_options(opts, claims);  // targets drawn in the final-values panel; split defaults to test
@@ -370,9 +371,10 @@ int cmd_report(const Args& args) {
   pos.add("experiment", 1);
   po::variables_map vm;
   if (!parse_options("report", args, opts, pos, vm,
-                     "EXPERIMENT [-o FILE.html] [--metric split/name] [--reference V] [--target 'M>=X']"))
+                     "EXPERIMENT [-o FILE.html] [--metric [split/]name] [--reference V] [--target 'M>=X']"))
     return 0;
   std::tie(request.adjustment, request.targets) = parse_claims(claims, "test");
+  for (auto& m : request.metrics) m = qualified_metric(m, "test");  // sibling_f1 as htm compare reads it
   request.collapse = claims.collapse;
   const std::string chart_js = chart_js_source(request.chart_js);
   ResultsStore store(request.db, OpenMode::read_only);
