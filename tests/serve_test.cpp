@@ -262,7 +262,10 @@ TEST_F(LiveServer, ServesPagesAndJsonAndRefusesWrites) {
   ASSERT_TRUE(study);
   EXPECT_EQ(study->status, 200);
   EXPECT_NE(study->body.find("const LIVE = '/api/study/' + encodeURIComponent(\"sweep\")"), std::string::npos);
-  EXPECT_EQ(c.Get("/study/nothing")->status, 404);
+  auto missing = c.Get("/study/nothing");
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(missing->get_header_value("Content-Type"), "text/html; charset=utf-8");  // a page, not JSON
+  EXPECT_NE(missing->body.find("nothing"), std::string::npos) << missing->body;
   EXPECT_EQ(c.Get("/api/sweep/sweep?metric=test%2Fmse")->status, 200);
   EXPECT_EQ(c.Get("/api/run/1?after=x")->status, 400);
   for (auto* method : {"POST", "PUT", "DELETE", "PATCH"}) {

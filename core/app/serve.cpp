@@ -200,9 +200,13 @@ struct Server::Impl {
       std::string data;
       try {
         data = report_data(store(), request);
-      } catch (const Error& e) {
+      } catch (const Error& e) {  // a page was asked for: a page says what is missing
         res.status = 404;
-        res.set_content(error_json(e.what()), "application/json");
+        res.set_content(
+            "<!doctype html><meta charset=\"utf-8\"><title>htm serve: no such study</title>"
+            "<p>" +
+                page::escape_html(e.what()) + "</p><p><a href=\"/\">all runs</a></p>",
+            "text/html; charset=utf-8");
         return;
       }
       const std::string live = "<script>const LIVE = '/api/study/' + encodeURIComponent(" +
