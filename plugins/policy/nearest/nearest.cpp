@@ -7,6 +7,7 @@
 
 #include "htm/error.h"
 #include "htm/greedy_pairs.h"
+#include "htm/pair_distances.h"
 #include "htm/policy.h"
 #include "htm/sets.h"
 
@@ -31,8 +32,7 @@ class NearestPolicy : public htm::Policy {
  public:
   NearestPolicy(const htm::Params& params, const htm::BuildContext&)
       : distance_(params.text("distance")), temperature_(params.number("temperature")) {
-    if (distance_ != "euclidean" && distance_ != "cosine")
-      throw htm::Error("nearest: distance must be \"euclidean\" or \"cosine\", got \"" + distance_ + "\"");
+    htm::check_pair_distance("nearest", distance_);
     if (!(temperature_ >= 0))
       throw htm::Error("nearest: temperature must be 0 (greedy) or positive, got " + std::to_string(temperature_));
   }
@@ -53,23 +53,13 @@ class NearestPolicy : public htm::Policy {
   // -d/temperature, the logits the pairs are drawn from; at temperature 0, -d: the merges are
   // then its greedy maximum, not a draw from its softmax. The diagonal (0) is ignored.
   torch::Tensor merge_logits(const htm::MergeContext& ctx) override {
-    auto logits = minus_distances(ctx.tokens);
+    auto logits = htm::minus_pair_distances(ctx.tokens, distance_);
     return temperature_ > 0 ? logits.div_(temperature_) : logits;
   }
 
   htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override { return htm::uniform_unmerges(ctx); }
 
  private:
-  // B×T×T, minus the distances between the detached tokens (nothing here is learned), computed in
-  // place: at B = T = 256 each fresh B×T×T tensor costs more than the greedy matching itself.
-  torch::Tensor minus_distances(const torch::Tensor& tokens) const {
-    torch::NoGradGuard no_grad;
-    auto x = tokens.detach().to(torch::kFloat);
-    if (distance_ == "euclidean") return torch::cdist(x, x).neg_();
-    auto unit = torch::nn::functional::normalize(x, torch::nn::functional::NormalizeFuncOptions().dim(-1));
-    return torch::bmm(unit, unit.transpose(1, 2)).sub_(1);  // cos - 1 = -(1 - cos)
-  }
-
   std::string distance_;
   double temperature_;
 };

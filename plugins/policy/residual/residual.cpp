@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "htm/layers.h"
+#include "htm/pair_distances.h"
 #include "htm/policy.h"
 
 namespace {
@@ -41,8 +42,7 @@ class ResidualPolicy : public htm::Policy {
         residual_(params.flag("residual")) {
     const double temperature = params.number("temperature");
     const std::string unmerges = params.text("unmerges");
-    if (distance_ != "euclidean" && distance_ != "cosine")
-      throw htm::Error("residual: distance must be \"euclidean\" or \"cosine\", got \"" + distance_ + "\"");
+    htm::check_pair_distance("residual", distance_);
     if (!(temperature > 0))
       throw htm::Error("residual: temperature must be above 0, got " + std::to_string(temperature));
     if (unmerges != "learned" && unmerges != "uniform")
@@ -78,21 +78,13 @@ class ResidualPolicy : public htm::Policy {
   }
 
   torch::Tensor merge_logits(const htm::MergeContext& ctx) override {
-    auto logits = minus_distances(ctx.tokens) * log_inverse_temperature_.exp();
+    auto logits = htm::minus_pair_distances(ctx.tokens, distance_) * log_inverse_temperature_.exp();
     if (!residual_) return logits;
     auto x = norm_->forward(ctx.tokens.detach());
     return logits + gate_ * htm::bilinear_pair_logits(x, query_, key_, head_weight_);
   }
 
  private:
-  torch::Tensor minus_distances(const torch::Tensor& tokens) const {
-    torch::NoGradGuard no_grad;
-    auto x = tokens.detach().to(torch::kFloat);
-    if (distance_ == "euclidean") return torch::cdist(x, x).neg_();
-    auto unit = torch::nn::functional::normalize(x, torch::nn::functional::NormalizeFuncOptions().dim(-1));
-    return torch::bmm(unit, unit.transpose(1, 2)).sub_(1);
-  }
-
   std::string distance_;
   int64_t heads_;
   bool residual_;
