@@ -1,15 +1,17 @@
-# htm_add_plugin(<kind> <name> SOURCES <files>... [OUTPUT_DIR <dir>] [NO_INSTALL])
+# htm_add_plugin(<kind> <name> SOURCES <files>... [LIGHT <files>...] [OUTPUT_DIR <dir>] [NO_INSTALL])
 # Builds plugins/<kind>/<name> as the module library htm_<kind>_<name>.so, which the registry
 # discovers on its search path. Works in tree and, after find_package(htm), out of tree.
+# LIGHT names the sources that include no libtorch header: in tree they compile without the
+# precompiled libtorch header (CMakeLists.txt, htm_use_pch); out of tree it changes nothing.
 function(htm_add_plugin kind name)
-  cmake_parse_arguments(ARG "NO_INSTALL" "OUTPUT_DIR" "SOURCES" ${ARGN})
+  cmake_parse_arguments(ARG "NO_INSTALL" "OUTPUT_DIR" "SOURCES;LIGHT" ${ARGN})
   set(target htm_${kind}_${name})
   add_library(${target} MODULE ${ARG_SOURCES})
   set_target_properties(${target} PROPERTIES PREFIX "" CXX_VISIBILITY_PRESET hidden)
   if(TARGET htm_core)
     set_property(GLOBAL APPEND PROPERTY HTM_PLUGIN_TARGETS ${target})
     target_link_libraries(${target} PRIVATE htm_core)
-    htm_use_pch(${target})
+    htm_use_pch(${target} LIGHT ${ARG_LIGHT})
     if(NOT ARG_OUTPUT_DIR)
       set(ARG_OUTPUT_DIR ${HTM_PLUGIN_OUTPUT_DIR})
     endif()

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "htm/policy.h"
+#include "plugins_util.h"
 #include "registry.h"
 #include "test_util.h"
 
@@ -15,18 +16,13 @@ namespace {
 
 using Pairs = std::vector<std::pair<int64_t, int64_t>>;
 
-const Registry& registry() {
-  static const Registry r({HTM_PLUGIN_DIR});
-  return r;
-}
-
 std::shared_ptr<Policy> make_policy(const std::string& name, const Params& overrides = {}) {
-  Params params = registry().default_params(PluginKind::policy, name);
+  Params params = htm::testing::plugins().default_params(PluginKind::policy, name);
   for (const auto& [key, value] : overrides.values()) params.set(key, value);
   BuildContext build;
   build.dim = 8;
   build.heads = 2;
-  return registry().create<Policy>(PluginKind::policy, name, params, build);
+  return htm::testing::plugins().create<Policy>(PluginKind::policy, name, params, build);
 }
 
 // The message of the htm::Error that building `name` with `overrides` throws.

@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "plugins_util.h"
 #include "registry.h"
 #include "runner.h"
 #include "store/results_store.h"
@@ -15,11 +16,6 @@
 
 namespace htm {
 namespace {
-
-const Registry& registry() {
-  static const Registry r({HTM_PLUGIN_DIR});
-  return r;
-}
 
 struct LoggedName {
   std::string split;
@@ -81,7 +77,7 @@ TEST(Docs, TheResultsGuideNamesEveryMetricARunLogs) {
                       << "artifacts = \"" << dir << "/runs\"\n";
   RunRequest request;
   request.file = file;
-  ASSERT_EQ(run_experiment(request, registry()), 0);
+  ASSERT_EQ(run_experiment(request, htm::testing::plugins()), 0);
   ResultsStore store(dir + "/htm.sqlite");
   const auto logged = store.query("SELECT DISTINCT split, name FROM metrics ORDER BY split, name");
   const std::vector<LoggedName> documented = documented_names();

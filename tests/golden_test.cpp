@@ -26,6 +26,7 @@
 
 #include "config/experiment_config.h"
 #include "htm/error.h"
+#include "plugins_util.h"
 #include "registry.h"
 #include "sdk/kernels.h"
 #include "test_util.h"
@@ -34,11 +35,6 @@
 
 namespace htm {
 namespace {
-
-const Registry& registry() {
-  static const Registry r({HTM_PLUGIN_DIR});
-  return r;
-}
 
 // FNV-1a, 64 bits, over everything fed to it.
 class Digest {
@@ -94,9 +90,9 @@ std::string digest_of(const std::string& file, const std::vector<std::string>& o
   set_threads(1);
   try {
     ExperimentFile experiment = ExperimentFile::load(file, overrides);
-    const ResolvedConfig config = experiment.resolve(experiment.variants()[0], registry());
+    const ResolvedConfig config = experiment.resolve(experiment.variants()[0], htm::testing::plugins());
     torch::manual_seed(0);
-    Experiment ex = assemble(config, registry(), 0);
+    Experiment ex = assemble(config, htm::testing::plugins(), 0);
     auto generator = at::make_generator<at::CPUGeneratorImpl>(0);
     TrainStep step(ex, generator);
     ex.model->train();

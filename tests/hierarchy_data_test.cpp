@@ -10,23 +10,19 @@
 #include "hierarchy/tree_scoring.h"
 #include "htm/dataset.h"
 #include "htm/error.h"
+#include "plugins_util.h"
 #include "registry.h"
 #include "test_util.h"
 
 namespace htm {
 namespace {
 
-const Registry& registry() {
-  static const Registry r({HTM_PLUGIN_DIR});
-  return r;
-}
-
 std::shared_ptr<Dataset> make(const std::string& name, const std::map<std::string, Value>& overrides = {}) {
-  Params p = registry().default_params(PluginKind::dataset, name);
+  Params p = htm::testing::plugins().default_params(PluginKind::dataset, name);
   p.set("train_size", int64_t{64});
   p.set("test_size", int64_t{16});
   for (const auto& [k, v] : overrides) p.set(k, v);
-  return registry().create<Dataset>(PluginKind::dataset, name, p, BuildContext{});
+  return htm::testing::plugins().create<Dataset>(PluginKind::dataset, name, p, BuildContext{});
 }
 
 Batch all(const Dataset& data, Split split) { return data.get(split, torch::arange(data.size(split), torch::kLong)); }

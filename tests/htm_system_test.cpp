@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "hierarchy/tree_scoring.h"
 #include "model/model.h"
+#include "plugins_util.h"
 #include "registry.h"
 #include "runner.h"
 #include "store/results_store.h"
@@ -15,11 +16,6 @@
 
 namespace htm {
 namespace {
-
-const Registry& registry() {
-  static const Registry r({HTM_PLUGIN_DIR});
-  return r;
-}
 
 // Two layers of merges on 6 tokens, replayed by hand:
 // layer 1 merges token 4 into 1 and 0 into 5: population [1+4, 2, 3, 0+5] = nodes [6, 2, 3, 7];
@@ -58,12 +54,12 @@ TEST(MergeTrees, AgreeWithARealForwardPass) {
   ctx.dropout = 0;
   ctx.sample_shape = {8, 2};
   torch::manual_seed(0);
-  auto adapter = registry().create<Adapter>(PluginKind::adapter, "points",
-                                            registry().default_params(PluginKind::adapter, "points"), ctx);
-  auto policy = registry().create<Policy>(PluginKind::policy, "learned",
-                                          registry().default_params(PluginKind::policy, "learned"), ctx);
-  auto merge = registry().create<MergeOperator>(PluginKind::merge, "mlp",
-                                                registry().default_params(PluginKind::merge, "mlp"), ctx);
+  auto adapter = htm::testing::plugins().create<Adapter>(
+      PluginKind::adapter, "points", htm::testing::plugins().default_params(PluginKind::adapter, "points"), ctx);
+  auto policy = htm::testing::plugins().create<Policy>(
+      PluginKind::policy, "learned", htm::testing::plugins().default_params(PluginKind::policy, "learned"), ctx);
+  auto merge = htm::testing::plugins().create<MergeOperator>(
+      PluginKind::merge, "mlp", htm::testing::plugins().default_params(PluginKind::merge, "mlp"), ctx);
   ModelOptions options;
   options.dim = 16;
   options.heads = 2;
@@ -139,7 +135,7 @@ TEST(HtmSystem, TreesRunIsScoredAgainstTheTruthAndGenerates) {
   const std::string dir = htm::testing::fresh_dir("trees");
   RunRequest request;
   request.file = trees_experiment(dir);
-  ASSERT_EQ(run_experiment(request, registry()), 0);
+  ASSERT_EQ(run_experiment(request, htm::testing::plugins()), 0);
   ResultsStore store(dir + "/htm.sqlite");
   // 8 leaves merged [4, 2, 1] can build the balanced truth exactly.
   EXPECT_EQ(metric(store, "truth_reachable"), 1.0);

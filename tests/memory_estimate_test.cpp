@@ -11,6 +11,7 @@
 #include "config/experiment_config.h"
 #include "model/plugin_scope.h"
 #include "model/run_board.h"
+#include "plugins_util.h"
 #include "registry.h"
 #include "store/results_store.h"
 #include "test_util.h"
@@ -20,11 +21,6 @@
 
 namespace htm {
 namespace {
-
-const Registry& registry() {
-  static const Registry r({HTM_PLUGIN_DIR});
-  return r;
-}
 
 ResolvedConfig trees(const std::string& dir, int64_t batch) {
   const std::string path = dir + "/memory.toml";
@@ -36,7 +32,7 @@ ResolvedConfig trees(const std::string& dir, int64_t batch) {
                       << "[runtime]\nthreads = 1\nresults = \"" << dir << "/htm.sqlite\"\nartifacts = \"" << dir
                       << "/runs\"\n";
   ExperimentFile file = ExperimentFile::load(path);
-  return file.resolve(file.variants()[0], registry());
+  return file.resolve(file.variants()[0], htm::testing::plugins());
 }
 
 std::vector<float> weights_after_training(Experiment& ex, const std::string& dir, const std::string& name) {
@@ -55,10 +51,10 @@ std::vector<float> weights_after_training(Experiment& ex, const std::string& dir
 
 TEST(MemoryEstimate, DrawsNothingARunUsesSoAnEstimatedRunEndsWhereAnotherEnds) {
   const std::string dir = htm::testing::fresh_dir("memory_same");
-  Experiment plain = assemble(trees(dir, 16), registry(), 0);
+  Experiment plain = assemble(trees(dir, 16), htm::testing::plugins(), 0);
   const std::vector<float> expected = weights_after_training(plain, dir, "plain");
 
-  Experiment estimated = assemble(trees(dir, 16), registry(), 0);
+  Experiment estimated = assemble(trees(dir, 16), htm::testing::plugins(), 0);
   const torch::Tensor before = at::detail::getDefaultCPUGenerator().get_state();
   const bool training = estimated.model->is_training();
   const MemoryEstimate e = estimate_training_memory(estimated);
@@ -75,8 +71,8 @@ TEST(MemoryEstimate, DrawsNothingARunUsesSoAnEstimatedRunEndsWhereAnotherEnds) {
 
 TEST(MemoryEstimate, ActivationsGrowWithTheBatchAndTheTotalAddsItsParts) {
   const std::string dir = htm::testing::fresh_dir("memory_batch");
-  Experiment small = assemble(trees(dir, 8), registry(), 0);
-  Experiment large = assemble(trees(dir, 64), registry(), 0);
+  Experiment small = assemble(trees(dir, 8), htm::testing::plugins(), 0);
+  Experiment large = assemble(trees(dir, 64), htm::testing::plugins(), 0);
   const MemoryEstimate a = estimate_training_memory(small), b = estimate_training_memory(large);
   EXPECT_EQ(a.batch, 8);
   EXPECT_EQ(b.batch, 64);

@@ -7,6 +7,7 @@
 #include "htm/loss.h"
 #include "htm/merge.h"
 #include "model/model.h"
+#include "plugins_util.h"
 #include "registry.h"
 #include "runner.h"
 #include "test_util.h"
@@ -14,17 +15,12 @@
 namespace htm {
 namespace {
 
-const Registry& registry() {
-  static const Registry r({HTM_PLUGIN_DIR});
-  return r;
-}
-
 std::shared_ptr<Loss> loss(const std::string& name, const std::vector<std::pair<std::string, Value>>& set = {}) {
-  Params p = registry().default_params(PluginKind::loss, name);
+  Params p = htm::testing::plugins().default_params(PluginKind::loss, name);
   for (const auto& [k, v] : set) p.set(k, v);
   BuildContext ctx;
   ctx.num_classes = 10;
-  return registry().create<Loss>(PluginKind::loss, name, p, ctx);
+  return htm::testing::plugins().create<Loss>(PluginKind::loss, name, p, ctx);
 }
 
 // ---- policy_spread
@@ -130,11 +126,11 @@ TEST(TeacherForcing, EachLayerIsReconstructedInTheEncodersOrder) {
   ctx.dim = 8;
   ctx.heads = 2;
   ctx.sample_shape = {1, 8, 8};
-  Params adapter_params = registry().default_params(PluginKind::adapter, "image");
+  Params adapter_params = htm::testing::plugins().default_params(PluginKind::adapter, "image");
   adapter_params.set("patch", int64_t{2});
-  auto adapter = registry().create<Adapter>(PluginKind::adapter, "image", adapter_params, ctx);
-  auto policy = registry().create<Policy>(PluginKind::policy, "learned",
-                                          registry().default_params(PluginKind::policy, "learned"), ctx);
+  auto adapter = htm::testing::plugins().create<Adapter>(PluginKind::adapter, "image", adapter_params, ctx);
+  auto policy = htm::testing::plugins().create<Policy>(
+      PluginKind::policy, "learned", htm::testing::plugins().default_params(PluginKind::policy, "learned"), ctx);
   ModelOptions o;
   o.dim = 8;
   o.heads = 2;
@@ -186,12 +182,12 @@ ResolvedConfig classify_config(const std::string& dir, const std::string& archit
                                  << "architecture = \"" << architecture << "\"\n"
                                  << "[loss.cross_entropy]\n";
   ExperimentFile file = ExperimentFile::load(dir + "/c.toml", {});
-  return file.resolve(file.variants()[0], registry());
+  return file.resolve(file.variants()[0], htm::testing::plugins());
 }
 
 TEST(Classifier, HtmGivesLogitsAndTheVitMatchesItsParameterCount) {
   const std::string dir = htm::testing::fresh_dir("cls");
-  Experiment htm_ex = assemble(classify_config(dir, "htm"), registry(), 0);
+  Experiment htm_ex = assemble(classify_config(dir, "htm"), htm::testing::plugins(), 0);
   auto batch = htm_ex.dataset->get(Split::train, torch::arange(3));
   auto out = htm_ex.model->forward(batch.input, htm_ex.schedule, at::make_generator<at::CPUGeneratorImpl>(0));
   ASSERT_EQ(out.output.sizes(), (std::vector<int64_t>{3, 10}));
@@ -199,13 +195,13 @@ TEST(Classifier, HtmGivesLogitsAndTheVitMatchesItsParameterCount) {
   EXPECT_TRUE(out.decoder_tokens.empty());
   EXPECT_LT(htm_ex.participating, htm_ex.parameters);  // the adapter's unlifter takes no part
 
-  Experiment vit_ex = assemble(classify_config(dir, "vit"), registry(), 0);
+  Experiment vit_ex = assemble(classify_config(dir, "vit"), htm::testing::plugins(), 0);
   auto logits = vit_ex.model->forward(batch.input, {}, at::make_generator<at::CPUGeneratorImpl>(0)).output;
   ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{3, 10}));
   const double ratio = static_cast<double>(vit_ex.participating) / static_cast<double>(htm_ex.participating);
   EXPECT_NEAR(ratio, 1.0, 0.1) << vit_ex.participating << " vs " << htm_ex.participating;
   EXPECT_THROW(
-      assemble(classify_config(dir, "vit"), registry(), 0)
+      assemble(classify_config(dir, "vit"), htm::testing::plugins(), 0)
           .model->forward_teacher_forced(batch.input, {}, at::make_generator<at::CPUGeneratorImpl>(0), nullptr),
       Error);
 }

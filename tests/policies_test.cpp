@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "htm/policy.h"
+#include "plugins_util.h"
 #include "registry.h"
 #include "runner.h"
 #include "store/results_store.h"
@@ -13,16 +14,12 @@
 namespace htm {
 namespace {
 
-const Registry& registry() {
-  static const Registry r({HTM_PLUGIN_DIR});
-  return r;
-}
-
 std::shared_ptr<Policy> policy(const std::string& name) {
   BuildContext ctx;
   ctx.dim = 8;
   ctx.heads = 2;
-  return registry().create<Policy>(PluginKind::policy, name, registry().default_params(PluginKind::policy, name), ctx);
+  return htm::testing::plugins().create<Policy>(PluginKind::policy, name,
+                                                htm::testing::plugins().default_params(PluginKind::policy, name), ctx);
 }
 
 // Histogram of the first merged pair (i*T + j) over n draws.
@@ -85,10 +82,10 @@ TEST(HeuristicPolicy, TrainsInsideTheModelAndNeedsTheTransformerBlock) {
   RunRequest request;
   request.file = file;
   request.variants = {"with_transformer"};
-  EXPECT_EQ(run_experiment(request, registry()), 0);
+  EXPECT_EQ(run_experiment(request, htm::testing::plugins()), 0);
   request.variants = {"without_transformer"};  // refused before anything is recorded
   try {
-    run_experiment(request, registry());
+    run_experiment(request, htm::testing::plugins());
     FAIL() << "ran the heuristic policy without a transformer block";
   } catch (const Error& e) {
     EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("set model.transformer = true"));
@@ -131,9 +128,9 @@ TEST(SharedKeyPolicy, RunsInsideTheModelAndNeedsCrossAttention) {
                       << "/runs\"\n";
   RunRequest request;
   request.file = file;
-  EXPECT_EQ(run_experiment(request, registry()), 0);
+  EXPECT_EQ(run_experiment(request, htm::testing::plugins()), 0);
   request.overrides = {"model.cross_attention=false"};
-  EXPECT_THROW(run_experiment(request, registry()), Error);
+  EXPECT_THROW(run_experiment(request, htm::testing::plugins()), Error);
 }
 
 }  // namespace
@@ -169,12 +166,12 @@ TEST(SelfAttentionPolicy, PairScoresDependOnTheOtherTokensAndTrainTheBlocks) {
       EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0) << p.key();
     }
   EXPECT_FALSE(tokens.grad().defined());
-  auto no_blocks = registry().default_params(PluginKind::policy, "self_attention");
+  auto no_blocks = htm::testing::plugins().default_params(PluginKind::policy, "self_attention");
   no_blocks.set("blocks", Value(int64_t{0}));
   BuildContext build;
   build.dim = 8;
   build.heads = 2;
-  EXPECT_THROW(registry().create<Policy>(PluginKind::policy, "self_attention", no_blocks, build), Error);
+  EXPECT_THROW(htm::testing::plugins().create<Policy>(PluginKind::policy, "self_attention", no_blocks, build), Error);
 }
 
 }  // namespace

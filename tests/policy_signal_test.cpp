@@ -10,6 +10,7 @@
 
 #include "config/experiment_config.h"
 #include "hierarchy/tree_scoring.h"
+#include "plugins_util.h"
 #include "registry.h"
 #include "runner.h"
 #include "store/results_store.h"
@@ -20,11 +21,6 @@
 
 namespace htm {
 namespace {
-
-const Registry& registry() {
-  static const Registry r({HTM_PLUGIN_DIR});
-  return r;
-}
 
 // 16-point Trees, merged [8, 4, 2, 1]: the schedule can build every true tree.
 std::string trees_file(const std::string& dir, const std::string& extra) {
@@ -44,7 +40,7 @@ std::string trees_file(const std::string& dir, const std::string& extra) {
 
 ResolvedConfig resolve(const std::string& path, const std::vector<std::string>& overrides = {}) {
   ExperimentFile file = ExperimentFile::load(path, overrides);
-  return file.resolve(file.variants()[0], registry());
+  return file.resolve(file.variants()[0], htm::testing::plugins());
 }
 
 // Trains `ex` to the end as run `name` of experiment "signal" in `store`.
@@ -64,12 +60,12 @@ double metric(ResultsStore& store, const std::string& name) {
 
 TEST(OraclePolicy, MergesExactlyTheTrueTree) {
   const std::string dir = htm::testing::fresh_dir("oracle");
-  Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"oracle\"\n")), registry(), 0);
+  Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"oracle\"\n")), htm::testing::plugins(), 0);
   Batch batch = ex.dataset->get(Split::test, torch::arange(32));
   ForwardHooks hooks;
   hooks.tree = batch.tree;
-  Experiment mixed =
-      assemble(resolve(trees_file(dir, "[policy]\nplugin = \"oracle\"\ntruth_fraction = 0.5\n")), registry(), 0);
+  Experiment mixed = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"oracle\"\ntruth_fraction = 0.5\n")),
+                              htm::testing::plugins(), 0);
   torch::NoGradGuard no_grad;
   auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1), &hooks);
   const auto truth = true_trees(batch.tree);
@@ -98,7 +94,7 @@ TEST(OraclePolicy, IsRefusedOnDataWithoutATree) {
   std::ofstream(dir + "/img.toml") << "[adapter]\nplugin = \"image\"\npatch = 7\nfourier_bands = 4\n"
                                    << "[policy]\nplugin = \"oracle\"\n"
                                    << "[model]\ndim = 16\nheads = 2\nlayers = 2\n";
-  EXPECT_THAT(htm::testing::error_of([&] { assemble(resolve(dir + "/img.toml"), registry(), 0); }),
+  EXPECT_THAT(htm::testing::error_of([&] { assemble(resolve(dir + "/img.toml"), htm::testing::plugins(), 0); }),
               ::testing::HasSubstr("true hierarchy"));
 }
 
@@ -107,7 +103,7 @@ TEST(EvalPolicies, TheSameWeightsAreScoredUnderEachPolicy) {
   RunRequest request;
   request.file = trees_file(dir, "[policy]\nplugin = \"random\"\n");
   request.overrides = {"train.eval_policies=[\"oracle\", \"random\"]"};
-  ASSERT_EQ(run_experiment(request, registry()), 0);
+  ASSERT_EQ(run_experiment(request, htm::testing::plugins()), 0);
   ResultsStore store(dir + "/htm.sqlite");
   // Under the oracle the evaluation's trees are the truth; under random they are at its floor.
   EXPECT_DOUBLE_EQ(metric(store, "under/oracle/sibling_f1"), 1.0);
@@ -130,7 +126,7 @@ TEST(EvalGreedy, GreedyEvaluationMergesThePoliciesBestPairsAndLogsTheDrawsBeside
   RunRequest request;
   request.file = trees_file(dir, "[policy]\nplugin = \"nearest\"\ntemperature = 0.5\n");
   request.overrides = {"train.eval_greedy=true", "train.eval_policies=[\"nearest\"]"};
-  ASSERT_EQ(run_experiment(request, registry()), 0);
+  ASSERT_EQ(run_experiment(request, htm::testing::plugins()), 0);
   ResultsStore store(dir + "/htm.sqlite");
   for (const char* name : {"sibling_f1", "cluster_f1", "mse"})
     EXPECT_DOUBLE_EQ(metric(store, name), metric(store, std::string("under/nearest/") + name)) << name;
@@ -165,7 +161,8 @@ TEST(PolicyOptimiser, ThePolicyTrainsAtItsOwnRate) {
     return out;
   };
   auto run = [&](const std::string& extra, const std::string& name) {
-    Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n" + extra)), registry(), 0);
+    Experiment ex =
+        assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n" + extra)), htm::testing::plugins(), 0);
     auto before = policy_params(ex);
     ResultsStore store(dir + "/" + name + ".sqlite");
     train(ex, store, dir, name);
@@ -184,8 +181,8 @@ TEST(PolicyOptimiser, ThePolicyTrainsAtItsOwnRate) {
 TEST(ValueBaseline, EachDrawIsValuedAndOnlyTheValueHeadsLearnFromTheirRegression) {
   const std::string dir = htm::testing::fresh_dir("value_baseline");
   const std::string file = trees_file(dir, "[policy]\nplugin = \"learned\"\n[estimator]\nbaseline = \"value\"\n");
-  Experiment ex = assemble(resolve(file), registry(), 0);
-  Experiment plain = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n")), registry(), 0);
+  Experiment ex = assemble(resolve(file), htm::testing::plugins(), 0);
+  Experiment plain = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n")), htm::testing::plugins(), 0);
   EXPECT_GT(ex.parameters, plain.parameters);  // the value heads, and only with the value baseline
   ASSERT_TRUE(ex.values);
   Batch batch = ex.dataset->get(Split::train, torch::arange(32));
@@ -230,7 +227,7 @@ TEST(DenseReward, APairsErrorStartsAsHalfItsSquaredDistance) {
   // close pairs. Without transformer blocks the merged tokens are those entering each layer.
   const std::string dir = htm::testing::fresh_dir("dense");
   const std::string file = trees_file(dir, "[policy]\nplugin = \"learned\"\n[estimator]\ndense = 1.0\n");
-  Experiment ex = assemble(resolve(file, {"model.transformer=false"}), registry(), 0);
+  Experiment ex = assemble(resolve(file, {"model.transformer=false"}), htm::testing::plugins(), 0);
   Batch batch = ex.dataset->get(Split::train, torch::arange(8));
   torch::NoGradGuard no_grad;
   Estimator estimator(ex.config.settings.estimator);
@@ -257,8 +254,8 @@ TEST(DenseReward, APairsErrorStartsAsHalfItsSquaredDistance) {
 
 TEST(Replay, TheModelMergesTheReplayedPairsAndThePolicyScoresThem) {
   const std::string dir = htm::testing::fresh_dir("replay_model");
-  Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n")), registry(), 0);
-  Experiment random = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"random\"\n")), registry(), 0);
+  Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n")), htm::testing::plugins(), 0);
+  Experiment random = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"random\"\n")), htm::testing::plugins(), 0);
   ex.model->eval();
   Batch batch = ex.dataset->get(Split::train, torch::arange(8));
   torch::NoGradGuard no_grad;
@@ -298,7 +295,7 @@ TEST(Replay, ARunReplaysAndLogsItsWeights) {
   const std::string dir = htm::testing::fresh_dir("replay_run");
   Experiment ex = assemble(
       resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n[estimator]\nreplay = 16\nreplay_capacity = 4\n")),
-      registry(), 0);
+      htm::testing::plugins(), 0);
   ResultsStore store(dir + "/replay.sqlite");
   train(ex, store, dir, "replay");
   auto w = store.query("SELECT COUNT(*), MIN(value), MAX(value) FROM metrics WHERE name = 'policy_replay_weight'");
@@ -312,7 +309,8 @@ TEST(Anytime, EachLevelIsWhatTheShallowerScheduleReconstructs) {
   // population after layer d is exactly what a pass with the schedule's first d layers outputs.
   const std::string dir = htm::testing::fresh_dir("anytime_levels");
   const std::string file = trees_file(dir, "[policy]\nplugin = \"oracle\"\n");
-  Experiment ex = assemble(resolve(file, {"train.anytime=1.0", "model.unmerge=\"mirror\""}), registry(), 0);
+  Experiment ex =
+      assemble(resolve(file, {"train.anytime=1.0", "model.unmerge=\"mirror\""}), htm::testing::plugins(), 0);
   Batch batch = ex.dataset->get(Split::train, torch::arange(8));
   ForwardHooks hooks;
   hooks.tree = batch.tree;
@@ -337,8 +335,8 @@ TEST(Anytime, EachLevelIsWhatTheShallowerScheduleReconstructs) {
 
 TEST(Anytime, TheLossAddsTheLevelsMeanAndARunLogsIt) {
   const std::string dir = htm::testing::fresh_dir("anytime_loss");
-  Experiment ex =
-      assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n"), {"train.anytime=0.5"}), registry(), 0);
+  Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n"), {"train.anytime=0.5"}),
+                           htm::testing::plugins(), 0);
   Batch batch = ex.dataset->get(Split::train, torch::arange(8));
   AnytimeLevels anytime(*ex.model, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
   ForwardHooks hooks;
@@ -375,8 +373,8 @@ TEST(LogitBound, TheHostBoundsEveryMergeDecision) {
   // over its T(T−1) ordered pairs, whatever the policy's weights (T = 16, 8, 4, 2 here).
   const std::string dir = htm::testing::fresh_dir("logit_bound");
   const std::string file = trees_file(dir, "[policy]\nplugin = \"learned\"\n");
-  Experiment bounded = assemble(resolve(file, {"estimator.logit_bound=1e-4"}), registry(), 0);
-  Experiment free = assemble(resolve(file), registry(), 0);
+  Experiment bounded = assemble(resolve(file, {"estimator.logit_bound=1e-4"}), htm::testing::plugins(), 0);
+  Experiment free = assemble(resolve(file), htm::testing::plugins(), 0);
   Batch batch = bounded.dataset->get(Split::train, torch::arange(8));
   torch::NoGradGuard no_grad;
   auto out = bounded.model->forward(batch.input, bounded.schedule, at::make_generator<at::CPUGeneratorImpl>(1));

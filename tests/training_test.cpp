@@ -5,6 +5,7 @@
 
 #include "htm/layers.h"
 #include "htm/merge.h"
+#include "plugins_util.h"
 #include "registry.h"
 #include "runner.h"
 #include "test_util.h"
@@ -15,11 +16,6 @@
 
 namespace htm {
 namespace {
-
-const Registry& registry() {
-  static const Registry r({HTM_PLUGIN_DIR});
-  return r;
-}
 
 // ---- baselines
 
@@ -62,8 +58,8 @@ TEST(MergeOperators, ResidualFormStartsAsTheMeanAndTheCopy) {
   ctx.dim = 8;
   auto src = torch::randn({5, 8}), dst = torch::randn({5, 8});
   for (const std::string name : {"mlp", "moe"}) {
-    auto op = registry().create<MergeOperator>(PluginKind::merge, name,
-                                               registry().default_params(PluginKind::merge, name), ctx);
+    auto op = htm::testing::plugins().create<MergeOperator>(
+        PluginKind::merge, name, htm::testing::plugins().default_params(PluginKind::merge, name), ctx);
     EXPECT_TRUE(torch::allclose(op->merge(src, dst), 0.5 * (src + dst))) << name;
     auto [first, second] = op->unmerge(src);
     EXPECT_TRUE(torch::allclose(first, src) && torch::allclose(second, src)) << name;
@@ -75,14 +71,14 @@ TEST(MergeOperators, ResidualFormStartsAsTheMeanAndTheCopy) {
     EXPECT_GT(g, 0) << name;
 
     if (name == "mlp") {  // merge.init_scale: the last layers start away from zero
-      Params scaled = registry().default_params(PluginKind::merge, name);
+      Params scaled = htm::testing::plugins().default_params(PluginKind::merge, name);
       scaled.set("init_scale", 1.0);
-      auto op2 = registry().create<MergeOperator>(PluginKind::merge, name, scaled, ctx);
+      auto op2 = htm::testing::plugins().create<MergeOperator>(PluginKind::merge, name, scaled, ctx);
       EXPECT_FALSE(torch::allclose(op2->merge(src, dst), 0.5 * (src + dst), 1e-3, 1e-3));
     }
-    Params paper = registry().default_params(PluginKind::merge, name);
+    Params paper = htm::testing::plugins().default_params(PluginKind::merge, name);
     paper.set("residual", false);
-    auto plain = registry().create<MergeOperator>(PluginKind::merge, name, paper, ctx);
+    auto plain = htm::testing::plugins().create<MergeOperator>(PluginKind::merge, name, paper, ctx);
     EXPECT_FALSE(torch::allclose(plain->merge(src, dst), 0.5 * (src + dst), 1e-3, 1e-3)) << name;
   }
 }
@@ -161,7 +157,7 @@ ResolvedConfig tiny_config(const std::string& dir, const std::string& task, bool
                                  << "\"\n"
                                  << model_extra << (task == "classify" ? "[loss.cross_entropy]\n" : "");
   ExperimentFile file = ExperimentFile::load(dir + "/t.toml", {});
-  return file.resolve(file.variants()[0], registry());
+  return file.resolve(file.variants()[0], htm::testing::plugins());
 }
 
 // Gradient norm per top-level block after one backward pass of the task's loss.
@@ -184,7 +180,7 @@ std::map<std::string, double> block_gradients(Experiment& ex, const Batch& batch
 TEST(FreshModel, GradientsReachEveryBlockThroughTheMergeChain) {
   const std::string dir = htm::testing::fresh_dir("grad");
   for (const std::string task : {"classify", "reconstruct"}) {
-    Experiment ex = assemble(tiny_config(dir, task, true), registry(), 0);
+    Experiment ex = assemble(tiny_config(dir, task, true), htm::testing::plugins(), 0);
     ASSERT_EQ(ex.schedule.size(), 4u);  // 16 tokens -> 8 -> 4 -> 2 -> 1: the root alone
     auto batch = ex.dataset->get(Split::train, torch::arange(16));
     auto norms = block_gradients(ex, batch);
@@ -205,7 +201,7 @@ TEST(FreshModel, GradientsReachEveryBlockThroughTheMergeChain) {
   // Through the root of the classifier, the residual form passes far more of the signal to the
   // lifter than the paper's plain merge MLPs (docs/training.md measures this over training).
   auto lifter = [&](bool residual) {
-    Experiment ex = assemble(tiny_config(dir, "classify", residual), registry(), 0);
+    Experiment ex = assemble(tiny_config(dir, "classify", residual), htm::testing::plugins(), 0);
     auto norms = block_gradients(ex, ex.dataset->get(Split::train, torch::arange(16)));
     return norms["adapter"] / norms["head"];
   };
@@ -219,7 +215,7 @@ TEST(FreshModel, MirroredUnmergingIgnoresTheUnmergePolicy) {
   for (const std::string mode : {"mirror", "policy"}) {
     // 16 tokens -> 12 -> 10: the decoder chooses 2 of 10 tokens to split, then 4 of 12.
     Experiment ex = assemble(tiny_config(dir, "reconstruct", true, "schedule = [4, 2]\nunmerge = \"" + mode + "\"\n"),
-                             registry(), 0);
+                             htm::testing::plugins(), 0);
     ex.model->eval();
     auto batch = ex.dataset->get(Split::train, torch::arange(16));
     auto run = [&] {
