@@ -37,6 +37,35 @@ TEST(Baselines, PcaErrorIsTheSumOfTheDroppedVariances) {
   EXPECT_TRUE(torch::equal(pca_reconstruct(x, x, D), x));
 }
 
+// Fewer rows than dimensions: the fits go through the N×N Gram matrix. The same answers as the
+// D×D forms, which the same rows padded with zero columns past D (more dimensions than rows)
+// and the plain rows (more rows than dimensions) give.
+TEST(Baselines, FewerRowsThanDimensionsGiveTheSameFitsAsTheScatter) {
+  torch::manual_seed(4);
+  const int64_t n = 40, d = 30, classes = 3;
+  auto labels = torch::arange(n) % classes;
+  auto x = torch::randn({n, d}) + torch::eye(classes, d).index_select(0, labels) * 2.0;
+  auto wide = torch::cat({x, torch::zeros({n, 2 * n})}, 1);  // D = 110 > N = 40
+  auto test = torch::randn({12, d});
+  auto test_wide = torch::cat({test, torch::zeros({12, 2 * n})}, 1);
+  for (int64_t k : {1, 5, 20}) {
+    auto narrow = pca_reconstruct(x, test, k);
+    auto padded = pca_reconstruct(wide, test_wide, k);
+    EXPECT_TRUE(torch::allclose(padded.narrow(1, 0, d), narrow, 1e-4, 1e-4)) << "k = " << k;
+    EXPECT_TRUE(torch::allclose(padded.narrow(1, d, 2 * n), torch::zeros({12, 2 * n}), 0, 1e-5));
+  }
+  // Beyond the rows' span (rank n - 1 = 39 here) a wide fit reconstructs with the span alone.
+  auto few = wide.narrow(0, 0, 8);
+  EXPECT_TRUE(torch::allclose(pca_reconstruct(few, few, 50), few, 1e-4, 1e-4));
+  auto test_labels = torch::arange(12) % classes;
+  auto test_points = test + torch::eye(classes, d).index_select(0, test_labels) * 2.0;
+  auto test_points_wide = torch::cat({test_points, torch::zeros({12, 2 * n})}, 1);
+  for (double ridge : {0.1, 1.0, 30.0})
+    EXPECT_DOUBLE_EQ(ridge_accuracy(wide, labels, test_points_wide, test_labels, classes, ridge),
+                     ridge_accuracy(x, labels, test_points, test_labels, classes, ridge))
+        << "ridge " << ridge;
+}
+
 TEST(Baselines, RidgeClassifierSeparatesSeparableClassesAndNotNoise) {
   torch::manual_seed(3);
   const int64_t n = 600, classes = 3;
