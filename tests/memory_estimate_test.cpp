@@ -77,9 +77,24 @@ TEST(MemoryEstimate, ActivationsGrowWithTheBatchAndTheTotalAddsItsParts) {
   EXPECT_EQ(a.batch, 8);
   EXPECT_EQ(b.batch, 64);
   EXPECT_GT(b.activations_mib, 2 * a.activations_mib) << a.activations_mib << " vs " << b.activations_mib;
-  EXPECT_DOUBLE_EQ(b.total_mib(),
-                   b.resident_mib + std::max(b.baselines_mib, b.gradients_mib + b.moments_mib + b.activations_mib));
+  EXPECT_DOUBLE_EQ(b.total_mib(), b.resident_mib + std::max(b.baselines_mib, b.gradients_mib + b.moments_mib +
+                                                                                 b.activations_mib + b.evaluation_mib));
+  EXPECT_GT(b.evaluation_mib, 0);
+  EXPECT_LT(b.evaluation_mib / b.eval_batch, b.activations_mib / b.batch) << "per row: evaluation keeps no graph";
   EXPECT_NE(describe(b).find("at batch 64"), std::string::npos) << describe(b);
+}
+
+// The estimate extrapolates a pass's peak (forward, then backward) from two tiny batches: at
+// batch 64 it is within 15 % of the peak of a pass at 64, and no gradient is left behind.
+TEST(MemoryEstimate, ThePassPeakExtrapolatedFromTinyBatchesIsThePeakAtTheBatch) {
+  const std::string dir = htm::testing::fresh_dir("memory_pass");
+  Experiment ex = assemble(trees(dir, 64), htm::testing::plugins(), 0);
+  const MemoryEstimate e = estimate_training_memory(ex);
+  ex.model->train();
+  const double measured = pass_peak_mib(ex, 64);
+  EXPECT_NEAR(e.activations_mib, measured, 0.15 * measured) << e.activations_mib << " MiB vs " << measured;
+  for (const auto& p : ex.model->parameters()) EXPECT_FALSE(p.grad().defined()) << "gradients left behind";
+  EXPECT_GT(measured, 2 * pass_peak_mib(ex, 8)) << "grows with the batch";
 }
 
 TEST(MemoryEstimate, HtmMemoryAvailableMibStandsForASmallerMachine) {

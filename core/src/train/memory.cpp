@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include <torch/torch.h>
 
@@ -25,27 +28,61 @@ double status_mib(const char* field) {
 
 namespace {
 
-// Bytes the allocator has handed out and not had back (heap chunks and mmap'd blocks).
+// Bytes the allocator has handed out and not had back (heap chunks and mmap'd blocks, every
+// arena): tensors, and what else the process holds (oneDNN's scratch, autograd's nodes).
 double heap_in_use() {
   const struct mallinfo2 info = mallinfo2();
   return static_cast<double>(info.uordblks + info.hblkhd);
 }
 
-// Heap growth over a forward pass at `n` samples whose graph is kept, as training keeps it for
-// backward. Eval mode (no dropout draws) and a generator of its own: no run's stream moves.
-double kept_by_forward(Experiment& ex, int64_t n) {
-  const Batch batch = on_device(ex.dataset->get(Split::train, torch::arange(n)), ex.device);
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
-  ForwardHooks hooks;
-  hooks.tree = batch.tree;
-  const double before = heap_in_use();
-  auto out = ex.model->forward(batch.input, ex.schedule, gen, &hooks);
-  return std::max(0.0, heap_in_use() - before);
-}
+// The peak of the heap in use while installed, sampled at each tensor allocation the CPU
+// allocator reports to c10's memory-reporting hook (the one torch's profiler uses): the moments
+// at which a pass's memory grows.
+class HeapPeak final : public c10::MemoryReportingInfoBase {
+ public:
+  HeapPeak() : start_(heap_in_use()), peak_(start_) {}
+  void reportMemoryUsage(void*, int64_t bytes, int64_t, int64_t, c10::Device device) override {
+    if (bytes <= 0 || !device.is_cpu()) return;
+    const double now = heap_in_use();
+    std::lock_guard<std::mutex> lock(mutex_);
+    peak_ = std::max(peak_, now);
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+  double added() const { return std::max(0.0, std::max(peak_, heap_in_use()) - start_); }
+
+ private:
+  std::mutex mutex_;
+  double start_, peak_;
+};
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
 }  // namespace
+
+// The loss stands in for the objective: the output's mean square plus every draw's
+// log-probability, so backward goes through the whole model. The parameters' gradients are put
+// back as they were; a generator of its own.
+double pass_peak_mib(Experiment& ex, int64_t n, bool backward) {
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!backward) no_grad.emplace();
+  const Batch batch = on_device(ex.dataset->get(Split::train, torch::arange(n)), ex.device);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
+  ForwardHooks hooks;
+  hooks.tree = batch.tree;
+  std::vector<torch::Tensor> parameters = ex.model->parameters(), grads;
+  for (auto& p : parameters) grads.push_back(std::exchange(p.mutable_grad(), torch::Tensor()));
+  auto heap = std::make_shared<HeapPeak>();
+  {
+    c10::DebugInfoGuard installed(c10::DebugInfoKind::PROFILER_STATE, heap);
+    auto out = ex.model->forward(batch.input, ex.schedule, gen, &hooks);
+    torch::Tensor loss = out.output.pow(2).mean();
+    for (const Draw& draw : out.draws)
+      if (draw.log_prob.defined() && draw.log_prob.requires_grad()) loss = loss + draw.log_prob.mean();
+    if (backward && loss.requires_grad()) loss.backward();
+  }
+  for (size_t i = 0; i < parameters.size(); ++i) parameters[i].mutable_grad() = grads[i];
+  return heap->added() / kMiB;
+}
 
 double peak_resident_mib() { return status_mib("VmHWM"); }
 
@@ -54,6 +91,8 @@ MemoryEstimate estimate_training_memory(Experiment& ex) {
   e.parameters = ex.parameters;
   e.trained = ex.participating;
   e.batch = ex.config.settings.train.batch_size;
+  e.rollouts = std::max<int64_t>(1, ex.config.settings.estimator.rollouts);
+  e.eval_batch = ex.config.settings.train.eval_batch_size;
   e.resident_mib = status_mib("VmRSS");
   e.gradients_mib = 4.0 * static_cast<double>(e.trained) / kMiB;
   e.moments_mib = 2 * e.gradients_mib;
@@ -66,14 +105,21 @@ MemoryEstimate estimate_training_memory(Experiment& ex) {
     at::Generator global = at::detail::getDefaultCPUGenerator();  // a handle to the one generator
     const torch::Tensor state = global.get_state();               // plugins may draw from it: put it back
     const bool was_training = ex.model->is_training();
-    ex.model->eval();
-    const int64_t small = available >= 4 ? 2 : 1, large = 2 * small;
-    const double at_small = kept_by_forward(ex, small), at_large = kept_by_forward(ex, large);
+    // 4 and 8: below about 4 samples a pass's peak is set by its fixed part (the gradients made
+    // last), and a line through 1 and 2 or 2 and 4 falls 10-20 % short at the batch size.
+    const int64_t large = std::min<int64_t>(8, available), small = large / 2;
+    auto at_rows = [&](bool training, int64_t rows) {  // a line through the two, at `rows`
+      ex.model->train(training);                       // training: dropout's masks are kept too
+      const double at_small = pass_peak_mib(ex, small, training), at_large = pass_peak_mib(ex, large, training);
+      const double per_sample = std::max(0.0, (at_large - at_small) / static_cast<double>(large - small));
+      return std::max(0.0, at_small - per_sample * static_cast<double>(small)) + per_sample * static_cast<double>(rows);
+    };
+    e.activations_mib = at_rows(true, e.batch * e.rollouts);  // each input drawn `rollouts` times
+    const int64_t eval_rows = samples_limit(train.eval_samples, ex.dataset->size(Split::test));
+    e.eval_batch = std::min(e.eval_batch, std::max<int64_t>(1, eval_rows));  // no batch beyond the samples
+    e.evaluation_mib = at_rows(false, e.eval_batch);
     ex.model->train(was_training);
     global.set_state(state);
-    const double per_sample = std::max(0.0, (at_large - at_small) / static_cast<double>(large - small));
-    const double fixed = std::max(0.0, at_small - per_sample * static_cast<double>(small));
-    e.activations_mib = (fixed + per_sample * static_cast<double>(e.batch)) / kMiB;
   }
   return e;
 }
@@ -113,14 +159,15 @@ AvailableMemory available_memory() {
 }
 
 std::string describe(const MemoryEstimate& e) {
-  char text[320];
+  char text[400], rollouts[48] = "";
+  if (e.rollouts > 1) std::snprintf(rollouts, sizeof rollouts, " x %lld rollouts", static_cast<long long>(e.rollouts));
   const double total = e.total_mib();
   std::snprintf(text, sizeof text,
                 "%.*f %s (process with weights and data %.0f MiB, gradients %.0f, AdamW moments %.0f, activations "
-                "%.0f at batch %lld; references before training %.0f)",
+                "%.0f at batch %lld%s, evaluation %.0f at batch %lld; references before training %.0f)",
                 total >= 1024 ? 1 : 0, total >= 1024 ? total / 1024 : total, total >= 1024 ? "GiB" : "MiB",
                 e.resident_mib, e.gradients_mib, e.moments_mib, e.activations_mib, static_cast<long long>(e.batch),
-                e.baselines_mib);
+                rollouts, e.evaluation_mib, static_cast<long long>(e.eval_batch), e.baselines_mib);
   return text;
 }
 

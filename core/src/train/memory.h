@@ -1,9 +1,10 @@
 // Training memory, estimated before the first step: the process as it is once the experiment is
 // assembled (libraries, data, weights), plus the gradients and AdamW's two moments of every
-// trained parameter, plus the activations a training step keeps for backward at the batch size,
-// measured on forward passes at two tiny batches and extrapolated linearly; or, when it is more,
-// what the reference scores hold before training starts (docs/reliability.md checks the
-// estimate against measured peaks).
+// trained parameter, plus the most a training pass adds at the batch size (the forward pass's
+// graph kept for backward and backward's own buffers) and a pass without gradients at the
+// evaluation batch, each measured as the heap's peak over passes at 4 and 8 samples and
+// extrapolated linearly; or, when it is more, what the reference scores hold before training
+// starts (docs/reliability.md checks the estimate against measured peaks).
 #pragma once
 
 #include <algorithm>
@@ -20,18 +21,29 @@ struct MemoryEstimate {
   double resident_mib = 0;     ///< this process once assembled: libraries, data, weights
   double gradients_mib = 0;    ///< fp32, one per trained parameter
   double moments_mib = 0;      ///< AdamW's first and second moments
-  double activations_mib = 0;  ///< kept for backward at `batch`
+  double activations_mib = 0;  ///< a pass's peak at `batch`: kept for backward, then backward's buffers
+  double evaluation_mib = 0;   ///< a pass without gradients at `eval_batch` (evaluation, between steps)
   double baselines_mib = 0;    ///< the reference scores computed before training (train/baselines.h)
-  int64_t batch = 0;
-  /// The process plus whichever phase holds more: the references first, then training.
+  int64_t batch = 0, rollouts = 1, eval_batch = 0;  ///< a step passes batch × rollouts rows
+  /// The process plus whichever phase holds more: the references first, then training. Training
+  /// adds its pass and evaluation's: the blocks a step frees stay with the allocator (glibc keeps
+  /// them in its arenas), and evaluation's, of other sizes, mostly do not fit into them. Measured
+  /// (docs/reliability.md), the peak is the sum's, not the larger one's.
   double total_mib() const {
-    return resident_mib + std::max(baselines_mib, gradients_mib + moments_mib + activations_mib);
+    return resident_mib + std::max(baselines_mib, gradients_mib + moments_mib + activations_mib + evaluation_mib);
   }
 };
 
 /// The estimate for `ex` (assembled). Draws nothing from any generator a run uses: a run that
 /// was estimated trains exactly as one that was not.
 MemoryEstimate estimate_training_memory(Experiment& ex);
+
+/// The most memory one training pass over `n` training samples adds, in MiB: the forward pass's
+/// graph kept for backward, then backward's own buffers (the gradients flowing back, the
+/// parameters' gradients as they are made), as the heap's peak sampled at each tensor
+/// allocation; `backward` false: a forward pass without gradients, as evaluation runs. The
+/// estimate measures it at 4 and 8 samples; the model's mode is the caller's.
+double pass_peak_mib(Experiment& ex, int64_t n, bool backward = true);
 
 /// What this process may still use: MemAvailable, or less where a cgroup (v2) limit is set.
 /// HTM_MEMORY_AVAILABLE_MIB, when set, stands for both (a smaller machine, for tests).
@@ -42,7 +54,7 @@ struct AvailableMemory {
 AvailableMemory available_memory();
 
 /// "1.7 GiB (process with weights and data 301 MiB, gradients 22, AdamW moments 44, activations
-/// 1331 at batch 256; references before training 527)"
+/// 1331 at batch 256, evaluation 410 at batch 256; references before training 527)"
 std::string describe(const MemoryEstimate& estimate);
 
 /// A memory field of /proc/self/status ("VmRSS", "VmHWM"), in MiB.
