@@ -70,17 +70,20 @@ double pass_peak_mib(Experiment& ex, int64_t n, bool backward) {
   ForwardHooks hooks;
   hooks.tree = batch.tree;
   std::vector<torch::Tensor> parameters = ex.model->parameters(), grads;
-  for (auto& p : parameters) grads.push_back(std::exchange(p.mutable_grad(), torch::Tensor()));
+  if (backward)
+    for (auto& p : parameters) grads.push_back(std::exchange(p.mutable_grad(), torch::Tensor()));
   auto heap = std::make_shared<HeapPeak>();
   {
     c10::DebugInfoGuard installed(c10::DebugInfoKind::PROFILER_STATE, heap);
     auto out = ex.model->forward(batch.input, ex.schedule, gen, &hooks);
-    torch::Tensor loss = out.output.pow(2).mean();
-    for (const Draw& draw : out.draws)
-      if (draw.log_prob.defined() && draw.log_prob.requires_grad()) loss = loss + draw.log_prob.mean();
-    if (backward && loss.requires_grad()) loss.backward();
+    if (backward) {
+      torch::Tensor loss = out.output.pow(2).mean();
+      for (const Draw& draw : out.draws)
+        if (draw.log_prob.defined() && draw.log_prob.requires_grad()) loss = loss + draw.log_prob.mean();
+      if (loss.requires_grad()) loss.backward();
+    }
   }
-  for (size_t i = 0; i < parameters.size(); ++i) parameters[i].mutable_grad() = grads[i];
+  for (size_t i = 0; i < grads.size(); ++i) parameters[i].mutable_grad() = grads[i];
   return heap->added() / kMiB;
 }
 
@@ -91,7 +94,7 @@ MemoryEstimate estimate_training_memory(Experiment& ex) {
   e.parameters = ex.parameters;
   e.trained = ex.participating;
   e.batch = ex.config.settings.train.batch_size;
-  e.rollouts = std::max<int64_t>(1, ex.config.settings.estimator.rollouts);
+  e.rollouts = ex.config.settings.estimator.rollouts;  // at least 1 (settings)
   e.eval_batch = ex.config.settings.train.eval_batch_size;
   e.resident_mib = status_mib("VmRSS");
   e.gradients_mib = 4.0 * static_cast<double>(e.trained) / kMiB;
