@@ -12,9 +12,9 @@
 #define BOOST_DLL_USE_STD_FS
 #include <boost/dll/shared_library.hpp>
 
+#include "board/run_board.h"
 #include "file_checks.h"
 #include "htm/error.h"
-#include "model/run_board.h"
 
 namespace fs = std::filesystem;
 

@@ -3,9 +3,9 @@
 #include <torch/torch.h>
 
 #include "htm/layers.h"
-#include "sdk/counter_rng.h"
+#include "kernels/counter_rng.h"
 #if HTM_NATIVE_KERNELS
-#include "sdk/native/softmax_rows.h"
+#include "kernels/native/softmax_rows.h"
 #endif
 #include "test_util.h"
 

@@ -19,19 +19,21 @@ if [ -n "$lookups" ]; then echo "host settings looked up by name outside core/sr
 # runtime.device: tensors live where the run says. Outside the native CPU kernels and the I/O
 # (pictures, the results store), a line that puts a tensor on the CPU says why, with "// host:".
 device=$(grep -rnE 'kCPU\b|\.cpu\(\)' core registry plugins --include='*.cpp' --include='*.h' |
-         grep -vE '^core/src/(sdk/native|report|store)/|// host:')
+         grep -vE '^core/src/(kernels/native|report|store)/|// host:')
 if [ -n "$device" ]; then echo "device assumptions (torch::kCPU, .cpu()) without a // host: reason:"; echo "$device"; status=1; fi
 
 declare -A allowed=(
-  [sdk]="sdk"
+  [sdk]="sdk kernels"
+  [kernels]="kernels"
+  [board]="board kernels"
   [config]="config"
   [store]="store"
-  [model]="model sdk"
+  [model]="model board"
   [hierarchy]="hierarchy store"
   [report]="report hierarchy"
   [dist]="dist"
   [stats]="stats"
-  [train]="train model config store hierarchy report dist sdk"
+  [train]="train model config store hierarchy report dist kernels board"
 )
 for folder in "${!allowed[@]}"; do
   while IFS= read -r line; do
@@ -43,25 +45,29 @@ for folder in "${!allowed[@]}"; do
     fi
   done < <(grep -rnE '#include "[a-z_]+/' "core/src/$folder")
 done
-# registry/ reads config (the catalog it implements, the search path) and model/run_board.h.
+# registry/ reads config (the catalog it implements, the search path) and board/run_board.h.
 while IFS= read -r line; do
   [ -z "$line" ] && continue
   target=$(sed -E 's/.*#include "([a-z_]+)\/.*/\1/' <<< "$line")
-  case "$target" in htm|config) ;; model) [[ "$line" == *'"model/run_board.h"'* ]] || { echo "registry/ may read only model/run_board.h of model/: $line"; status=1; } ;;
+  case "$target" in htm|config) ;; board) [[ "$line" == *'"board/run_board.h"'* ]] || { echo "registry/ may read only board/run_board.h of board/: $line"; status=1; } ;;
     *) echo "registry/ may not include $target/: $line"; status=1 ;; esac
 done < <(grep -rnE '#include "[a-z_]+/' registry)
 
 # app/ (the htm command) and registry/ sit on top: nothing under core/src includes their headers.
-tops=$(cd core/app && ls *.h; cd ../../registry && ls *.h)
-for header in $tops; do
+# app/'s rooms (commands/, web/, process/) include their headers by room ("web/serve.h").
+found=$(grep -rnE '#include "(commands|web|process)/' core/src)
+if [ -n "$found" ]; then echo "core/src may not include app/'s headers:"; echo "$found"; status=1; fi
+for header in $(cd registry && ls *.h); do
   found=$(grep -rnF "#include \"$header\"" core/src)
-  if [ -n "$found" ]; then echo "core/src may not include $header (app/ or registry/):"; echo "$found"; status=1; fi
+  if [ -n "$found" ]; then echo "core/src may not include $header (registry/):"; echo "$found"; status=1; fi
 done
+bare=$(grep -rnE '#include "[a-z_]+\.h"' core/app | grep -vE '"(registry|file_checks)\.h"')
+if [ -n "$bare" ]; then echo "app/ includes its headers by room (\"process/launch.h\"):"; echo "$bare"; status=1; fi
 # docs/architecture.md's source map names every file of the core and the registry (as name.cpp,
 # name.h or name.*), so a new file cannot go unmentioned.
 map=$(sed -n '/^## Source map/,/^## /p' docs/architecture.md)
 unnamed=""
-for f in core/include/htm/*.h $(find core/src -name "*.cpp" -o -name "*.h") core/app/*.cpp core/app/*.h registry/*.cpp registry/*.h; do
+for f in core/include/htm/*.h $(find core/src core/app -name "*.cpp" -o -name "*.h") registry/*.cpp registry/*.h; do
   stem=$(basename "$f"); stem=${stem%.*}
   grep -qE "(^|[^a-z_])${stem}\.(\*|h|cpp)" <<< "$map" || unnamed+="  $f"$'\n'
 done

@@ -2,7 +2,7 @@
 // seed where the seeds match, Holm over variants × metrics, targets, collapses and warnings.
 #include <cmath>
 
-#include "compare.h"
+#include "commands/compare.h"
 #include "store_test_util.h"
 
 namespace htm {

@@ -15,11 +15,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "commands/runner.h"
 #include "dist/communicator.h"
 #include "htm/layers.h"
 #include "htm/policy.h"
-#include "runner.h"
-#include "sdk/row_shard_scope.h"
+#include "kernels/row_shard_scope.h"
 #include "store/results_store.h"
 #include "test_util.h"
 

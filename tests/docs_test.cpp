@@ -8,9 +8,9 @@
 
 #include <torch/torch.h>
 
+#include "commands/runner.h"
 #include "plugins_util.h"
 #include "registry.h"
-#include "runner.h"
 #include "store/results_store.h"
 #include "test_util.h"
 

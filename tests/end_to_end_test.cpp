@@ -4,8 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "commands/runner.h"
 #include "registry.h"
-#include "runner.h"
 #include "store/results_store.h"
 #include "test_util.h"
 

@@ -2,8 +2,8 @@
 // so a file that rots fails here, not in front of a user.
 #include <filesystem>
 
+#include "commands/runner.h"
 #include "registry.h"
-#include "runner.h"
 #include "store/results_store.h"
 #include "test_util.h"
 

@@ -26,9 +26,9 @@
 
 #include "config/experiment_config.h"
 #include "htm/error.h"
+#include "kernels/kernels.h"
 #include "plugins_util.h"
 #include "registry.h"
-#include "sdk/kernels.h"
 #include "test_util.h"
 #include "train/experiment.h"
 #include "train/step.h"

@@ -5,12 +5,12 @@
 
 #include <torch/torch.h>
 
-#include "commands.h"
+#include "commands/commands.h"
+#include "commands/runner.h"
 #include "hierarchy/tree_scoring.h"
 #include "model/model.h"
 #include "plugins_util.h"
 #include "registry.h"
-#include "runner.h"
 #include "store/results_store.h"
 #include "test_util.h"
 

@@ -1,4 +1,4 @@
-// The backend seam (sdk/kernels.h): the portable kernels against their definitions (the dropout
+// The backend seam (kernels/kernels.h): the portable kernels against their definitions (the dropout
 // masks bit for bit against the counter stream, the pair sampler's distribution against the
 // exact one) and, where the build has them, against the native kernels op by op, values and
 // gradients. Tolerances: fp32 1e-5 relative (the two sum in different orders); bf16 1e-2
@@ -15,17 +15,17 @@
 #include "config/device.h"
 #include "htm/layers.h"
 #include "htm/policy.h"
-#include "sdk/counter_rng.h"
-#include "sdk/fused_linear.h"
-#include "sdk/gpu.h"
-#include "sdk/kernels.h"
-#include "sdk/portable.h"
-#include "sdk/precision.h"
+#include "kernels/counter_rng.h"
+#include "kernels/fused_linear.h"
+#include "kernels/gpu.h"
+#include "kernels/kernels.h"
+#include "kernels/portable.h"
+#include "kernels/precision.h"
 #include "train/experiment.h"
 #include "train/optimizer.h"
 #if HTM_NATIVE_KERNELS
-#include "sdk/native/gemm.h"
-#include "sdk/native/native.h"
+#include "kernels/native/gemm.h"
+#include "kernels/native/native.h"
 #endif
 
 namespace htm {
@@ -121,7 +121,7 @@ TEST(PortableKernels, PairSamplerDrawsUniformlyWhenEveryAllowedPairHasProbabilit
     if (k / 4 != k % 4) EXPECT_NEAR(first[k].item<double>(), 1.0 / 12, 0.03) << k;
 }
 
-// The gpu kernels (sdk/gpu.h) on the CPU: the same maths as the portable ones, or the same draws
+// The gpu kernels (kernels/gpu.h) on the CPU: the same maths as the portable ones, or the same draws
 // from the same noise; their random streams are the device's own.
 
 // Logits with −∞ entries and ties, noise with ties: cases where the order of the greedy rule

@@ -1,6 +1,6 @@
 // The training memory estimate (train/memory.h): it draws nothing a run uses, it grows with the
 // batch size, and a run trained after it ends where one trained without it ends. The run board
-// (model/run_board.h) a supervisor reads after a crash, and the store's crash record.
+// (board/run_board.h) a supervisor reads after a crash, and the store's crash record.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "board/plugin_scope.h"
+#include "board/run_board.h"
 #include "config/experiment_config.h"
-#include "model/plugin_scope.h"
-#include "model/run_board.h"
 #include "plugins_util.h"
 #include "registry.h"
 #include "store/results_store.h"

@@ -3,13 +3,13 @@
 // the classifier and its parameter-matched ViT.
 #include <torch/torch.h>
 
+#include "commands/runner.h"
 #include "hierarchy/policy_metrics.h"
 #include "htm/loss.h"
 #include "htm/merge.h"
 #include "model/model.h"
 #include "plugins_util.h"
 #include "registry.h"
-#include "runner.h"
 #include "test_util.h"
 
 namespace htm {

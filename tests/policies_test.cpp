@@ -4,10 +4,10 @@
 
 #include <torch/torch.h>
 
+#include "commands/runner.h"
 #include "htm/policy.h"
 #include "plugins_util.h"
 #include "registry.h"
-#include "runner.h"
 #include "store/results_store.h"
 #include "test_util.h"
 

@@ -8,11 +8,11 @@
 
 #include <torch/torch.h>
 
+#include "commands/runner.h"
 #include "config/experiment_config.h"
 #include "hierarchy/tree_scoring.h"
 #include "plugins_util.h"
 #include "registry.h"
-#include "runner.h"
 #include "store/results_store.h"
 #include "test_util.h"
 #include "train/estimator/replay.h"
@@ -232,20 +232,31 @@ TEST(DenseReward, APairsErrorStartsAsHalfItsSquaredDistance) {
   torch::NoGradGuard no_grad;
   Estimator estimator(ex.config.settings.estimator);
   ForwardHooks hooks;
-  PassNotes notes;
-  estimator.watch(hooks, notes);  // the pair errors are measured as each layer merges
+  hooks.pair_errors = estimator.wants_pair_errors();  // the pair errors are measured as each layer merges
   auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1), &hooks);
-  ASSERT_EQ(notes.pair_errors.size(), 4u);
+  std::vector<Draw> merge_draws;
+  for (const Draw& draw : out.draws)
+    if (draw.kind == Draw::Kind::merge)
+      merge_draws.push_back(draw);
+    else
+      EXPECT_FALSE(draw.pair_error.defined());
+  ASSERT_EQ(merge_draws.size(), 4u);
   for (size_t d = 0; d < 4; ++d) {
+    const Draw& draw = merge_draws[d];
+    ASSERT_TRUE(draw.pair_error.defined()) << "layer " << d + 1;
     const auto& x = out.encoder_tokens[d];
     const auto& m = out.merges[d];
     auto at = [&](const torch::Tensor& index) {
       return x.gather(1, index.unsqueeze(-1).expand({8, index.size(1), x.size(2)}));
     };
     auto expected = (at(m.src) - at(m.dst)).pow(2).mean(-1) / 2;
-    EXPECT_TRUE(torch::allclose(notes.pair_errors[d].error, expected, 1e-4, 1e-6)) << "layer " << d + 1;
-    EXPECT_TRUE(torch::equal(notes.pair_errors[d].log_prob, m.log_prob));
+    EXPECT_TRUE(torch::allclose(draw.pair_error, expected, 1e-4, 1e-6)) << "layer " << d + 1;
+    EXPECT_TRUE(torch::equal(draw.log_prob, m.log_prob));
   }
+  // A pass measures them only when asked.
+  for (const Draw& draw :
+       ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1)).draws)
+    EXPECT_FALSE(draw.pair_error.defined());
   const std::string refused =
       htm::testing::error_of([&] { resolve(trees_file(dir, "[estimator]\nmethod = \"prob_scale\"\ndense = 0.5\n")); });
   EXPECT_THAT(refused, ::testing::HasSubstr("signal.toml:32:"));
@@ -316,21 +327,21 @@ TEST(Anytime, EachLevelIsWhatTheShallowerScheduleReconstructs) {
   hooks.tree = batch.tree;
   auto gen = [] { return at::make_generator<at::CPUGeneratorImpl>(1); };
   torch::NoGradGuard no_grad;
-  AnytimeLevels levels(*ex.model, ex.schedule, gen());
   ForwardHooks with_levels = hooks;
-  levels.watch(with_levels);
+  with_levels.levels = true;
   auto out = ex.model->forward(batch.input, ex.schedule, gen(), &with_levels);
-  ASSERT_EQ(levels.outputs().size(), ex.schedule.size() - 1);
+  ASSERT_EQ(out.levels.size(), ex.schedule.size() - 1);
   for (size_t d = 1; d < ex.schedule.size(); ++d) {
     const std::vector<int64_t> shallow(ex.schedule.begin(), ex.schedule.begin() + static_cast<std::ptrdiff_t>(d));
     auto reference = ex.model->forward(batch.input, shallow, gen(), &hooks);
-    ASSERT_TRUE(levels.outputs()[d - 1].sizes() == out.output.sizes());
-    EXPECT_TRUE(torch::allclose(levels.outputs()[d - 1], reference.output, 1e-5, 1e-6)) << "level " << d;
-    EXPECT_FALSE(torch::allclose(levels.outputs()[d - 1], out.output, 1e-3, 1e-4)) << "level " << d;
+    ASSERT_TRUE(out.levels[d - 1].sizes() == out.output.sizes());
+    EXPECT_TRUE(torch::allclose(out.levels[d - 1], reference.output, 1e-5, 1e-6)) << "level " << d;
+    EXPECT_FALSE(torch::allclose(out.levels[d - 1], out.output, 1e-3, 1e-4)) << "level " << d;
   }
   // A pass reconstructs from the bottleneck alone unless the anytime loss asks for the levels.
   auto unasked = ex.model->forward(batch.input, ex.schedule, gen(), &hooks);
   EXPECT_TRUE(torch::equal(unasked.output, out.output));
+  EXPECT_TRUE(unasked.levels.empty());
 }
 
 TEST(Anytime, TheLossAddsTheLevelsMeanAndARunLogsIt) {
@@ -338,16 +349,15 @@ TEST(Anytime, TheLossAddsTheLevelsMeanAndARunLogsIt) {
   Experiment ex = assemble(resolve(trees_file(dir, "[policy]\nplugin = \"learned\"\n"), {"train.anytime=0.5"}),
                            htm::testing::plugins(), 0);
   Batch batch = ex.dataset->get(Split::train, torch::arange(8));
-  AnytimeLevels anytime(*ex.model, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
   ForwardHooks hooks;
-  anytime.watch(hooks);
+  hooks.levels = true;
   auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1), &hooks);
-  ASSERT_EQ(anytime.outputs().size(), 3u);
+  ASSERT_EQ(out.levels.size(), 3u);
   std::vector<Metric> terms;
-  auto g = training_objective(ex.losses, out, batch, 0, 0, true, false, &terms, 0.5, anytime.outputs());
-  auto expected = training_objective(ex.losses, out, batch, 0, 0, true, false);
+  auto g = training_objective(ex.losses, out, batch, 0, 0, true, false, &terms, 0.5);
+  auto expected = training_objective(ex.losses, out, batch, 0, 0, true, false);  // weight 0: L_D alone
   torch::Tensor levels = torch::zeros_like(expected);
-  for (const auto& level_output : anytime.outputs()) {
+  for (const auto& level_output : out.levels) {
     ForwardResult level;
     level.output = level_output;
     levels = levels + training_objective(ex.losses, level, batch, 0, 0, true, false) / 3.0;

@@ -8,14 +8,14 @@
 
 #include <torch/torch.h>
 
+#include "board/plugin_scope.h"
+#include "commands/runner.h"
 #include "htm/layers.h"
-#include "model/plugin_scope.h"
+#include "kernels/fused_linear.h"
+#include "kernels/precision.h"
 #include "registry.h"
-#include "runner.h"
-#include "sdk/fused_linear.h"
-#include "sdk/precision.h"
 #if HTM_NATIVE_KERNELS
-#include "sdk/native/gemm.h"
+#include "kernels/native/gemm.h"
 #endif
 #include "store/results_store.h"
 #include "test_util.h"

@@ -1,6 +1,6 @@
 // Tests of the SQLite results store (core/src/results_store.h).
 #include "store/results_store.h"
-#include "table.h"
+#include "commands/table.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>

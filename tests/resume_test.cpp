@@ -7,8 +7,8 @@
 #include <torch/torch.h>
 
 #include "config/experiment_config.h"
+#include "kernels/kernels.h"
 #include "registry.h"
-#include "sdk/kernels.h"
 #include "store/results_store.h"
 #include "test_util.h"
 #include "train/experiment.h"

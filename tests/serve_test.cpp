@@ -16,9 +16,9 @@
 #include <regex>
 #include <thread>
 
-#include "report.h"
-#include "serve.h"
 #include "store_test_util.h"
+#include "web/report.h"
+#include "web/serve.h"
 
 namespace htm {
 namespace {

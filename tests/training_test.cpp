@@ -3,11 +3,11 @@
 // schedules, and gradients reaching every block of a fresh model.
 #include <torch/torch.h>
 
+#include "commands/runner.h"
 #include "htm/layers.h"
 #include "htm/merge.h"
 #include "plugins_util.h"
 #include "registry.h"
-#include "runner.h"
 #include "test_util.h"
 #include "train/baselines.h"
 #include "train/optimizer.h"

@@ -21,7 +21,7 @@ struct RowShard {
 };
 
 /// The split in force on this thread (set by the host around a training step's forward pass,
-/// sdk/row_shard_scope.h).
+/// kernels/row_shard_scope.h).
 const RowShard& current_row_shard();
 
 /// For a tensor of `rows` rows about to receive random draws: the rows to draw for and where

@@ -281,7 +281,7 @@ std::vector<HostSection> build_schema() {
                    {"portable", RuntimeKernels::portable},
                    {"gpu", RuntimeKernels::gpu}},
                   "the SDK's kernels: native (oneDNN GEMMs, AVX-512 rows; CPU tensors, where the build has them) "
-                  "and the GPU kernels (sdk/gpu.h) on a GPU, portable (the reference: plain torch ops on any "
+                  "and the GPU kernels (kernels/gpu.h) on a GPU, portable (the reference: plain torch ops on any "
                   "device), or gpu (the GPU kernels on any device: to count or test the GPU path on a CPU)")
           .later()
           .add("results", &R::results, Text(kDefaultResultsPath), "the results database")

@@ -20,9 +20,9 @@ enum class Task { reconstruct, classify };
 /// which the model asks for): exact (each draw renormalised over what is still allowed) or the
 /// paper's unconstrained softmax.
 enum class EstimatorLogProb { exact, paper };
-/// runtime.precision: of the SDK's matrix products (sdk/precision.h).
+/// runtime.precision: of the SDK's matrix products (kernels/precision.h).
 enum class RuntimePrecision { fp32, bf16 };
-/// runtime.kernels: the SDK's kernels (sdk/kernels.h).
+/// runtime.kernels: the SDK's kernels (kernels/kernels.h).
 enum class RuntimeKernels { native, portable, gpu };
 enum class Architecture { htm, vit };
 enum class Unmerge { policy, mirror };
@@ -107,7 +107,7 @@ inline constexpr const char* kDefaultResultsPath = "results/htm.sqlite";
 
 struct RuntimeSettings {
   int64_t threads = 0;                                  ///< 0: every core
-  RuntimePrecision precision = RuntimePrecision::fp32;  ///< of the SDK's matrix products (sdk/precision.h)
+  RuntimePrecision precision = RuntimePrecision::fp32;  ///< of the SDK's matrix products (kernels/precision.h)
   std::string device = "cpu";                           ///< "cpu", "cuda" or "cuda:N" (train/device.h)
   RuntimeKernels kernels = RuntimeKernels::native;      ///< native where built and on the CPU
   std::string results;

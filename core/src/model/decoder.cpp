@@ -9,10 +9,10 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include "board/plugin_scope.h"
 #include "htm/error.h"
 #include "model/model.h"
 #include "model/plugin_calls.h"
-#include "model/plugin_scope.h"
 
 namespace htm {
 
@@ -42,13 +42,7 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
           "(see docs/writing-a-plugin.md)");
     result.unmerge_log_probs.push_back(decision.log_prob);
   } else {
-    Draw draw;
-    draw.kind = Draw::Kind::unmerge;
-    draw.depth = depth;
-    draw.population = x;
-    draw.index = decision.index;
-    draw.log_prob = decision.log_prob;
-    result.draws.push_back(std::move(draw));
+    result.draws.push_back(Draw::unmerge(depth, x, decision));
   }
 
   if (chosen != nullptr) *chosen = decision.index;

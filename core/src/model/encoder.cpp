@@ -6,11 +6,11 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include "board/plugin_scope.h"
 #include "htm/error.h"
 #include "htm/greedy_pairs.h"
 #include "model/model.h"
 #include "model/plugin_calls.h"
-#include "model/plugin_scope.h"
 
 namespace htm {
 
@@ -30,9 +30,9 @@ MirrorSplit HtmModelImpl::mirror_of(const torch::Tensor& keep, const std::vector
   return {position.gather(1, merges.back().dst), torch::cat({keep, merges.back().src}, 1)};
 }
 
-torch::Tensor HtmModelImpl::enter(const torch::Tensor& x, int64_t d, const PassObservers* observers) {
+torch::Tensor HtmModelImpl::enter(const torch::Tensor& x, int64_t d, const ForwardHooks* hooks) {
   auto y = x + timestep(d);
-  if (observers != nullptr && observers->layer_entry) y = observers->layer_entry(y, d);
+  if (hooks != nullptr && hooks->layer_entry) y = hooks->layer_entry(y, d);
   return y;
 }
 
@@ -77,10 +77,20 @@ MergeDecision HtmModelImpl::greedy_decision(const MergeContext& ctx) {
   return {src, dst, pair_log_prob(logits, src, dst, ctx.log_prob_form, ctx.logit_bound)};
 }
 
+// How well each merged pair of a draw comes apart again under the merge operator's unmerge: the
+// dense reward's local error (ForwardHooks::pair_errors).
+torch::Tensor HtmModelImpl::pair_error(const Draw& draw) {
+  torch::NoGradGuard no_grad;
+  const int64_t B = draw.merged.size(0), r = draw.merged.size(1), C = draw.merged.size(2);
+  auto [first, second] = merge_->unmerge(draw.merged.view({B * r, C}));  // the first child takes dst's place
+  return (first.view({B, r, C}) - gather_tokens(draw.population, draw.dst)).pow(2).mean(-1) +
+         (second.view({B, r, C}) - gather_tokens(draw.population, draw.src)).pow(2).mean(-1);
+}
+
 torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64_t depth,
                                         const torch::Tensor& attention, at::Generator generator, ForwardResult& result,
                                         torch::Tensor* keep_out, Truth* truth, const MergeDecision* replayed,
-                                        const PassObservers* observers) {
+                                        const ForwardHooks* hooks) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   auto [keys, values] = merge_refine_->key_values(x);
   if (r == 0) {
@@ -118,14 +128,7 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
     check_decision(decision.dst, "merge decision's dst", B, r, T, range);
     check_log_prob(decision.log_prob, "merge decision's log_prob", B, r);
   }
-  Draw draw;
-  draw.kind = Draw::Kind::merge;
-  draw.depth = depth;
-  draw.population = x;
-  draw.src = decision.src;
-  draw.dst = decision.dst;
-  draw.log_prob = decision.log_prob;
-  draw.entropy = decision.entropy;
+  Draw draw = Draw::merge(depth, x, decision);
 
   torch::Tensor merged;
   {
@@ -135,8 +138,8 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
     check_tokens(merged, "merge operator's merge()", B * r, C);
     merged = merged.view({B, r, C});
     draw.merged = merged.detach();
+    if (hooks != nullptr && hooks->pair_errors && draw.log_prob.defined()) draw.pair_error = pair_error(draw);
     result.draws.push_back(std::move(draw));
-    if (observers != nullptr && observers->merged) observers->merged(*merge_, result.draws.back());
   }
   if (auto factor = scale_(decision.log_prob); factor.defined()) merged = merged * factor;
   auto y = x.scatter(1, decision.dst.unsqueeze(-1).expand({B, r, C}), merged);

@@ -9,8 +9,8 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include "board/plugin_scope.h"
 #include "htm/error.h"
-#include "model/plugin_scope.h"
 
 namespace htm {
 namespace F = torch::nn::functional;
@@ -40,7 +40,9 @@ void HtmModelImpl::reconstruct_head(ForwardResult& result, const std::vector<int
   const int64_t depth = static_cast<int64_t>(schedule.size());
   result.decoder_tokens.resize(depth);
   auto x = decode(result, result.root, depth, schedule, generator, true, leaf);
-  if (hooks != nullptr && hooks->decoded) hooks->decoded(result);
+  if (hooks != nullptr && hooks->levels)  // the anytime loss's reconstructions, after the main decode
+    for (int64_t level = 1; level < static_cast<int64_t>(result.populations.size()); ++level)
+      result.levels.push_back(reconstruct_level(result, level, schedule, generator));
   if (leaf != nullptr) {  // the decoder's last population is leaves
     leaf->lessons.emplace_back(x, torch::zeros({x.size(0), x.size(1)}, x.options().dtype(torch::kLong)));
     std::vector<torch::Tensor> logits, targets;
@@ -143,13 +145,13 @@ torch::Tensor HtmModelImpl::unlift(const torch::Tensor& tokens) {
   return adapter_->unlift(tokens);
 }
 
-std::optional<HtmModelImpl::Truth> HtmModelImpl::truth_for(const torch::Tensor& input, const PassInputs* inputs) {
+std::optional<HtmModelImpl::Truth> HtmModelImpl::truth_for(const torch::Tensor& input, const ForwardHooks* hooks) {
   if (!policy().needs_truth()) return std::nullopt;
-  if (inputs == nullptr || !inputs->tree.defined())
+  if (hooks == nullptr || !hooks->tree.defined())
     throw Error(
         "this policy decides from the data's true hierarchy, and the dataset gives none "
         "(oracle policies are for data with a known tree, such as trees or crosses)");
-  const auto& tree = inputs->tree;  // B×(N−1)×2
+  const auto& tree = hooks->tree;  // B×(N−1)×2
   const int64_t B = tree.size(0), N = tree.size(1) + 1;
   if (input.size(0) != B || num_tokens() != N)
     throw Error("the batch's tree has " + std::to_string(N) + " leaves, but the adapter makes " +

@@ -76,7 +76,7 @@ class HtmModelImpl : public Model {
   /// The input reconstructed from the population after encoder layer `level` (result.populations,
   /// 1 ≤ level < the pass's depth) by decoder layers level…1, with the pass's schedule and, when
   /// unmerging mirrors, its splits; the unmerge draws join result.draws. The anytime loss's
-  /// reconstructions (train/objective.h), asked for from ForwardHooks::decoded.
+  /// reconstructions (ForwardHooks::levels → ForwardResult::levels).
   torch::Tensor reconstruct_level(ForwardResult& result, int64_t level, const std::vector<int64_t>& schedule,
                                   at::Generator generator);
 
@@ -126,7 +126,7 @@ class HtmModelImpl : public Model {
   torch::Tensor lift(const torch::Tensor& input);
   torch::Tensor unlift(const torch::Tensor& tokens);
   /// The truth's tracker for this pass, or nothing when the policy does not read it.
-  std::optional<Truth> truth_for(const torch::Tensor& input, const PassInputs* inputs);
+  std::optional<Truth> truth_for(const torch::Tensor& input, const ForwardHooks* hooks);
   void reconstruct_head(ForwardResult& result, const std::vector<int64_t>& schedule, at::Generator generator,
                         const ForwardHooks* hooks, LeafLessons* leaf);
   void classify_head(ForwardResult& result, const std::vector<int64_t>& schedule, at::Generator generator,
@@ -140,8 +140,8 @@ class HtmModelImpl : public Model {
   torch::Tensor encode(ForwardResult& result, torch::Tensor x, const std::vector<int64_t>& schedule,
                        at::Generator generator, std::optional<Truth> truth, const ForwardHooks* hooks,
                        LeafLessons* leaf);
-  /// Tokens entering encoder layer d: depth signal, then the observers' rewrite.
-  torch::Tensor enter(const torch::Tensor& x, int64_t d, const PassObservers* observers);
+  /// Tokens entering encoder layer d: depth signal, then the losses' rewrite (layer_entry).
+  torch::Tensor enter(const torch::Tensor& x, int64_t d, const ForwardHooks* hooks);
   /// The encoder's transformer block (`attention`, if given, receives its heads' mean weights),
   /// or the tokens as they are without mixing.
   torch::Tensor mix_encoder(const torch::Tensor& x, torch::Tensor* attention);
@@ -151,7 +151,9 @@ class HtmModelImpl : public Model {
   torch::Tensor merge_layer(const torch::Tensor& x, int64_t r, int64_t depth, const torch::Tensor& attention,
                             at::Generator generator, ForwardResult& result, torch::Tensor* keep = nullptr,
                             Truth* truth = nullptr, const MergeDecision* replayed = nullptr,
-                            const PassObservers* observers = nullptr);
+                            const ForwardHooks* hooks = nullptr);
+  /// B×r: each merged pair's error after the merge operator's unmerge (Draw::pair_error).
+  torch::Tensor pair_error(const Draw& draw);
 
   // The decoder (decoder.cpp).
   /// `forced` (B×r): teacher forcing, unmerge these tokens. `chosen` (if given) receives the

@@ -1,6 +1,5 @@
-// What one forward pass of a model takes besides its input (PassInputs), who watches it
-// (PassObservers), and what it produces: the draws in the order drawn and every population
-// (ForwardResult).
+// What one forward pass of a model takes besides its input (ForwardHooks) and what it produces:
+// the draws in the order drawn, every population, and the records asked for (ForwardResult).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +28,31 @@ struct Draw {
   torch::Tensor merged;      ///< merge: B×r×C the merged tokens, detached
   torch::Tensor log_prob;    ///< B×r, undefined when the policy learns nothing from the draw
   torch::Tensor entropy;     ///< merge: B, where the policy reports one
+  /// merge, with ForwardHooks::pair_errors and log-probabilities: B×r, mean over channels of
+  /// (unmerge(merged) − (dst, src))², how well each merged pair comes apart again; no gradient
+  torch::Tensor pair_error;
+
+  /// A merge layer's draw of `decision`'s pairs from `population`.
+  static Draw merge(int64_t depth, const torch::Tensor& population, const MergeDecision& decision) {
+    Draw d;
+    d.depth = depth;
+    d.population = population;
+    d.src = decision.src;
+    d.dst = decision.dst;
+    d.log_prob = decision.log_prob;
+    d.entropy = decision.entropy;
+    return d;
+  }
+  /// A decoder layer's draw of `decision`'s splits from `population`.
+  static Draw unmerge(int64_t depth, const torch::Tensor& population, const UnmergeDecision& decision) {
+    Draw d;
+    d.kind = Kind::unmerge;
+    d.depth = depth;
+    d.population = population;
+    d.index = decision.index;
+    d.log_prob = decision.log_prob;
+    return d;
+  }
 };
 
 /// The splits that undo one merge layer (model.unmerge = "mirror"): `forced`, the positions of
@@ -39,34 +63,26 @@ struct MirrorSplit {
   torch::Tensor forced, origin;
 };
 
-/// What a pass is given besides its input.
-struct PassInputs {
+/// What one pass is given besides its input and schedule, and which extra records it keeps.
+/// The pass calls back into training code at one place only, the losses' rewrite of the tokens
+/// entering each layer; everything the estimator and the anytime loss read is in the result.
+struct ForwardHooks {
   /// Batch::tree of the input, when the data has one: the host fills MergeContext::siblings from
   /// it for a policy that needs_truth().
   torch::Tensor tree;
   /// Replay (estimator.replay): one decision per encoder layer whose pairs (src, dst) are merged
   /// instead of a draw; the policy only scores them (its merge_logits()). Empty: the policy draws.
   std::vector<MergeDecision> merges;
-};
-
-/// Where the training code reaches into a pass: the losses' rewrite of the tokens entering each
-/// encoder layer, and callbacks that observe it.
-struct PassObservers {
   /// Rewrites the B×T×C tokens entering encoder layer `depth` (1-based); empty: unchanged.
   std::function<torch::Tensor(const torch::Tensor&, int64_t depth)> layer_entry;
-  /// Called right after each merge layer merged (the draw is the last of ForwardResult::draws),
-  /// within the merge operator's plugin scope: the dense reward measures its pair errors here
-  /// (Estimator::watch in train/estimator/estimator.h), so an operator that draws random
-  /// numbers draws them in the pass's own order.
-  std::function<void(MergeOperator& op, const Draw& draw)> merged;
-  /// Called once the main decode is done, before the output is unlifted: the anytime loss
-  /// (train/objective.h) reconstructs from the intermediate populations here
-  /// (HtmModelImpl::reconstruct_level), its unmerge draws joining ForwardResult::draws.
-  std::function<void(ForwardResult& result)> decoded;
+  /// Measure each merge draw's pair errors (Draw::pair_error) as it merges: the dense reward's
+  /// (estimator.dense). The merge operator unmerges inside its own plugin scope, so an operator
+  /// that draws random numbers draws them in the pass's own order.
+  bool pair_errors = false;
+  /// Reconstruct from every intermediate population as well (ForwardResult::levels), once the
+  /// main decode is done: the anytime loss (train.anytime). Their unmerge draws join the draws.
+  bool levels = false;
 };
-
-/// A pass's inputs and observers together, as the trainer fills them.
-struct ForwardHooks : PassInputs, PassObservers {};
 
 /// Everything one forward pass produces.
 struct ForwardResult {
@@ -79,6 +95,9 @@ struct ForwardResult {
   std::vector<torch::Tensor> decoder_tokens;  ///< [d] leaves the decoder layer mirroring it
   std::vector<MergeDecision> merges;          ///< per encoder layer
   std::vector<MirrorSplit> mirrors;           ///< per encoder layer, with model.unmerge = "mirror"
+  /// With ForwardHooks::levels: [d−1] the output reconstructed from the population after encoder
+  /// layer d, d = 1…D−1 (HtmModelImpl::reconstruct_level); empty for a model without a decoder.
+  std::vector<torch::Tensor> levels;
   /// Teacher-forced pass only: per layer, B×r log-probabilities of the true merged tokens
   /// under the unmerge policy (undefined when it learns nothing).
   std::vector<torch::Tensor> unmerge_log_probs;

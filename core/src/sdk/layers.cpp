@@ -5,7 +5,7 @@
 #include <torch/torch.h>
 
 #include "htm/error.h"
-#include "sdk/fused_linear.h"
+#include "kernels/fused_linear.h"
 
 namespace htm {
 LinearImpl::LinearImpl(int64_t in, int64_t out, bool bias) {

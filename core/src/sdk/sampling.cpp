@@ -12,12 +12,12 @@
 #include "htm/error.h"
 #include "htm/layers.h"
 #include "htm/policy.h"
-#include "sdk/gpu.h"
-#include "sdk/kernels.h"
-#include "sdk/portable.h"
-#include "sdk/row_shard_scope.h"
+#include "kernels/gpu.h"
+#include "kernels/kernels.h"
+#include "kernels/portable.h"
+#include "kernels/row_shard_scope.h"
 #if HTM_NATIVE_KERNELS
-#include "sdk/native/native.h"
+#include "kernels/native/native.h"
 #endif
 
 namespace htm {

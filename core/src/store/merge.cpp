@@ -13,38 +13,11 @@ using store::kSchemaVersion;
 using store::Statement;
 using store::Transaction;
 
-int64_t ResultsStore::merge_from(const std::string& other_path, int64_t* still_running) {
-  std::string refusal = "cannot merge '" + other_path + "' into results database '" + path_ + "': ";
-  std::error_code ec;
-  if (!std::filesystem::exists(other_path, ec)) throw Error(refusal + "no such file");
-  if (std::filesystem::equivalent(path_, other_path, ec)) {
-    throw Error(refusal + "it is the same database");
-  }
+namespace {
 
-  struct Detach {
-    sqlite3* db;
-    bool attached = false;
-    ~Detach() {
-      if (attached) sqlite3_exec(db, "DETACH DATABASE merge_source", nullptr, nullptr, nullptr);
-    }
-  } detach{db_};
-
-  int64_t imported = 0;
-  try {
-    Statement(db_, path_, "ATTACH DATABASE ? AS merge_source").bind_text(1, other_path).run();
-    detach.attached = true;
-    Transaction transaction(db_, path_);  // ends (commit or rollback) before the detach
-    sqlite3_stmt* version = nullptr;
-    sqlite3_prepare_v2(db_, "SELECT value FROM merge_source.meta WHERE key = 'schema_version'", -1, &version, nullptr);
-    const int source_version = version && sqlite3_step(version) == SQLITE_ROW ? sqlite3_column_int(version, 0) : 0;
-    sqlite3_finalize(version);
-    if (source_version != 1 && source_version != kSchemaVersion) {  // version 1's columns are a subset
-      throw Error(refusal + "it is not an htm results database of schema version 1 or " +
-                  std::to_string(kSchemaVersion));
-    }
-    // merge_runs maps each imported run's id there to its new id here; runs already here
-    // (same uuid) are skipped with everything recorded under them.
-    exec(R"sql(
+// merge_runs maps each imported run's id there to its new id here; runs already here (same
+// uuid) are skipped with everything recorded under them, and runs still running there are left.
+constexpr const char* kCopyRuns = R"sql(
       INSERT OR IGNORE INTO main.experiments(name, created_at)
         SELECT name, created_at FROM merge_source.experiments;
       DROP TABLE IF EXISTS temp.merge_runs;
@@ -81,16 +54,51 @@ int64_t ResultsStore::merge_from(const std::string& other_path, int64_t* still_r
         SELECT map.new_id, x.kind, x.path, x.step, x.created_at
         FROM merge_source.artifacts x JOIN temp.merge_runs map ON map.old_id = x.run_id
         ORDER BY x.rowid;
-    )sql");
-    if (source_version >= 2)
-      exec(R"sql(
+    )sql";
+
+// Schema 2 and later: the plugin libraries' paths and hashes of the imported runs.
+constexpr const char* kCopyPluginFiles = R"sql(
         UPDATE main.run_plugins SET
           path = (SELECT x.path FROM merge_source.run_plugins x JOIN temp.merge_runs map ON map.old_id = x.run_id
                   WHERE map.new_id = run_plugins.run_id AND x.kind = run_plugins.kind AND x.name = run_plugins.name),
           sha256 = (SELECT x.sha256 FROM merge_source.run_plugins x JOIN temp.merge_runs map ON map.old_id = x.run_id
                     WHERE map.new_id = run_plugins.run_id AND x.kind = run_plugins.kind AND x.name = run_plugins.name)
         WHERE run_id IN (SELECT new_id FROM temp.merge_runs);
-      )sql");
+      )sql";
+
+}  // namespace
+
+int64_t ResultsStore::merge_from(const std::string& other_path, int64_t* still_running) {
+  std::string refusal = "cannot merge '" + other_path + "' into results database '" + path_ + "': ";
+  std::error_code ec;
+  if (!std::filesystem::exists(other_path, ec)) throw Error(refusal + "no such file");
+  if (std::filesystem::equivalent(path_, other_path, ec)) {
+    throw Error(refusal + "it is the same database");
+  }
+
+  struct Detach {
+    sqlite3* db;
+    bool attached = false;
+    ~Detach() {
+      if (attached) sqlite3_exec(db, "DETACH DATABASE merge_source", nullptr, nullptr, nullptr);
+    }
+  } detach{db_};
+
+  int64_t imported = 0;
+  try {
+    Statement(db_, path_, "ATTACH DATABASE ? AS merge_source").bind_text(1, other_path).run();
+    detach.attached = true;
+    Transaction transaction(db_, path_);  // ends (commit or rollback) before the detach
+    sqlite3_stmt* version = nullptr;
+    sqlite3_prepare_v2(db_, "SELECT value FROM merge_source.meta WHERE key = 'schema_version'", -1, &version, nullptr);
+    const int source_version = version && sqlite3_step(version) == SQLITE_ROW ? sqlite3_column_int(version, 0) : 0;
+    sqlite3_finalize(version);
+    if (source_version != 1 && source_version != kSchemaVersion) {  // version 1's columns are a subset
+      throw Error(refusal + "it is not an htm results database of schema version 1 or " +
+                  std::to_string(kSchemaVersion));
+    }
+    exec(kCopyRuns);
+    if (source_version >= 2) exec(kCopyPluginFiles);
     {
       Statement count(db_, path_, "SELECT count(*) FROM temp.merge_runs");
       count.step();

@@ -6,9 +6,9 @@
 
 #include <torch/torch.h>
 
+#include "board/plugin_scope.h"
 #include "hierarchy/policy_metrics.h"
 #include "hierarchy/tree_scoring.h"
-#include "model/plugin_scope.h"
 #include "train/trainer.h"
 
 namespace htm {

@@ -12,9 +12,9 @@
 #include "htm/error.h"
 #include "htm/merge.h"
 #include "htm/policy.h"
+#include "kernels/kernels.h"
+#include "kernels/precision.h"
 #include "model/vit.h"
-#include "sdk/kernels.h"
-#include "sdk/precision.h"
 
 namespace htm {
 

@@ -2,8 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "board/plugin_scope.h"
 #include "htm/error.h"
-#include "model/plugin_scope.h"
 
 namespace htm {
 
@@ -22,23 +22,9 @@ ForwardHooks loss_hooks(std::vector<WeightedLoss>& losses, int64_t epoch, int64_
   return h;
 }
 
-AnytimeLevels::AnytimeLevels(Model& model, const std::vector<int64_t>& schedule, at::Generator generator)
-    : model_(dynamic_cast<HtmModelImpl*>(&model)), schedule_(schedule), generator_(std::move(generator)) {}
-
-void AnytimeLevels::watch(ForwardHooks& hooks) {
-  if (model_ == nullptr) return;  // a baseline model has no decoder to reconstruct from
-  outputs_.clear();
-  hooks.decoded = [this](ForwardResult& result) {
-    const int64_t levels = static_cast<int64_t>(result.populations.size()) - 1;
-    for (int64_t level = 1; level <= levels; ++level)
-      outputs_.push_back(model_->reconstruct_level(result, level, schedule_, generator_));
-  };
-}
-
 torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const ForwardResult& out, const Batch& batch,
                                  int64_t epoch, int64_t step, bool training, bool teacher_forced,
-                                 std::vector<Metric>* terms, double anytime,
-                                 const std::vector<torch::Tensor>& level_outputs) {
+                                 std::vector<Metric>* terms, double anytime) {
   LossContext ctx;
   ctx.input = batch.input;
   ctx.output = out.output;
@@ -66,14 +52,14 @@ torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const 
     total = total.defined() ? total + term.weight * value : term.weight * value;
   }
   if (!total.defined()) throw Error("no loss has a non-zero weight");
-  if (anytime <= 0 || level_outputs.empty()) return total;  // B
+  if (anytime <= 0 || out.levels.empty()) return total;  // B
   torch::Tensor levels = torch::zeros_like(total);
-  for (const auto& level_output : level_outputs) {
+  for (const auto& level_output : out.levels) {
     ForwardResult level;  // the output alone: token-level terms (sinkhorn, capacity) count once, in L_D
     level.output = level_output;
     levels = levels + training_objective(losses, level, batch, epoch, step, training, false);
   }
-  levels = levels / static_cast<double>(level_outputs.size());
+  levels = levels / static_cast<double>(out.levels.size());
   if (terms != nullptr) terms->push_back({"loss/anytime", levels.mean().item<double>()});
   return total + anytime * levels;  // B
 }

@@ -8,7 +8,7 @@
 #include <torch/torch.h>
 
 #include "htm/error.h"
-#include "sdk/kernels.h"
+#include "kernels/kernels.h"
 
 namespace htm {
 

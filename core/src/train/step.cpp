@@ -7,7 +7,7 @@
 #include "dist/grad_reducer.h"
 #include "htm/error.h"
 #include "htm/sets.h"
-#include "sdk/row_shard_scope.h"
+#include "kernels/row_shard_scope.h"
 
 namespace htm {
 namespace {
@@ -54,99 +54,102 @@ void TrainStep::set_lr(double lr) {
   policy_optimizer_.set_lr(ex_.config.settings.estimator.policy_lr * lr / ex_.config.settings.train.lr);
 }
 
-ForwardResult TrainStep::forward(const Batch& batch, const std::vector<int64_t>& schedule, int64_t epoch, int64_t step,
-                                 bool teacher_forced, const std::vector<MergeDecision>* replayed, PassNotes& notes,
-                                 AnytimeLevels& levels) {
-  ForwardHooks hooks = loss_hooks(ex_.losses, epoch, step, true, generator_);
+StepReport TrainStep::operator()(const StepRequest& request) {
+  StepReport report;
+  const Pass pass = forward(request, report);
+  const torch::Tensor total = objective(request, pass, report);
+  if (phase_ended) phase_ended();
+  backward(total);
+  if (phase_ended) phase_ended();
+  update(request, report);
+  report.loss = pass.share.split ? pass.share.batch_loss : pass.per_sample.mean().item<double>();
+  return report;
+}
+
+ForwardResult TrainStep::model_pass(const Batch& batch, const std::vector<int64_t>& schedule,
+                                    const StepRequest& request, bool teacher_forced,
+                                    const std::vector<MergeDecision>* replayed) {
+  ForwardHooks hooks = loss_hooks(ex_.losses, request.epoch, request.step, true, generator_);
   hooks.tree = batch.tree;
   if (replayed != nullptr) hooks.merges = *replayed;
-  estimator_.watch(hooks, notes);
+  hooks.pair_errors = estimator_.wants_pair_errors();
   if (teacher_forced) return ex_.model->forward_teacher_forced(batch.input, schedule, generator_, &hooks);
-  if (ex_.config.settings.train.anytime > 0) levels.watch(hooks);
+  hooks.levels = ex_.config.settings.train.anytime > 0;
   return ex_.model->forward(batch.input, schedule, generator_, &hooks);
 }
 
-StepReport TrainStep::operator()(const StepRequest& request) {
-  const TrainSettings& train = ex_.config.settings.train;
-  StepReport report;
-  Batch batch = request.batch;
+TrainStep::Pass TrainStep::forward(const StepRequest& request, StepReport& report) {
+  RECORD_FUNCTION("htm::forward", {});
+  Pass pass;
+  pass.batch = request.batch;
   const int64_t K = estimator_.rollouts();
   if (K > 1) {  // K adjacent copies of each input, each drawing its own decisions
-    batch.input = batch.input.repeat_interleave(K, 0);
-    if (batch.labels.defined()) batch.labels = batch.labels.repeat_interleave(K, 0);
-    if (batch.tree.defined()) batch.tree = batch.tree.repeat_interleave(K, 0);
+    pass.batch.input = pass.batch.input.repeat_interleave(K, 0);
+    if (pass.batch.labels.defined()) pass.batch.labels = pass.batch.labels.repeat_interleave(K, 0);
+    if (pass.batch.tree.defined()) pass.batch.tree = pass.batch.tree.repeat_interleave(K, 0);
   }
   const int64_t rows = request.batch.input.size(0);
-  torch::Tensor total, loss;
-  BatchShare share;
-  ForwardResult out;
   {
-    RECORD_FUNCTION("htm::forward", {});
-    PassNotes notes;
-    AnytimeLevels levels(*ex_.model, request.schedule, generator_);
-    torch::Tensor per_sample;
-    {
-      // Data-parallel: random draws are made for the whole batch and this rank keeps its rows.
-      std::optional<RowShardScope> shard;
-      if (comm_ != nullptr) shard.emplace(RowShard{request.first * K, rows * K, request.batch_rows * K});
-      out =
-          forward(batch, request.schedule, request.epoch, request.step, request.teacher_forced, nullptr, notes, levels);
-      try {
-        per_sample =
-            training_objective(ex_.losses, out, batch, request.epoch, request.step, true, request.teacher_forced,
-                               request.log ? &report.terms : nullptr, train.anytime, levels.outputs());
-      } catch (const NonFinite& e) {
-        throw Error("training diverged at step " + std::to_string(request.step + 1) + ": " + e.what());
-      }
-    }  // the forward pass's draws are made; evaluation draws for itself
-    loss = per_sample.mean();
-    if (comm_ != nullptr)  // the whole batch's loss, and whether any rank was asked to stop
-      share = share_of_batch(*comm_, per_sample, rows * K, request.batch_rows * K, request.stop_here,
-                             &report.stop_anywhere);
+    // Data-parallel: random draws are made for the whole batch and this rank keeps its rows.
+    std::optional<RowShardScope> shard;
+    if (comm_ != nullptr) shard.emplace(RowShard{request.first * K, rows * K, request.batch_rows * K});
+    pass.out = model_pass(pass.batch, request.schedule, request, request.teacher_forced);
+    try {
+      pass.per_sample = training_objective(ex_.losses, pass.out, pass.batch, request.epoch, request.step, true,
+                                           request.teacher_forced, request.log ? &report.terms : nullptr,
+                                           ex_.config.settings.train.anytime);
+    } catch (const NonFinite& e) {
+      throw Error("training diverged at step " + std::to_string(request.step + 1) + ": " + e.what());
+    }
+  }                      // the forward pass's draws are made; evaluation draws for itself
+  if (comm_ != nullptr)  // the whole batch's loss, and whether any rank was asked to stop
+    pass.share = share_of_batch(*comm_, pass.per_sample, rows * K, request.batch_rows * K, request.stop_here,
+                                &report.stop_anywhere);
+  return pass;
+}
 
-    // ---- surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p
-    total = estimator_.objective(per_sample, out, notes, share, !request.teacher_forced);
-    if (replay_ && !request.teacher_forced) {  // an earlier step's draw again, weighted by p_now / p_then
-      if (auto past = replay_->draw(ex_.config.settings.estimator.replay, generator_)) {
-        PassNotes replay_notes;  // measured (an operator may draw while it does) but not rewarded
-        AnytimeLevels replay_levels(*ex_.model, past->schedule, generator_);
-        auto rout = forward(past->batch, past->schedule, request.epoch, request.step, false, &past->merges,
-                            replay_notes, replay_levels);
-        auto g = training_objective(ex_.losses, rout, past->batch, request.epoch, request.step, true, false, nullptr,
-                                    train.anytime, replay_levels.outputs());
-        const double rows_ratio = static_cast<double>(g.size(0)) / static_cast<double>(per_sample.size(0));
-        total =
-            total + rows_ratio * estimator_.replayed(g, total_log_prob(rout), merge_log_prob(rout), past->behaviour);
-      }
-      replay_->add(batch, request.schedule, out);
+torch::Tensor TrainStep::objective(const StepRequest& request, const Pass& pass, StepReport& report) {
+  RECORD_FUNCTION("htm::forward", {});
+  // The surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p.
+  torch::Tensor total = estimator_.objective(pass.per_sample, pass.out, pass.share, !request.teacher_forced);
+  if (replay_ && !request.teacher_forced) {  // an earlier step's draw again, weighted by p_now / p_then
+    if (auto past = replay_->draw(ex_.config.settings.estimator.replay, generator_)) {
+      // Its pair errors are measured (an operator may draw while it does) but not rewarded.
+      auto rout = model_pass(past->batch, past->schedule, request, false, &past->merges);
+      auto g = training_objective(ex_.losses, rout, past->batch, request.epoch, request.step, true, false, nullptr,
+                                  ex_.config.settings.train.anytime);
+      const double rows_ratio = static_cast<double>(g.size(0)) / static_cast<double>(pass.per_sample.size(0));
+      total = total + rows_ratio * estimator_.replayed(g, total_log_prob(rout), merge_log_prob(rout), past->behaviour);
     }
-    if (out.leaf_loss.defined()) {  // a probe on detached tokens: outside the policy's reward
-      total = total + share.fraction * out.leaf_loss.mean();
-      if (request.log) report.terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
-    }
-    if (request.log) {
-      for (const auto& [name, value] : estimator_.diagnostics()) report.terms.push_back({name, value.item<double>()});
-      if (comm_ != nullptr) {  // the whole batch's means
-        std::vector<double> values;
-        for (const auto& t : report.terms) values.push_back(t.value * share.fraction);
-        values = comm_->sum(values);
-        for (size_t i = 0; i < report.terms.size(); ++i) report.terms[i].value = values[i];
-      }
+    replay_->add(pass.batch, request.schedule, pass.out);
+  }
+  if (pass.out.leaf_loss.defined()) {  // a probe on detached tokens: outside the policy's reward
+    total = total + pass.share.fraction * pass.out.leaf_loss.mean();
+    if (request.log) report.terms.push_back({"loss/leaf_classifier", pass.out.leaf_loss.mean().item<double>()});
+  }
+  if (request.log) {
+    for (const auto& [name, value] : estimator_.diagnostics()) report.terms.push_back({name, value.item<double>()});
+    if (comm_ != nullptr) {  // the whole batch's means
+      std::vector<double> values;
+      for (const auto& t : report.terms) values.push_back(t.value * pass.share.fraction);
+      values = comm_->sum(values);
+      for (size_t i = 0; i < report.terms.size(); ++i) report.terms[i].value = values[i];
     }
   }
-  if (phase_ended) phase_ended();
+  return total;
+}
 
-  // ---- backward and update (data-parallel: gradients summed over the ranks as they come)
-  {
-    RECORD_FUNCTION("htm::backward", {});
-    optimizer_.zero_grad();
-    policy_optimizer_.zero_grad();
-    if (reducer_)
-      reducer_->backward(total);
-    else
-      total.backward();
-  }
-  if (phase_ended) phase_ended();
+void TrainStep::backward(const torch::Tensor& total) {
+  RECORD_FUNCTION("htm::backward", {});
+  optimizer_.zero_grad();
+  policy_optimizer_.zero_grad();
+  if (reducer_)
+    reducer_->backward(total);
+  else
+    total.backward();
+}
+
+void TrainStep::update(const StepRequest& request, StepReport& report) {
   RECORD_FUNCTION("htm::optimizer", {});
   if (request.log) {  // per-block gradient norms, before clipping: where the signal reaches
     for (const auto& child : ex_.model->named_children()) {
@@ -159,11 +162,10 @@ StepReport TrainStep::operator()(const StepRequest& request) {
       report.terms.push_back({"grad_norm/" + child.key(), norm});
     }
   }
-  if (train.grad_clip > 0) torch::nn::utils::clip_grad_norm_(ex_.model->parameters(), train.grad_clip);
+  const double clip = ex_.config.settings.train.grad_clip;
+  if (clip > 0) torch::nn::utils::clip_grad_norm_(ex_.model->parameters(), clip);
   optimizer_.step();
   policy_optimizer_.step();
-  report.loss = share.split ? share.batch_loss : loss.item<double>();
-  return report;
 }
 
 }  // namespace htm

@@ -1,8 +1,8 @@
-// One training step, the same for the trainer and `htm bench`: repeat each input for the
-// estimator's rollouts → forward (with the losses' hooks, the estimator's pair errors and the
-// anytime reconstructions) → the losses → the estimator's surrogate (+ replay) → the leaf
-// classifier's probe → backward → clip → update, and a small report. A data-parallel process's
-// row shard and share of the batch are handled here, once.
+// One training step, the same for the trainer and `htm bench`, in four calls: forward (each
+// input repeated for the estimator's rollouts, the model's pass, the losses) → objective (the
+// estimator's surrogate for the draws, replay, the leaf classifier's probe) → backward → update
+// (gradient norms, clip, the optimisers), and a small report. A data-parallel process's row
+// shard and share of the batch are handled here, once.
 #pragma once
 
 #include <functional>
@@ -70,10 +70,28 @@ class TrainStep {
   GradientReducer* reducer() { return reducer_.get(); }
 
  private:
-  /// A training pass: the losses' hooks, the estimator's watch, the anytime reconstructions.
-  ForwardResult forward(const Batch& batch, const std::vector<int64_t>& schedule, int64_t epoch, int64_t step,
-                        bool teacher_forced, const std::vector<MergeDecision>* replayed, PassNotes& notes,
-                        AnytimeLevels& levels);
+  /// What the forward half of a step leaves for the backward half.
+  struct Pass {
+    Batch batch;               ///< the request's rows, each repeated estimator.rollouts times
+    ForwardResult out;         ///< the model's pass over them
+    torch::Tensor per_sample;  ///< each row's loss (the experiment's weighted losses)
+    BatchShare share;          ///< data-parallel: this rank's part of the whole batch
+  };
+  /// Rollouts → the model's pass (a data-parallel rank keeps its row shard of the draws) → the
+  /// losses, whose terms go to the report.
+  Pass forward(const StepRequest& request, StepReport& report);
+  /// The objective whose gradient trains model and policy: the estimator's surrogate for the
+  /// pass's draws (paper eq. 4), an earlier draw replayed, the leaf probe; the policy's
+  /// diagnostics go to the report.
+  torch::Tensor objective(const StepRequest& request, const Pass& pass, StepReport& report);
+  /// Gradients of `total`, summed over the ranks as they come (data-parallel).
+  void backward(const torch::Tensor& total);
+  /// Per-block gradient norms (logged steps), clipping, and both optimisers' steps.
+  void update(const StepRequest& request, StepReport& report);
+  /// One pass of the model over `batch`: the losses' layer rewrite, the estimator's pair errors
+  /// and the anytime levels asked for; `replayed`: an earlier draw's merges to score again.
+  ForwardResult model_pass(const Batch& batch, const std::vector<int64_t>& schedule, const StepRequest& request,
+                           bool teacher_forced, const std::vector<MergeDecision>* replayed = nullptr);
 
   Experiment& ex_;
   at::Generator generator_;

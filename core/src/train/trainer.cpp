@@ -11,10 +11,10 @@
 
 #include <torch/torch.h>
 
+#include "board/plugin_scope.h"
+#include "board/run_board.h"
 #include "dist/communicator.h"
 #include "htm/error.h"
-#include "model/plugin_scope.h"
-#include "model/run_board.h"
 #include "train/baselines.h"
 #include "train/estimator/estimator.h"
 #include "train/optimizer.h"
@@ -73,50 +73,82 @@ void Trainer::progress(int64_t epoch, int64_t step, int64_t total_steps, double 
   std::fflush(stderr);
 }
 
+// Where the loop stands, besides the checkpointed LoopState: the run's sizes, the data order's
+// random stream, the one training step (the optimisers, the estimator, replay), the clocks.
+struct Trainer::Loop {
+  int64_t n_train = 0, batch_size = 0, steps_per_epoch = 0, total_steps = 0, layers = 0;
+  int64_t teacher_forced_steps = 0;  // §3.2.2's pre-training stage, if a loss asks for one
+  at::Generator data_gen;
+  std::unique_ptr<TrainStep> step;  // shared with `htm bench`
+  LoopState state;
+  bool stop_agreed = false;  // data-parallel: every rank stops at the same step
+  Clock::time_point t0, last_checkpoint, last_heartbeat;
+  double seconds_before = 0;  // training time before this process took over (a resumed run)
+  double seconds() const { return seconds_before + seconds_since(t0); }
+};
+
 TrainSummary Trainer::run() {
+  Loop loop = plan();
+  TrainSummary summary;
+  summary.reference = start(loop);
+  try {  // a malformed database stops the run at a checkpoint, and nothing more is written to it
+    while (next_batch(loop)) {
+      const bool epoch_end = train_batch(loop);
+      after_batch(loop, epoch_end);
+    }
+  } catch (const DatabaseCorrupt&) {
+    store_broken_ = true;
+    if (ex_.config.settings.train.checkpoint) checkpoint(loop);
+    throw;
+  }
+  const int64_t step = loop.state.step;
+  log_policy_spread(step, ex_.config.settings.train.epochs - 1);
+  save_pictures(step, "final");
+  summary.test_mse = loop.state.test_mse;
+  summary.accuracy = loop.state.accuracy;
+  summary.steps = step;
+  summary.seconds = loop.seconds();
+  summary.images_per_s = loop.state.images / std::max(1e-9, summary.seconds);
+  return summary;
+}
+
+Trainer::Loop Trainer::plan() {
   const TrainSettings& train = ex_.config.settings.train;
-  const RuntimeSettings& runtime = ex_.config.settings.runtime;
-  Dataset& data = *ex_.dataset;
   if (primary()) std::filesystem::create_directories(artifact_dir_);
-
-  const int64_t n_train = samples_limit(train.train_samples, data.size(Split::train));
-  const int64_t batch_size = train.batch_size;
-  const int64_t epochs = train.epochs;
-  const int64_t steps_per_epoch = (n_train + batch_size - 1) / batch_size;
-  const int64_t total_steps = samples_limit(train.max_steps, epochs * steps_per_epoch);
-  const int64_t log_every = std::max<int64_t>(1, train.log_every);
-  const int64_t eval_every = train.eval_every;
-  const int64_t layers = static_cast<int64_t>(ex_.schedule.size());
-  double lr = train.lr;
-
-  auto data_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 1);
+  Loop loop;
+  loop.n_train = samples_limit(train.train_samples, ex_.dataset->size(Split::train));
+  loop.batch_size = train.batch_size;
+  loop.steps_per_epoch = (loop.n_train + loop.batch_size - 1) / loop.batch_size;
+  loop.total_steps = samples_limit(train.max_steps, train.epochs * loop.steps_per_epoch);
+  loop.layers = static_cast<int64_t>(ex_.schedule.size());
+  loop.data_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 1);
   Communicator* comm = options_.comm;
   if (comm != nullptr) {  // every rank needs at least one row of every batch
-    const int64_t smallest = n_train % batch_size != 0 ? n_train % batch_size : batch_size;  // the last batch
+    const int64_t remainder = loop.n_train % loop.batch_size;
+    const int64_t smallest = remainder != 0 ? remainder : loop.batch_size;  // the last batch
     if (smallest < comm->world())
       throw Error("data-parallel training over " + std::to_string(comm->world()) +
                   " processes needs at least one sample "
                   "per process in every batch; the smallest batch of this run has " +
-                  std::to_string(smallest) + " (train.batch_size " + std::to_string(batch_size) +
-                  ", train.train_samples " + std::to_string(n_train) + ")");
+                  std::to_string(smallest) + " (train.batch_size " + std::to_string(loop.batch_size) +
+                  ", train.train_samples " + std::to_string(loop.n_train) + ")");
   }
-  // The optimisers, the estimator and the replay buffer: one step, shared with `htm bench`.
-  TrainStep train_step(ex_, generator_, comm);
-  FusedAdamW& optimizer = train_step.optimizer();
-  FusedAdamW& policy_optimizer = train_step.policy_optimizer();
-  Estimator& estimator = train_step.estimator();
-  bool stop_agreed = false;  // data-parallel: every rank stops at the same step
+  loop.step = std::make_unique<TrainStep>(ex_, generator_, comm);
+  return loop;
+}
 
-  TrainSummary summary;
-  summary.reference = baseline_scores(data, *ex_.model, n_train, eval_samples_, ex_.latent_floats);
-  const BaselineScores& reference = summary.reference;
-  LoopState state;
-  if (options_.resume && load_checkpoint(state, optimizer, policy_optimizer, estimator, data_gen)) {
+BaselineScores Trainer::start(Loop& loop) {
+  const BaselineScores reference =
+      baseline_scores(*ex_.dataset, *ex_.model, loop.n_train, eval_samples_, ex_.latent_floats);
+  LoopState& state = loop.state;
+  TrainStep& step = *loop.step;
+  if (options_.resume &&
+      load_checkpoint(state, step.optimizer(), step.policy_optimizer(), step.estimator(), loop.data_gen)) {
     store_.truncate_after(run_id_, state.step);  // what was logged after the checkpoint comes again
     resumed_from_ = state.step;
     if (options_.verbosity > 0)
       std::fprintf(stderr, "[%s] resumed from its checkpoint at step %lld of %lld\n", label_.c_str(),
-                   static_cast<long long>(state.step), static_cast<long long>(total_steps));
+                   static_cast<long long>(state.step), static_cast<long long>(loop.total_steps));
   } else {
     if (options_.resume) store_.truncate_after(run_id_, -1);  // nothing to continue: start over
     std::vector<Metric> first = {{"baseline_mse", reference.mean_mse},
@@ -130,153 +162,156 @@ TrainSummary Trainer::run() {
       first.push_back({"baseline/linear_accuracy", reference.linear_accuracy});
     store_.log_metrics(run_id_, 0, 0, "test", first);
   }
-  if (comm != nullptr) {  // rank 0's weights everywhere (the same seed built the same ones; now it is certain)
+  if (options_.comm != nullptr) {  // rank 0's weights everywhere (the same seed built the same ones; now it is certain)
     torch::NoGradGuard no_grad;
     for (auto& p : ex_.model->parameters()) {
       auto value = p.detach();
-      comm->broadcast(value);
+      options_.comm->broadcast(value);
     }
   }
   if (options_.verbosity > 0)
     std::fprintf(stderr, "[%s] model: %lld parameters, %lld of them trained by this objective\n", label_.c_str(),
                  static_cast<long long>(ex_.parameters), static_cast<long long>(ex_.participating));
-  int64_t teacher_forced_steps = 0;  // §3.2.2's pre-training stage, if a loss asks for one
   for (const auto& term : ex_.losses)
-    if (term.weight != 0) teacher_forced_steps = std::max(teacher_forced_steps, term.loss->teacher_forced_steps());
-
-  auto log_eval = [&](int64_t step, int64_t epoch) {
-    Eval e = evaluate();
-    std::vector<Metric> m = e.metrics;
-    if (!std::isnan(e.mse)) m.push_back({"mse", e.mse});
-    if (!std::isnan(e.accuracy)) m.push_back({"accuracy", e.accuracy});
-    store_.log_metrics(run_id_, step, epoch, "test", m);
-    if (options_.verbosity >= 2) {
-      std::string scores;
-      for (const auto& metric : m)
-        if (metric.name == "mse" || metric.name == "accuracy" || metric.name == "cluster_f1" ||
-            metric.name == "sibling_f1")
-          scores += (scores.empty() ? "" : ", ") + metric.name + " " + std::to_string(metric.value);
-      std::fprintf(stderr, "\n[%s] evaluation at step %lld: %s\n", label_.c_str(), static_cast<long long>(step),
-                   scores.c_str());
-    }
-    state.test_mse = e.mse;
-    state.accuracy = e.accuracy;
-  };
-
+    if (term.weight != 0)
+      loop.teacher_forced_steps = std::max(loop.teacher_forced_steps, term.loss->teacher_forced_steps());
   ex_.model->train();
-  const auto t0 = Clock::now();
-  auto last_checkpoint = t0, last_heartbeat = t0;
-  const double seconds_before = state.seconds;
-  auto checkpoint = [&] {
-    state.seconds = seconds_before + seconds_since(t0);
-    save_checkpoint(state, optimizer, policy_optimizer, estimator, data_gen);
-    last_checkpoint = Clock::now();
-  };
-  int64_t& step = state.step;
-  try {  // a malformed database stops the run at a checkpoint, and nothing more is written to it
-    for (; state.epoch < epochs && step < total_steps; ++state.epoch, state.batch = 0) {
-      const int64_t epoch = state.epoch;
-      if (state.batch == 0) {  // ---- epoch set-up
-        state.order = torch::randperm(data.size(Split::train), data_gen).narrow(0, 0, n_train);
-        state.epoch_loss = 0;
-        state.epoch_batches = 0;
-      }
-      for (; state.batch < steps_per_epoch && step < total_steps;) {
-        const int64_t b = state.batch;
-        if (comm != nullptr ? stop_agreed : interrupt_requested()) {  // between two steps: the state is whole, keep it
-          if (train.checkpoint && step > resumed_from_) checkpoint();
-          throw Interrupted();
-        }
-        const auto step_t0 = Clock::now();
-        board_step(step + 1, total_steps);  // what a supervisor names if this process dies in the step
-        // ---- learning rate and ρ for this step
-        lr = lr_at(train, step, epoch, total_steps);
-        train_step.set_lr(lr);
-        const double rho = rho_for(train, step, epoch, total_steps);
-        // ---- the step, at a sampled depth of the stochastic merging schedule
-        // (a teacher-forced stage trains every layer at once, so it uses the full schedule)
-        StepRequest request;
-        request.teacher_forced = step < teacher_forced_steps;
-        const int64_t depth = layers == 0 ? 0
-                              : request.teacher_forced || !train.stochastic_depth
-                                  ? layers
-                                  : sample_depth(rho, layers, generator_);
-        request.schedule.assign(ex_.schedule.begin(), ex_.schedule.begin() + depth);
-        const int64_t B = std::min(batch_size, n_train - b * batch_size);  // the whole batch's inputs
-        auto indices = state.order.narrow(0, b * batch_size, B);
-        const auto [first, rows] =
-            comm != nullptr ? rows_of_rank(B, comm->rank(), comm->world()) : std::pair<int64_t, int64_t>{0, B};
-        {
-          PluginScope scope(PluginKind::dataset, &data);
-          request.batch = on_device(data.get(Split::train, indices.narrow(0, first, rows)), ex_.device);
-        }
-        request.first = first;
-        request.batch_rows = B;
-        request.epoch = epoch;
-        request.step = step;
-        request.log = (step + 1) % log_every == 0 || step + 1 == total_steps;
-        request.stop_here = comm != nullptr && interrupt_requested();
-        StepReport report = train_step(request);
-        if (comm != nullptr) stop_agreed = report.stop_anywhere;
-        std::vector<Metric>& terms = report.terms;
-        const bool log_now = request.log;
+  loop.t0 = loop.last_checkpoint = loop.last_heartbeat = Clock::now();
+  loop.seconds_before = state.seconds;
+  return reference;
+}
 
-        // ---- bookkeeping
-        ++step;
-        ++state.batch;
-        state.images += B;
-        const double loss_value = report.loss;
-        if (!std::isfinite(loss_value))
-          throw Error("training diverged at step " + std::to_string(step) + ": the loss is " +
-                      std::to_string(loss_value));
-        state.epoch_loss += loss_value;
-        ++state.epoch_batches;
-        state.running_loss = step == 1 ? loss_value : 0.9 * state.running_loss + 0.1 * loss_value;
-        const double step_ips = B / std::max(1e-9, seconds_since(step_t0));
-        state.images_per_s = step == 1 ? step_ips : 0.9 * state.images_per_s + 0.1 * step_ips;
-        if (log_now) {
-          terms.push_back({"loss", loss_value});
-          terms.push_back({"rho", rho});
-          terms.push_back({"depth", static_cast<double>(depth)});
-          terms.push_back({"images_per_s", state.images_per_s});
-          terms.push_back({"lr", lr});
-          store_.log_metrics(run_id_, step, epoch, "train", terms);
-          progress(epoch, step, total_steps, state.running_loss, rho, depth, state.images_per_s,
-                   seconds_before + seconds_since(t0), step == total_steps);
-        }
-        const bool epoch_end = state.batch == steps_per_epoch || step == total_steps;
-        const bool eval_now = eval_every > 0 && step % eval_every == 0 && step != total_steps;
-        if (eval_now) log_eval(step, epoch);
-        if (epoch_end) {  // ---- evaluation at the full schedule
-          store_.log_metrics(run_id_, step, epoch, "train",
-                             {{"epoch_loss", state.epoch_loss / std::max<int64_t>(1, state.epoch_batches)}});
-          if (!eval_now) log_eval(step, epoch);
-        }
-        // ---- checkpoint: at each epoch's end and at the runtime's interval
-        const bool interval =
-            (runtime.checkpoint_every > 0 && step % runtime.checkpoint_every == 0) ||
-            (runtime.checkpoint_minutes > 0 && seconds_since(last_checkpoint) >= 60 * runtime.checkpoint_minutes);
-        if (train.checkpoint && (epoch_end || interval)) checkpoint();
-        if (seconds_since(last_heartbeat) >= 10) {  // the claim on this run stays ours
-          store_.heartbeat(run_id_);
-          last_heartbeat = Clock::now();
-        }
-        if (options_.after_step) options_.after_step(step);
-      }
-    }
-  } catch (const DatabaseCorrupt&) {
-    store_broken_ = true;
-    if (train.checkpoint) checkpoint();
-    throw;
+bool Trainer::next_batch(Loop& loop) {
+  LoopState& state = loop.state;
+  if (state.step >= loop.total_steps) return false;
+  if (state.batch == loop.steps_per_epoch) {  // the epoch is done
+    ++state.epoch;
+    state.batch = 0;
   }
-  log_policy_spread(step, epochs - 1);
-  save_pictures(step, "final");
-  summary.test_mse = state.test_mse;
-  summary.accuracy = state.accuracy;
-  summary.steps = step;
-  summary.seconds = seconds_before + seconds_since(t0);
-  summary.images_per_s = state.images / std::max(1e-9, summary.seconds);
-  return summary;
+  if (state.epoch >= ex_.config.settings.train.epochs) return false;
+  if (state.batch == 0) {  // ---- epoch set-up
+    state.order = torch::randperm(ex_.dataset->size(Split::train), loop.data_gen).narrow(0, 0, loop.n_train);
+    state.epoch_loss = 0;
+    state.epoch_batches = 0;
+  }
+  return true;
+}
+
+bool Trainer::train_batch(Loop& loop) {
+  const TrainSettings& train = ex_.config.settings.train;
+  Communicator* comm = options_.comm;
+  LoopState& state = loop.state;
+  int64_t& step = state.step;
+  const int64_t epoch = state.epoch, b = state.batch;
+  if (comm != nullptr ? loop.stop_agreed : interrupt_requested()) {  // between two steps: the state is whole, keep it
+    if (train.checkpoint && step > resumed_from_) checkpoint(loop);
+    throw Interrupted();
+  }
+  const auto step_t0 = Clock::now();
+  board_step(step + 1, loop.total_steps);  // what a supervisor names if this process dies in the step
+  // ---- learning rate and ρ for this step
+  const double lr = lr_at(train, step, epoch, loop.total_steps);
+  loop.step->set_lr(lr);
+  const double rho = rho_for(train, step, epoch, loop.total_steps);
+  // ---- the step, at a sampled depth of the stochastic merging schedule
+  // (a teacher-forced stage trains every layer at once, so it uses the full schedule)
+  StepRequest request;
+  request.teacher_forced = step < loop.teacher_forced_steps;
+  const int64_t depth = loop.layers == 0 ? 0
+                        : request.teacher_forced || !train.stochastic_depth
+                            ? loop.layers
+                            : sample_depth(rho, loop.layers, generator_);
+  request.schedule.assign(ex_.schedule.begin(), ex_.schedule.begin() + depth);
+  const int64_t B = std::min(loop.batch_size, loop.n_train - b * loop.batch_size);  // the whole batch's inputs
+  auto indices = state.order.narrow(0, b * loop.batch_size, B);
+  const auto [first, rows] =
+      comm != nullptr ? rows_of_rank(B, comm->rank(), comm->world()) : std::pair<int64_t, int64_t>{0, B};
+  {
+    PluginScope scope(PluginKind::dataset, ex_.dataset.get());
+    request.batch = on_device(ex_.dataset->get(Split::train, indices.narrow(0, first, rows)), ex_.device);
+  }
+  request.first = first;
+  request.batch_rows = B;
+  request.epoch = epoch;
+  request.step = step;
+  request.log = (step + 1) % std::max<int64_t>(1, train.log_every) == 0 || step + 1 == loop.total_steps;
+  request.stop_here = comm != nullptr && interrupt_requested();
+  StepReport report = (*loop.step)(request);
+  if (comm != nullptr) loop.stop_agreed = report.stop_anywhere;
+
+  // ---- bookkeeping
+  ++step;
+  ++state.batch;
+  state.images += B;
+  const double loss_value = report.loss;
+  if (!std::isfinite(loss_value))
+    throw Error("training diverged at step " + std::to_string(step) + ": the loss is " + std::to_string(loss_value));
+  state.epoch_loss += loss_value;
+  ++state.epoch_batches;
+  state.running_loss = step == 1 ? loss_value : 0.9 * state.running_loss + 0.1 * loss_value;
+  const double step_ips = B / std::max(1e-9, seconds_since(step_t0));
+  state.images_per_s = step == 1 ? step_ips : 0.9 * state.images_per_s + 0.1 * step_ips;
+  if (request.log) {
+    std::vector<Metric>& terms = report.terms;
+    terms.push_back({"loss", loss_value});
+    terms.push_back({"rho", rho});
+    terms.push_back({"depth", static_cast<double>(depth)});
+    terms.push_back({"images_per_s", state.images_per_s});
+    terms.push_back({"lr", lr});
+    store_.log_metrics(run_id_, step, epoch, "train", terms);
+    progress(epoch, step, loop.total_steps, state.running_loss, rho, depth, state.images_per_s, loop.seconds(),
+             step == loop.total_steps);
+  }
+  return state.batch == loop.steps_per_epoch || step == loop.total_steps;
+}
+
+void Trainer::after_batch(Loop& loop, bool epoch_end) {
+  const TrainSettings& train = ex_.config.settings.train;
+  const RuntimeSettings& runtime = ex_.config.settings.runtime;
+  const int64_t step = loop.state.step, epoch = loop.state.epoch;
+  const bool eval_now = train.eval_every > 0 && step % train.eval_every == 0 && step != loop.total_steps;
+  if (eval_now) log_eval(loop, step, epoch);
+  if (epoch_end) {  // ---- evaluation at the full schedule
+    store_.log_metrics(run_id_, step, epoch, "train",
+                       {{"epoch_loss", loop.state.epoch_loss / std::max<int64_t>(1, loop.state.epoch_batches)}});
+    if (!eval_now) log_eval(loop, step, epoch);
+  }
+  // ---- checkpoint: at each epoch's end and at the runtime's interval
+  const bool interval =
+      (runtime.checkpoint_every > 0 && step % runtime.checkpoint_every == 0) ||
+      (runtime.checkpoint_minutes > 0 && seconds_since(loop.last_checkpoint) >= 60 * runtime.checkpoint_minutes);
+  if (train.checkpoint && (epoch_end || interval)) checkpoint(loop);
+  if (seconds_since(loop.last_heartbeat) >= 10) {  // the claim on this run stays ours
+    store_.heartbeat(run_id_);
+    loop.last_heartbeat = Clock::now();
+  }
+  if (options_.after_step) options_.after_step(step);
+}
+
+void Trainer::log_eval(Loop& loop, int64_t step, int64_t epoch) {
+  Eval e = evaluate();
+  std::vector<Metric> m = e.metrics;
+  if (!std::isnan(e.mse)) m.push_back({"mse", e.mse});
+  if (!std::isnan(e.accuracy)) m.push_back({"accuracy", e.accuracy});
+  store_.log_metrics(run_id_, step, epoch, "test", m);
+  if (options_.verbosity >= 2) {
+    std::string scores;
+    for (const auto& metric : m)
+      if (metric.name == "mse" || metric.name == "accuracy" || metric.name == "cluster_f1" ||
+          metric.name == "sibling_f1")
+        scores += (scores.empty() ? "" : ", ") + metric.name + " " + std::to_string(metric.value);
+    std::fprintf(stderr, "\n[%s] evaluation at step %lld: %s\n", label_.c_str(), static_cast<long long>(step),
+                 scores.c_str());
+  }
+  loop.state.test_mse = e.mse;
+  loop.state.accuracy = e.accuracy;
+}
+
+void Trainer::checkpoint(Loop& loop) {
+  loop.state.seconds = loop.seconds();
+  TrainStep& step = *loop.step;
+  save_checkpoint(loop.state, step.optimizer(), step.policy_optimizer(), step.estimator(), loop.data_gen);
+  loop.last_checkpoint = Clock::now();
 }
 
 }  // namespace htm

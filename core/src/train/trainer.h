@@ -83,6 +83,23 @@ class Trainer {
   int64_t resumed_from() const { return resumed_from_; }
 
  private:
+  // The loop, in the order run() calls them (trainer.cpp).
+  struct Loop;
+  /// The run's sizes, the data order's stream and the training step.
+  Loop plan();
+  /// The references logged (or the checkpoint resumed), rank 0's weights on every rank, the
+  /// clocks started; returns the references.
+  BaselineScores start(Loop& loop);
+  /// The next batch, a new epoch's order when the last epoch ended; false when training is done.
+  bool next_batch(Loop& loop);
+  /// One step on the batch (stopping first, between two steps, when asked to), its bookkeeping
+  /// and its metrics; whether it ended an epoch.
+  bool train_batch(Loop& loop);
+  /// Evaluation when due, the checkpoint, the heartbeat on the run's claim.
+  void after_batch(Loop& loop, bool epoch_end);
+  void log_eval(Loop& loop, int64_t step, int64_t epoch);
+  void checkpoint(Loop& loop);
+
   struct Eval {
     double mse = 0;
     double accuracy = 0;          ///< NaN unless the model classifies

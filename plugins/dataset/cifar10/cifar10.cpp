@@ -1,10 +1,11 @@
 // CIFAR-10 from its binary version (data_batch_{1..5}.bin, test_batch.bin: records of one
 // label byte and 3072 pixel bytes, channel-major 3×32×32), the paper's dataset (Table 3).
 #include <fstream>
+#include <utility>
 
 #include <torch/torch.h>
 
-#include "htm/dataset.h"
+#include "htm/byte_images.h"
 #include "htm/error.h"
 
 namespace {
@@ -28,10 +29,7 @@ htm::Manifest manifest() {
 
 constexpr int64_t kRecord = 1 + 3 * 32 * 32;
 
-struct Part {
-  torch::Tensor images;  // N×3×32×32 uint8
-  torch::Tensor labels;  // N int64
-};
+using Part = htm::ByteImageDataset::Part;  // N×3×32×32
 
 Part read_files(const std::string& root, const std::vector<std::string>& files) {
   std::vector<char> bytes;
@@ -60,28 +58,14 @@ Part read_files(const std::string& root, const std::vector<std::string>& files) 
   return part;
 }
 
-class Cifar10 : public htm::Dataset {
+class Cifar10 : public htm::ByteImageDataset {
  public:
-  Cifar10(const htm::Params& params, const htm::BuildContext&) {
+  Cifar10(const htm::Params& params, const htm::BuildContext&) : ByteImageDataset(10) {
     const std::string root = params.text("root");
     if (root.empty()) throw htm::Error("cifar10: set dataset.root to the folder of CIFAR-10's binary version");
-    train_ = read_files(root, params.texts("train_files"));
-    test_ = read_files(root, params.texts("test_files"));
+    Part train = read_files(root, params.texts("train_files"));  // the training files first: their errors first
+    hold(std::move(train), read_files(root, params.texts("test_files")));
   }
-
-  std::vector<int64_t> sample_shape() const override { return {3, 32, 32}; }
-  int64_t num_classes() const override { return 10; }
-  int64_t size(htm::Split split) const override { return part(split).images.size(0); }
-
-  htm::Batch get(htm::Split split, const at::Tensor& indices) const override {
-    const Part& p = part(split);
-    auto x = p.images.index_select(0, indices).to(torch::kFloat).div_(127.5).sub_(1.0);
-    return {x, p.labels.index_select(0, indices)};
-  }
-
- private:
-  const Part& part(htm::Split split) const { return split == htm::Split::train ? train_ : test_; }
-  Part train_, test_;
 };
 
 }  // namespace

@@ -1,10 +1,11 @@
 // Fashion-MNIST from Debian's dataset-fashion-mnist package (IDX files, gzip-compressed), or
 // from the folder the environment variable HTM_FASHION_MNIST names (a machine without the package).
 #include <cstdlib>
+#include <utility>
 
 #include <torch/torch.h>
 
-#include "htm/dataset.h"
+#include "htm/byte_images.h"
 #include "htm/error.h"
 #include "idx.h"
 
@@ -42,10 +43,7 @@ std::string locate(const std::string& root, const std::string& stem) {
                    ".gz' (install the dataset-fashion-mnist package, or set dataset.root or HTM_FASHION_MNIST)");
 }
 
-struct Part {
-  torch::Tensor images;  // N×1×28×28 uint8
-  torch::Tensor labels;  // N int64
-};
+using Part = htm::ByteImageDataset::Part;  // N×1×28×28
 
 Part read_part(const std::string& root, const std::string& prefix) {
   auto images = idx::read(locate(root, prefix + "-images-idx3-ubyte"));
@@ -59,27 +57,13 @@ Part read_part(const std::string& root, const std::string& prefix) {
   return part;
 }
 
-class FashionMnist : public htm::Dataset {
+class FashionMnist : public htm::ByteImageDataset {
  public:
-  FashionMnist(const htm::Params& params, const htm::BuildContext&) {
+  FashionMnist(const htm::Params& params, const htm::BuildContext&) : ByteImageDataset(10) {
     const std::string root = folder(params.text("root"));
-    train_ = read_part(root, "train");
-    test_ = read_part(root, "t10k");
+    Part train = read_part(root, "train");  // the training files first: their errors first
+    hold(std::move(train), read_part(root, "t10k"));
   }
-
-  std::vector<int64_t> sample_shape() const override { return {1, train_.images.size(2), train_.images.size(3)}; }
-  int64_t num_classes() const override { return 10; }
-  int64_t size(htm::Split split) const override { return part(split).images.size(0); }
-
-  htm::Batch get(htm::Split split, const at::Tensor& indices) const override {
-    const Part& p = part(split);
-    auto x = p.images.index_select(0, indices).to(torch::kFloat).div_(127.5).sub_(1.0);
-    return {x, p.labels.index_select(0, indices)};
-  }
-
- private:
-  const Part& part(htm::Split split) const { return split == htm::Split::train ? train_ : test_; }
-  Part train_, test_;
 };
 
 }  // namespace

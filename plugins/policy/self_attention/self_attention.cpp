@@ -2,10 +2,7 @@
 // active token population ⇒ self attention): the learned policy's bilinear pair scores, computed
 // from tokens that first attend to the whole population still being merged.
 
-#include <torch/torch.h>
-
-#include "htm/layers.h"
-#include "htm/policy.h"
+#include "htm/bilinear_policy.h"
 
 namespace {
 
@@ -26,12 +23,9 @@ htm::Manifest manifest() {
         "hidden width of the unmerge scoring MLP; 0 = the model's width"}}};
 }
 
-class SelfAttentionPolicy : public htm::Policy {
+class SelfAttentionPolicy : public htm::BilinearPolicy {
  public:
-  SelfAttentionPolicy(const htm::Params& params, const htm::BuildContext& ctx)
-      : dim_(ctx.dim), heads_(params.integer("heads") > 0 ? params.integer("heads") : ctx.heads) {
-    if (dim_ % heads_ != 0)
-      throw htm::Error("heads (" + std::to_string(heads_) + ") must divide model.dim (" + std::to_string(dim_) + ")");
+  SelfAttentionPolicy(const htm::Params& params, const htm::BuildContext& ctx) : BilinearPolicy(params, ctx) {
     const int64_t blocks = params.integer("blocks"), ratio = params.integer("mlp_ratio");
     if (blocks < 1 || blocks > 16) throw htm::Error("blocks must be in 1..16, not " + std::to_string(blocks));
     if (ratio < 1) throw htm::Error("mlp_ratio must be at least 1, not " + std::to_string(ratio));
@@ -41,45 +35,24 @@ class SelfAttentionPolicy : public htm::Policy {
       attention_.push_back(register_module("attention" + std::to_string(b), htm::Attention(dim_, heads_, 0.0)));
       mlps_.push_back(register_module("mlp" + std::to_string(b), htm::ResidualMlp(dim_, ratio, 0.0)));
     }
-    norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_})));
-    query_ = register_module("query", htm::Linear(dim_, dim_));
-    key_ = register_module("key", htm::Linear(dim_, dim_));
-    head_weight_ = register_parameter("head_weight", torch::full({heads_}, 1.0 / heads_));
-    const int64_t hidden = params.integer("score_hidden") > 0 ? params.integer("score_hidden") : dim_;
-    unmerge_ = register_module("unmerge", htm::UnmergeScorer(dim_, hidden));
+    add_scorers(params);
   }
-
-  htm::MergeDecision choose_merges(const htm::MergeContext& ctx) override {
-    auto logits = logits_of(ctx.tokens);
-    auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator, ctx.logit_bound);
-    return {src, dst, htm::pair_log_prob(logits, src, dst, ctx.log_prob_form, ctx.logit_bound),
-            htm::pair_entropy(logits, ctx.logit_bound)};
-  }
-
-  htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override { return unmerge_->choose(ctx); }
-
-  torch::Tensor merge_logits(const htm::MergeContext& ctx) override { return logits_of(ctx.tokens); }
 
  private:
   // Pre-norm blocks over the detached tokens (each token sees every other one still active),
-  // then the learned policy's bilinear pair scores.
-  torch::Tensor logits_of(const torch::Tensor& tokens) {
-    auto x = tokens.detach();
+  // before the learned policy's bilinear pair scores.
+  torch::Tensor view(const torch::Tensor& detached) override {
+    auto x = detached;
     for (size_t b = 0; b < attention_.size(); ++b) {
       auto h = norms_[b]->forward(x);
       x = mlps_[b]->forward(x + attention_[b]->forward(h, h));
     }
-    return htm::bilinear_pair_logits(norm_->forward(x), query_, key_, head_weight_);
+    return x;
   }
 
-  int64_t dim_, heads_;
   std::vector<torch::nn::LayerNorm> norms_;
   std::vector<htm::Attention> attention_;
   std::vector<htm::ResidualMlp> mlps_;
-  torch::nn::LayerNorm norm_{nullptr};
-  htm::Linear query_{nullptr}, key_{nullptr};
-  torch::Tensor head_weight_;
-  htm::UnmergeScorer unmerge_{nullptr};
 };
 
 }  // namespace

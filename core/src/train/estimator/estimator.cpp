@@ -12,22 +12,6 @@ Estimator::Estimator(const EstimatorSettings& settings, ValueHeads values)
   if (!problems.empty()) throw Error(problems.front().message);
 }
 
-void Estimator::watch(ForwardHooks& hooks, PassNotes& notes) const {
-  if (settings_.dense <= 0) return;
-  hooks.merged = [&notes](MergeOperator& op, const Draw& draw) {
-    if (!draw.log_prob.defined()) return;  // a reward for draws that learn
-    torch::NoGradGuard no_grad;
-    const int64_t B = draw.merged.size(0), r = draw.merged.size(1), C = draw.merged.size(2);
-    auto gather = [&](const torch::Tensor& index) {
-      return draw.population.gather(1, index.unsqueeze(-1).expand({B, r, C}));
-    };
-    auto [first, second] = op.unmerge(draw.merged.view({B * r, C}));  // the first child takes dst's place
-    auto error = (first.view({B, r, C}) - gather(draw.dst)).pow(2).mean(-1) +
-                 (second.view({B, r, C}) - gather(draw.src)).pow(2).mean(-1);
-    notes.pair_errors.push_back({draw.log_prob, error});
-  };
-}
-
 void Estimator::settle() const {
   if (!pending_.defined()) return;
   const double value = pending_.item<double>();
@@ -42,9 +26,9 @@ void Estimator::fold(double value) const {
 }
 
 torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const ForwardResult& out,
-                                   const PassNotes& notes, const BatchShare& share, bool score) {
+                                   const BatchShare& share, bool score) {
   // Per draw, in the order drawn: its log-probability summed over the draw, added to the
-  // pass's, and the value of the population it was drawn from.
+  // pass's, and the value of the population it was drawn from; each merge draw's pair errors.
   torch::Tensor log_prob;
   std::vector<ValuedDecision> valued;
   if (score && !scales_by_probability())
@@ -54,9 +38,12 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const F
       log_prob = log_prob.defined() ? log_prob + per_sample : per_sample;
       if (values_) valued.push_back({per_sample, values_->forward(d)});
     }
+  std::vector<PairErrors> pair_errors;
+  if (score)
+    for (const Draw& d : out.draws)
+      if (d.pair_error.defined()) pair_errors.push_back({d.log_prob, d.pair_error});
   auto entropy = total_entropy(out);
-  auto total = objective(per_sample_loss, log_prob, entropy, share, valued,
-                         score ? notes.pair_errors : std::vector<PairErrors>{});
+  auto total = objective(per_sample_loss, log_prob, entropy, share, valued, pair_errors);
   if (entropy.defined()) diagnostics_.insert(diagnostics_.begin(), {"policy_entropy", entropy.mean().detach()});
   return total;
 }

@@ -2,9 +2,9 @@
 // eq. 2-4, and A.4): the method, the reward, its baseline and the surrogate whose gradient is
 // the estimate. It reads the model's neutral record of its draws (ForwardResult::draws) and
 // owns what assigns them credit: the value heads (value_heads.h), the dense reward's pair errors
-// (measured through ForwardHooks::merged), RLOO, the entropy bonus and replay's importance
-// weights (replay.h). One training step (train/step.h), which the trainer and `htm bench`
-// share, trains through this one object.
+// (Draw::pair_error, measured by the model when ForwardHooks::pair_errors asks), RLOO, the entropy bonus and replay's
+// importance weights (replay.h). One training step (train/step.h), which the trainer and `htm bench` share, trains
+// through this one object.
 #pragma once
 
 #include <torch/types.h>
@@ -35,12 +35,6 @@ struct PairErrors {
   torch::Tensor error;     ///< B×r: mean over channels of (unmerge(merged) − (dst, src))², no gradient
 };
 
-/// What the estimator measured during one pass beside the model's record: the dense reward's
-/// pair errors, one entry per merge draw with log-probabilities, in the order drawn.
-struct PassNotes {
-  std::vector<PairErrors> pair_errors;
-};
-
 class Estimator {
  public:
   /// Refuses settings that break a cross-setting rule (config/settings.h: estimator_problems).
@@ -48,17 +42,16 @@ class Estimator {
   /// so that its optimiser and checkpoint hold them; null otherwise.
   explicit Estimator(const EstimatorSettings& settings, ValueHeads values = nullptr);
 
-  /// Sets in `hooks` what this estimator measures during a training pass, into `notes`: with
-  /// estimator.dense, each merged pair's local unmerge error (the merge operator's unmerge of the
-  /// merged token against the pair, no gradient), as the pair is merged.
-  void watch(ForwardHooks& hooks, PassNotes& notes) const;
+  /// Whether a training pass should measure its merge draws' pair errors (estimator.dense):
+  /// ForwardHooks::pair_errors.
+  bool wants_pair_errors() const { return settings_.dense > 0; }
 
   /// objective() below, from a pass's record: the draws' log-probabilities summed in the order
   /// drawn, the value heads' predictions for the populations they were drawn from, the merge
-  /// draws' entropies and the pass's pair errors. `score` false (a teacher-forced step): no
+  /// draws' entropies and their pair errors (Draw::pair_error). `score` false (a teacher-forced step): no
   /// score-function terms; the loss, the entropy bonus and the ema baseline's update remain.
-  torch::Tensor objective(const torch::Tensor& per_sample_loss, const ForwardResult& out, const PassNotes& notes,
-                          const BatchShare& share = {}, bool score = true);
+  torch::Tensor objective(const torch::Tensor& per_sample_loss, const ForwardResult& out, const BatchShare& share = {},
+                          bool score = true);
 
   /// A.4: the model scales merged outputs by their selection probability, and the gradient
   /// flows through that product instead of a score-function term.

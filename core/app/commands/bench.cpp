@@ -1,0 +1,499 @@
+// `htm bench`: a training step of an experiment file's model (default: the paper's size, T=256,
+// C=256, L=8, h=8, experiments/bench/paper_size.toml) and the pair sampler alone at its shape,
+// timed as medians, with the GEMM rate of the same library, peak memory and thread count; also
+// data-parallel (--nproc), the GEMM rates alone (--gemm) and a scaling table over T (--scaling).
+#include <malloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/torch.h>
+#include <boost/program_options.hpp>
+
+#include "commands/commands.h"
+#include "config/device.h"
+#include "dist/communicator.h"
+#include "dist/grad_reducer.h"
+#include "htm/error.h"
+#include "htm/policy.h"
+#include "kernels/kernels.h"
+#include "kernels/precision.h"
+#include "model/model.h"
+#include "process/launch.h"
+#include "registry.h"
+#if HTM_NATIVE_KERNELS
+#include "kernels/native/gemm.h"
+#endif
+#include "kernels/row_shard_scope.h"
+#include "train/experiment.h"
+#include "train/memory.h"
+#include "train/optimizer.h"
+#include "train/step.h"
+#include "train/trainer.h"
+
+namespace po = boost::program_options;
+
+namespace htm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Waits for the GPU's queued work, where there is a GPU: a timed call ends when its kernels do.
+void synchronize() {
+  static const bool cuda = cuda_usable();
+  if (cuda) torch::cuda::synchronize();
+}
+
+template <class F>
+std::vector<double> time_ms(int repeats, F&& f) {
+  std::vector<double> ms;
+  synchronize();
+  for (int i = 0; i < repeats; ++i) {
+    const auto t0 = Clock::now();
+    f();
+    synchronize();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return ms;
+}
+
+double peak_rss_mib() { return peak_resident_mib(); }
+
+// Starts a new VmHWM from the current resident size (Linux ≥ 4.0): the peak of what follows.
+void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+// GFLOP/s of an n×n×n product: htm::gemm (oneDNN's sgemm, what the model calls), torch::mm in
+// fp32 and in bf16 (oneDNN's bf16 GEMM, on AMX where the CPU has it). Each rate is the median of
+// up to `repeats` calls after one warm-up, timed within about a second: a product that takes
+// longer than that alone (torch's bf16 without bf16 hardware: ~1 GFLOP/s, 16 s at 2048^3) is
+// timed once, its first call, whose warm-up is then a small part of it.
+struct GemmRates {
+  double htm_fp32 = 0, torch_fp32 = 0, htm_bf16 = 0, torch_bf16 = 0;
+  double of(RuntimePrecision p) const { return p == RuntimePrecision::bf16 ? htm_bf16 : htm_fp32; }
+};
+// Where the native kernels do not run (a GPU, a build without them, runtime.kernels =
+// "portable"), the model's products are torch's own: htm's rates are torch::mm's.
+GemmRates gemm_rates(int64_t n, const c10::Device& device, int repeats = 10) {
+  const auto on = torch::TensorOptions().device(device);
+  auto a = torch::randn({n, n}, on), b = torch::randn({n, n}, on), c = torch::empty({n, n}, on);
+  const double flop = 2.0 * n * n * n;
+  auto rate = [&](auto&& f) {
+    constexpr double budget_ms = 1000;
+    const double first = median(time_ms(1, f));
+    if (first >= budget_ms) return flop / first / 1e6;
+    std::vector<double> ms;
+    double spent = 0;
+    while (static_cast<int>(ms.size()) < repeats && (ms.size() < 3 || spent < budget_ms)) {
+      ms.push_back(time_ms(1, f)[0]);
+      spent += ms.back();
+    }
+    return flop / median(ms) / 1e6;
+  };
+  GemmRates r;
+  r.torch_fp32 = rate([&] { torch::mm_out(c, a, b); });
+  auto a16 = a.to(torch::kBFloat16), b16 = b.to(torch::kBFloat16);
+  r.torch_bf16 = rate([&] { torch::mm(a16, b16); });
+  r.htm_fp32 = r.torch_fp32;
+  r.htm_bf16 = r.torch_bf16;
+#if HTM_NATIVE_KERNELS
+  if (use_native(a)) {
+    r.htm_fp32 = rate([&] {
+      gemm(false, false, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(), n, 0.0f, c.data_ptr<float>(), n);
+    });
+    try {  // oneDNN has no bf16 GEMM below AVX-512 (status 3, unimplemented): no rate there
+      r.htm_bf16 = rate([&] {
+        gemm(false, false, n, n, n, 1.0f, {a16.data_ptr(), n, true}, {b16.data_ptr(), n, true}, 0.0f,
+             c.data_ptr<float>(), n);
+      });
+    } catch (const Error&) {
+      r.htm_bf16 = std::nan("");
+    }
+  }
+#endif
+  return r;
+}
+
+// The timed training steps of one configuration.
+struct StepTiming {
+  std::vector<double> ms;
+  int64_t flops = 0;  ///< through htm::gemm in one step
+  double peak_mib = 0;
+  double before_mib = 0, forward_mib = 0, backward_mib = 0, optimizer_mib = 0;  ///< one more step, by phase
+  double gpu_peak_mib = -1;  ///< on a GPU: the allocator's most allocated over the timed steps (-2: not built)
+};
+
+// One warm-up step, one profiled into `profile` (if named), then `steps` timed ones: forward at
+// the full schedule, the losses and the estimator's surrogate, backward (data-parallel:
+// gradients summed as they come), AdamW.
+StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::string& profile,
+                         const std::optional<WorldInfo>& world) {
+  const int64_t batch = data.input.size(0);
+  std::unique_ptr<Communicator> comm;
+  StepRequest request;
+  request.schedule = ex.schedule;
+  request.batch_rows = batch;
+  if (world) {
+    comm = std::make_unique<Communicator>(*world, "bench " + ex.config.hash, std::chrono::seconds(300));
+    const auto [first, rows] = rows_of_rank(batch, world->rank, world->world);
+    request.first = first;
+    data.input = data.input.narrow(0, first, rows);
+    if (data.tree.defined()) data.tree = data.tree.narrow(0, first, rows);
+    if (data.labels.defined()) data.labels = data.labels.narrow(0, first, rows);
+  }
+  request.batch = data;
+  // The trainer's own step (train/step.h): rollouts, the losses' hooks, the estimator, replay,
+  // the anytime loss, the leaf classifier's probe, clipping and both optimisers.
+  TrainStep train_step(ex, at::make_generator<at::CPUGeneratorImpl>(0), comm.get());
+  ex.model->train();
+  auto step = [&] { train_step(request); };
+  StepTiming t;
+  step();
+  const int64_t flops0 = gemm_flops();
+  step();
+  t.flops = gemm_flops() - flops0;
+  if (!profile.empty()) {
+    torch::autograd::profiler::RecordProfile guard(profile);
+    step();
+  }
+  const c10::Device device = ex.device;
+  if (device.is_cuda() && gpu_memory_stats_built()) reset_gpu_peak(device);
+  t.ms = time_ms(static_cast<int>(steps), step);
+  if (device.is_cuda()) t.gpu_peak_mib = gpu_memory_stats_built() ? gpu_peak_mib(device) : -2;
+  t.peak_mib = peak_rss_mib();
+  if (!world) {  // one more step for the peak of each phase (the process's memory, libraries included)
+    double* phase_peak[] = {&t.forward_mib, &t.backward_mib};
+    int phase = 0;
+    train_step.phase_ended = [&] {
+      *phase_peak[phase++] = peak_rss_mib();
+      reset_peak();
+    };
+    malloc_trim(0);  // hand what the allocator keeps from earlier steps back: the phases' own growth
+    t.before_mib = status_mib("VmRSS");
+    reset_peak();
+    step();
+    t.optimizer_mib = peak_rss_mib();
+  }
+  if (world && world->rank == 0 && train_step.reducer())
+    std::printf("data-parallel  %lld gradient bucket%s, %lld started before backward ended (last step)\n",
+                (long long)train_step.reducer()->buckets(), train_step.reducer()->buckets() == 1 ? "" : "s",
+                (long long)train_step.reducer()->started_early());
+  return t;
+}
+
+// The line `htm bench` prints for every configuration it times, the same fields in the same order.
+void summary(const std::string& what, int64_t batch, int64_t T, const StepTiming& t, int ranks, int threads,
+             double gemm_peak) {
+  const double ms = median(t.ms),
+               gflops = static_cast<double>(t.flops) * ranks / ms / 1e6;  // each rank counts its rows
+  std::printf(
+      "summary  %-28s B=%lld T=%-4lld %d process%s x %d thread%s  %7.1f ms  %6.2f images/s  %6.1f GFLOP/s  "
+      "%3.0f%% of GEMM peak  %5.0f MiB\n",
+      what.c_str(), (long long)batch, (long long)T, ranks, ranks == 1 ? "" : "es", threads, threads == 1 ? "" : "s", ms,
+      batch * 1000.0 / ms, gflops, 100.0 * gflops / (gemm_peak * ranks), t.peak_mib);
+  std::fflush(stdout);
+}
+
+// The resident memory around one step: before it, and the peak of each phase; on a GPU, the
+// memory allocated there.
+void memory_line(const std::string& what, const StepTiming& t) {
+  if (t.gpu_peak_mib >= 0)
+    std::printf("memory   %-28s GPU: peak %.1f MiB allocated over the timed steps (the caching allocator's)\n",
+                what.c_str(), t.gpu_peak_mib);
+  else if (t.gpu_peak_mib == -2)
+    std::printf("memory   %-28s GPU: not measured (this build has no CUDA allocator statistics)\n", what.c_str());
+  std::printf(
+      "memory   %-28s resident MiB: %.0f before the step; peak %.0f in forward, %.0f in backward, "
+      "%.0f in the optimiser\n",
+      what.c_str(), t.before_mib, t.forward_mib, t.backward_mib, t.optimizer_mib);
+}
+
+// Least-squares slope of log y against log x: the exponent of y ∝ x^a.
+double fitted_exponent(const std::vector<double>& x, const std::vector<double>& y) {
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) mx += std::log(x[i]) / x.size(), my += std::log(y[i]) / y.size();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    num += (std::log(x[i]) - mx) * (std::log(y[i]) - my);
+    den += (std::log(x[i]) - mx) * (std::log(x[i]) - mx);
+  }
+  return num / den;
+}
+
+struct Configured {
+  Experiment ex;
+  Batch data;
+  int64_t T = 0;
+};
+Configured configure(const std::string& config_file, std::vector<std::string> overrides, std::string variant,
+                     const Registry& registry) {
+  ExperimentFile file = ExperimentFile::load(config_file, overrides);
+  if (variant.empty()) variant = file.variants().front();
+  Configured c{assemble(file.resolve(variant, registry), registry, 0), {}, 0};
+  const int64_t batch = std::min(c.ex.config.settings.train.batch_size, c.ex.dataset->size(Split::train));
+  c.data = on_device(c.ex.dataset->get(Split::train, torch::arange(batch)), c.ex.device);
+  if (auto* htm_model = dynamic_cast<HtmModelImpl*>(c.ex.model.get())) c.T = htm_model->num_tokens();
+  return c;
+}
+
+// The number before `unit` in `text` (0 when absent): reads a child's summary line.
+double number_before(const std::string& text, const std::string& unit) {
+  const size_t at = text.find(unit);
+  if (at == std::string::npos || at == 0) return 0;
+  const size_t end = text.find_last_not_of(' ', at - 1);
+  const size_t begin = text.rfind(' ', end) + 1;
+  return std::atof(text.substr(begin, end + 1 - begin).c_str());
+}
+
+// Runs `htm bench ARGS` in processes of its own: one (`--step-only`, for a clean peak memory) or
+// `nproc` data-parallel ranks. Prints the output (rank 0's) and returns it.
+std::string child_bench(std::vector<std::string> args, double gemm_peak, int nproc = 1) {
+  args.insert(args.begin(), {self_path(), "bench"});
+  if (nproc == 1) args.push_back("--step-only");
+  const std::string log =
+      (std::filesystem::temp_directory_path() / ("htm-bench-" + std::to_string(getpid()) + ".log")).string();
+  setenv("HTM_BENCH_GEMM_PEAK", std::to_string(gemm_peak).c_str(), 1);  // the children's % of peak
+  const int code = nproc == 1 ? run_child(args, log) : launch_ranks(args, nproc, log);
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(log);
+  std::printf("%s", text.c_str());
+  std::fflush(stdout);
+  if (code != 0) throw Error("a timed configuration failed (exit code " + std::to_string(code) + ")");
+  return text;
+}
+
+// --scaling: the step at image sides 16, 32, 64 (T = 64, 256, 1024 at patch 2, merged to one
+// root), each in its own process, then the sampler alone up to T = 4096, with fitted exponents.
+void scaling(const std::string& config_file, const std::vector<std::string>& overrides, int64_t steps, int threads,
+             double gemm_peak) {
+  std::vector<double> tokens, step_ms;
+  for (int side : {16, 32, 64}) {
+    const int layers = static_cast<int>(std::lround(std::log2(side * side / 4)));
+    std::vector<std::string> args = {
+        "--config", config_file, "--steps", std::to_string(steps), "--threads", std::to_string(threads)};
+    for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
+    args.insert(args.end(),
+                {"--set", "dataset.size=" + std::to_string(side), "--set", "model.layers=" + std::to_string(layers)});
+    const std::string text = child_bench(args, gemm_peak);
+    tokens.push_back(side * side / 4.0);
+    step_ms.push_back(number_before(text, " ms "));
+  }
+  std::printf("scaling  step time ~ T^%.2f over T = 64..1024 (fixed C; attention alone would be T^2, the MLPs T^1)\n",
+              fitted_exponent(tokens, step_ms));
+  std::vector<double> sizes, sampler_ms, t2logt;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
+  for (int64_t T : {256, 512, 1024, 2048, 4096}) {
+    auto logits = torch::randn({8, T, T});
+    const double ms = median(time_ms(T >= 2048 ? 3 : 7, [&] { sample_disjoint_pairs(logits, T / 2, gen); }));
+    std::printf("sampler  B=8 T=%-4lld r=%-4lld median %9.2f ms  (%.2f ns per T^2 log2 T)\n", (long long)T,
+                (long long)T / 2, ms, ms * 1e6 / (8.0 * T * T * std::log2(T)));
+    sizes.push_back(static_cast<double>(T));
+    sampler_ms.push_back(ms);
+    t2logt.push_back(T * T * std::log2(T));
+  }
+  std::printf("sampler  time ~ T^%.2f over T = 256..4096 (T^2 log T alone: T^%.2f over the same range)\n",
+              fitted_exponent(sizes, sampler_ms), fitted_exponent(sizes, t2logt));
+}
+
+// htm bench's command line.
+struct BenchArgs {
+  int64_t threads = 1, steps = 5;
+  int nproc = 1;
+  std::string profile, config_file, variant;
+  std::vector<std::string> overrides;
+};
+
+po::options_description bench_options(BenchArgs& a) {
+  po::options_description opts("options");
+  opts.add_options()("threads", po::value(&a.threads)->default_value(1), "torch threads (0 = all cores)")(
+      "steps", po::value(&a.steps)->default_value(5), "timed training steps (after one warm-up)")(
+      "config", po::value(&a.config_file)->default_value("bench/paper_size.toml"),
+      "experiment file whose model, data and batch size are timed (default: the paper's size)")(
+      "variant", po::value(&a.variant), "the variant (default: the first)")(
+      "set", po::value(&a.overrides)->composing(),
+      "override a setting, e.g. --set train.batch_size=32 --set policy.plugin=random")(
+      "profile", po::value(&a.profile), "write a chrome://tracing profile of one step to this file")(
+      "nproc", po::value(&a.nproc)->default_value(1),
+      "also time the step data-parallel: N processes of one thread, each a slice of the same batch")(
+      "gemm", "only the GEMM rates: fp32 and bf16 through htm's oneDNN GEMMs and through torch::mm")(
+      "scaling",
+      "also the step at T = 64, 256, 1024 (each in its own process) and the sampler up to T = 4096, "
+      "with fitted exponents")("step-only", "the training step's summary line alone (no GEMM rates, no sampler)");
+  return opts;
+}
+
+// The training step's line: the model's size, the step's median (min, max) and rate.
+void print_step(const std::string& name, const Experiment& ex, int64_t batch, int64_t T, const StepTiming& t,
+                int64_t steps) {
+  const double med = median(t.ms);
+  std::printf(
+      "train    %s  B=%lld T=%lld C=%lld L=%zu h=%lld params=%.2fM  step: median %.1f ms "
+      "(min %.1f, max %.1f over %lld)  %.1f images/s  %.2f GFLOP through htm::gemm per step\n",
+      name.c_str(), (long long)batch, (long long)T, (long long)ex.config.settings.model.dim, ex.schedule.size(),
+      (long long)ex.config.settings.model.heads, ex.parameters / 1e6, med, *std::min_element(t.ms.begin(), t.ms.end()),
+      *std::max_element(t.ms.begin(), t.ms.end()), (long long)steps, batch * 1000.0 / med, t.flops / 1e9);
+}
+
+// The GEMM rates at 1024³ (with --gemm: 256³ to 2048³), printed; returns the 1024³ rates.
+GemmRates print_gemm_rates(bool all_sizes, const torch::Device& device, bool native_gemms, int nthreads) {
+  GemmRates peak;
+  for (int64_t n : all_sizes ? std::vector<int64_t>{256, 512, 1024, 2048} : std::vector<int64_t>{1024}) {
+    const GemmRates g = gemm_rates(n, device);
+    if (native_gemms) {
+      char bf16[64] = "none on this CPU";
+      if (!std::isnan(g.htm_bf16)) std::snprintf(bf16, sizeof bf16, "%.1f GFLOP/s", g.htm_bf16);
+      std::printf(
+          "gemm     %lld^3 at %d thread%s: fp32 htm::gemm (oneDNN sgemm) %.1f GFLOP/s, torch::mm %.1f GFLOP/s;"
+          " bf16 htm::gemm (oneDNN, fp32 accumulation) %s, torch::mm %.1f GFLOP/s\n",
+          (long long)n, nthreads, nthreads == 1 ? "" : "s", g.htm_fp32, g.torch_fp32, bf16, g.torch_bf16);
+    } else {
+      // the portable kernels multiply with torch's own products
+      std::printf("gemm     %lld^3 on %s (portable kernels): torch::mm fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n",
+                  (long long)n, device.str().c_str(), g.torch_fp32, g.torch_bf16);
+    }
+    if (n == 1024) peak = g;
+  }
+  return peak;
+}
+
+// The pair sampler alone on B×T×T logits, the first layer's r pairs, against the one-pair-at-a-
+// time reference; and the log-probabilities of its draw, forward and backward, in each form.
+void time_sampler(Experiment& ex, int64_t batch, int64_t T, at::Generator gen) {
+  const int64_t r = ex.schedule.empty() ? T / 2 : std::max<int64_t>(1, ex.schedule.front());
+  auto logits = torch::randn({batch, T, T}, torch::TensorOptions().device(ex.device));
+  auto fast = time_ms(20, [&] { sample_disjoint_pairs(logits, r, gen); });
+  // The one-pair-at-a-time reference runs where its generator is: on the CPU.
+  auto host_logits = logits.to(torch::kCPU);  // host: the reference sampler
+  auto slow = time_ms(2, [&] { sample_disjoint_pairs_sequential(host_logits, r, gen); });
+  std::printf(
+      "sampler  B=%lld T=%lld r=%lld  gumbel-sort-scan: median %.2f ms   "
+      "one-pair-at-a-time: median %.1f ms   (%.0fx)\n",
+      (long long)batch, (long long)T, (long long)r, median(fast), median(slow), median(slow) / median(fast));
+  // The log-probabilities of that draw, forward and backward, in each form (issue 12: the
+  // exact form must not undo the sampler's speed).
+  auto [src, dst] = sample_disjoint_pairs(logits, r, gen);
+  auto leaf = logits.clone().requires_grad_(true);
+  auto log_prob_ms = [&](LogProbForm form) {
+    return time_ms(20, [&] {
+      pair_log_prob(leaf, src, dst, form).sum().backward();
+      leaf.mutable_grad() = torch::Tensor();
+    });
+  };
+  auto exact = log_prob_ms(LogProbForm::exact), paper = log_prob_ms(LogProbForm::paper);
+  std::printf("log-prob of the r pairs, forward + backward: exact median %.2f ms   paper median %.2f ms\n",
+              median(exact), median(paper));
+}
+
+// The same batch over `nproc` processes of one thread, against one process of one thread.
+void time_ranks(Configured& c, const StepTiming& t, const std::string& name, RuntimePrecision precision, int64_t steps,
+                int nproc, int nthreads, double gemm_peak, const std::string& config_file,
+                const std::vector<std::string>& overrides) {
+  Experiment& ex = c.ex;
+  const int64_t batch = c.data.input.size(0), T = c.T;
+  StepTiming one = t;
+  double one_peak = gemm_peak;
+  if (nthreads != 1) {
+    set_threads(1);
+    one_peak = gemm_rates(1024, ex.device).of(precision);
+    one = time_training(ex, c.data, steps, "", std::nullopt);
+    summary(name, batch, T, one, 1, 1, one_peak);
+  }
+  std::vector<std::string> rank_args = {"--config",        config_file, "--variant",
+                                        ex.config.variant, "--steps",   std::to_string(steps)};
+  for (const auto& o : overrides) rank_args.insert(rank_args.end(), {"--set", o});
+  const double dp = number_before(child_bench(rank_args, one_peak, nproc), " images/s ");
+  const double single = batch * 1000.0 / median(one.ms);
+  std::printf(
+      "scaling  B=%lld: 1 process x 1 thread %.2f images/s, %d processes x 1 thread %.2f images/s: "
+      "speed-up %.2fx, efficiency %.0f%%\n",
+      (long long)batch, single, nproc, dp, dp / single, 100.0 * dp / (nproc * single));
+}
+
+}  // namespace
+
+int cmd_bench(const Args& args) {
+  BenchArgs a;
+  po::options_description opts = bench_options(a);
+  int64_t& threads = a.threads;
+  int64_t& steps = a.steps;
+  int& nproc = a.nproc;
+  const std::string &profile = a.profile, &config_file = a.config_file, &variant = a.variant;
+  const std::vector<std::string>& overrides = a.overrides;
+  po::variables_map vm;
+  if (!parse_options("bench", args, opts, {}, vm, "[options]")) return 0;
+  if (nproc < 1) throw Error("--nproc " + std::to_string(nproc) + ": must be at least 1");
+  if (threads < 0) throw Error("--threads " + std::to_string(threads) + ": must be 0 (all cores) or more");
+  const std::optional<WorldInfo> world = world_from_environment();
+  if (world) {  // a rank of `--nproc`: the training step alone, on this rank's rows
+    threads = 1;
+    nproc = 1;
+  }
+  set_threads(threads);
+  const int nthreads = at::get_num_threads();
+  const bool step_only = vm.count("step-only") > 0;
+  Registry registry;
+  Configured c = configure(config_file, overrides, variant, registry);
+  set_threads(threads);  // after assembly: the file's runtime.threads is not what is timed
+  Experiment& ex = c.ex;
+  const RuntimeSettings& runtime = ex.config.settings.runtime;
+  use_kernels(runtime.kernels);
+  const RuntimePrecision precision = set_precision(runtime.precision, runtime.device);
+  const char* given_peak = std::getenv("HTM_BENCH_GEMM_PEAK");  // a parent measured it, in our precision
+  GemmRates peak;
+  if (given_peak != nullptr) peak.htm_fp32 = peak.htm_bf16 = std::atof(given_peak);
+  const bool native_gemms = use_native(torch::empty({0}, torch::TensorOptions().device(ex.device)));
+  if (!world && !step_only) {
+    peak = print_gemm_rates(vm.count("gemm") > 0, ex.device, native_gemms, nthreads);
+    if (vm.count("gemm")) {
+      std::printf("bf16     hardware: %s\n", bf16_hardware().c_str());
+      return 0;
+    }
+  } else if (given_peak == nullptr) {
+    peak = gemm_rates(1024, ex.device);  // the summary's % of peak, unprinted
+  }
+  const double gemm_peak = peak.of(precision);
+  const int64_t batch = c.data.input.size(0), T = c.T;
+  const std::string name =
+      ex.config.experiment + "/" + ex.config.variant + (precision == RuntimePrecision::bf16 ? " bf16" : " fp32");
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
+
+  if (T >= 2 && !world && !step_only) time_sampler(ex, batch, T, gen);
+
+  // ---- training steps
+  const StepTiming t = time_training(ex, c.data, steps, world ? "" : profile, world);
+  if (world) {
+    if (world->rank != 0) return 0;  // rank 0 speaks for the group
+    std::fflush(stdout);
+    summary(name, batch, T, t, world->world, 1, gemm_peak);
+    return 0;
+  }
+  if (step_only) {
+    summary(name, batch, T, t, 1, nthreads, gemm_peak);
+    memory_line(name, t);
+    return 0;
+  }
+  print_step(name, ex, batch, T, t, steps);
+  summary(name, batch, T, t, 1, nthreads, gemm_peak);
+  memory_line(name, t);
+
+  if (nproc > 1) time_ranks(c, t, name, precision, steps, nproc, nthreads, gemm_peak, config_file, overrides);
+  if (vm.count("scaling")) scaling(config_file, overrides, steps, nthreads, gemm_peak);
+  return 0;
+}
+
+}  // namespace htm

@@ -1,0 +1,425 @@
+#include "commands/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <boost/program_options.hpp>
+
+#include "commands/commands.h"
+#include "commands/table.h"
+#include "config/settings.h"
+#include "htm/error.h"
+#include "store/results_store.h"
+
+namespace po = boost::program_options;
+
+namespace htm {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+const char* const kPhases[] = {"explore", "confirm"};
+
+struct Sample {  // one seed's latest finished run
+  int64_t run = 0, seed = 0;
+  double value = 0;
+  std::string hash;
+};
+// phase → variant → seed → sample, and the variants in first-run order.
+struct Samples {
+  std::map<std::string, std::map<std::string, std::map<int64_t, Sample>>> by_phase;
+  std::vector<std::string> order;
+};
+
+Samples load(ResultsStore& store, const CompareRequest& request, const std::string& metric) {
+  const size_t slash = metric.find('/');
+  std::string sql =
+      "SELECT r.variant, m.value, r.config_hash, r.seed, r.id, "
+      "coalesce((SELECT value FROM tags t WHERE t.run_id = r.id AND t.key = 'phase'), '') "
+      "FROM runs r JOIN experiments e ON e.id = r.experiment_id "
+      "JOIN metrics m ON m.rowid = " +
+      latest_metric_sql("l.rowid", "r.id") +
+      " "
+      "WHERE e.name = ? AND r.status = 'finished' AND m.value IS NOT NULL";
+  std::vector<SqlValue> params = {metric.substr(0, slash), metric.substr(slash + 1), request.experiment};
+  if (!request.filter.hash.empty()) {
+    sql += " AND substr(r.config_hash, 1, length(?)) = ?";
+    params.insert(params.end(), {request.filter.hash, request.filter.hash});
+  }
+  for (const auto& [key, value] : request.filter.tags) {
+    sql += " AND EXISTS (SELECT 1 FROM tags t WHERE t.run_id = r.id AND t.key = ? AND t.value = ?)";
+    params.insert(params.end(), {key, value});
+  }
+  Samples out;
+  // A seed run again (--force, say under a new tag) is one sample, not two: its latest run counts.
+  for (const auto& row : store.query(sql + " ORDER BY r.id", params).rows) {
+    if (std::find(out.order.begin(), out.order.end(), row[0]) == out.order.end()) out.order.push_back(row[0]);
+    const std::string phase = row[5] == "confirm" ? "confirm" : "explore";
+    const int64_t seed = std::stoll(row[3]);
+    out.by_phase[phase][row[0]][seed] = {std::stoll(row[4]), seed, std::stod(row[1]), row[2]};
+  }
+  return out;
+}
+
+// Runs whose last value lies more than `drop` below the best value they logged.
+int count_collapsed(ResultsStore& store, const std::string& metric, const std::map<int64_t, Sample>& samples,
+                    double drop) {
+  const size_t slash = metric.find('/');
+  int collapsed = 0;
+  for (const auto& [seed, s] : samples) {
+    const auto peak = store.query("SELECT max(value) FROM metrics WHERE run_id = ? AND split = ? AND name = ?",
+                                  {s.run, metric.substr(0, slash), metric.substr(slash + 1)});
+    if (!peak.rows.empty() && !peak.rows[0][0].empty() && s.value < std::stod(peak.rows[0][0]) - drop) ++collapsed;
+  }
+  return collapsed;
+}
+
+CompareRow describe_row(const std::string& variant, const std::map<int64_t, Sample>& samples) {
+  CompareRow row;
+  row.variant = variant;
+  std::set<std::string> hashes;
+  for (const auto& [seed, s] : samples) {
+    row.seeds.push_back(seed);
+    row.values.push_back(s.value);
+    hashes.insert(s.hash);
+  }
+  row.hashes.assign(hashes.begin(), hashes.end());
+  row.configs = hashes.size();
+  row.mean = stats::mean(row.values);
+  row.sd = stats::sd(row.values);
+  row.test.p = row.p_adjusted = kNaN;
+  row.effect = {kNaN, kNaN, kNaN};
+  return row;
+}
+
+// Paired by seed when both sides ran exactly the same seeds, Welch's test otherwise.
+void test_against(CompareRow& row, const CompareRow& ref) {
+  row.tested = true;
+  if (row.seeds == ref.seeds && row.seeds.size() >= 2) {
+    row.test = stats::paired_test(row.values, ref.values);
+  } else {
+    row.test = stats::welch_test(row.values, ref.values);
+  }
+  row.effect = stats::percent_effect(row.values, ref.values, row.test);
+}
+
+std::string fixed(double value, int digits = 5) {
+  if (std::isnan(value)) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, value);
+  return buf;
+}
+
+std::string interval(double low, double high, int digits = 3) {
+  return std::isnan(low) ? "" : "[" + fixed(low, digits) + ", " + fixed(high, digits) + "]";
+}
+
+const char* phase_title(const std::string& phase) {
+  return phase == "confirm" ? "confirmation (htm run --confirm: seeds no variant was chosen on)"
+                            : "exploration (the seeds variants were chosen on: for choosing, not for claims)";
+}
+
+}  // namespace
+
+std::string qualified_metric(const std::string& metric, const std::string& split) {
+  for (const char* known : {"test/", "train/"})
+    if (metric.rfind(known, 0) == 0) return metric;
+  return split + "/" + metric;
+}
+
+void add_claim_options(po::options_description& opts, ClaimOptions& claims) {
+  opts.add_options()(
+      "adjust", po::value(&claims.adjust)->default_value("holm"),
+      "p-value adjustment over every comparison of a phase (variants x metrics): holm, bonferroni or none")(
+      "target", po::value(&claims.targets)->composing(),
+      "a claim to check, e.g. 'cluster_f1>=0.9': the one-sided 95% bound of each variant's mean, met or not")(
+      "collapse", po::value(&claims.collapse)->default_value(-1),
+      "count the runs whose last value is more than this below their own peak (e.g. 0.2 for F1)");
+}
+
+std::pair<stats::Adjustment, std::vector<stats::Target>> parse_claims(const ClaimOptions& claims,
+                                                                      const std::string& split) {
+  std::vector<stats::Target> targets;
+  for (const auto& text : claims.targets) {
+    targets.push_back(stats::parse_target(text));
+    targets.back().metric = qualified_metric(targets.back().metric, split);
+  }
+  return {stats::parse_adjustment(claims.adjust), targets};
+}
+
+std::string seed_list(std::vector<int64_t> seeds) {
+  std::sort(seeds.begin(), seeds.end());
+  seeds.erase(std::unique(seeds.begin(), seeds.end()), seeds.end());
+  if (seeds.empty()) return "";
+  if (seeds.size() > 2 && seeds.back() - seeds.front() + 1 == static_cast<int64_t>(seeds.size()))
+    return std::to_string(seeds.front()) + "-" + std::to_string(seeds.back());
+  std::string out;
+  for (int64_t s : seeds) out += (out.empty() ? "" : ", ") + std::to_string(s);
+  return out;
+}
+
+namespace {
+
+// One metric's table: per phase, a row per variant tested against the reference's row.
+MetricTable metric_table(ResultsStore& store, const CompareRequest& request, const std::string& metric,
+                         const Samples& samples) {
+  MetricTable table;
+  table.metric = metric;
+  for (const auto& target : request.targets)
+    if (target.metric == table.metric) table.has_target = true, table.target = target;
+  if (samples.order.empty()) {
+    table.missing = "no finished run of experiment '" + request.experiment + "' has a " +
+                    table.metric.substr(0, table.metric.find('/')) + " metric '" +
+                    table.metric.substr(table.metric.find('/') + 1) + "'";
+  }
+  for (const char* phase : kPhases) {
+    auto found = samples.by_phase.find(phase);
+    if (found == samples.by_phase.end()) continue;
+    PhaseTable pt;
+    pt.phase = phase;
+    const auto ref = found->second.find(request.reference);
+    pt.has_reference = ref != found->second.end();
+    const CompareRow ref_row = pt.has_reference ? describe_row(request.reference, ref->second) : CompareRow{};
+    for (const auto& variant : samples.order) {
+      auto runs = found->second.find(variant);
+      if (runs == found->second.end()) continue;
+      CompareRow row = describe_row(variant, runs->second);
+      row.reference = variant == request.reference;
+      if (pt.has_reference && !row.reference) test_against(row, ref_row);
+      if (table.has_target) row.has_target = true, row.target = stats::check_target(row.values, table.target);
+      if (request.collapse > 0) row.collapsed = count_collapsed(store, table.metric, runs->second, request.collapse);
+      pt.rows.push_back(std::move(row));
+    }
+    table.phases.push_back(std::move(pt));
+  }
+  return table;
+}
+
+// One family per phase: every comparison of every metric in it, adjusted together.
+void adjust_families(Comparison& out) {
+  for (const char* phase : kPhases) {
+    std::vector<CompareRow*> family;
+    for (auto& table : out.metrics)
+      for (auto& pt : table.phases)
+        if (pt.phase == phase)
+          for (auto& row : pt.rows)
+            if (row.tested) family.push_back(&row);
+    std::vector<double> p;
+    for (const CompareRow* row : family) p.push_back(row->test.p);
+    const std::vector<double> adjusted = stats::adjust(p, out.adjustment);
+    size_t size = 0;
+    for (double x : p) size += std::isnan(x) ? 0 : 1;
+    for (size_t i = 0; i < family.size(); ++i) family[i]->p_adjusted = adjusted[i];
+    for (auto& table : out.metrics)
+      for (auto& pt : table.phases)
+        if (pt.phase == phase) pt.family = size;
+  }
+}
+
+// Warnings: a variant confirmed under another config than it was explored with, a phase
+// without the reference, a variant pooling several configs; each once, sorted.
+void add_warnings(Comparison& out) {
+  for (const auto& table : out.metrics) {
+    std::map<std::string, std::vector<std::string>> explored;
+    for (const auto& pt : table.phases) {
+      if (!pt.has_reference)
+        out.warnings.push_back(std::string("the ") + pt.phase + " phase has no finished run of the reference '" +
+                               out.reference + "' with " + table.metric + ": nothing there is tested");
+      for (const auto& row : pt.rows) {
+        if (pt.phase == "explore") explored[row.variant] = row.hashes;
+        if (pt.phase == "confirm" && explored.count(row.variant) && explored[row.variant] != row.hashes)
+          out.warnings.push_back("variant '" + row.variant + "' was confirmed under config hash " +
+                                 row.hashes.front().substr(0, 12) + " but explored under " +
+                                 explored[row.variant].front().substr(0, 12) +
+                                 (explored[row.variant].size() > 1 ? " (and others)" : "") +
+                                 ": the confirmed variant is not the one chosen");
+        if (row.configs > 1)
+          out.warnings.push_back("variant '" + row.variant + "' pools runs of " + std::to_string(row.configs) +
+                                 " resolved configs in the " + pt.phase + " phase (--set overrides?); see `htm query " +
+                                 "\"SELECT id, seed, config_hash FROM runs\"` and compare --hash");
+      }
+    }
+  }
+  std::sort(out.warnings.begin(), out.warnings.end());
+  out.warnings.erase(std::unique(out.warnings.begin(), out.warnings.end()), out.warnings.end());
+}
+
+}  // namespace
+
+Comparison compare_study(ResultsStore& store, CompareRequest& request) {
+  for (const auto& target : request.targets)
+    if (std::find(request.metrics.begin(), request.metrics.end(), target.metric) == request.metrics.end())
+      request.metrics.push_back(target.metric);
+  Comparison out;
+  out.adjustment = request.adjustment;
+  std::vector<Samples> loaded;
+  std::vector<std::string> variants;  // first-run order over every metric
+  for (const auto& metric : request.metrics) {
+    loaded.push_back(load(store, request, metric));
+    for (const auto& v : loaded.back().order)
+      if (std::find(variants.begin(), variants.end(), v) == variants.end()) variants.push_back(v);
+  }
+  if (variants.empty())
+    throw Error(
+        "no finished run of experiment '" + request.experiment + "' has the metric " +
+        (request.metrics.size() == 1 ? "'" + request.metrics[0] + "'" : "s asked for") +
+        (request.filter.hash.empty() && request.filter.tags.empty() ? "" : " among the runs the filters select") +
+        " in " + store.path());
+  if (request.reference.empty()) request.reference = variants.front();
+  if (std::find(variants.begin(), variants.end(), request.reference) == variants.end())
+    throw Error("experiment '" + request.experiment + "' has no finished variant '" + request.reference + "'");
+  out.reference = request.reference;
+  for (size_t m = 0; m < request.metrics.size(); ++m)
+    out.metrics.push_back(metric_table(store, request, request.metrics[m], loaded[m]));
+  adjust_families(out);
+  add_warnings(out);
+  return out;
+}
+
+namespace {
+
+std::string target_cell(const CompareRow& row) {
+  if (!row.has_target || std::isnan(row.target.bound)) return "";
+  return fixed(row.target.bound, 4) + (row.target.met ? " met" : " NOT met");
+}
+
+void print_one_metric(const Comparison& c, const MetricTable& table, const CompareRequest& request) {
+  const char* adj = stats::adjustment_name(c.adjustment);
+  for (const auto& pt : table.phases) {
+    std::vector<int64_t> seeds;
+    for (const auto& row : pt.rows) seeds.insert(seeds.end(), row.seeds.begin(), row.seeds.end());
+    std::printf("\n%s, seeds %s\n", phase_title(pt.phase), seed_list(seeds).c_str());
+    QueryResult t;
+    t.columns = {"variant",
+                 "n",
+                 "mean",
+                 "sd",
+                 "diff vs " + c.reference,
+                 "effect %",
+                 "95% CI of effect %",
+                 "test",
+                 "p",
+                 std::string("p (") + adj + ")"};
+    if (table.has_target)
+      t.columns.push_back(std::string(table.target.at_least ? "lower" : "upper") + " 95% bound: " + table.target.text);
+    if (request.collapse > 0) t.columns.push_back("collapsed (>" + fixed(request.collapse, 3) + " below peak)");
+    for (const auto& r : pt.rows) {
+      std::vector<std::string> line = {r.variant, std::to_string(r.values.size()), fixed(r.mean), fixed(r.sd, 3)};
+      if (r.tested) {
+        line.insert(line.end(),
+                    {fixed(r.test.diff), fixed(r.effect.percent, 3), interval(r.effect.ci_low, r.effect.ci_high),
+                     stats::test_name(r.test.kind), fixed(r.test.p, 3), fixed(r.p_adjusted, 3)});
+      } else {
+        line.insert(line.end(), {"", "", "", r.reference ? "(reference)" : "", "", ""});
+      }
+      if (table.has_target) line.push_back(target_cell(r));
+      if (request.collapse > 0) line.push_back(std::to_string(r.collapsed) + " of " + std::to_string(r.values.size()));
+      t.rows.push_back(line);
+    }
+    std::printf("%s", format_table(t).c_str());
+    if (pt.family > 0) std::printf("p (%s): adjusted over the %zu comparisons of this phase\n", adj, pt.family);
+  }
+}
+
+void print_metrics(const Comparison& c) {
+  const char* adj = stats::adjustment_name(c.adjustment);
+  for (const char* phase : kPhases) {
+    QueryResult t;
+    t.columns = {"variant"};
+    std::vector<std::string> variants;
+    size_t family = 0;
+    for (const auto& table : c.metrics) {
+      t.columns.push_back(table.metric + " n");
+      t.columns.push_back(table.metric + " mean +- sd");
+      t.columns.push_back("effect %");
+      t.columns.push_back(std::string("p (") + adj + ")");
+      if (table.has_target) t.columns.push_back("bound: " + table.target.text);
+      for (const auto& pt : table.phases)
+        if (pt.phase == phase) {
+          family = pt.family;
+          for (const auto& r : pt.rows)
+            if (std::find(variants.begin(), variants.end(), r.variant) == variants.end()) variants.push_back(r.variant);
+        }
+    }
+    if (variants.empty()) continue;
+    for (const auto& v : variants) {
+      std::vector<std::string> line = {v};
+      for (const auto& table : c.metrics) {
+        const CompareRow* row = nullptr;
+        for (const auto& pt : table.phases)
+          if (pt.phase == phase)
+            for (const auto& r : pt.rows)
+              if (r.variant == v) row = &r;
+        if (row == nullptr) {
+          line.insert(line.end(), table.has_target ? 5 : 4, "");
+          continue;
+        }
+        line.push_back(std::to_string(row->values.size()));
+        line.push_back(fixed(row->mean) + (std::isnan(row->sd) ? "" : " +- " + fixed(row->sd, 2)));
+        line.push_back(row->tested ? fixed(row->effect.percent, 3) : "");
+        line.push_back(row->tested ? fixed(row->p_adjusted, 3) : "");
+        if (table.has_target) line.push_back(target_cell(*row));
+      }
+      t.rows.push_back(line);
+    }
+    std::printf("\n%s\n%s", phase_title(phase), format_table(t).c_str());
+    if (family > 0)
+      std::printf("p (%s): %s tests against %s, adjusted over the %zu comparisons of this phase\n", adj,
+                  "paired t where seeds match, Welch t otherwise,", c.reference.c_str(), family);
+  }
+}
+
+}  // namespace
+
+int cmd_compare(const Args& args) {
+  po::options_description opts("options");
+  std::string split, db;
+  std::vector<std::string> metrics, tags;
+  CompareRequest request;
+  ClaimOptions claims;
+  opts.add_options()("experiment", po::value(&request.experiment)->required(),
+                     "experiment name (as `htm runs` shows it)")(
+      "metric,m", po::value(&metrics)->composing(), "metric name, e.g. mse (repeatable: one column each; default mse)")(
+      "split", po::value(&split)->default_value("test"), "metric split: test or train")(
+      "reference,r", po::value(&request.reference), "variant the others are compared with (default: the first run's)")(
+      "hash", po::value(&request.filter.hash), "only runs whose config hash starts with this")(
+      "tag", po::value(&tags)->composing(), "only runs tagged key=value (repeatable: all of them)")(
+      "db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
+  add_claim_options(opts, claims);
+  po::positional_options_description pos;
+  pos.add("experiment", 1);
+  po::variables_map vm;
+  if (!parse_options("compare", args, opts, pos, vm,
+                     "EXPERIMENT [--metric M...] [--reference VARIANT] [--target 'M>=X'] [--adjust holm] "
+                     "[--hash H] [--tag k=v]"))
+    return 0;
+  std::tie(request.adjustment, request.targets) = parse_claims(claims, split);
+  request.collapse = claims.collapse;
+  if (metrics.empty() && request.targets.empty()) metrics = {"mse"};
+  for (const auto& m : metrics) request.metrics.push_back(qualified_metric(m, split));
+  for (const auto& tag : tags) request.filter.tags.push_back(key_value("--tag", tag));
+
+  ResultsStore store(db, OpenMode::read_only);
+  const Comparison c = compare_study(store, request);
+  for (const auto& table : c.metrics)
+    if (!table.missing.empty()) throw Error(table.missing + " in " + store.path());
+  std::printf("%s: the last value of each seed's latest finished run, against %s\n", request.experiment.c_str(),
+              c.reference.c_str());
+  if (c.metrics.size() == 1) {
+    std::printf(
+        "%s; effect: (mean / %s's mean - 1), delta-method CI; test: paired t where the seeds match, "
+        "Welch t otherwise\n",
+        c.metrics[0].metric.c_str(), c.reference.c_str());
+    print_one_metric(c, c.metrics[0], request);
+  } else {
+    print_metrics(c);
+  }
+  for (const auto& w : c.warnings) std::printf("warning: %s\n", w.c_str());
+  return 0;
+}
+
+}  // namespace htm

@@ -1,0 +1,90 @@
+// A run's row as htm run records it: the description of its config and plugins, its artifact
+// folder, and the row of a supervised run that crashed before it claimed one.
+#include "commands/run_record.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+
+#include <torch/version.h>
+
+#include "process/launch.h"
+#include "store/results_store.h"
+
+namespace htm {
+namespace {
+
+std::string shell_output(const std::string& command) {
+  std::string out;
+  if (FILE* p = popen(command.c_str(), "r")) {
+    char buf[256];
+    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+}  // namespace
+
+std::string git_revision() {
+  const std::string dir = HTM_SOURCE_DIR;
+  std::string rev = shell_output("git -C '" + dir + "' rev-parse --short=12 HEAD 2>/dev/null");
+  if (rev.empty()) return "unknown";
+  if (!shell_output("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null").empty())
+    rev += "-dirty";
+  return rev;
+}
+
+RunInfo describe(const ResolvedConfig& config, const Registry& registry, const std::string& file, int64_t seed) {
+  RunInfo info;
+  info.experiment = config.experiment;
+  info.source_file = file;
+  info.variant = config.variant;
+  info.seed = seed;
+  info.config_toml = config.toml;
+  info.config_hash = config.hash;
+  info.git_revision = git_revision();
+  info.torch_version = TORCH_VERSION;
+  info.htm_version = HTM_VERSION;
+  info.host = hostname();
+  info.params = config.flattened();
+  auto add = [&](PluginKind kind, const std::string& name) {
+    const PluginEntry& entry = registry.entry(kind, name);
+    info.plugins.push_back({kind_name(kind), name, entry.manifest.version, entry.path, registry.sha256(entry.path)});
+  };
+  add(PluginKind::dataset, config.dataset.name);
+  add(PluginKind::adapter, config.adapter.name);
+  add(PluginKind::policy, config.policy.name);
+  add(PluginKind::merge, config.merge.name);
+  for (const auto& [name, choice] : config.losses) add(PluginKind::loss, name);
+  return info;
+}
+
+// results/runs/<experiment>/<variant>-seed<S>-<time>-<pid>: unique without asking the database.
+std::string artifact_dir(const ResolvedConfig& config, const std::string& variant, int64_t seed) {
+  const std::string name = run_file_name(variant, seed);
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+  return config.settings.runtime.artifacts + "/" + config.experiment + "/" + name + "-" + stamp + "-" +
+         std::to_string(getpid());
+}
+
+void record_unclaimed_crash(const ExperimentFile& file, const Registry& registry, const std::string& variant,
+                            int64_t seed, const std::string& message) {
+  const ResolvedConfig config = file.resolve(variant, registry);
+  RunInfo info = describe(config, registry, file.path(), seed);
+  info.artifact_dir = artifact_dir(config, variant, seed);
+  ResultsStore store(config.settings.runtime.results);
+  store.finish_run(store.begin_run(info), RunStatus::failed, message);
+}
+
+}  // namespace htm

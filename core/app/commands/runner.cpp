@@ -1,0 +1,457 @@
+#include "commands/runner.h"
+
+#include "commands/commands.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "board/plugin_scope.h"
+#include "board/run_board.h"
+#include "commands/run_record.h"
+#include "commands/selection.h"
+#include "dist/communicator.h"
+#include "file_checks.h"
+#include "htm/adapter.h"
+#include "htm/error.h"
+#include "htm/merge.h"
+#include "htm/policy.h"
+#include "htm/sets.h"
+#include "process/launch.h"
+#include "process/signals.h"
+#include "process/supervise.h"
+#include "store/results_store.h"
+#include "train/memory.h"
+
+namespace htm {
+namespace {
+
+// held: a run not resumed because it crashed too often at one step; failed for the exit code,
+// but every rank skipped it together, so a data-parallel group goes on to the next run.
+enum class Outcome { finished, skipped, failed, held, interrupted };
+
+// What the request asks of runs it finds unfinished (htm resume names one, --force retries a held one).
+struct Continue {
+  int64_t expected_run = 0;    ///< the run htm resume names (0: whichever claim_run finds)
+  bool retry_crashed = false;  ///< resume a run held after crashing twice at one step
+};
+
+std::map<std::string, std::string> tags_of(const RunRequest& request) {
+  std::map<std::string, std::string> tags;
+  for (const auto& t : request.tags) tags.insert(key_value("--tag", t));
+  if (!request.note.empty()) tags["note"] = request.note;
+  if (request.confirm) tags["phase"] = "confirm";
+  return tags;
+}
+
+constexpr int kRunBusyTimeoutMs = 10 * 60 * 1000;  // a run waits up to 10 minutes for an outside lock
+
+// The first line of an exception's text, without libtorch's backtrace; the whole text goes to
+// the run's error.log.
+std::string one_line(const std::exception& e, std::string* full) {
+  std::string text = e.what();
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) text = c10->what_without_backtrace();
+  *full = e.what();
+  const size_t newline = text.find('\n');
+  return newline == std::string::npos ? text : text.substr(0, newline) + " (more in error.log)";
+}
+
+// A run's [runtime] in force: its threads (or this host's cores shared by its ranks when 0) and
+// its precision. Returns whether bf16 was asked for but fell back to fp32.
+bool apply_runtime(const RuntimeSettings& runtime, const Communicator* comm) {
+  int64_t threads = runtime.threads;
+  if (threads == 0 && comm != nullptr)
+    threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / comm->info().local_world);
+  set_threads(threads);
+  use_kernels(runtime.kernels);
+  return set_precision(runtime.precision, runtime.device) != runtime.precision;
+}
+
+// Data-parallel: what rank 0 decided for a run, sent to every rank (one broadcast per run).
+enum Decision : int64_t { kSkip = 0, kStart = 1, kResume = 2 };
+int64_t share_decision(Communicator* comm, int64_t decision) {
+  if (comm == nullptr) return decision;
+  auto t = torch::tensor({decision}, torch::kLong);
+  comm->broadcast(t);
+  return t.item<int64_t>();
+}
+
+// A rank other than 0: trains the run rank 0 decided on, recording into a private in-memory store.
+Outcome follow_run(const ExperimentFile& file, const std::string& variant, int64_t seed, const Registry& registry,
+                   Communicator& comm) {
+  ResolvedConfig config = file.resolve(variant, registry);
+  apply_runtime(config.settings.runtime, &comm);
+  const std::string label =
+      config.experiment + "/" + variant + " seed " + std::to_string(seed) + ", rank " + std::to_string(comm.rank());
+  const int64_t decision = share_decision(&comm, kSkip);
+  if (decision == kSkip) return Outcome::skipped;
+  Experiment ex = assemble(config, registry, seed, comm.info().local_rank);
+  ResultsStore scratch(":memory:");
+  const int64_t run_id = scratch.begin_run(describe(config, registry, file.path(), seed));
+  TrainerOptions options;
+  options.resume = decision == kResume;
+  options.verbosity = 0;
+  options.comm = &comm;
+  try {
+    Trainer(ex, scratch, run_id, "", seed, label, options).run();
+    return Outcome::finished;
+  } catch (const Interrupted&) {
+    return Outcome::interrupted;
+  } catch (const std::exception& e) {
+    std::string full;
+    std::fprintf(stderr, "error: [%s] %s\n", label.c_str(), one_line(e, &full).c_str());
+    return Outcome::failed;
+  }
+}
+
+Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t seed, bool rerun, bool ignore_memory,
+                const Registry& registry, const std::map<std::string, std::string>& tags = {}, int verbosity = 1,
+                Continue resume = {}, Communicator* comm = nullptr) {
+  const int64_t expected_run = resume.expected_run;
+  if (comm != nullptr && comm->rank() != 0) return follow_run(file, variant, seed, registry, *comm);
+  ResolvedConfig config = file.resolve(variant, registry);
+  const bool bf16_fell_back = apply_runtime(config.settings.runtime, comm);
+  const std::string label = config.experiment + "/" + variant + " seed " + std::to_string(seed);
+  ResultsStore store(config.settings.runtime.results);
+  store.set_busy_timeout(kRunBusyTimeoutMs);
+  if (crashed_in_this_launch(label)) {  // as a single run's crash: the next htm run resumes it
+    std::fprintf(stderr, "[%s] crashed in this htm run; the next htm run resumes it\n", label.c_str());
+    share_decision(comm, kSkip);
+    return Outcome::held;
+  }
+  if (!rerun && expected_run == 0) {  // the cheap answer first: no need to load data for a finished run
+    if (auto done = store.find_finished(config.experiment, variant, seed, config.hash)) {
+      std::printf("[%s] already finished as run %lld in %s; skipped (--rerun runs it again)\n", label.c_str(),
+                  static_cast<long long>(*done), store.path().c_str());
+      share_decision(comm, kSkip);
+      return Outcome::skipped;
+    }
+  }
+  // Assembling builds the plugins and runs a first forward pass. A bad setting a plugin refuses
+  // (htm::Error from its constructor) is bad input: nothing is recorded. An exception out of a
+  // plugin's code is that plugin's fault: the run is recorded as failed with it.
+  std::optional<Experiment> ex;
+  std::string early_message, early_full;
+  take_plugin_fault();
+  try {
+    ex = assemble(config, registry, seed, comm != nullptr ? comm->info().local_rank : 0);
+  } catch (const std::exception& e) {
+    const PluginFault fault = take_plugin_fault();
+    if (fault.object == nullptr && dynamic_cast<const Error*>(&e) != nullptr) {
+      share_decision(comm, kSkip);  // the other ranks stop waiting for this run
+      throw;
+    }
+    early_message = one_line(e, &early_full);
+    if (fault.object != nullptr) early_message = registry.describe(fault.object) + " failed: " + early_message;
+  }
+
+  // Memory before the first step: a run that would not fit is refused here, like bad input.
+  std::optional<MemoryEstimate> memory;
+  if (ex && comm == nullptr) {
+    memory = estimate_training_memory(*ex);
+    const AvailableMemory available = available_memory();
+    if (!ignore_memory && available.mib > 0 && memory->total_mib() > available.mib) {
+      char have[64];
+      if (available.mib >= 1024)
+        std::snprintf(have, sizeof have, "%.1f GiB", available.mib / 1024);
+      else
+        std::snprintf(have, sizeof have, "%.0f MiB", available.mib);
+      throw Error("[" + label + "] needs about " + describe(*memory) + " to train, more than the " + have +
+                  " available (" + available.source + "); htm run --ignore-memory trains it anyway");
+    }
+  }
+
+  RunInfo info = describe(config, registry, file.path(), seed);
+  info.artifact_dir = artifact_dir(config, variant, seed);
+  const Claim claim = store.claim_run(info, rerun, resume.retry_crashed);
+  if (expected_run != 0 && claim.run_id != expected_run && claim.outcome != Claim::Outcome::finished)
+    throw Error("run " + std::to_string(expected_run) + " is not the latest unfinished run of " + label +
+                " (that is run " + std::to_string(claim.run_id) + ")");
+  const bool train = ex && (claim.outcome == Claim::Outcome::started || claim.outcome == Claim::Outcome::resumed);
+  if (train || claim.outcome == Claim::Outcome::held) board_run(claim.run_id, store.path(), label);
+  share_decision(comm, !train ? kSkip : claim.outcome == Claim::Outcome::resumed ? kResume : kStart);
+  switch (claim.outcome) {
+    case Claim::Outcome::finished:
+      std::printf("[%s] already finished as run %lld in %s; skipped (--rerun runs it again)\n", label.c_str(),
+                  static_cast<long long>(claim.run_id), store.path().c_str());
+      return Outcome::skipped;
+    case Claim::Outcome::taken:
+      std::printf("[%s] run %lld is being trained by another process (%s); skipped\n", label.c_str(),
+                  static_cast<long long>(claim.run_id), claim.detail.c_str());
+      return Outcome::skipped;
+    case Claim::Outcome::held:
+      std::fprintf(stderr,
+                   "error: [%s] run %lld is not resumed: %s (htm runs shows the error; htm resume %lld "
+                   "--force retries it)\n",
+                   label.c_str(), static_cast<long long>(claim.run_id), claim.detail.c_str(),
+                   static_cast<long long>(claim.run_id));
+      return Outcome::held;
+    case Claim::Outcome::resumed:
+      std::fprintf(stderr, "[%s] resuming run %lld (it was %s)\n", label.c_str(), static_cast<long long>(claim.run_id),
+                   claim.detail.c_str());
+      break;
+    case Claim::Outcome::started:
+      break;
+  }
+  const int64_t run_id = claim.run_id;
+  const std::string artifacts = claim.artifact_dir;
+  std::map<std::string, std::string> run_tags = tags;
+  if (bf16_fell_back) run_tags["precision"] = "fp32: bf16 asked, no bf16 instructions";
+  store.set_tags(run_id, run_tags);
+  auto record_failure = [&](const std::string& message, const std::string& full) {
+    std::error_code ec;
+    std::filesystem::create_directories(artifacts, ec);
+    if (FILE* log = std::fopen((artifacts + "/error.log").c_str(), "w")) {  // the backtrace, if any, is here
+      std::fprintf(log, "%s\n\n%s\n", message.c_str(), full.c_str());
+      std::fclose(log);
+    }
+    store.finish_run(run_id, RunStatus::failed, message);
+    std::fprintf(stderr, "\nerror: [%s] run %lld failed: %s\n", label.c_str(), static_cast<long long>(run_id),
+                 message.c_str());
+    return Outcome::failed;
+  };
+  if (!ex) return record_failure(early_message, early_full);
+  try {
+    TrainerOptions options;
+    options.resume = claim.outcome == Claim::Outcome::resumed;
+    options.verbosity = verbosity;
+    options.comm = comm;
+    Trainer trainer(*ex, store, run_id, artifacts, seed, label, options);
+    TrainSummary s = trainer.run();
+    store.finish_run(run_id, RunStatus::finished);
+    if (std::isnan(s.accuracy))
+      std::printf(
+          "[%s] run %lld finished: test MSE %.5f vs mean-image baseline %.5f (%.1f%%), "
+          "%lld steps in %.1f s (%.1f img/s)\n",
+          label.c_str(), static_cast<long long>(run_id), s.test_mse, s.reference.mean_mse,
+          100.0 * s.test_mse / s.reference.mean_mse, static_cast<long long>(s.steps), s.seconds, s.images_per_s);
+    else
+      std::printf(
+          "[%s] run %lld finished: test accuracy %.4f, %lld parameters, %lld steps in %.1f s "
+          "(%.1f img/s)\n",
+          label.c_str(), static_cast<long long>(run_id), s.accuracy, static_cast<long long>(ex->participating),
+          static_cast<long long>(s.steps), s.seconds, s.images_per_s);
+    const BaselineScores& r = s.reference;
+    if (!std::isnan(r.pca_mse) && std::isnan(s.accuracy))
+      std::printf("[%s] reference: PCA with the bottleneck's %lld floats %.5f (%.1f%% of the mean-image error)\n",
+                  label.c_str(), static_cast<long long>(r.pca_components), r.pca_mse, 100.0 * r.pca_mse / r.mean_mse);
+    if (!std::isnan(r.linear_accuracy) && !std::isnan(s.accuracy))
+      std::printf("[%s] reference: a linear (ridge) classifier on the raw input %.4f\n", label.c_str(),
+                  r.linear_accuracy);
+    // Data with a true hierarchy: the scores that matter, beside the random-merge floor.
+    const auto f1 = store.query(
+        "SELECT name, value FROM latest_metrics WHERE run_id = ? AND split = 'test' AND name IN "
+        "('cluster_f1', 'sibling_f1', 'random/cluster_f1', 'random/sibling_f1') ORDER BY name",
+        {run_id});
+    std::map<std::string, std::string> scores;
+    for (const auto& row : f1.rows) scores[row[0]] = row[1];
+    if (memory && verbosity >= 1)
+      std::printf("[%s] memory: peak %.0f MiB resident; estimated %.0f MiB before the first step (%+.0f%%)\n",
+                  label.c_str(), peak_resident_mib(), memory->total_mib(),
+                  100.0 * (memory->total_mib() / peak_resident_mib() - 1));
+    if (scores.count("cluster_f1"))
+      std::printf("[%s] hierarchy: cluster F1 %s (random merges %s), sibling F1 %s (random %s)\n", label.c_str(),
+                  scores["cluster_f1"].c_str(), scores["random/cluster_f1"].c_str(), scores["sibling_f1"].c_str(),
+                  scores["random/sibling_f1"].c_str());
+    return Outcome::finished;
+  } catch (const DatabaseCorrupt& e) {  // nothing more into that file: the run's checkpoint is its record
+    board_database_corrupt();
+    std::fprintf(stderr, "\nerror: [%s] run %lld stopped at a checkpoint in %s: %s\n", label.c_str(),
+                 static_cast<long long>(run_id), artifacts.c_str(), e.what());
+    return Outcome::failed;
+  } catch (const Interrupted&) {
+    store.finish_run(run_id, RunStatus::interrupted, "interrupted by a signal; htm run resumes it");
+    std::fprintf(stderr, "\n[%s] run %lld interrupted; recorded as such (running the same command resumes it)\n",
+                 label.c_str(), static_cast<long long>(run_id));
+    return Outcome::interrupted;
+  } catch (const std::exception& e) {
+    std::string full, message = one_line(e, &full);
+    const PluginFault fault = take_plugin_fault();
+    if (dynamic_cast<const NonFinite*>(&e) != nullptr)
+      message = "training diverged: " + message;
+    else if (fault.object != nullptr)
+      message = registry.describe(fault.object) + " failed: " + message;
+    return record_failure(message, full);
+  }
+}
+
+// The runs a request names (variants × seeds, repeats collapsed), every variant resolved first so
+// that any config error is reported before a single run starts; the results database and the
+// logs folder they go to.
+struct StudyWork {
+  std::vector<std::pair<std::string, int64_t>> work;
+  std::string results, logs;
+};
+
+StudyWork study_work(const RunRequest& request, const ExperimentFile& file, const Registry& registry) {
+  StudyWork out;
+  for (const auto& variant : request.variants.empty() ? file.variants() : request.variants) {
+    ResolvedConfig config = file.resolve(variant, registry);
+    out.results = config.settings.runtime.results;
+    out.logs = config.settings.runtime.artifacts + "/" + config.experiment + "/logs";
+    for (int64_t seed : seeds_of(request, config.settings.experiment, request.file))
+      if (std::find(out.work.begin(), out.work.end(), std::make_pair(variant, seed)) == out.work.end())
+        out.work.emplace_back(variant, seed);
+  }
+  return out;
+}
+
+// This rank's group; every rank must be given the same runs with the same configs.
+std::unique_ptr<Communicator> rank_group(const WorldInfo& world,
+                                         const std::vector<std::pair<std::string, int64_t>>& work,
+                                         const ExperimentFile& file, const Registry& registry) {
+  std::string runs;
+  for (const auto& [variant, seed] : work)
+    runs += variant + "\n" + std::to_string(seed) + "\n" + file.resolve(variant, registry).hash + "\n";
+  const std::string identity = "runs " + std::to_string(work.size()) + ", hash " + sha256_hex(runs).substr(0, 16);
+  const char* timeout = std::getenv("HTM_DIST_TIMEOUT");
+  return std::make_unique<Communicator>(world, identity,
+                                        std::chrono::seconds(timeout ? std::max(1, std::atoi(timeout)) : 300));
+}
+
+}  // namespace
+
+int run_experiment(const RunRequest& request, const Registry& registry) {
+  if (!supervised_child())  // said once, by the supervisor
+    for (const auto& warning : registry.warnings()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  ExperimentFile file = ExperimentFile::load(request.file, request.overrides);
+  for (const auto& sweep : request.sweeps) file.add_sweep(sweep);
+  if (request.confirm && request.variants.empty())
+    throw Error("--confirm needs --variant: confirm the variants you froze, named, not the whole study");
+  for (const auto& tag : request.tags)
+    if (key_value("--tag", tag).first == "phase")
+      throw Error("--tag " + tag + ": the tag 'phase' is set by --confirm (runs without it are exploratory)");
+  auto [work, results, logs] = study_work(request, file, registry);
+  const std::optional<WorldInfo> world = world_from_environment();
+  if (!request.shard.empty()) {  // a deterministic slice: the same on every host given the same file
+    const auto [k, n] = parse_shard(request.shard);
+    const size_t all = work.size();
+    work = shard_of(work, k, n);
+    if (request.nproc == 1 && (!world || world->rank == 0))  // said once, by the process that records
+      std::fprintf(stderr, "shard %d/%d: %zu of the %zu runs\n", k, n, work.size(), all);
+  }
+  if (request.nproc > 1) {
+    if (world)
+      throw Error("--nproc: this process is already rank " + std::to_string(world->rank) + " of " +
+                  std::to_string(world->world) + " (WORLD_SIZE is set); launch it without --nproc");
+    if (request.jobs > 1) throw Error("--nproc and --jobs cannot be combined: give the cores to one or the other");
+    ResultsStore::require_sound(results);  // the ranks are supervised children: they leave it to this process
+    return run_ranks(request, work.size());
+  }
+  if (world && request.jobs > 1) throw Error("--jobs cannot be used by a data-parallel rank (WORLD_SIZE is set)");
+  if (!world || world->rank == 0) {  // runs whose process is gone are recorded killed; they resume below
+    if (!supervised_child()) ResultsStore::require_sound(results);  // before this command's first write
+    ResultsStore store(results);
+    for (int64_t id : store.settle_stale())
+      std::fprintf(stderr, "note: run %lld had lost its process; recorded as killed\n", static_cast<long long>(id));
+  }
+  // Every run in a supervised child of its own (htm run; a caller of this function that trains
+  // in-process asks for --jobs 1 without `supervise`), unless this process is one, or a rank.
+  if (!world && (request.supervise || (request.jobs > 1 && work.size() > 1)) && !supervised_child())
+    return run_parallel(request, unfinished(request, file, registry, work), logs,
+                        [&](const std::string& variant, int64_t seed, const std::string& message) {
+                          record_unclaimed_crash(file, registry, variant, seed, message);
+                        });
+
+  std::unique_ptr<Communicator> comm = world ? rank_group(*world, work, file, registry) : nullptr;
+  int code = 0;
+  for (const auto& [variant, seed] : work) {
+    if (interrupt_requested() && !comm) return 130;
+    switch (run_one(file, variant, seed, request.rerun, request.ignore_memory, registry, tags_of(request),
+                    request.verbosity, {}, comm.get())) {
+      case Outcome::interrupted:
+        return 130;
+      case Outcome::held:
+        code = 1;
+        break;
+      case Outcome::failed:
+        if (comm) {  // a rank may be gone: the group cannot be trusted for the next run
+          std::fprintf(stderr, "htm: a data-parallel run failed; the remaining runs are not started\n");
+          return 1;
+        }
+        code = 1;
+        break;
+      default:
+        break;
+    }
+  }
+  return code;
+}
+
+void print_memory_estimate(const ResolvedConfig& config, const Registry& registry) {
+  try {
+    apply_runtime(config.settings.runtime, nullptr);
+    const auto& seeds = config.settings.experiment.seeds;
+    Experiment ex = assemble(config, registry, seeds.empty() ? 0 : seeds[0]);
+    const MemoryEstimate memory = estimate_training_memory(ex);
+    const AvailableMemory available = available_memory();
+    std::printf("# parameters: %lld (%lld trained)\n# training memory estimate: %s; available: %.1f GiB (%s)\n",
+                static_cast<long long>(memory.parameters), static_cast<long long>(memory.trained),
+                describe(memory).c_str(), available.mib / 1024, available.source.c_str());
+  } catch (const std::exception& e) {
+    std::string full;
+    std::printf("# training memory estimate: not available: %s\n", one_line(e, &full).c_str());
+  }
+}
+
+int resume_run(int64_t run_id, const std::string& db, const std::vector<std::string>& overrides,
+               const std::vector<std::string>& sweeps, const Registry& registry, bool force) {
+  std::string source, variant;
+  int64_t seed = 0;
+  std::string hash;
+  {
+    ResultsStore::require_sound(db);
+    ResultsStore store(db);
+    store.settle_stale();
+    auto row = store.query(
+        "SELECT r.source_file, r.variant, r.seed, r.config_hash, r.status, coalesce(c.value, 0) "
+        "FROM runs r LEFT JOIN tags c ON c.run_id = r.id AND c.key = 'crashes' WHERE r.id = ?",
+        {run_id});
+    if (row.rows.empty()) throw Error("results database '" + db + "' has no run " + std::to_string(run_id));
+    const auto& r = row.rows[0];
+    if (r[4] == "finished") throw Error("run " + std::to_string(run_id) + " has finished: nothing to resume");
+    const int64_t crashes = std::atoll(r[5].c_str());
+    if (r[4] == "failed" && crashes == 0)
+      throw Error("run " + std::to_string(run_id) + " failed; a failed run is not resumed (htm run starts it again)");
+    if (r[4] == "failed" && crashes >= kCrashesHeld && !force)
+      throw Error("run " + std::to_string(run_id) + " crashed " + std::to_string(crashes) +
+                  " times at one step; htm resume " + std::to_string(run_id) + " --force retries it");
+    if (r[4] == "running") throw Error("run " + std::to_string(run_id) + " is still running under its process");
+    source = r[0], variant = r[1], seed = std::atoll(r[2].c_str()), hash = r[3];
+  }
+  std::vector<std::string> settings = overrides;
+  settings.push_back("runtime.results=" + to_toml(Value(db)));  // the database it is recorded in
+  ExperimentFile file = ExperimentFile::load(source, settings);
+  for (const auto& sweep : sweeps) file.add_sweep(sweep);
+  const ResolvedConfig config = file.resolve(variant, registry);
+  if (config.hash != hash)
+    throw Error("'" + source + "' now resolves to another config for variant '" + variant + "' (hash " + config.hash +
+                "; run " + std::to_string(run_id) + " has " + hash +
+                "): give the --set options it was started with, or restore the file");
+  switch (run_one(file, variant, seed, false, false, registry, {}, 1, {run_id, force})) {
+    case Outcome::interrupted:
+      return 130;
+    case Outcome::failed:
+    case Outcome::held:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace htm

@@ -1,0 +1,131 @@
+#include "process/supervise.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "board/run_board.h"
+#include "htm/error.h"
+#include "process/launch.h"
+#include "store/results_store.h"
+
+namespace htm {
+
+bool supervised_child() {
+  const char* board = std::getenv("HTM_RUN_BOARD");
+  return board != nullptr && *board != '\0';
+}
+
+std::string signal_text(int signal) {
+  const char* abbrev = sigabbrev_np(signal);
+  const std::string name = abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(signal);
+  const char* text = strsignal(signal);
+  return text != nullptr ? name + " (" + text + ")" : name;
+}
+
+ChildBoard::ChildBoard() : path_(create_run_board()) {}
+
+ChildBoard::~ChildBoard() { unlink(path_.c_str()); }
+
+std::string ChildBoard::environment() const { return "HTM_RUN_BOARD=" + path_; }
+
+namespace {
+
+ChildEnd settle_board(RunBoard board, bool read, pid_t pid, int status, const std::string& rank, bool rank_crash) {
+  ChildEnd end;
+  end.code = exit_code(status);
+  end.claimed = read && board.run_id > 0;
+  end.run_id = end.claimed ? board.run_id : 0;
+  if (end.claimed) end.label = board.label;
+  end.database_corrupt = read && board.database_corrupt != 0;
+  // A stop the user asked for (a signal forwarded to it, or a second one ending it at once) is
+  // not a crash: the run stays resumable, as it always was. Nor are htm's own exit codes (0, 1
+  // after recording a failure or refusing input, 2 for a usage error): the child said it all.
+  const bool asked = WIFSIGNALED(status) ? WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM
+                                         : end.code <= 2 || end.code == 130 || end.code == 143;
+  if (asked) return end;
+  std::string what;
+  if (WIFSIGNALED(status)) {
+    const int signal = WTERMSIG(status);
+    what = "crashed: " + signal_text(signal);
+    if (signal == SIGKILL) what += ", sent by the kernel's out-of-memory killer or by kill -9,";
+  } else {
+    what = "its process exited with code " + std::to_string(end.code) + " without recording an outcome,";
+  }
+  const std::string plugin = read ? board_plugin_text(board) : "";
+  what += plugin.empty() ? " while no plugin call was in progress" : " in " + plugin;
+  if (read && board.step > 0)
+    what += " at step " + std::to_string(board.step) + " of " + std::to_string(board.total_steps);
+  else if (end.claimed)
+    what += " before its first step";
+  what += rank;
+  if (!end.claimed) {  // nothing was recorded: say so on the terminal, there is no row to hold it
+    if (WIFSIGNALED(status)) {
+      end.crashed = true;
+      end.code = 1;
+      end.message = what + " during construction (before it claimed its run)";
+    }
+    return end;
+  }
+  try {
+    ResultsStore store(board.db);
+    const int64_t crashes = rank_crash ? store.record_rank_crash(board.run_id, pid, board.step, what)
+                                       : store.record_crash(board.run_id, pid, board.step, what);
+    if (crashes == 0) return end;  // the child recorded its outcome itself (a plain failure)
+    end.crashed = true;
+    end.code = 1;
+    end.message = "run " + std::to_string(board.run_id) + " " + what;
+    if (crashes >= kCrashesHeld)
+      end.message += "; it crashed there " + std::to_string(crashes) +
+                     " times, so htm run does not resume it (htm resume " + std::to_string(board.run_id) +
+                     " --force retries it)";
+  } catch (const std::exception& e) {
+    end.crashed = true;
+    end.code = 1;
+    end.message = "run " + std::to_string(board.run_id) + " " + what + "; recording it failed: " + e.what();
+  }
+  return end;
+}
+
+}  // namespace
+
+ChildEnd ChildBoard::settle(pid_t pid, int status) const {
+  RunBoard board{};
+  const bool read = read_run_board(path_, &board);
+  return settle_board(board, read, pid, status, "", false);
+}
+
+ChildEnd ChildBoard::settle_rank(int status, int rank, int world, const ChildBoard& rank0, pid_t rank0_pid) const {
+  RunBoard board{}, first{};
+  bool read = read_run_board(path_, &board);
+  if (read_run_board(rank0.path_, &first) && first.run_id > 0) {  // the run is rank 0's claim
+    board.run_id = first.run_id;
+    std::memcpy(board.db, first.db, sizeof board.db);
+    std::memcpy(board.label, first.label, sizeof board.label);
+    if (!read) {  // this rank wrote nothing: no plugin or step to name
+      std::memcpy(board.magic, first.magic, sizeof board.magic);
+      board.step = 0;
+      board.count = 0;
+      board.current = -1;
+      read = true;
+    }
+  }
+  return settle_board(board, read, rank0_pid, status,
+                      " (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")", true);
+}
+
+int run_supervised(const std::vector<std::string>& args, const std::string& label) {
+  ChildBoard board;
+  const pid_t pid = start_worker(args, {board.environment()}, "");
+  const int status = wait_worker(pid);
+  const ChildEnd end = board.settle(pid, status);
+  if (end.crashed)
+    std::fprintf(stderr, "error: [%s] %s\n", (end.label.empty() ? label : end.label).c_str(), end.message.c_str());
+  return end.code;
+}
+
+}  // namespace htm

@@ -1,0 +1,59 @@
+// Runs in supervised child processes: `htm run` trains every run in a child of its own (with
+// --jobs 1 as well), so that a plugin that crashes costs that run, not the study. The child
+// publishes its run, step and executing plugin on a board (board/run_board.h); when it dies by
+// a signal, the supervisor records the run failed with what the board says.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace htm {
+
+/// Whether this process is a supervised child (HTM_RUN_BOARD is set): it trains in-process.
+bool supervised_child();
+
+/// How a supervised child ended, as the supervisor sees it.
+struct ChildEnd {
+  int code = 0;                   ///< the exit code to count: 1 for a crash, else the child's own
+  bool crashed = false;           ///< died by a signal (or exited) without recording its run's outcome
+  bool claimed = false;           ///< it had claimed a run (board's run id)
+  bool database_corrupt = false;  ///< its run met a malformed database
+  int64_t run_id = 0;
+  std::string label;    ///< the run's label as the child gave it ("" before it claimed one)
+  std::string message;  ///< the crash, in one line ("" when it ended on its own terms)
+};
+
+/// A child's board: created with the child, removed with this object.
+class ChildBoard {
+ public:
+  ChildBoard();
+  ~ChildBoard();
+  ChildBoard(const ChildBoard&) = delete;
+  ChildBoard& operator=(const ChildBoard&) = delete;
+  /// "HTM_RUN_BOARD=<path>", for the child's environment.
+  std::string environment() const;
+  /// After the child `pid` ended with wait status `status`: a crash (a signal other than
+  /// SIGINT/SIGTERM, or an exit that left its run running) is recorded in the run's database as
+  /// failed, naming the signal, the plugin executing and the step.
+  ChildEnd settle(pid_t pid, int status) const;
+  /// The same for rank `rank` of `world` data-parallel ranks, after all of them ended: the run is
+  /// the one rank 0 claimed (`rank0`'s board, its process `rank0_pid`), the plugin and step
+  /// this rank's; the run is failed even when rank 0 recorded an outcome of its own after the
+  /// crash (ResultsStore::record_rank_crash).
+  ChildEnd settle_rank(int status, int rank, int world, const ChildBoard& rank0, pid_t rank0_pid) const;
+
+ private:
+  std::string path_;
+};
+
+/// "SIGSEGV (Segmentation fault)".
+std::string signal_text(int signal);
+
+/// Runs `args` (args[0]: this executable) as one supervised child sharing this terminal and
+/// settles its end; prints the crash, if any. Returns the exit code to report.
+int run_supervised(const std::vector<std::string>& args, const std::string& label);
+
+}  // namespace htm

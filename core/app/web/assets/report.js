@@ -1,0 +1,321 @@
+'use strict';
+// htm report's page, and htm serve's study page: after page.js, with Chart.js and the study's
+// JSON (#data) before it.
+// render(D) draws the whole page from report_data's JSON; `htm serve` calls it again with fresh
+// data while a study trains, so each section empties its container first.
+let D = null;
+const COLORS =
+    ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
+const color = v => COLORS[D.variants.indexOf(v) % COLORS.length];
+const alpha = (c, a) => c + Math.round(a * 255).toString(16).padStart(2, '0');
+const nodata = text => el('div', {class: 'nodata'}, text);
+let charts = 0;
+
+function render(data) {
+  D = data;
+  for (const chart of Object.values(Chart.instances)) chart.destroy();
+  charts = 0;
+  for (const id of ['header', 'differs', 'finals', 'curves', 'more-curves', 'pictures'])
+    document.getElementById(id).replaceChildren();
+
+  // ---- header
+  (() => {
+    const h = document.getElementById('header');
+    const count = {};
+    for (const r of D.runs) count[r.status] = (count[r.status] || 0) + 1;
+    const dates = D.runs.map(r => r.started).filter(x => x !== null);
+    const day = t => new Date(t * 1000).toISOString().replace('T', ' ').slice(0, 16);
+    const gits = [...new Set(D.runs.map(r => r.git).filter(g => g))];
+    h.append(el('h1', {}, 'htm report: ' + D.experiment));
+    if (D.description) h.append(el('p', {}, D.description));
+    h.append(
+        el('p', {class: 'muted'},
+           `${D.runs.length} runs of ${D.variants.length} variant(s), ` +
+               Object.entries(count).map(([s, n]) => `${n} ${s}`).join(', ') +
+               (dates.length ? `; ${day(Math.min(...dates))} to ${day(Math.max(...dates))} UTC` : '') +
+               `; git ${gits.join(', ') || 'unknown'}; database ${D.database}`));
+    h.append(
+        el('div', {class: 'chips'},
+           ...D.plugins.map(p => el('span', {title: p[3] ? 'sha256 ' + p[3] : ''}, `${p[0]} ${p[1]} ${p[2]}`))));
+    const tags = [...new Set(D.runs.map(r => r.tags).filter(t => t))];
+    if (tags.length) h.append(el('p', {class: 'muted'}, 'tags: ' + tags.join('; ')));
+    const failed = D.runs.filter(r => r.status === 'failed' || r.status === 'killed');
+    if (failed.length) {
+      const t =
+          el('table', {id: 'failed'},
+             el('tr', {}, el('th', {}, 'run'), el('th', {}, 'variant'), el('th', {}, 'seed'), el('th', {}, 'status'),
+                el('th', {}, 'error')));
+      for (const r of failed)
+        t.append(
+            el('tr', {}, el('td', {}, r.id), el('td', {}, r.variant), el('td', {}, r.seed),
+               el('td', {class: 'bad'}, r.status), el('td', {}, r.error)));
+      h.append(el('h2', {}, 'Runs that did not finish'), t);
+    }
+  })();
+
+  // ---- what differs
+  (() => {
+    const box = document.getElementById('differs');
+    if (!D.differs.keys.length) {
+      box.append(
+          nodata(D.variants.length < 2 ? 'One variant: nothing to compare.' : 'The variants share every setting.'));
+      return;
+    }
+    const t =
+        el('table', {},
+           el('tr', {}, el('th', {}, 'setting'), ...D.variants.map(v => el('th', {style: `color:${color(v)}`}, v))));
+    D.differs.keys.forEach(
+        (k, i) => t.append(el('tr', {}, el('td', {}, k), ...D.differs.values[i].map(x => el('td', {}, x)))));
+    box.append(t, el('p', {class: 'muted'}, `${D.differs.same} other settings are equal in every variant.`));
+  })();
+
+  // ---- final values: htm compare's tables, phase by phase, and the seeds' values beside each
+  // variant's mean and its one-sided bound against the target
+  (() => {
+    const box = document.getElementById('finals');
+    for (const w of D.warnings) box.append(el('p', {class: 'bad warning'}, 'warning: ' + w));
+    const grid = el('div', {class: 'grid'});
+    box.append(D.finals.length ? grid : nodata('No metric to compare.'));  // in the page before charts are drawn
+    const PHASE = {
+      explore: 'Exploration: the seeds variants were chosen on (for choosing, not for claims)',
+      confirm: 'Confirmation: htm run --confirm, seeds no variant was chosen on'
+    };
+    for (const f of D.finals) {
+      const panel =
+          el('div', {class: 'panel final', 'data-metric': f.metric},
+             el('h3', {}, f.metric + (f.target ? '  (target ' + f.target.text + ')' : '')));
+      grid.append(panel);
+      if (f.missing) {
+        panel.append(nodata(f.missing));
+        continue;
+      }
+      for (const ph of f.phases) {
+        const seeds = [...new Set(ph.rows.flatMap(r => r.seeds))].sort((a, b) => a - b);
+        panel.append(
+            el('h4', {class: 'phase', 'data-phase': ph.phase}, `${PHASE[ph.phase]}; seeds ${seeds.join(', ')}`));
+        const heads = [
+          'variant', 'n', 'mean', 'sd', 'diff vs ' + f.reference, 'effect % [95% CI]', 'test', 'p', `p (${f.adjust})`
+        ];
+        if (f.target) heads.push((f.target.at_least ? 'lower' : 'upper') + ' 95% bound');
+        if (ph.rows.some(r => r.collapsed >= 0)) heads.push('collapsed');
+        const t = el('table', {class: 'compare'}, el('tr', {}, ...heads.map(c => el('th', {}, c))));
+        for (const r of ph.rows) {
+          const cells = [
+            el('td', {style: `color:${color(r.variant)}`}, r.variant), el('td', {class: 'num'}, r.n),
+            el('td', {class: 'num'}, fmt(r.mean)), el('td', {class: 'num'}, fmt(r.sd, 3)),
+            el('td', {class: 'num'}, r.tested ? fmt(r.diff) : ''),
+            el('td', {class: 'num'},
+               r.tested && r.effect !== null ?
+                   `${fmt(r.effect, 3)} [${fmt(r.effect_low, 3)}, ${fmt(r.effect_high, 3)}]` :
+                   ''),
+            el('td', {}, r.reference ? '(reference)' : r.test), el('td', {class: 'num'}, r.tested ? fmt(r.p, 3) : ''),
+            el('td', {class: 'num'}, r.tested ? fmt(r.p_adjusted, 3) : '')
+          ];
+          if (f.target)
+            cells.push(
+                el('td', {class: 'num ' + (r.met ? '' : 'bad')},
+                   r.bound === null ? '' : `${fmt(r.bound, 4)} ${r.met ? 'met' : 'not met'}`));
+          if (r.collapsed >= 0) cells.push(el('td', {class: 'num'}, `${r.collapsed} of ${r.n}`));
+          t.append(el('tr', {}, ...cells));
+        }
+        const canvas = el('canvas');
+        panel.append(el('div', {class: 'final-body'}, t, el('div', {class: 'chart'}, canvas)));
+        if (ph.family)
+          panel.append(
+              el('p', {class: 'muted'}, `p (${f.adjust}): adjusted over the ${ph.family} comparisons of this phase.`));
+        const rows = ph.rows, dot = (i, k, n) => i + (k - (n - 1) / 2) * Math.min(0.08, 0.6 / n);
+        const datasets = [
+          {
+            label: 'seeds',
+            data: rows.flatMap((r, i) => r.values.map((y, k) => ({x: dot(i, k, r.values.length), y}))),
+            pointRadius: 4,
+            backgroundColor: rows.flatMap(r => r.values.map(() => alpha(color(r.variant), 0.7)))
+          },
+          {
+            label: 'mean',
+            data: rows.map((r, i) => ({x: i, y: r.mean})),
+            pointStyle: 'line',
+            pointRadius: 16,
+            borderWidth: 2,
+            borderColor: '#222',
+            backgroundColor: '#222'
+          }
+        ];
+        if (f.target) {
+          datasets.push({
+            label: '95% bound',
+            data: rows.map((r, i) => ({x: i, y: r.bound})),
+            pointStyle: 'triangle',
+            rotation: f.target.at_least ? 0 : 180,
+            pointRadius: 7,
+            backgroundColor: rows.map(r => r.met ? '#2ca02c' : '#b00020')
+          });
+          datasets.push({
+            label: 'target',
+            type: 'line',
+            data: [{x: -0.5, y: f.target.threshold}, {x: rows.length - 0.5, y: f.target.threshold}],
+            borderColor: '#b00020',
+            borderDash: [6, 4],
+            borderWidth: 1.5,
+            pointRadius: 0
+          });
+        }
+        new Chart(canvas, {
+          type: 'scatter',
+          data: {datasets},
+          options: {
+            animation: false,
+            maintainAspectRatio: false,
+            plugins: {legend: {display: !!f.target, labels: {boxWidth: 12}}},
+            scales: {
+              x: {
+                min: -0.5,
+                max: rows.length - 0.5,
+                grid: {display: false},
+                afterBuildTicks: axis => {
+                  axis.ticks = rows.map((_, i) => ({value: i}));
+                },
+                ticks: {autoSkip: false, callback: v => (rows[v] || {}).variant || ''}
+              },
+              y: {title: {display: true, text: f.metric}}
+            }
+          }
+        });
+        charts++;
+      }
+    }
+  })();
+
+  // ---- curves
+  const REFERENCES = {
+    // curve → reference metrics drawn as dashed lines
+    'test/mse': [['test/baseline_mse', 'mean image'], ['test/baseline/pca_mse', 'PCA, same size']],
+    'test/accuracy': [['test/baseline/linear_accuracy', 'linear classifier']],
+  };
+  const byMetric = Object.fromEntries(D.curves.map(c => [c.metric, c]));
+  const referencesOf = m => {
+    const refs = (REFERENCES[m] || []).slice();
+    const [split, ...rest] = m.split('/');
+    const name = rest.join('/');
+    refs.push([`${split}/random/${name}`, 'random floor'], [`${split}/agglomerative/${name}`, 'agglomerative ceiling']);
+    return refs.filter(([r]) => byMetric[r] && r !== m).map(([r, label]) => {
+      const s = byMetric[r].series[0];
+      return {label, value: s.mean[s.mean.length - 1]};
+    });
+  };
+  const isReference = m => /\/(baseline|random|agglomerative)\/|baseline_mse$/.test(m);
+  const main = m =>
+      /^(train\/loss|test\/mse|test\/accuracy|test\/[^/]*f1|train\/epoch_loss)$/.test(m) && !isReference(m);
+  function curve(c, box) {
+    const canvas = el('canvas');
+    const head = el('h3', {}, c.metric);
+    const panel = el('div', {class: 'panel curve', 'data-metric': c.metric}, head, el('div', {class: 'chart'}, canvas));
+    box.append(panel);
+    const datasets = [];
+    let lo = Infinity, hi = -Infinity;
+    for (const s of c.series) {
+      const col = color(s.variant), xy = ys => s.step.map((x, i) => ({x, y: ys[i]}));
+      datasets.push(
+          {label: s.variant + ' min', data: xy(s.lo), borderWidth: 0, pointRadius: 0, fill: false}, {
+            label: s.variant + ' max',
+            data: xy(s.hi),
+            borderWidth: 0,
+            pointRadius: 0,
+            fill: '-1',
+            backgroundColor: alpha(col, 0.18)
+          },
+          {
+            label: s.variant,
+            data: xy(s.mean),
+            borderColor: col,
+            backgroundColor: col,
+            borderWidth: 1.5,
+            pointRadius: s.step.length < 3 ? 3 : 0
+          });
+      lo = Math.min(lo, ...s.step);
+      hi = Math.max(hi, ...s.step);
+    }
+    for (const r of referencesOf(c.metric))  // across the whole run, even when the curve has one point
+      datasets.push({
+        label: r.label,
+        data: [{x: Math.min(lo, 0), y: r.value}, {x: Math.max(hi, 1), y: r.value}],
+        borderColor: '#555',
+        borderDash: [6, 4],
+        borderWidth: 1,
+        pointRadius: 0
+      });
+    const chart = new Chart(canvas, {
+      type: 'line',
+      data: {datasets},
+      options: {
+        animation: false,
+        maintainAspectRatio: false,
+        parsing: true,
+        normalized: true,
+        interaction: {mode: 'nearest', intersect: false},
+        plugins: {legend: {labels: {boxWidth: 10, filter: i => !/ (min|max)$/.test(i.text)}}},
+        scales: {x: {type: 'linear', title: {display: true, text: 'step'}}, y: {type: c.log ? 'logarithmic' : 'linear'}}
+      }
+    });
+    if (c.log) {  // a metric spanning decades starts on a log scale, with a switch
+      const box = el('input', {type: 'checkbox', checked: ''});
+      box.addEventListener('change', () => {
+        chart.options.scales.y.type = box.checked ? 'logarithmic' : 'linear';
+        chart.update();
+      });
+      head.append(el('label', {class: 'muted'}, box, ' log'));
+    }
+    charts++;
+  }
+  (() => {
+    const box = document.getElementById('curves'), more = document.getElementById('more-curves');
+    if (!D.curves.length) box.append(nodata('These runs logged no metrics.'));
+    for (const c of D.curves.filter(c => main(c.metric))) curve(c, box);
+    for (const c of D.curves.filter(c => !main(c.metric))) curve(c, more);
+  })();
+
+  // ---- pictures: per variant, a seed picker over the runs whose pictures the page holds
+  (() => {
+    const box = document.getElementById('pictures');
+    if (!D.pictures.length) box.append(nodata('No pictures were recorded.'));
+    for (const variant of D.variants) {
+      const mine = D.pictures.filter(p => p.variant === variant);
+      if (!mine.length) continue;
+      const runs = [...new Set(mine.map(p => p.run))];
+      const figures = el('div', {class: 'grid'});
+      const show = run => {
+        figures.replaceChildren(
+            ...mine.filter(p => p.run === run)
+                .map(
+                    p => el(
+                        'figure', {}, p.src ? el('img', {src: p.src, alt: p.kind}) : nodata('missing file: ' + p.path),
+                        el('figcaption', {}, `${p.kind} (run ${p.run}, seed ${p.seed})`))));
+      };
+      const picker =
+          el('select', {class: 'seed-picker', 'aria-label': variant + ' seed'},
+             ...runs.map(run => el('option', {value: run}, 'seed ' + mine.find(p => p.run === run).seed)));
+      picker.addEventListener('change', () => show(Number(picker.value)));
+      box.append(
+          el('div', {class: 'panel pictures', style: 'grid-column: 1 / -1'},
+             el('h3', {}, el('span', {style: `color:${color(variant)}`}, variant), picker), figures));
+      show(runs[0]);
+    }
+  })();
+  // A self-check the browser tests read: how many charts were drawn, and how many canvases
+  // stayed blank (every pixel transparent).
+  const blank = [...document.querySelectorAll('canvas')]
+                    .filter(c => {
+                      if (!c.width || !c.height) return true;  // never laid out: as good as blank
+                      const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                      for (let i = 3; i < px.length; i += 4)
+                        if (px[i] !== 0) return false;
+                      return true;
+                    })
+                    .length;
+  document.body.dataset.charts = charts;
+  document.body.dataset.canvases = document.querySelectorAll('canvas').length;
+  document.body.dataset.blank = blank;
+  document.body.dataset.ready = 'yes';
+  document.body.dataset.renders = Number(document.body.dataset.renders || 0) + 1;
+}
+render(JSON.parse(document.getElementById('data').textContent));

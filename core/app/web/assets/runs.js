@@ -1,0 +1,109 @@
+'use strict';
+const form = document.getElementById('filters');
+const state = new URLSearchParams(location.search);
+const multi = name => (state.get(name) || '').split(';').map(s => s.trim()).filter(s => s);
+function url() {
+  const q = new URLSearchParams();
+  for (const k of ['experiment', 'status', 'size', 'page', 'sort', 'order'])
+    if (state.get(k)) q.set(k, state.get(k));
+  for (const w of multi('where')) q.append('where', w);
+  for (const c of multi('column')) q.append('column', c);
+  return '/api/runs?' + q;
+}
+for (const k of ['where', 'column', 'status', 'size'])
+  if (state.get(k)) form.elements[k].value = state.get(k);
+form.addEventListener('submit', e => {
+  e.preventDefault();
+  for (const k of ['experiment', 'status', 'where', 'column', 'size']) {
+    const v = form.elements[k].value.trim();
+    if (v)
+      state.set(k, v);
+    else
+      state.delete(k);
+  }
+  state.delete('page');
+  go();
+});
+function go() {
+  history.replaceState(null, '', '?' + state);
+  load();
+}
+const page = () => Number(state.get('page') || 0);
+document.getElementById('prev').onclick = () => {
+  state.set('page', Math.max(0, page() - 1));
+  go();
+};
+document.getElementById('next').onclick = () => {
+  state.set('page', page() + 1);
+  go();
+};
+let timer = null, loads = 0;
+async function load() {
+  clearTimeout(timer);
+  let D;
+  try {
+    D = await get(url());
+  } catch (e) {
+    document.getElementById('summary').replaceChildren(el('span', {class: 'bad', id: 'bad-filter'}, e.message));
+    document.getElementById('table').replaceChildren();
+    document.body.dataset.ready = 'yes';
+    return;
+  }
+  const select = form.elements.experiment;
+  if (select.options.length === 1)
+    for (const [name] of D.experiments) select.append(el('option', {}, name));
+  select.value = state.get('experiment') || '';
+  document.getElementById('keys').replaceChildren(
+      ...['experiment', 'variant', 'seed', 'status', 'duration', 'tag.phase', ...D.metrics, ...D.settings].map(
+          k => el('option', {value: k})));
+  document.getElementById('metrics').replaceChildren(...D.metrics.map(k => el('option', {value: k})));
+  const first = D.page * D.size;
+  document.getElementById('summary').textContent =
+      D.total ? `${D.total} runs match; ${first + 1} to ${first + D.runs.length} shown` : 'No run matches.';
+  document.getElementById('pageinfo').textContent = `page ${D.page + 1} of ${Math.max(1, Math.ceil(D.total / D.size))}`;
+  document.getElementById('prev').disabled = D.page === 0;
+  document.getElementById('next').disabled = first + D.runs.length >= D.total;
+  const sort = state.get('sort') || 'id', asc = state.get('order') === 'asc';
+  const head = (label, key) => {
+    const th = el('th', {class: 'sort', 'data-sort': key}, label + (sort === key ? (asc ? ' ▲' : ' ▼') : ''));
+    th.onclick = () => {
+      state.set('order', sort === key && !asc ? 'asc' : 'desc');
+      state.set('sort', key);
+      go();
+    };
+    return th;
+  };
+  const t = el(
+      'table', {id: 'runs'},
+      el('tr', {}, head('run', 'id'), head('experiment', 'experiment'), head('variant', 'variant'),
+         head('seed', 'seed'), head('status', 'status'), head('started (UTC)', 'started'), head('duration', 'duration'),
+         ...D.columns.map(c => head(c, c)), el('th', {}, 'tags'), el('th', {}, 'error')));
+  for (const r of D.runs) {
+    const study = encodeURIComponent(r.experiment);
+    t.append(el(
+        'tr', {'data-run': r.id, 'data-status': r.status}, el('td', {}, el('a', {href: '/run/' + r.id}, String(r.id))),
+        el('td', {}, el('a', {href: '/study/' + study}, r.experiment)), el('td', {}, r.variant),
+        el('td', {class: 'num'}, r.seed ?? ''), el('td', {class: STATUS_CLASS[r.status] || ''}, r.status),
+        el('td', {}, day(r.started)), el('td', {class: 'num'}, span(r.ended - r.started)),
+        ...D.columns.map(c => el('td', {class: 'num', 'data-metric': c}, fmt(r.final[c]))),
+        el('td', {class: 'wrap'}, r.tags), el('td', {class: 'wrap bad'}, r.error.slice(0, 200))));
+  }
+  document.getElementById('table').replaceChildren(
+      D.runs.length ? t : el('div', {class: 'nodata'}, 'No run matches these filters.'));
+  const studies = el(
+      'table', {id: 'study-list'},
+      el('tr', {}, el('th', {}, 'experiment'), el('th', {}, 'runs'), el('th', {}, 'training now'), el('th', {}, '')));
+  for (const [name, runs, running] of D.experiments) {
+    const q = encodeURIComponent(name);
+    studies.append(
+        el('tr', {}, el('td', {}, el('a', {href: '/study/' + q}, name)), el('td', {class: 'num'}, runs),
+           el('td', {class: 'num'}, running), el('td', {}, el('a', {href: '/sweep/' + q}, 'sweep'))));
+  }
+  document.getElementById('studies').replaceChildren(studies);
+  document.body.dataset.rows = D.runs.length;
+  document.body.dataset.total = D.total;
+  document.body.dataset.loads = ++loads;
+  document.body.dataset.ready = 'yes';
+  if (D.runs.some(r => r.status === 'running')) timer = setTimeout(load, 5000);  // live while runs train
+}
+load();

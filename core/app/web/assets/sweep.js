@@ -1,0 +1,113 @@
+'use strict';
+// EXPERIMENT, the study's name, is set before this script (serve_pages.cpp).
+const params = new URLSearchParams(location.search);
+const choose = document.getElementById('choose');
+document.getElementById('name').textContent = EXPERIMENT;
+document.getElementById('study-link').href = '/study/' + encodeURIComponent(EXPERIMENT);
+choose.elements.phase.value = params.get('phase') || 'explore';
+choose.addEventListener('submit', e => {
+  e.preventDefault();
+  params.set('metric', choose.elements.metric.value);
+  params.set('phase', choose.elements.phase.value);
+  location.search = params.toString();
+});
+const NS = 'http://www.w3.org/2000/svg';
+const svg = (tag, attrs = {}, text) => {
+  const e = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+};
+const shown = v => v.replace(/^"(.*)"$/, '$1');         // settings are TOML text: a string without its quotes
+const colour = t => `hsl(${(1 - t) * 230}, 75%, 45%)`;  // blue (low) to red (high)
+(async () => {
+  const q = new URLSearchParams({metric: params.get('metric') || 'test/mse', phase: params.get('phase') || 'explore'});
+  let D;
+  try {
+    D = await get(`/api/sweep/${encodeURIComponent(EXPERIMENT)}?${q}`);
+  } catch (e) {
+    document.getElementById('plot').replaceChildren(el('div', {class: 'nodata', id: 'no-sweep'}, e.message));
+    document.body.dataset.ready = 'yes';
+    return;
+  }
+  choose.elements.metric.replaceChildren(...D.metrics.map(m => el('option', {}, m)));
+  choose.elements.metric.value = D.metric;
+  document.getElementById('summary').textContent =
+      `${D.runs.length} finished runs, ${D.settings.length} settings that differ; ` +
+      `colour and last axis: final ${D.metric}`;
+  // Axes: each setting (numbers on a linear scale, anything else as evenly spaced levels), then the metric.
+  const axes = D.settings.map((key, i) => {
+    const values = D.runs.map(r => shown(r.settings[i]));
+    const levels = [...new Set(values)];
+    const numeric = levels.every(v => v !== '' && !isNaN(Number(v)));
+    if (numeric)
+      levels.sort((a, b) => Number(a) - Number(b));
+    else
+      levels.sort();
+    const lo = Math.min(...levels.map(Number)), hi = Math.max(...levels.map(Number));
+    const pos = numeric ? v => hi > lo ? (Number(v) - lo) / (hi - lo) : 0.5 :
+                          v => levels.length > 1 ? levels.indexOf(v) / (levels.length - 1) : 0.5;
+    const ticks = levels.length <= 12 ? levels : [levels[0], levels[levels.length - 1]];
+    return {key, pos, ticks, value: r => shown(r.settings[i])};
+  });
+  const ys = D.runs.map(r => r.value), lo = Math.min(...ys), hi = Math.max(...ys);
+  const scale = v => hi > lo ? (v - lo) / (hi - lo) : 0.5;
+  axes.push({
+    key: D.metric,
+    pos: v => scale(Number(v)),
+    ticks: [lo, (lo + hi) / 2, hi].map(v => fmt(v, 4)),
+    value: r => r.value,
+    metric: true
+  });
+  const W = Math.max(640, 150 * axes.length), H = 380, top = 40, bottom = 30, left = 70, right = 90;
+  const x = i => left + (axes.length > 1 ? i * (W - left - right) / (axes.length - 1) : (W - left - right) / 2);
+  const y = t => top + (1 - t) * (H - top - bottom);
+  const plot = svg('svg', {width: W, height: H, viewBox: `0 0 ${W} ${H}`, id: 'parallel'});
+  const runs = svg('g', {id: 'lines'});
+  for (const r of D.runs) {
+    const at = (a, i) => `${x(i).toFixed(1)},${y(a.metric ? scale(r.value) : a.pos(a.value(r))).toFixed(1)}`;
+    const pts = axes.map(at).join(' ');
+    const line = svg('polyline', {
+      points: pts,
+      fill: 'none',
+      stroke: colour(scale(r.value)),
+      'stroke-width': 1.4,
+      'stroke-opacity': 0.75,
+      class: 'run',
+      'data-run': r.id
+    });
+    line.append(svg('title', {}, `run ${r.id}: ${r.variant}, seed ${r.seed}, ${D.metric} ${fmt(r.value)}`));
+    line.addEventListener('click', () => {
+      location.href = '/run/' + r.id;
+    });
+    line.style.cursor = 'pointer';
+    runs.append(line);
+  }
+  plot.append(runs);
+  axes.forEach((a, i) => {
+    const g = svg('g', {class: 'axis'});
+    g.append(svg('line', {x1: x(i), x2: x(i), y1: y(0), y2: y(1), stroke: '#333'}));
+    g.append(svg('text', {x: x(i), y: top - 14, 'text-anchor': 'middle', 'font-weight': 'bold'}, a.key));
+    for (const t of a.ticks) {
+      const yy = y(a.metric ? scale(Number(t)) : a.pos(t));
+      g.append(svg('line', {x1: x(i) - 4, x2: x(i), y1: yy, y2: yy, stroke: '#333'}));
+      g.append(svg('text', {x: x(i) - 6, y: yy + 4, 'text-anchor': 'end'}, String(t).slice(0, 18)));
+    }
+    plot.append(g);
+  });
+  document.getElementById('plot').replaceChildren(el('div', {style: 'overflow-x: auto'}, plot));
+  const imp = D.importance.slice().sort((a, b) => (b.eta2 ?? -1) - (a.eta2 ?? -1));
+  const t =
+      el('table', {id: 'importance-table'},
+         el('tr', {}, el('th', {}, 'setting'), el('th', {}, 'values'), el('th', {}, 'η² (share of variance)'),
+            el('th', {}, 'F test p')));
+  for (const r of imp)
+    t.append(
+        el('tr', {}, el('td', {}, r.setting), el('td', {class: 'num'}, r.levels),
+           el('td', {class: 'num'}, r.eta2 === null ? '' : (100 * r.eta2).toFixed(1) + ' %'),
+           el('td', {class: 'num'}, fmt(r.p, 3))));
+  document.getElementById('importance').replaceChildren(t);
+  document.body.dataset.lines = D.runs.length;
+  document.body.dataset.axes = axes.length;
+  document.body.dataset.ready = 'yes';
+})();

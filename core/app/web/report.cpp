@@ -1,0 +1,394 @@
+#include "web/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <boost/program_options.hpp>
+
+#include "commands/commands.h"
+#include "commands/compare.h"
+#include "config/settings.h"
+#include "config/toml_tree.h"
+#include "htm/error.h"
+#include "htm/value.h"
+#include "web/page_text.h"
+
+namespace po = boost::program_options;
+
+namespace htm {
+namespace {
+
+using page::array;
+using page::number;
+using page::numbers;
+using page::quote;
+
+std::string base64(const std::string& bytes) {
+  static const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const unsigned v = (static_cast<unsigned char>(bytes[i]) << 16) | (static_cast<unsigned char>(bytes[i + 1]) << 8) |
+                       static_cast<unsigned char>(bytes[i + 2]);
+    out += {table[v >> 18], table[(v >> 12) & 63], table[(v >> 6) & 63], table[v & 63]};
+  }
+  if (i + 1 == bytes.size()) {
+    const unsigned v = static_cast<unsigned char>(bytes[i]) << 16;
+    out += {table[v >> 18], table[(v >> 12) & 63], '=', '='};
+  } else if (i + 2 == bytes.size()) {
+    const unsigned v = (static_cast<unsigned char>(bytes[i]) << 16) | (static_cast<unsigned char>(bytes[i + 1]) << 8);
+    out += {table[v >> 18], table[(v >> 12) & 63], table[(v >> 6) & 63], '='};
+  }
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+struct Run {
+  int64_t id, seed;
+  std::string variant, status, error, git, artifacts, tags;
+  double started, ended;
+};
+
+std::string in_list(const std::vector<Run>& runs) {
+  std::string ids;
+  for (const Run& r : runs) ids += (ids.empty() ? "" : ",") + std::to_string(r.id);
+  return "(" + ids + ")";
+}
+
+// What differs between the variants: each variant's first run's flattened config, and only the
+// keys whose values are not all equal ([experiment] and [runtime] never change a result).
+std::string differing_settings(ResultsStore& store, const std::vector<Run>& runs,
+                               const std::vector<std::string>& variants) {
+  std::map<std::string, std::map<std::string, std::string>> by_key;  // key → variant → value
+  std::set<int64_t> first;
+  for (const std::string& v : variants)
+    for (const Run& r : runs)
+      if (r.variant == v) {
+        first.insert(r.id);
+        break;
+      }
+  const auto rows = store.query(
+      "SELECT r.variant, p.key, p.value FROM params p JOIN runs r ON r.id = p.run_id "
+      "WHERE p.run_id IN " +
+      in_list(runs));
+  for (const auto& row : rows.rows) {
+    if (row[1].rfind("experiment.", 0) == 0 || row[1].rfind("runtime.", 0) == 0) continue;
+    by_key[row[1]].emplace(row[0], row[2]);  // the variant's first value stays
+  }
+  std::string keys = "[", values = "[";
+  size_t same = 0;
+  for (const auto& [key, per_variant] : by_key) {
+    std::set<std::string> distinct;
+    std::vector<std::string> line;
+    for (const std::string& v : variants) {
+      auto found = per_variant.find(v);
+      line.push_back(found == per_variant.end() ? "(unset)" : found->second);
+      distinct.insert(line.back());
+    }
+    if (distinct.size() < 2) {
+      ++same;
+      continue;
+    }
+    keys += (keys.size() > 1 ? "," : "") + quote(key);
+    values += (values.size() > 1 ? "," : "") + array(line, quote);
+  }
+  return "{\"keys\":" + keys + "],\"values\":" + values + "],\"same\":" + std::to_string(same) + "}";
+}
+
+// Every metric against step: per variant, the mean over runs with the min and max, at most
+// kPoints steps (evenly thinned) so that a long run's page stays small.
+constexpr size_t kPoints = 400;
+
+std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std::vector<std::string>& variants) {
+  std::map<int64_t, size_t> variant_of;  // run → its variant's position
+  for (const Run& r : runs)
+    variant_of[r.id] = static_cast<size_t>(std::find(variants.begin(), variants.end(), r.variant) - variants.begin());
+  struct Point {
+    int64_t step, run, rowid;
+    double value;
+  };
+  // metric → variant → every logged point. Read typed and unsorted: the index hands a run's rows
+  // over metric by metric, so the metric's text is compared, not copied, on most rows.
+  std::map<std::string, std::vector<std::vector<Point>>> data;
+  std::vector<std::vector<Point>>* current = nullptr;
+  std::string current_metric;
+  store.scan("SELECT run_id, split || '/' || name, step, value, rowid FROM metrics WHERE run_id IN " + in_list(runs) +
+                 " AND value IS NOT NULL",
+             {}, [&](const Row& row) {
+               if (current == nullptr || row.view(1) != current_metric) {
+                 current_metric = row.text(1);
+                 current = &data[current_metric];
+                 current->resize(variants.size());
+               }
+               const int64_t run = row.integer(0);
+               (*current)[variant_of[run]].push_back({row.integer(2), run, row.integer(4), row.real(3)});
+             });
+  std::string out = "[";
+  for (auto& [metric, per_variant] : data) {
+    std::string series = "[";
+    double lo_all = INFINITY, hi_all = -INFINITY;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      auto& points = per_variant[v];
+      if (points.empty()) continue;
+      // Per step: the mean, min and max over runs of each run's last value logged at that step.
+      std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
+        return std::tie(a.step, a.run, a.rowid) < std::tie(b.step, b.run, b.rowid);
+      });
+      std::vector<double> step_all, mean_all, lo_v, hi_v;
+      for (size_t i = 0; i < points.size();) {
+        double sum = 0, mn = INFINITY, mx = -INFINITY;
+        size_t n = 0, j = i;
+        for (; j < points.size() && points[j].step == points[i].step; ++j) {
+          if (j + 1 < points.size() && points[j + 1].step == points[j].step && points[j + 1].run == points[j].run)
+            continue;  // a later value of this run at this step replaces it
+          sum += points[j].value, mn = std::min(mn, points[j].value), mx = std::max(mx, points[j].value), ++n;
+        }
+        step_all.push_back(static_cast<double>(points[i].step));
+        mean_all.push_back(sum / static_cast<double>(n));
+        lo_v.push_back(mn);
+        hi_v.push_back(mx);
+        i = j;
+      }
+      // At most kPoints steps, evenly thinned, the last always kept.
+      std::vector<double> steps, mean, lo, hi;
+      const size_t count = step_all.size(), stride = std::max<size_t>(1, (count + kPoints - 1) / kPoints);
+      for (size_t k = 0; k < count; ++k) {
+        if (k % stride != 0 && k + 1 != count) continue;
+        steps.push_back(step_all[k]);
+        mean.push_back(mean_all[k]);
+        lo.push_back(lo_v[k]);
+        hi.push_back(hi_v[k]);
+        lo_all = std::min(lo_all, lo_v[k]);
+        hi_all = std::max(hi_all, hi_v[k]);
+      }
+      series += (series.size() > 1 ? "," : "") + std::string("{\"variant\":") + quote(variants[v]) +
+                ",\"step\":" + numbers(steps) + ",\"mean\":" + numbers(mean) + ",\"lo\":" + numbers(lo) +
+                ",\"hi\":" + numbers(hi) + "}";
+    }
+    // A metric spanning decades (both ends positive, a ratio over 100) is offered on a log scale.
+    const bool decades = lo_all > 0 && hi_all / lo_all > 100;
+    out += (out.size() > 1 ? "," : "") + std::string("{\"metric\":") + quote(metric) +
+           ",\"log\":" + (decades ? "true" : "false") + ",\"series\":" + series + "]}";
+  }
+  return out + "]";
+}
+
+// The final-values panel: `htm compare`'s numbers for each chosen metric, phase by phase.
+std::string finals(ResultsStore& store, ReportRequest& request, const std::vector<std::string>& metrics,
+                   std::string* warnings) {
+  CompareRequest compare;
+  compare.experiment = request.experiment;
+  compare.metrics = metrics;
+  compare.reference = request.reference;
+  compare.adjustment = request.adjustment;
+  compare.targets = request.targets;
+  compare.collapse = request.collapse;
+  Comparison c;
+  try {
+    c = compare_study(store, compare);
+  } catch (const Error& e) {  // no finished run has any of the metrics: an explicit "no data" panel each
+    *warnings = "[]";
+    return array(metrics, [&](const std::string& m) {
+      return "{\"metric\":" + quote(m) + ",\"missing\":" + quote(e.what()) + "}";
+    });
+  }
+  request.reference = c.reference;
+  *warnings = array(c.warnings, quote);
+  const auto row_json = [](const CompareRow& r) {
+    return "{\"variant\":" + quote(r.variant) + ",\"n\":" + std::to_string(r.values.size()) +
+           ",\"mean\":" + number(r.mean) + ",\"sd\":" + number(r.sd) +
+           ",\"reference\":" + (r.reference ? "true" : "false") + ",\"tested\":" + (r.tested ? "true" : "false") +
+           ",\"test\":" + quote(r.tested ? stats::test_name(r.test.kind) : "") + ",\"diff\":" + number(r.test.diff) +
+           ",\"ci_low\":" + number(r.test.ci_low) + ",\"ci_high\":" + number(r.test.ci_high) +
+           ",\"p\":" + number(r.test.p) + ",\"p_adjusted\":" + number(r.p_adjusted) +
+           ",\"effect\":" + number(r.effect.percent) + ",\"effect_low\":" + number(r.effect.ci_low) +
+           ",\"effect_high\":" + number(r.effect.ci_high) +
+           ",\"bound\":" + number(r.has_target ? r.target.bound : NAN) +
+           ",\"met\":" + (r.has_target && r.target.met ? "true" : "false") +
+           ",\"collapsed\":" + std::to_string(r.collapsed) +
+           ",\"seeds\":" + array(r.seeds, [](int64_t s) { return std::to_string(s); }) +
+           ",\"values\":" + numbers(r.values) + "}";
+  };
+  return array(c.metrics, [&](const MetricTable& t) {
+    std::string out = "{\"metric\":" + quote(t.metric) + ",\"reference\":" + quote(c.reference) +
+                      ",\"adjust\":" + quote(stats::adjustment_name(c.adjustment));
+    if (t.has_target)
+      out += ",\"target\":{\"text\":" + quote(t.target.text) +
+             ",\"at_least\":" + (t.target.at_least ? "true" : "false") +
+             ",\"threshold\":" + number(t.target.threshold) + "}";
+    if (!t.missing.empty()) return out + ",\"missing\":" + quote(t.missing) + "}";  // an explicit "no data" panel
+    return out + ",\"phases\":" +
+           array(t.phases,
+                 [&](const PhaseTable& p) {
+                   return "{\"phase\":" + quote(p.phase) + ",\"family\":" + std::to_string(p.family) +
+                          ",\"has_reference\":" + (p.has_reference ? "true" : "false") +
+                          ",\"rows\":" + array(p.rows, row_json) + "}";
+                 }) +
+           "}";
+  });
+}
+
+// The latest picture of each kind of each variant's runs (finished ones first, at most
+// kSeedsShown of them), embedded as data URIs: the page offers a seed picker per variant.
+constexpr size_t kSeedsShown = 5;
+
+std::string pictures(ResultsStore& store, const std::vector<Run>& runs, const std::vector<std::string>& variants) {
+  std::string out = "[";
+  for (const std::string& variant : variants) {
+    std::vector<const Run*> shown;
+    for (int pass = 0; pass < 2; ++pass)
+      for (const Run& r : runs)
+        if (r.variant == variant && (r.status == "finished") == (pass == 0) && shown.size() < kSeedsShown)
+          shown.push_back(&r);
+    for (const Run* run : shown) {
+      const auto rows = store.query(
+          "SELECT kind, path FROM artifacts WHERE run_id = ? AND path LIKE '%.png' "
+          "ORDER BY step, rowid",
+          {run->id});
+      std::map<std::string, std::string> latest;
+      for (const auto& row : rows.rows) latest[row[0]] = row[1];
+      for (const auto& [kind, path] : latest) {
+        std::string picture = "{\"variant\":" + quote(variant) + ",\"seed\":" + std::to_string(run->seed) +
+                              ",\"run\":" + std::to_string(run->id) + ",\"kind\":" + quote(kind) +
+                              ",\"path\":" + quote(path);
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(path, ec))
+          picture += ",\"src\":" + quote("data:image/png;base64," + base64(read_file(path)));
+        out += (out.size() > 1 ? "," : "") + picture + "}";
+      }
+    }
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+std::string chart_js_source(const std::string& path) {
+  // The file named, else HTM_CHART_JS (a prefix without a package manager: scripts/gpu/offline-deps.sh
+  // sets it), else Debian's package's.
+  const char* env = std::getenv("HTM_CHART_JS");
+  const std::vector<std::string> candidates =
+      !path.empty()            ? std::vector<std::string>{path}
+      : env != nullptr && *env ? std::vector<std::string>{env}
+                               : std::vector<std::string>{"/usr/share/javascript/chart.js/chart.min.js",
+                                                          "/usr/share/javascript/chart.js/chart.js"};
+  for (const auto& candidate : candidates) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(candidate, ec)) return read_file(candidate);
+  }
+  throw Error("Chart.js was not found at " + candidates.front() +
+              " (install Debian's libjs-chart.js: scripts/install-deps.sh does)");
+}
+
+std::string report_data(ResultsStore& store, ReportRequest& request) {
+  const auto rows = store.query(
+      "SELECT r.id, r.variant, r.seed, r.status, coalesce(r.error, ''), coalesce(r.git_revision, ''), "
+      "coalesce(r.artifact_dir, ''), printf('%.3f', r.started_at), "  // query() cells keep 6 digits: times need more
+      "printf('%.3f', coalesce(r.ended_at, r.heartbeat_at, r.started_at)), "
+      "coalesce((SELECT group_concat(key || '=' || value, ' ') FROM tags t WHERE t.run_id = r.id), '') "
+      "FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE e.name = ? ORDER BY r.id",
+      {request.experiment});
+  if (rows.rows.empty())
+    throw Error("no runs of experiment '" + request.experiment + "' in " + store.path() +
+                " (`htm runs` lists what is there)");
+  std::vector<Run> runs;
+  std::vector<std::string> variants;
+  for (const auto& r : rows.rows) {
+    runs.push_back(
+        {std::stoll(r[0]), std::stoll(r[2]), r[1], r[3], r[4], r[5], r[6], r[9], std::stod(r[7]), std::stod(r[8])});
+    if (std::find(variants.begin(), variants.end(), r[1]) == variants.end()) variants.push_back(r[1]);
+  }
+  std::vector<std::string> metrics = request.metrics;
+  if (metrics.empty()) {  // the task's own: whichever of these the runs logged
+    const auto logged =
+        store.query("SELECT DISTINCT split || '/' || name FROM metrics WHERE run_id IN " + in_list(runs));
+    std::set<std::string> names;
+    for (const auto& row : logged.rows) names.insert(row[0]);
+    for (const char* m : {"test/mse", "test/accuracy", "test/cluster_f1", "test/sibling_f1"})
+      if (names.count(m)) metrics.push_back(m);
+    if (metrics.empty()) metrics.push_back("test/mse");
+  }
+  for (const std::string& m : metrics)
+    if (m.find('/') == std::string::npos) throw Error("--metric " + m + ": expected split/name, e.g. test/mse");
+  std::string description;
+  const auto described =
+      store.query("SELECT value FROM params WHERE run_id = ? AND key = 'experiment.description'", {runs.front().id});
+  if (!described.rows.empty()) {  // params hold TOML text: read it as --set would
+    const config::Node node = config::parse_override("description=" + described.rows[0][0]);
+    if (const auto* text = std::get_if<std::string>(&*node.find("description")->value)) description = *text;
+  }
+  std::string warnings;
+  const std::string finals_json = finals(store, request, metrics, &warnings);
+  if (request.finals_only)
+    return "{\"experiment\":" + quote(request.experiment) + ",\"finals\":" + finals_json + ",\"warnings\":" + warnings +
+           "}";
+  const auto plugins = store.query(
+      "SELECT DISTINCT kind, name, coalesce(version, ''), coalesce(sha256, '') "
+      "FROM run_plugins WHERE run_id IN " +
+      in_list(runs) + " ORDER BY kind, name");
+  return "{\"experiment\":" + quote(request.experiment) + ",\"description\":" + quote(description) +
+         ",\"database\":" + quote(store.path()) + ",\"variants\":" + array(variants, quote) + ",\"runs\":" +
+         array(runs,
+               [](const Run& r) {
+                 return "{\"id\":" + std::to_string(r.id) + ",\"variant\":" + quote(r.variant) +
+                        ",\"seed\":" + std::to_string(r.seed) + ",\"status\":" + quote(r.status) +
+                        ",\"error\":" + quote(r.error) + ",\"git\":" + quote(r.git) + ",\"tags\":" + quote(r.tags) +
+                        ",\"started\":" + number(r.started) + ",\"ended\":" + number(r.ended) + "}";
+               }) +
+         ",\"plugins\":" + array(plugins.rows, [](const std::vector<std::string>& p) { return array(p, quote); }) +
+         ",\"differs\":" + differing_settings(store, runs, variants) + ",\"curves\":" + curves(store, runs, variants) +
+         ",\"finals\":" + finals_json + ",\"warnings\":" + warnings +
+         ",\"pictures\":" + pictures(store, runs, variants) + "}";
+}
+
+int cmd_report(const Args& args) {
+  po::options_description opts("options");
+  ReportRequest request;
+  ClaimOptions claims;
+  opts.add_options()("experiment", po::value(&request.experiment)->required(),
+                     "experiment name (as `htm runs` shows it)")(
+      "out,o", po::value(&request.out), "HTML file to write (default: results/reports/EXPERIMENT.html)")(
+      "metric,m", po::value(&request.metrics)->composing(),
+      "a metric in the final-values panel, as htm compare takes it: name (test/name) or split/name "
+      "(repeatable; default: the task's, e.g. test/mse)")("reference,r", po::value(&request.reference),
+                                                          "variant the others are compared with (default: the first)")(
+      "chart-js", po::value(&request.chart_js), "Chart.js file to inline (default: Debian's libjs-chart.js)")(
+      "db", po::value(&request.db)->default_value(kDefaultResultsPath), "results database");
+  add_claim_options(opts, claims);  // targets drawn in the final-values panel; split defaults to test
+  po::positional_options_description pos;
+  pos.add("experiment", 1);
+  po::variables_map vm;
+  if (!parse_options("report", args, opts, pos, vm,
+                     "EXPERIMENT [-o FILE.html] [--metric [split/]name] [--reference V] [--target 'M>=X']"))
+    return 0;
+  std::tie(request.adjustment, request.targets) = parse_claims(claims, "test");
+  for (auto& m : request.metrics) m = qualified_metric(m, "test");  // sibling_f1 as htm compare reads it
+  request.collapse = claims.collapse;
+  const std::string chart_js = chart_js_source(request.chart_js);
+  ResultsStore store(request.db, OpenMode::read_only);
+  const std::string data = report_data(store, request);
+  if (request.out.empty()) request.out = "results/reports/" + request.experiment + ".html";
+  const std::filesystem::path out(request.out);
+  std::error_code ec;
+  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path(), ec);
+  std::ofstream file(request.out, std::ios::binary);
+  file << report_page(data, "<script>" + chart_js + "</script>", "htm report: " + request.experiment);
+  file.close();
+  if (!file) throw Error("cannot write the report '" + request.out + "'");
+  std::printf("%s\n", request.out.c_str());
+  return 0;
+}
+
+}  // namespace htm

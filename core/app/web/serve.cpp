@@ -1,0 +1,368 @@
+// `htm serve`: the HTTP side. cpp-httplib (Debian's libcpp-httplib-dev) behind a front door
+// (serve_gate.h): a connection waits, without a worker, until its request head has arrived
+// (closed after header_timeout_s), each client address holds at most client_connections, and a
+// pool worker then serves the one request; each worker thread keeps its own read-only
+// connection to the database (a SQLite connection is not shared between threads), opened on its
+// first request. Safety, in the order a request meets it after that: the pre-routing handler
+// refuses every method but GET and HEAD,
+// a Host header that does not name the loopback address the server listens on (DNS
+// rebinding), and a request without the token when one is set; the library refuses a body
+// over max_request_bytes (413) and drops a client slower than timeout_s.
+#include "web/serve.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <httplib.h>
+#include <boost/program_options.hpp>
+
+#include "commands/commands.h"
+#include "web/assets.h"
+#include "web/page_text.h"
+#include "web/report.h"
+#include "web/serve_gate.h"
+
+namespace po = boost::program_options;
+
+namespace htm {
+namespace {
+
+bool loopback(const std::string& host) { return host == "127.0.0.1" || host == "localhost" || host == "::1"; }
+
+// Compares without an early exit, so a wrong token's timing says little about the right one.
+bool same_secret(const std::string& given, const std::string& secret) {
+  if (secret.empty() || given.size() != secret.size()) return false;
+  unsigned char differ = 0;
+  for (size_t i = 0; i < secret.size(); ++i) differ |= static_cast<unsigned char>(given[i] ^ secret[i]);
+  return differ == 0;
+}
+
+std::string cookie(const httplib::Request& req, const std::string& name) {
+  const std::string header = req.get_header_value("Cookie");
+  for (size_t at = 0; at < header.size();) {
+    size_t end = header.find(';', at);
+    if (end == std::string::npos) end = header.size();
+    std::string part = header.substr(at, end - at);
+    part.erase(0, part.find_first_not_of(' '));
+    if (part.rfind(name + "=", 0) == 0) return part.substr(name.size() + 1);
+    at = end + 1;
+  }
+  return "";
+}
+
+std::string mime_type(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".png") return "image/png";
+  if (ext == ".svg") return "image/svg+xml";
+  if (ext == ".txt" || ext == ".log" || ext == ".toml") return "text/plain; charset=utf-8";
+  if (ext == ".csv") return "text/csv; charset=utf-8";
+  if (ext == ".json") return "application/json";
+  return "application/octet-stream";
+}
+
+std::string error_json(const std::string& text) { return "{\"error\":" + page::quote(text) + "}"; }
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+struct Server::Impl {
+  ServeOptions options;
+  GatedServer http;
+  std::string chart_js;
+  int port = 0;
+  std::set<std::string> hosts;  // Host headers accepted on a loopback address
+
+  explicit Impl(ServeOptions o)
+      : options(std::move(o)),
+        http(static_cast<size_t>(options.threads),
+             std::chrono::milliseconds(static_cast<int64_t>(options.header_timeout_s * 1000)),
+             static_cast<size_t>(options.client_connections)) {}
+
+  // This thread's read-only connection to the database, opened on its first request.
+  ResultsStore& store() {
+    thread_local std::map<std::string, std::unique_ptr<ResultsStore>> stores;
+    auto& slot = stores[options.db];
+    if (!slot) slot = std::make_unique<ResultsStore>(options.db, OpenMode::read_only);
+    return *slot;
+  }
+
+  httplib::Server::HandlerResponse guard(const httplib::Request& req, httplib::Response& res) {
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("X-Frame-Options", "DENY");
+    res.set_header("Referrer-Policy", "no-referrer");
+    res.set_header("Cache-Control", "no-store");
+    res.set_header("Content-Security-Policy",
+                   "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; "
+                   "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'");
+    if (req.method != "GET" && req.method != "HEAD") {
+      res.status = 405;
+      res.set_header("Allow", "GET, HEAD");
+      res.set_content(error_json("htm serve only reads: " + req.method + " is not allowed"), "application/json");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // The library reads no body of a GET: a request that announces one over the limit is
+    // refused before anything reads it, and the connection closed.
+    const std::string length = req.get_header_value("Content-Length");
+    const bool too_long = !length.empty() && (length.find_first_not_of("0123456789") != std::string::npos ||
+                                              length.size() > 12 || std::stoull(length) > options.max_request_bytes);
+    if (too_long || req.has_header("Transfer-Encoding")) {
+      res.status = 413;
+      res.set_header("Connection", "close");
+      res.set_content(error_json("request too large: htm serve takes at most " +
+                                 std::to_string(options.max_request_bytes) + " bytes of body"),
+                      "application/json");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (loopback(options.host) && hosts.count(req.get_header_value("Host")) == 0) {
+      res.status = 403;
+      res.set_content(error_json("Host '" + req.get_header_value("Host") +
+                                 "' is not this server's loopback address (DNS rebinding is refused)"),
+                      "application/json");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!options.token.empty()) {
+      std::string given;
+      const std::string auth = req.get_header_value("Authorization");
+      if (auth.rfind("Bearer ", 0) == 0) given = auth.substr(7);
+      if (given.empty()) given = req.get_param_value("token");
+      if (given.empty()) given = cookie(req, "htm_token");
+      if (!same_secret(given, options.token)) {
+        res.status = 401;
+        res.set_content(error_json("this server needs its token: open a page once with ?token=... "
+                                   "or send Authorization: Bearer ..."),
+                        "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (req.has_param("token"))  // remembered for the page's own requests
+        res.set_header("Set-Cookie", "htm_token=" + options.token + "; HttpOnly; SameSite=Strict; Path=/");
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+
+  // A JSON route: errors in the request are 400 with their text, anything else 500.
+  template <class F>
+  void json_route(const std::string& pattern, F&& make) {
+    http.Get(pattern, [this, make](const httplib::Request& req, httplib::Response& res) {
+      try {
+        res.set_content(make(req), "application/json");
+      } catch (const BadRequest& e) {
+        res.status = 400;
+        res.set_content(error_json(e.what()), "application/json");
+      }
+    });
+  }
+
+  void routes() {
+    http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(serve::runs_page(), "text/html; charset=utf-8");
+    });
+    http.Get("/static/chart.js", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Cache-Control", "max-age=3600");
+      res.set_content(chart_js, "text/javascript");
+    });
+    json_route("/api/runs", [this](const httplib::Request& req) {
+      serve::RunsQuery q;
+      q.experiment = req.get_param_value("experiment");
+      q.status = req.get_param_value("status");
+      for (size_t i = 0; i < req.get_param_value_count("where"); ++i)
+        q.where.push_back(req.get_param_value("where", i));
+      for (size_t i = 0; i < req.get_param_value_count("column"); ++i)
+        q.columns.push_back(req.get_param_value("column", i));
+      if (req.has_param("sort")) q.sort = req.get_param_value("sort");
+      q.descending = req.get_param_value("order") != "asc";
+      q.page = integer(req, "page", 0);
+      q.size = integer(req, "size", 50);
+      return serve::runs_json(store(), q);
+    });
+    http.Get(R"(/run/(\d+))", [](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(serve::run_page(std::stoll(req.matches[1].str())), "text/html; charset=utf-8");
+    });
+    json_route(R"(/api/run/(\d+))", [this](const httplib::Request& req) {
+      return serve::run_json(store(), std::stoll(req.matches[1].str()), integer(req, "after", 0),
+                             integer(req, "limit", 20000));
+    });
+    http.Get(R"(/study/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      ReportRequest request;
+      request.experiment = req.matches[1].str();
+      std::string data;
+      try {
+        data = report_data(store(), request);
+      } catch (const Error& e) {  // a page was asked for: a page says what is missing
+        res.status = 404;
+        res.set_content(
+            "<!doctype html><meta charset=\"utf-8\"><title>htm serve: no such study</title>"
+            "<p>" +
+                page::escape_html(e.what()) + "</p><p><a href=\"/\">all runs</a></p>",
+            "text/html; charset=utf-8");
+        return;
+      }
+      const std::string live = page::script("const LIVE = '/api/study/' + encodeURIComponent(" +
+                                            page::quote(request.experiment) + ");\n" + assets::live_js);
+      res.set_content(
+          report_page(data, "<script src=\"/static/chart.js\"></script>", "htm serve: " + request.experiment, live),
+          "text/html; charset=utf-8");
+    });
+    json_route(R"(/api/study/([^/]+)/version)",
+               [this](const httplib::Request& req) { return serve::study_version(store(), req.matches[1].str()); });
+    json_route(R"(/api/study/([^/]+)/finals)", [this](const httplib::Request& req) { return study(req, true); });
+    json_route(R"(/api/study/([^/]+))", [this](const httplib::Request& req) { return study(req, false); });
+    http.Get(R"(/sweep/([^/]+))", [](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(serve::sweep_page(req.matches[1].str()), "text/html; charset=utf-8");
+    });
+    json_route(R"(/api/sweep/([^/]+))", [this](const httplib::Request& req) {
+      const std::string metric = req.has_param("metric") ? req.get_param_value("metric") : "test/mse";
+      const std::string phase = req.has_param("phase") ? req.get_param_value("phase") : "explore";
+      return serve::sweep_json(store(), req.matches[1].str(), metric, phase);
+    });
+    http.Get(R"(/artifact/(\d+)/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string path = serve::artifact_path(store(), std::stoll(req.matches[1].str()), req.matches[2].str());
+      if (path.empty()) {
+        res.status = 404;
+        res.set_content(error_json("no such file under run " + req.matches[1].str() + "'s artifact folder"),
+                        "application/json");
+        return;
+      }
+      res.set_content(read_whole(path), mime_type(path));
+    });
+  }
+
+  // A study's report_data (finals_only: its final-values panel); an unknown study is a 400.
+  std::string study(const httplib::Request& req, bool finals_only) {
+    ReportRequest request;
+    request.experiment = req.matches[1].str();
+    request.finals_only = finals_only;
+    try {
+      return report_data(store(), request);
+    } catch (const Error& e) {
+      throw BadRequest(e.what());
+    }
+  }
+
+  static int64_t integer(const httplib::Request& req, const std::string& name, int64_t fallback) {
+    if (!req.has_param(name)) return fallback;
+    const std::string text = req.get_param_value(name);
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(text, &used);
+      if (used == text.size()) return v;
+    } catch (const std::exception&) {
+    }
+    throw BadRequest(name + "=" + text + ": expected an integer");
+  }
+};
+
+Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  Impl& s = *impl_;
+  if (!loopback(s.options.host) && s.options.token.empty())
+    throw Error("htm serve --host " + s.options.host +
+                ": any address but the loopback needs --token (anyone who reaches the port could read the results)");
+  s.chart_js = chart_js_source(s.options.chart_js);
+  { ResultsStore check(s.options.db, OpenMode::read_only); }  // a clear error now, not on the first request
+  s.http.set_payload_max_length(s.options.max_request_bytes);
+  s.http.set_read_timeout(s.options.timeout_s, 0);
+  s.http.set_write_timeout(s.options.timeout_s, 0);
+  s.http.set_pre_routing_handler(
+      [&s](const httplib::Request& req, httplib::Response& res) { return s.guard(req, res); });
+  s.http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    res.status = 500;
+    res.set_content(error_json(what), "application/json");
+  });
+  s.routes();
+  s.port = s.options.port == 0 ? s.http.bind_to_any_port(s.options.host)
+                               : (s.http.bind_to_port(s.options.host, s.options.port) ? s.options.port : -1);
+  s.http.widen_backlog();
+  if (s.port <= 0)
+    throw Error("htm serve: cannot listen on " + s.options.host + ":" + std::to_string(s.options.port) +
+                " (in use, or not an address of this machine)");
+  const std::string port = ":" + std::to_string(s.port);
+  for (const char* name : {"127.0.0.1", "localhost", "[::1]"}) s.hosts.insert(name + port);
+  if (s.port == 80)
+    for (const char* name : {"127.0.0.1", "localhost", "[::1]"}) s.hosts.insert(name);
+}
+
+Server::~Server() { stop(); }
+int Server::port() const { return impl_->port; }
+void Server::listen() { impl_->http.listen_after_bind(); }
+void Server::stop() {
+  if (impl_->http.is_running()) impl_->http.stop();
+}
+
+namespace {
+std::atomic<Server*> serving{nullptr};
+extern "C" void stop_serving(int) {
+  if (Server* s = serving.load()) s->stop();
+}
+// Waiting connections are file descriptors: the soft limit (often 1024) is raised to the hard one.
+void raise_open_files() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+}  // namespace
+
+int cmd_serve(const Args& args) {
+  po::options_description opts("options");
+  ServeOptions options;
+  opts.add_options()("db", po::value(&options.db)->default_value(kDefaultResultsPath), "results database (read only)")(
+      "port,p", po::value(&options.port)->default_value(8080), "TCP port (0: any free one, printed)")(
+      "host", po::value(&options.host)->default_value("127.0.0.1"),
+      "address to listen on; anything but 127.0.0.1, localhost or ::1 needs --token")(
+      "token", po::value(&options.token), "secret every request must carry (?token=, a cookie, or a Bearer header)")(
+      "threads", po::value(&options.threads)->default_value(64), "worker threads: connections served at once")(
+      "timeout", po::value(&options.timeout_s)->default_value(10),
+      "seconds a client may take to send a body or read the answer")(
+      "header-timeout", po::value(&options.header_timeout_s)->default_value(5),
+      "seconds a connection may take to send its request head (waiting costs no worker)")(
+      "client-connections", po::value(&options.client_connections)->default_value(256),
+      "connections one client address may hold at once (more are closed at once)")(
+      "chart-js", po::value(&options.chart_js), "Chart.js file (default: Debian's libjs-chart.js)");
+  po::positional_options_description pos;
+  po::variables_map vm;
+  if (!parse_options("serve", args, opts, pos, vm, "[--db FILE] [--port 8080] [--host 127.0.0.1] [--token T]"))
+    return 0;
+  if (options.threads < 2 || options.threads > 1024)
+    throw Error("--threads " + std::to_string(options.threads) + ": expected 2 to 1024");
+  if (options.timeout_s < 1) throw Error("--timeout " + std::to_string(options.timeout_s) + ": expected 1 or more");
+  if (!(options.header_timeout_s >= 0.1 && options.header_timeout_s <= 3600))
+    throw Error("--header-timeout " + std::to_string(options.header_timeout_s) + ": expected 0.1 to 3600 seconds");
+  if (options.client_connections < 1 || options.client_connections > 65536)
+    throw Error("--client-connections " + std::to_string(options.client_connections) + ": expected 1 to 65536");
+  raise_open_files();
+  Server server(options);
+  const std::string host = options.host == "::1" ? "[::1]" : options.host;
+  std::printf("htm serve: http://%s:%d/%s  (database %s, read only; Ctrl-C stops)\n", host.c_str(), server.port(),
+              options.token.empty() ? "" : "?token=...", options.db.c_str());
+  std::fflush(stdout);
+  serving = &server;
+  std::signal(SIGINT, stop_serving);
+  std::signal(SIGTERM, stop_serving);
+  server.listen();
+  serving = nullptr;
+  return 0;
+}
+
+}  // namespace htm

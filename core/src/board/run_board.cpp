@@ -1,0 +1,149 @@
+#include "board/run_board.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "htm/error.h"
+
+namespace htm {
+namespace {
+
+constexpr char kMagic[8] = "htmrun1";
+
+RunBoard* g_board = nullptr;
+const void* g_objects[kBoardPlugins] = {};  // this process's objects for the board's plugin slots
+
+template <size_t N>
+void copy(char (&to)[N], const std::string& from) {
+  const size_t n = std::min(from.size(), N - 1);
+  std::memcpy(to, from.data(), n);
+  to[n] = '\0';
+}
+
+template <typename T>
+void publish(T& field, T value) {
+  __atomic_store_n(&field, value, __ATOMIC_RELAXED);
+}
+
+}  // namespace
+
+bool open_run_board() {
+  static std::string tried;  // the board path last tried: each is mapped once (calls come from one thread)
+  const char* path = std::getenv("HTM_RUN_BOARD");
+  if (g_board != nullptr || path == nullptr || *path == '\0' || tried == path) return g_board != nullptr;
+  tried = path;
+  const int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  void* map = mmap(nullptr, sizeof(RunBoard), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return false;
+  auto* board = static_cast<RunBoard*>(map);
+  if (std::memcmp(board->magic, kMagic, sizeof kMagic) != 0) {
+    munmap(map, sizeof(RunBoard));
+    return false;
+  }
+  g_board = board;
+  return true;
+}
+
+void board_run(int64_t run_id, const std::string& db, const std::string& label) {
+  if (!open_run_board()) return;
+  copy(g_board->db, db);
+  copy(g_board->label, label);
+  publish(g_board->run_id, run_id);
+}
+
+void board_database_corrupt() {
+  if (open_run_board()) publish(g_board->database_corrupt, 1);
+}
+
+void board_step(int64_t step, int64_t total) {
+  if (g_board == nullptr) return;
+  publish(g_board->total_steps, total);
+  publish(g_board->step, step);
+}
+
+int board_building(PluginKind kind, const std::string& name, const std::string& version, const std::string& path,
+                   int* previous) {
+  *previous = -1;
+  if (!open_run_board()) return -1;
+  const int slot = g_board->count < kBoardPlugins ? g_board->count : kBoardPlugins - 1;  // full: reuse the last
+  BoardPlugin& p = g_board->plugins[slot];
+  copy(p.kind, kind_name(kind));
+  copy(p.name, name);
+  copy(p.version, version);
+  copy(p.path, path);
+  g_objects[slot] = nullptr;
+  if (slot == g_board->count) publish(g_board->count, slot + 1);
+  *previous = g_board->current;
+  publish(g_board->current, slot);
+  return slot;
+}
+
+void board_built(int slot, const void* object, int previous) {
+  if (g_board == nullptr || slot < 0) return;
+  g_objects[slot] = object;
+  publish(g_board->current, previous);
+}
+
+int board_enter(const void* object) {
+  if (g_board == nullptr) return -1;
+  const int previous = g_board->current;
+  for (int i = 0; i < g_board->count; ++i)
+    if (g_objects[i] == object) {
+      publish(g_board->current, i);
+      break;
+    }
+  return previous;
+}
+
+void board_leave(int previous) {
+  if (g_board != nullptr) publish(g_board->current, previous);
+}
+
+std::string create_run_board() {
+  std::error_code ec;
+  std::string folder = std::filesystem::temp_directory_path(ec).string();
+  if (ec || folder.empty()) folder = "/tmp";
+  std::string path = folder + "/htm-board-XXXXXX";
+  const int fd = mkstemp(path.data());
+  if (fd < 0) throw Error("cannot create a run board under " + folder + ": " + std::strerror(errno));
+  RunBoard board{};
+  std::memcpy(board.magic, kMagic, sizeof kMagic);
+  board.current = -1;
+  const bool written = write(fd, &board, sizeof board) == static_cast<ssize_t>(sizeof board);
+  close(fd);
+  if (!written) {
+    unlink(path.c_str());
+    throw Error("cannot write a run board in " + folder + " (is the disk full?)");
+  }
+  return path;
+}
+
+bool read_run_board(const std::string& path, RunBoard* out) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool whole = read(fd, out, sizeof *out) == static_cast<ssize_t>(sizeof *out);
+  close(fd);
+  if (!whole || std::memcmp(out->magic, kMagic, sizeof kMagic) != 0) return false;
+  out->db[sizeof out->db - 1] = out->label[sizeof out->label - 1] = '\0';
+  for (auto& p : out->plugins)
+    p.kind[sizeof p.kind - 1] = p.name[sizeof p.name - 1] = p.version[sizeof p.version - 1] =
+        p.path[sizeof p.path - 1] = '\0';
+  return true;
+}
+
+std::string board_plugin_text(const RunBoard& board) {
+  if (board.current < 0 || board.current >= std::min(board.count, kBoardPlugins)) return "";
+  const BoardPlugin& p = board.plugins[board.current];
+  return std::string(p.kind) + " plugin '" + p.name + "' " + p.version + " (" + p.path + ")";
+}
+
+}  // namespace htm

@@ -1,0 +1,214 @@
+// The GPU kernels (kernels/gpu.h): torch ops with few launches, random draws on the device.
+#include "kernels/gpu.h"
+
+#include <cmath>
+#include <limits>
+#include <mutex>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include "htm/error.h"
+#include "htm/row_shard.h"
+#include "kernels/counter_rng.h"
+#include "kernels/portable.h"
+#include "kernels/precision.h"
+
+namespace htm::gpu {
+
+namespace {
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+bool in_bf16() { return matmul_precision() == Precision::bf16; }
+
+// An operand of a matrix product: bf16 where the precision in force says so (tensor cores).
+torch::Tensor operand(const torch::Tensor& t) { return in_bf16() ? t.to(torch::kBFloat16) : t; }
+
+// The draws of a tensor shaped like `like`, for the whole batch when data-parallel (row_shard.h):
+// `draw` fills a tensor of the whole batch's rows on like's device; this process keeps its own.
+template <class Draw>
+torch::Tensor rows_like(const torch::Tensor& like, Draw&& draw) {
+  const DrawRows d = like.dim() > 0 ? draw_rows(like.size(0)) : DrawRows{0, 0};
+  auto sizes = like.sizes().vec();
+  if (!sizes.empty()) sizes[0] = d.rows;
+  auto t = draw(torch::empty(sizes, like.options().dtype(torch::kFloat)));
+  if (!sizes.empty() && d.rows != like.size(0)) t = t.narrow(0, d.offset, like.size(0)).contiguous();
+  return t;
+}
+
+}  // namespace
+
+at::Generator seeded_generator(uint64_t seed, const at::Device& device) {
+  if (device.is_cpu()) return at::detail::createCPUGenerator(seed);
+  at::Generator gen = at::globalContext().defaultGenerator(device).clone();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(seed);
+  return gen;
+}
+
+uint64_t next_seed(at::Generator generator) {
+  if (generator.device().is_cpu()) {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    return at::check_generator<at::CPUGeneratorImpl>(generator)->random64();
+  }
+  // A generator elsewhere (a plugin's own): one draw of it, read back once.
+  auto draw = torch::empty({1}, torch::TensorOptions(torch::kLong).device(generator.device()));
+  draw.random_(std::numeric_limits<int64_t>::max(), generator);
+  return static_cast<uint64_t>(draw.item<int64_t>());
+}
+
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  portable::count_product(x.numel() / weight.size(1), weight.size(0), weight.size(1),
+                          portable::in_training({&x, &weight}));
+  if (!in_bf16()) return torch::linear(x, weight, bias);
+  return torch::linear(operand(x), operand(weight), operand(bias)).to(torch::kFloat);
+}
+
+torch::Tensor gelu_linear(const torch::Tensor& h, const torch::Tensor& weight, const torch::Tensor& bias) {
+  return linear(torch::gelu(h), weight, bias);
+}
+
+torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
+                          double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
+  return linear(torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps), weight, bias);
+}
+
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads,
+                              double p, uint64_t seed, int64_t first) {
+  const int64_t B = k.size(0), Tq = q.size(1), Tk = k.size(1), C = q.size(2), d = C / heads;
+  const bool backward = portable::in_training({&q, &k, &v});
+  portable::count_product(B * heads * Tq, Tk, d, backward);  // the scores
+  portable::count_product(B * heads * Tq, d, Tk, backward);  // the weighted values
+  auto split = [&](const torch::Tensor& t, int64_t n) {      // b×n×C → B×h×n×d
+    auto o = operand(t);
+    return (o.size(0) == B ? o : o.expand({B, n, C})).reshape({B, n, heads, d}).transpose(1, 2);
+  };
+  const uint64_t stream = counter_bits(seed, static_cast<uint64_t>(first));
+  torch::Tensor out;
+#if TORCH_VERSION_MAJOR >= 2
+  if (!q.device().is_cpu()) {
+    // The fused kernel draws its dropout from the device's default generator: seeded per call
+    // from the stream, so the same seed gives the same masks on the same device.
+    if (p > 0) {
+      at::Generator gen = at::globalContext().defaultGenerator(q.device());
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_current_seed(stream);
+    }
+    out = at::scaled_dot_product_attention(split(q, Tq), split(k, Tk), split(v, Tk), {}, p);
+  }
+#endif
+  if (!out.defined()) {  // the same maths unfused (a CPU, a libtorch without the fused kernels)
+    auto weights = torch::softmax(torch::matmul(split(q, Tq), split(k, Tk).transpose(-2, -1)).to(torch::kFloat) /
+                                      std::sqrt(static_cast<double>(d)),
+                                  -1);
+    if (p > 0) {
+      auto gen = seeded_generator(stream, q.device());
+      auto keep = torch::empty(weights.sizes(), weights.options()).bernoulli_(1.0 - p, gen);
+      weights = weights * keep.mul_(1.0 / (1.0 - p));
+    }
+    out = torch::matmul(operand(weights), split(v, Tk));
+  }
+  return out.transpose(1, 2).reshape({B, Tq, C}).to(torch::kFloat);
+}
+
+torch::Tensor dropout(const torch::Tensor& x, double p, uint64_t seed, int64_t first) {
+  const uint64_t stream = counter_bits(seed, static_cast<uint64_t>(first));
+  if (!x.device().is_cpu()) {
+    // One fused kernel (mask and product; a one-byte mask kept for backward), drawn from the
+    // device's default generator seeded per call, as the fused attention's dropout is.
+    {  // released before the kernel takes the generator's lock itself
+      at::Generator gen = at::globalContext().defaultGenerator(x.device());
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_current_seed(stream);
+    }
+    return std::get<0>(at::native_dropout(x, p, true));
+  }
+  auto gen = seeded_generator(stream, x.device());
+  auto keep = torch::empty(x.sizes(), x.options().dtype(torch::kFloat)).bernoulli_(1.0 - p, gen);
+  return x * keep.mul_(1.0 / (1.0 - p));
+}
+
+torch::Tensor gumbel_like(const torch::Tensor& like, at::Generator generator) {
+  auto gen = seeded_generator(next_seed(generator), like.device());
+  // E ~ Exp(1) kept above the smallest normal float: −log E stays finite (a draw of exactly 0
+  // would be an infinite key).
+  return rows_like(like, [&](torch::Tensor t) {
+    return t.exponential_(1.0, gen).clamp_min_(std::numeric_limits<float>::min()).log_().neg_();
+  });
+}
+
+torch::Tensor normal_like(const torch::Tensor& like, at::Generator generator) {
+  auto gen = seeded_generator(next_seed(generator), like.device());
+  return rows_like(like, [&](torch::Tensor t) { return t.normal_(0.0, 1.0, gen); }).to(like.scalar_type());
+}
+
+std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tensor& logits, int64_t r,
+                                                              at::Generator generator) {
+  return match_pairs(logits, gumbel_like(logits, generator), r);
+}
+
+std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits, const torch::Tensor& noise, int64_t r,
+                                                    int64_t* rounds) {
+  const int64_t B = logits.size(0), T = logits.size(1);
+  if (T > (int64_t{1} << 15)) throw Error("sample_disjoint_pairs: more than 32768 tokens");
+  const auto longs = logits.options().dtype(torch::kLong);
+  // Every ordered pair's rank as one int64, larger = taken first by the greedy rule: a finite key
+  // beats any pair whose key is −∞ (those go by noise alone), then the key's value (its float
+  // bits made order-preserving), then the lower flat index (the portable arg-max's first).
+  auto keys = logits + noise;
+  auto finite = keys > kMinusInf;
+  auto value = torch::where(finite, keys, noise) + 0.0f;  // −0 → +0: equal floats, equal bits
+  auto bits = value.contiguous().view(torch::kInt).to(torch::kLong);
+  auto ordered = torch::where(bits < 0, bits ^ 0x7fffffff, bits) + (int64_t{1} << 31);  // [0, 2³²)
+  auto flat = torch::arange(T * T, longs).view({1, T, T});
+  auto rank =
+      finite.to(torch::kLong) * (int64_t{1} << 62) + ordered * (int64_t{1} << 30) + torch::rsub(flat, T * T - 1);
+  rank.diagonal(0, 1, 2).fill_(-1);
+
+  // Greedy matching on the pairs' best orientation: in each round every token points to its best
+  // remaining partner, and mutual choices are matched (each is the best pair left at both its
+  // tokens, so greedy takes it). With distinct ranks this is greedy's matching exactly. A matched
+  // token keeps its pair's rank, whose low 30 bits name the pair's taken orientation; the rows and
+  // columns of matched tokens leave `both` in place (no B×T² copy per round).
+  auto both = torch::maximum(rank, rank.transpose(1, 2));  // B×T×T, symmetric
+  const auto tokens = torch::arange(T, longs).unsqueeze(0);
+  auto matched = torch::full({B, T}, -1, longs);  // the rank of each token's pair, −1 while unmatched
+  const int64_t unmatched_at_end = B * (T % 2);   // a complete graph: at most one token left per sample
+  int64_t round = 0;
+  for (bool more = T > 1; more;) {
+    auto [best, choice] = both.max(2);  // B×T
+    auto mutual = (choice.gather(1, choice) == tokens).logical_and_(best >= 0);
+    matched = torch::where(mutual, best, matched);
+    both.masked_fill_(mutual.unsqueeze(2).logical_or(mutual.unsqueeze(1)), -1);
+    // Read back every few rounds (the rounds after the last match change nothing).
+    if (++round % 4 == 0) more = (matched < 0).sum().item<int64_t>() > unmatched_at_end;
+  }
+  if (rounds != nullptr) *rounds = round;
+
+  // Greedy takes its pairs in decreasing rank: the r best of the matching, in order, each counted
+  // at its taken orientation's first token.
+  constexpr int64_t kFlatBits = (int64_t{1} << 30) - 1;
+  auto taken = [&](const torch::Tensor& pair_rank) { return torch::rsub(pair_rank.bitwise_and(kFlatBits), T * T - 1); };
+  auto head = matched.masked_fill(taken(matched).div(T, "floor") != tokens, -1);
+  auto best = taken(std::get<0>(head.topk(r, 1, /*largest=*/true, /*sorted=*/true)));  // B×r
+  return {best.div(T, "floor"), best.remainder(T)};
+}
+
+void adamw_update(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& exp_avg,
+                  std::vector<torch::Tensor>& exp_avg_sq, const std::vector<torch::Tensor>& grads, const AdamWStep& s) {
+  if (params.empty()) return;
+  torch::NoGradGuard no_grad;
+  at::_foreach_mul_(params, s.decay);
+  at::_foreach_mul_(exp_avg, s.beta1);
+  at::_foreach_add_(exp_avg, grads, s.rest1);
+  at::_foreach_mul_(exp_avg_sq, s.beta2);
+  at::_foreach_addcmul_(exp_avg_sq, grads, grads, s.rest2);
+  auto denominator = at::_foreach_sqrt(exp_avg_sq);
+  at::_foreach_div_(denominator, s.root_bias2);
+  at::_foreach_add_(denominator, s.eps);
+  at::_foreach_addcdiv_(params, exp_avg, denominator, -s.step_size);
+}
+
+}  // namespace htm::gpu

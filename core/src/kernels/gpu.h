@@ -1,0 +1,71 @@
+// The GPU kernels behind the backend seam (kernels/kernels.h): torch ops chosen for a device that
+// runs thousands of threads and pays for every launch and every wait on the host. They run on
+// any device, so the CPU suite tests them against their definitions (tests/kernels_test.cpp);
+// a tensor on a GPU takes them unless runtime.kernels = "portable".
+//   - Random draws on the tensor's device, from a generator seeded once per call with one
+//     64-bit draw of the run's own generator (Philox on CUDA): nothing is drawn on the host.
+//   - Attention through torch's fused scaled-dot-product attention (flash / memory-efficient
+//     kernels where the libtorch has them), its dropout the fused kernel's own.
+//   - bf16 products on tensor cores: operands cast to bfloat16, products in bf16 with fp32
+//     accumulation, outputs back to fp32 (autocast's rule); the policy's scores stay fp32.
+//   - The pair sampler as a greedy matching found in rounds of mutual best pairs (a few rounds,
+//     not r): the same pairs, in the same order, as the portable sampler's r rounds on the same
+//     keys.
+//   - AdamW as a handful of multi-tensor (foreach) launches for all parameters.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include "kernels/kernels.h"
+
+namespace htm::gpu {
+
+/// A generator on `device` seeded with `seed` (on CUDA: Philox, offset 0).
+at::Generator seeded_generator(uint64_t seed, const at::Device& device);
+
+/// A seed for one call's draws: the next 64 bits of `generator` (a run's CPU generator, or
+/// torch's global one for the dropout streams: kernels.cpp).
+uint64_t next_seed(at::Generator generator);
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+at::Tensor gelu_linear(const at::Tensor& h, const at::Tensor& weight, const at::Tensor& bias);
+at::Tensor norm_linear(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
+                       const at::Tensor& weight, const at::Tensor& bias);
+
+/// Multi-head attention without a mask; dropout p on the weights, drawn from stream (seed, first).
+at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t heads, double p,
+                           uint64_t seed, int64_t first);
+
+/// x with each entry kept with probability 1 − p (and scaled by 1/(1 − p)), drawn on x's device:
+/// on a GPU one fused kernel (a one-byte mask kept for backward) from the device's default
+/// generator seeded per call with stream (seed, first); on the CPU a mask from that stream.
+at::Tensor dropout(const at::Tensor& x, double p, uint64_t seed, int64_t first);
+
+/// Gumbel(0,1) noise shaped like `like`, drawn on like's device from one seed of `generator`
+/// (for the whole batch when data-parallel: row_shard.h).
+at::Tensor gumbel_like(const at::Tensor& like, at::Generator generator);
+
+/// Standard normal noise shaped like `like`, likewise.
+at::Tensor normal_like(const at::Tensor& like, at::Generator generator);
+
+/// r disjoint pairs per sample from B×T×T float logits (already bounded), with Gumbel keys on
+/// the device: match_pairs(logits, gumbel noise, r).
+std::pair<at::Tensor, at::Tensor> sample_disjoint_pairs(const at::Tensor& logits, int64_t r, at::Generator generator);
+
+/// The first r pairs the greedy rule takes (the best key among pairs of unused tokens, key =
+/// logit + noise; where every such key is −∞, the best noise), found as a greedy matching in
+/// rounds of mutual best pairs and ordered by key. `rounds`, if given, receives the number of
+/// rounds it took.
+std::pair<at::Tensor, at::Tensor> match_pairs(const at::Tensor& logits, const at::Tensor& noise, int64_t r,
+                                              int64_t* rounds = nullptr);
+
+/// One AdamW update of every parameter at once (each parameter's own state; one step for all).
+void adamw_update(std::vector<at::Tensor>& params, std::vector<at::Tensor>& exp_avg,
+                  std::vector<at::Tensor>& exp_avg_sq, const std::vector<at::Tensor>& grads, const AdamWStep& step);
+
+}  // namespace htm::gpu

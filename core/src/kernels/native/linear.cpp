@@ -1,0 +1,186 @@
+// The native linear layers: torch::nn::Linear's maths with forward and backward GEMMs through
+// oneDNN (gemm.h), in fp32 or, under runtime.precision = "bf16", with bf16 operands; and the
+// fused MLP ends (kernels/fused_linear.h) as single autograd nodes.
+#include <array>
+#include <cmath>
+#include <tuple>
+
+#include <torch/torch.h>
+
+#include "kernels/native/gemm.h"
+#include "kernels/native/native.h"
+#include "kernels/precision.h"
+
+namespace htm {
+
+namespace {
+
+// A contiguous 2-D tensor (fp32 or bf16) as a GEMM operand.
+Operand operand(const torch::Tensor& t) { return {t.data_ptr(), t.size(1), t.scalar_type() == torch::kBFloat16}; }
+
+// y = x Wᵀ + b over rows×in x: forward's GEMM. In bf16, x is rounded once here and its bf16
+// copy is what backward keeps (half the memory of the fp32 one); the dtype of what was saved
+// tells backward which GEMMs to run. Returns {y (rows×out), x kept, W kept}.
+std::array<torch::Tensor, 3> linear_product(const torch::Tensor& x2, const torch::Tensor& weight,
+                                            const torch::Tensor& bias) {
+  const int64_t rows = x2.size(0), in = weight.size(1), out = weight.size(0);
+  const bool bf16 = matmul_precision() == Precision::bf16;
+  auto x = bf16 ? bf16_copy(x2) : x2.contiguous();
+  // The weight stays the fp32 parameter (no copy kept per use: the encoder's are used at every
+  // depth); against a bf16 x, gemm() rounds it into a per-thread buffer, here and in backward.
+  auto w = weight.contiguous();
+  auto y = torch::empty({rows, out}, x2.options());
+  y.copy_(bias.expand({rows, out}));  // never a view: the GEMM writes into y
+  gemm(false, true, rows, out, in, 1.0f, operand(x), operand(w), 1.0f, y.data_ptr<float>(), out);
+  return {y, x, w};
+}
+
+// Backward's GEMMs for gradient g (rows×out) given what forward kept: {dx, dW, db}, each
+// undefined where not needed.
+std::array<torch::Tensor, 3> linear_grads(const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& w,
+                                          std::array<bool, 3> needed) {
+  const int64_t rows = x.size(0), in = w.size(1), out = w.size(0);
+  const torch::Tensor gb = x.scalar_type() == torch::kBFloat16 ? bf16_copy(g) : g;  // rounded once for both
+  std::array<torch::Tensor, 3> grads;
+  if (needed[0]) {
+    grads[0] = torch::empty({rows, in}, g.options());
+    gemm(false, false, rows, in, out, 1.0f, operand(gb), operand(w), 0.0f, grads[0].data_ptr<float>(), in);
+  }
+  if (needed[1]) {
+    grads[1] = torch::empty({out, in}, g.options());
+    gemm(true, false, out, in, rows, 1.0f, operand(gb), operand(x), 0.0f, grads[1].data_ptr<float>(), in);
+  }
+  if (needed[2]) grads[2] = g.sum(0);
+  return grads;
+}
+
+// `t` with its last dimension `last` instead.
+std::vector<int64_t> with_last(const torch::Tensor& t, int64_t last) {
+  std::vector<int64_t> shape = t.sizes().vec();
+  shape.back() = last;
+  return shape;
+}
+
+class LinearFunction : public torch::autograd::Function<LinearFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias) {
+    const int64_t in = weight.size(1);
+    auto [y, kept_x, kept_w] = linear_product(x.reshape({x.numel() / in, in}), weight, bias);
+    ctx->save_for_backward({kept_x, kept_w});
+    return y.view(with_last(x, weight.size(0)));
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &w = saved[1];
+    auto g = grads[0].reshape({x.size(0), w.size(0)}).contiguous();
+    auto [dx, dw, db] =
+        linear_grads(g, x, w, {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+    if (dx.defined()) dx = dx.view(with_last(grads[0], w.size(1)));
+    return {dx, dw, db};
+  }
+};
+
+// linear(gelu(h)): keeps h alone, not gelu(h) too, and recomputes gelu(h) in backward (an MLP's
+// widest activation stored once instead of twice).
+class GeluLinearFunction : public torch::autograd::Function<GeluLinearFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h,
+                               const torch::Tensor& weight, const torch::Tensor& bias) {
+    const int64_t in = weight.size(1);
+    auto h2 = h.reshape({h.numel() / in, in}).contiguous();
+    auto [y, kept_a, kept_w] = linear_product(torch::gelu(h2), weight, bias);
+    ctx->save_for_backward({h2, kept_w});
+    ctx->saved_data["bf16"] = kept_a.scalar_type() == torch::kBFloat16;
+    return y.view(with_last(h, weight.size(0)));
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &h = saved[0], &w = saved[1];
+    auto a = torch::gelu(h);
+    if (ctx->saved_data["bf16"].toBool()) a = bf16_copy(a);
+    auto g = grads[0].reshape({h.size(0), w.size(0)}).contiguous();
+    auto [da, dw, db] =
+        linear_grads(g, a, w, {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+    torch::Tensor dh;
+    if (da.defined()) dh = torch::gelu_backward(da, h).view(with_last(grads[0], w.size(1)));
+    return {dh, dw, db};
+  }
+};
+
+// linear(layer_norm(x)): keeps x and the norm's statistics, not the normalised tokens too.
+class NormLinearFunction : public torch::autograd::Function<NormLinearFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
+                               const torch::Tensor& weight, const torch::Tensor& bias, double eps) {
+    const int64_t C = x.size(-1);
+    auto x2 = x.reshape({x.numel() / C, C}).contiguous();
+    auto normed = std::get<0>(torch::native_layer_norm(x2, {C}, norm_weight, norm_bias, eps));
+    auto [y, kept_n, kept_w] = linear_product(normed, weight, bias);
+    // The statistics come from a second, cheap pass in backward (native_layer_norm's own).
+    ctx->save_for_backward({x2, norm_weight, norm_bias, kept_w});
+    ctx->saved_data["eps"] = eps;
+    ctx->saved_data["bf16"] = kept_n.scalar_type() == torch::kBFloat16;
+    return y.view(with_last(x, weight.size(0)));
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &nw = saved[1], &nb = saved[2], &w = saved[3];
+    const int64_t C = x.size(1);
+    auto [normed, mean, rstd] = torch::native_layer_norm(x, {C}, nw, nb, ctx->saved_data["eps"].toDouble());
+    if (ctx->saved_data["bf16"].toBool()) normed = bf16_copy(normed);
+    auto g = grads[0].reshape({x.size(0), w.size(0)}).contiguous();
+    const bool to_x = ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2);
+    auto [dn, dw, db] = linear_grads(g, normed, w, {to_x, ctx->needs_input_grad(3), ctx->needs_input_grad(4)});
+    torch::Tensor dx, dnw, dnb;
+    if (to_x) {
+      std::tie(dx, dnw, dnb) = torch::native_layer_norm_backward(
+          dn, x, {C}, mean, rstd, nw, nb,
+          {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+      if (dx.defined()) dx = dx.view(with_last(grads[0], C));
+    }
+    return {dx, dnw, dnb, dw, db, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor bf16_copy(const torch::Tensor& x) {
+  auto out = torch::empty(x.sizes(), x.options().dtype(torch::kBFloat16));
+  auto* dst = reinterpret_cast<uint16_t*>(out.data_ptr());
+  if (x.dim() == 3 && x.stride(2) == 1) {
+    const int64_t T = x.size(1), C = x.size(2);
+    for (int64_t b = 0; b < x.size(0); ++b)
+      to_bf16(x.data_ptr<float>() + b * x.stride(0), T, C, x.stride(1), dst + b * T * C);
+    return out;
+  }
+  auto src = x.contiguous();
+  to_bf16(src.data_ptr<float>(), 1, src.numel(), src.numel(), dst);
+  return out;
+}
+
+namespace native {
+
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  return LinearFunction::apply(x, weight, bias);
+}
+
+torch::Tensor gelu_linear(const torch::Tensor& h, const torch::Tensor& weight, const torch::Tensor& bias) {
+  return GeluLinearFunction::apply(h, weight, bias);
+}
+
+torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
+                          double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
+  return NormLinearFunction::apply(x, norm_weight, norm_bias, weight, bias, eps);
+}
+
+}  // namespace native
+
+}  // namespace htm
