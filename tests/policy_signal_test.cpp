@@ -17,6 +17,7 @@
 #include "test_util.h"
 #include "train/estimator/replay.h"
 #include "train/experiment.h"
+#include "train/step.h"
 #include "train/trainer.h"
 
 namespace htm {
@@ -393,6 +394,68 @@ TEST(LogitBound, TheHostBoundsEveryMergeDecision) {
   // Unbounded, the same initial weights are not uniform.
   auto raw = free.model->forward(batch.input, free.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
   EXPECT_LT(total_entropy(raw).max().item<double>(), uniform - 1e-3);
+}
+
+// estimator.baseline = "policy" (self-critical): each sample's advantage is its loss minus the
+// loss of the same input under the baseline policy's merges, with the same weights.
+TEST(PolicyBaseline, TheReferenceIsTheSameInputsLossUnderTheBaselinePolicy) {
+  EstimatorSettings settings;
+  settings.baseline = RewardBaseline::policy;
+  settings.baseline_policy = "nearest";
+  Estimator estimator(settings);
+  auto g = torch::tensor({1.0, 2.0, 3.0, 4.0}), reference = torch::tensor({1.5, 1.5, 3.5, 3.0});
+  auto log_prob = torch::zeros({4}, torch::requires_grad());
+  auto total = estimator.objective(g, log_prob, {}, {}, {}, {}, reference);
+  EXPECT_TRUE(torch::allclose(torch::autograd::grad({total}, {log_prob})[0], (g - reference) / 4.0));
+  EXPECT_THAT(htm::testing::error_of([&] { estimator.objective(g, log_prob); }),
+              ::testing::HasSubstr("no reference loss"));
+
+  // In a step: the reference pass runs the trained weights under nearest (greedy merges; mirrored
+  // unmerges draw nothing), so it is the loss a nearest-switched pass gives the same batch.
+  const std::string dir = htm::testing::fresh_dir("policy_baseline");
+  const std::string file = trees_file(
+      dir, "[policy]\nplugin = \"learned\"\n[estimator]\nbaseline = \"policy\"\nbaseline_policy = \"nearest\"\n");
+  Experiment ex = assemble(resolve(file, {"model.unmerge=\"mirror\""}), htm::testing::plugins(), 0);
+  ASSERT_TRUE(ex.baseline_policy);
+  Batch batch = ex.dataset->get(Split::train, torch::arange(16));
+  double expected = 0;
+  {
+    torch::NoGradGuard no_grad;
+    auto* model = dynamic_cast<HtmModelImpl*>(ex.model.get());
+    model->switch_policy(ex.baseline_policy);
+    ForwardHooks hooks;
+    hooks.tree = batch.tree;
+    auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(3), &hooks);
+    expected = training_objective(ex.losses, out, batch, 0, 0, true, false).mean().item<double>();
+    model->switch_policy(nullptr);
+  }
+  ex.model->train();
+  TrainStep step(ex, at::make_generator<at::CPUGeneratorImpl>(5));
+  StepRequest request;
+  request.batch = batch;
+  request.batch_rows = 16;
+  request.schedule = ex.schedule;
+  request.log = true;
+  const StepReport report = step(request);
+  std::map<std::string, double> terms;
+  for (const auto& term : report.terms) terms[term.name] = term.value;
+  ASSERT_TRUE(terms.count("policy_baseline_loss"));
+  EXPECT_NEAR(terms["policy_baseline_loss"], expected, 1e-6);
+  EXPECT_GT(terms["policy_advantage_sd"], 0);
+  // The trained policy decides again after the step.
+  EXPECT_NE(&dynamic_cast<HtmModelImpl*>(ex.model.get())->policy(), ex.baseline_policy.get());
+
+  // Each half without the other is refused where the file writes it; so is an unknown policy.
+  const std::string unnamed =
+      htm::testing::error_of([&] { resolve(trees_file(dir, "[estimator]\nbaseline = \"policy\"\n")); });
+  EXPECT_THAT(unnamed, ::testing::HasSubstr("signal.toml:31:"));
+  EXPECT_THAT(unnamed, ::testing::HasSubstr("baseline_policy"));
+  const std::string unused =
+      htm::testing::error_of([&] { resolve(trees_file(dir, "[estimator]\nbaseline_policy = \"nearest\"\n")); });
+  EXPECT_THAT(unused, ::testing::HasSubstr("signal.toml:31:"));
+  const std::string unknown = htm::testing::error_of(
+      [&] { resolve(trees_file(dir, "[estimator]\nbaseline = \"policy\"\nbaseline_policy = \"neerest\"\n")); });
+  EXPECT_THAT(unknown, ::testing::HasSubstr("unknown policy plugin 'neerest'"));
 }
 
 }  // namespace

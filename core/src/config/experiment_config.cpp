@@ -303,6 +303,12 @@ ResolvedConfig ExperimentFile::resolve(const std::string& variant, const PluginC
         find_manifest(catalog, PluginKind::policy, policy, eval_policies ? eval_policies->value_at : start);
     resolved.eval_policies.push_back({policy, plugin_params(manifest, {}, nullptr, "train.eval_policies")});
   }
+  if (const std::string& name = resolved.settings.estimator.baseline_policy; !name.empty()) {
+    const Node* estimator = config.find("estimator");
+    const Node* at = estimator ? estimator->find("baseline_policy") : nullptr;
+    const Manifest& manifest = find_manifest(catalog, PluginKind::policy, name, at ? at->value_at : start);
+    resolved.baseline_policy = PluginChoice{name, plugin_params(manifest, {}, nullptr, "estimator.baseline_policy")};
+  }
   resolved.toml = to_document(resolved, resolved.host_values_);
   resolved.hash = fnv1a_hex(to_document(resolved, resolved.host_values_, true));
   return resolved;

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,10 +31,11 @@ struct ResolvedConfig {
   std::string variant;
   HostSettings settings;  ///< the host's settings, typed
   PluginChoice dataset, adapter, policy, merge;
-  std::map<std::string, LossChoice> losses;  ///< by plugin name
-  std::vector<PluginChoice> eval_policies;   ///< train.eval_policies at their defaults
-  std::string toml;                          ///< the resolved config as a TOML document (stored with the run)
-  std::string hash;                          ///< stable hash of `toml` (hex)
+  std::map<std::string, LossChoice> losses;     ///< by plugin name
+  std::vector<PluginChoice> eval_policies;      ///< train.eval_policies at their defaults
+  std::optional<PluginChoice> baseline_policy;  ///< estimator.baseline_policy at its defaults
+  std::string toml;                             ///< the resolved config as a TOML document (stored with the run)
+  std::string hash;                             ///< stable hash of `toml` (hex)
 
   /// Every value flattened, as stored in the params table: "train.lr", "policy.plugin",
   /// "policy.heads", "loss.mse.weight".

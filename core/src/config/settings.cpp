@@ -227,11 +227,18 @@ std::vector<HostSection> build_schema() {
                   {{"ema", RewardBaseline::ema},
                    {"none", RewardBaseline::none},
                    {"rloo", RewardBaseline::rloo},
-                   {"value", RewardBaseline::value}},
+                   {"value", RewardBaseline::value},
+                   {"policy", RewardBaseline::policy}},
                   "subtracted from the reward: ema (moving average of the loss), none (the paper), rloo "
-                  "(the mean loss of the same input's other rollouts; needs rollouts >= 2), or value (a "
-                  "learned prediction of each sample's loss from the population each layer draws from)")
+                  "(the mean loss of the same input's other rollouts; needs rollouts >= 2), value (a "
+                  "learned prediction of each sample's loss from the population each layer draws from), or "
+                  "policy (self-critical: the loss of the same input under baseline_policy's merges)")
           .add("baseline_decay", &Es::baseline_decay, 0.9, "decay of the ema baseline", real_in(0, 1))
+          .add("baseline_policy", &Es::baseline_policy, Text(""),
+               "with baseline = \"policy\": the policy plugin (at its defaults) whose merges, drawn in a pass "
+               "without gradients on the same inputs with the same weights, give each sample's reference loss, "
+               "e.g. \"nearest\"")
+          .later()
           .add("rollouts", &Es::rollouts, int64_t{1},
                "decisions drawn for each input per step (the batch is repeated this many times)", at_least(1))
           .add("entropy", &Es::entropy, 0.0,
@@ -334,6 +341,18 @@ std::vector<SettingProblem> estimator_problems(const EstimatorSettings& estimato
     problems.push_back({std::string(estimator.dense > 0 ? "'estimator.dense'" : "'estimator.baseline' = \"value\"") +
                             " shapes the score function's reward: 'estimator.method' = \"prob_scale\" has none",
                         {estimator.dense > 0 ? "dense" : "baseline"}});
+  if ((estimator.baseline == RewardBaseline::policy) != !estimator.baseline_policy.empty())
+    problems.push_back({estimator.baseline_policy.empty()
+                            ? "'estimator.baseline' = \"policy\" compares each sample with the same input under "
+                              "another policy: name it in 'estimator.baseline_policy' (e.g. \"nearest\")"
+                            : "'estimator.baseline_policy' is the reference of 'estimator.baseline' = \"policy\", "
+                              "which is not set",
+                        {"baseline_policy", "baseline"}});
+  if (estimator.baseline == RewardBaseline::policy && estimator.method == EstimatorMethod::prob_scale)
+    problems.push_back(
+        {"'estimator.baseline' = \"policy\" shapes the score function's reward: "
+         "'estimator.method' = \"prob_scale\" has none",
+         {"baseline"}});
   if (estimator.baseline == RewardBaseline::rloo && estimator.rollouts < 2)
     problems.push_back(
         {"'estimator.baseline' = \"rloo\" compares each rollout with the same input's others: set "

@@ -30,7 +30,7 @@ enum class LrDecay { step, cosine };
 enum class RhoSchedule { epoch, step };
 enum class EstimatorMethod { score_function, prob_scale };
 enum class RewardScope { batch, sample };
-enum class RewardBaseline { none, ema, rloo, value };
+enum class RewardBaseline { none, ema, rloo, value, policy };
 
 struct ExperimentSettings {
   std::string name;  ///< results are filed under it; the file's stem when the file names none
@@ -92,6 +92,7 @@ struct EstimatorSettings {
   RewardScope reward = RewardScope::sample;
   RewardBaseline baseline = RewardBaseline::ema;
   double baseline_decay = 0;
+  std::string baseline_policy;   ///< baseline = policy: the policy plugin whose pass on the same input is the reference
   int64_t rollouts = 1;          ///< draws of each input's decisions per step (rloo needs ≥ 2)
   double entropy = 0;            ///< weight of the entropy bonus on the merge distributions
   double dense = 0;              ///< weight of the dense per-merge reward (each pair's local unmerge error)

@@ -211,10 +211,17 @@ Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, 
     check_policy_fits(*policy, choice.name, model_options(config, ctx));
     ex.eval_policies.push_back({choice.name, policy});
   }
+  if (config.baseline_policy) {
+    const PluginChoice& choice = *config.baseline_policy;
+    if (vit) throw Error("estimator.baseline = \"policy\" needs the htm model: a vit has no policy to switch");
+    ex.baseline_policy = plugins.create<Policy>(PluginKind::policy, choice.name, choice.params, ctx);
+    check_policy_fits(*ex.baseline_policy, choice.name, model_options(config, ctx));
+  }
   ex.device = run_device(config.settings.runtime.device, local_rank);
   ex.model->to(ex.device);
   for (auto& [name, policy] : ex.eval_policies)
     if (auto* module = dynamic_cast<torch::nn::Module*>(policy.get())) module->to(ex.device);
+  if (auto* module = dynamic_cast<torch::nn::Module*>(ex.baseline_policy.get())) module->to(ex.device);
   return ex;
 }
 

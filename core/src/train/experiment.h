@@ -36,6 +36,8 @@ struct Experiment {
   int64_t latent_floats = 0;      ///< floats at an autoencoder's bottleneck (tokens × width); 0: none
   /// train.eval_policies, built at their defaults: evaluation also runs the same weights under each.
   std::vector<std::pair<std::string, std::shared_ptr<Policy>>> eval_policies;
+  /// estimator.baseline_policy, built at its defaults: a training step's reference pass (null: none).
+  std::shared_ptr<Policy> baseline_policy;
   /// Where the model lives (runtime.device); batches go there with on_device().
   c10::Device device{c10::DeviceType::CPU};
 };

@@ -78,6 +78,24 @@ ForwardResult TrainStep::model_pass(const Batch& batch, const std::vector<int64_
   return ex_.model->forward(batch.input, schedule, generator_, &hooks);
 }
 
+torch::Tensor TrainStep::reference_losses(const Batch& batch, const StepRequest& request) {
+  auto* model = dynamic_cast<HtmModelImpl*>(ex_.model.get());
+  if (model == nullptr || !ex_.baseline_policy)
+    throw Error("estimator.baseline = \"policy\" needs the htm model and estimator.baseline_policy");
+  struct Switch {  // the trained policy is back however the pass ends
+    HtmModelImpl* model;
+    ~Switch() { model->switch_policy(nullptr); }
+  } restore{model};
+  model->switch_policy(ex_.baseline_policy);
+  torch::NoGradGuard no_grad;
+  ForwardHooks hooks = loss_hooks(ex_.losses, request.epoch, request.step, true, generator_);
+  hooks.tree = batch.tree;
+  hooks.levels = ex_.config.settings.train.anytime > 0;
+  auto out = ex_.model->forward(batch.input, request.schedule, generator_, &hooks);
+  return training_objective(ex_.losses, out, batch, request.epoch, request.step, true, false, nullptr,
+                            ex_.config.settings.train.anytime);
+}
+
 TrainStep::Pass TrainStep::forward(const StepRequest& request, StepReport& report) {
   RECORD_FUNCTION("htm::forward", {});
   Pass pass;
@@ -101,6 +119,7 @@ TrainStep::Pass TrainStep::forward(const StepRequest& request, StepReport& repor
     } catch (const NonFinite& e) {
       throw Error("training diverged at step " + std::to_string(request.step + 1) + ": " + e.what());
     }
+    if (estimator_.wants_reference() && !request.teacher_forced) pass.reference = reference_losses(pass.batch, request);
   }                      // the forward pass's draws are made; evaluation draws for itself
   if (comm_ != nullptr)  // the whole batch's loss, and whether any rank was asked to stop
     pass.share = share_of_batch(*comm_, pass.per_sample, rows * K, request.batch_rows * K, request.stop_here,
@@ -111,7 +130,8 @@ TrainStep::Pass TrainStep::forward(const StepRequest& request, StepReport& repor
 torch::Tensor TrainStep::objective(const StepRequest& request, const Pass& pass, StepReport& report) {
   RECORD_FUNCTION("htm::forward", {});
   // The surrogate for the discrete decisions (paper eq. 4): loss + sg[reward]·Σ log p.
-  torch::Tensor total = estimator_.objective(pass.per_sample, pass.out, pass.share, !request.teacher_forced);
+  torch::Tensor total =
+      estimator_.objective(pass.per_sample, pass.out, pass.share, !request.teacher_forced, pass.reference);
   if (replay_ && !request.teacher_forced) {  // an earlier step's draw again, weighted by p_now / p_then
     if (auto past = replay_->draw(ex_.config.settings.estimator.replay, generator_)) {
       // Its pair errors are measured (an operator may draw while it does) but not rewarded.

@@ -75,10 +75,11 @@ class TrainStep {
     Batch batch;               ///< the request's rows, each repeated estimator.rollouts times
     ForwardResult out;         ///< the model's pass over them
     torch::Tensor per_sample;  ///< each row's loss (the experiment's weighted losses)
+    torch::Tensor reference;   ///< estimator.baseline = "policy": each row's loss under the baseline policy
     BatchShare share;          ///< data-parallel: this rank's part of the whole batch
   };
   /// Rollouts → the model's pass (a data-parallel rank keeps its row shard of the draws) → the
-  /// losses, whose terms go to the report.
+  /// losses, whose terms go to the report; with a policy baseline, the reference pass.
   Pass forward(const StepRequest& request, StepReport& report);
   /// The objective whose gradient trains model and policy: the estimator's surrogate for the
   /// pass's draws (paper eq. 4), an earlier draw replayed, the leaf probe; the policy's
@@ -90,6 +91,9 @@ class TrainStep {
   void update(const StepRequest& request, StepReport& report);
   /// One pass of the model over `batch`: the losses' layer rewrite, the estimator's pair errors
   /// and the anytime levels asked for; `replayed`: an earlier draw's merges to score again.
+  /// Each row's loss under estimator.baseline_policy's merges: the same inputs and weights, a pass
+  /// without gradients (a self-critical baseline).
+  torch::Tensor reference_losses(const Batch& batch, const StepRequest& request);
   ForwardResult model_pass(const Batch& batch, const std::vector<int64_t>& schedule, const StepRequest& request,
                            bool teacher_forced, const std::vector<MergeDecision>* replayed = nullptr);
 

@@ -26,7 +26,7 @@ void Estimator::fold(double value) const {
 }
 
 torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const ForwardResult& out,
-                                   const BatchShare& share, bool score) {
+                                   const BatchShare& share, bool score, const torch::Tensor& reference) {
   // Per draw, in the order drawn: its log-probability summed over the draw, added to the
   // pass's, and the value of the population it was drawn from; each merge draw's pair errors.
   torch::Tensor log_prob;
@@ -43,7 +43,7 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const F
     for (const Draw& d : out.draws)
       if (d.pair_error.defined()) pair_errors.push_back({d.log_prob, d.pair_error});
   auto entropy = total_entropy(out);
-  auto total = objective(per_sample_loss, log_prob, entropy, share, valued, pair_errors);
+  auto total = objective(per_sample_loss, log_prob, entropy, share, valued, pair_errors, reference);
   if (entropy.defined()) diagnostics_.insert(diagnostics_.begin(), {"policy_entropy", entropy.mean().detach()});
   return total;
 }
@@ -51,7 +51,7 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const F
 torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
                                    const torch::Tensor& entropy, const BatchShare& share,
                                    const std::vector<ValuedDecision>& valued,
-                                   const std::vector<PairErrors>& pair_errors) {
+                                   const std::vector<PairErrors>& pair_errors, const torch::Tensor& reference) {
   diagnostics_.clear();
   auto loss = per_sample_loss.mean();
   // Over a split batch every mean is over this process's rows, weighted by their share; the
@@ -68,6 +68,13 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const t
       auto per_input = g.view({-1, K});
       auto others = (per_input.sum(1, true) - per_input) / static_cast<double>(K - 1);
       total = total + scaled(((per_input - others).view(-1) * log_prob).mean());
+    } else if (settings_.baseline == RewardBaseline::policy) {  // self-critical: the same input under another policy
+      if (!reference.defined() || !reference.sizes().equals(g.sizes()))
+        throw Error("estimator.baseline = \"policy\": no reference loss for each sample of the batch");
+      auto advantage = g - reference.detach();
+      diagnostics_.emplace_back("policy_baseline_loss", reference.detach().mean());
+      if (advantage.numel() > 1) diagnostics_.emplace_back("policy_advantage_sd", advantage.std());
+      total = total + scaled((advantage * log_prob).mean());
     } else if (settings_.baseline == RewardBaseline::value) {
       if (valued.empty()) throw Error("estimator.baseline = \"value\": the model gave no values for its decisions");
       torch::Tensor surrogate = g.new_zeros({}), error = g.new_zeros({});

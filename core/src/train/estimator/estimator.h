@@ -45,13 +45,16 @@ class Estimator {
   /// Whether a training pass should measure its merge draws' pair errors (estimator.dense):
   /// ForwardHooks::pair_errors.
   bool wants_pair_errors() const { return settings_.dense > 0; }
+  /// Whether a training step should measure each sample's reference loss: the same inputs, the
+  /// same weights, the merges of estimator.baseline_policy (baseline = "policy"), no gradients.
+  bool wants_reference() const { return settings_.baseline == RewardBaseline::policy; }
 
   /// objective() below, from a pass's record: the draws' log-probabilities summed in the order
   /// drawn, the value heads' predictions for the populations they were drawn from, the merge
   /// draws' entropies and their pair errors (Draw::pair_error). `score` false (a teacher-forced step): no
   /// score-function terms; the loss, the entropy bonus and the ema baseline's update remain.
   torch::Tensor objective(const torch::Tensor& per_sample_loss, const ForwardResult& out, const BatchShare& share = {},
-                          bool score = true);
+                          bool score = true, const torch::Tensor& reference = {});
 
   /// A.4: the model scales merged outputs by their selection probability, and the gradient
   /// flows through that product instead of a score-function term.
@@ -67,7 +70,9 @@ class Estimator {
   ///   batch reward (paper):  mean_b g_b + sg[mean_b g_b − c] · Σ_b log p_b
   ///   per-sample reward:     mean_b g_b + mean_b (sg[g_b] − c_b) · log p_b
   /// with c the baseline: 0 (none), a moving average of earlier batches' mean loss (ema), or
-  /// the mean loss of the same input's other rollouts (rloo, always per sample). With the
+  /// the mean loss of the same input's other rollouts (rloo, always per sample), or the loss of
+  /// the same input under another policy's merges (policy: `reference`, self-critical, always per
+  /// sample). With the
   /// learned value baseline (value, always per sample), each layer's draw k has its own:
   ///   mean_b g_b + Σ_k mean_b (sg[g_b] − sg[V_kb]) · log p_kb + mean_k mean_b (V_kb − sg[g_b])²
   /// from `valued`, whose last term trains the values. With an
@@ -82,7 +87,7 @@ class Estimator {
   torch::Tensor objective(const torch::Tensor& per_sample_loss, const torch::Tensor& log_prob,
                           const torch::Tensor& entropy = {}, const BatchShare& share = {},
                           const std::vector<ValuedDecision>& valued = {},
-                          const std::vector<PairErrors>& pair_errors = {});
+                          const std::vector<PairErrors>& pair_errors = {}, const torch::Tensor& reference = {});
   /// The replayed rows' part of the objective (estimator.replay), from their per-sample loss g
   /// (R), the log-probability of their decisions now (R: the replayed merges scored by today's
   /// policy, plus today's unmerge draws), of their merges now (R) and under the policy that drew
