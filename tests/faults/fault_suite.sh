@@ -261,8 +261,21 @@ section_crash() {  # a plugin that crashes its process costs that run: recorded 
     sleep 1
     pgrep -f "nproc-runs" > /dev/null && { fail "crash --nproc (rank $target): a rank outlived the launch"; pkill -9 -f "nproc-runs"; }
   done
+  # --nproc 2, a crash in the policy's constructor in both ranks, before either claimed the run: a
+  # failed row all the same, naming the plugin, the rank and construction; no rank left.
+  rm -f "$nproc"*
+  HTM_DIST_TIMEOUT=20 "$HTM" run "$crash" --variant crashy --seed 0 --nproc 2 --set 'policy.when="construct"' \
+    $(run_args "$nproc" "$WORK/nproc-runs") > nproc-construct.log 2>&1
+  rc=$?
+  injected=$((injected + 1))
+  [[ $rc == 1 ]] || fail "crash in construction --nproc: exit $rc: $(tail -2 nproc-construct.log)"
+  error=$(sql "$nproc" "SELECT status || ': ' || error FROM runs")
+  [[ $error == "failed: crashed: SIGSEGV"*"policy plugin 'faulty' 0.9.1 ("*"(rank "*" of 2) during construction"* ]] ||
+    fail "crash in construction --nproc: recorded as '$error'"
+  sleep 1
+  pgrep -f "nproc-runs" > /dev/null && { fail "crash in construction --nproc: a rank outlived the launch"; pkill -9 -f "nproc-runs"; }
   export HTM_PLUGIN_PATH=
-  ok "crash: $kinds crash kinds recorded failed with signal, plugin and step; a constructor's crash recorded; --jobs study went on; a crash loop held; supervised = in-process bit for bit; --nproc 2: a rank's crash named, study went on, no rank left"
+  ok "crash: $kinds crash kinds recorded failed with signal, plugin and step; a constructor's crash recorded (one process and --nproc 2); --jobs study went on; a crash loop held; supervised = in-process bit for bit; --nproc 2: a rank's crash named, study went on, no rank left"
 }
 
 section_corrupt() {  # one damaged 4 KiB page: htm run writes nothing into the file; htm db check says what to do
@@ -468,13 +481,34 @@ section_lock() {  # someone holds the database's write lock for 35 s: the run wa
   ok "lock: an outside write lock held 35 s paused the run, which then finished"
 }
 
+# After each section: no process of the suite's left (every htm run names $WORK on its command
+# line), no run left 'running' in any of its databases (a malformed one excepted: it has no answer).
+leftovers() { # section
+  local pids db running=0 n
+  sleep 0.5
+  pids=$(pgrep -f -- "$WORK" | tr '\n' ' ')
+  if [[ -n $pids ]]; then
+    fail "$1: processes left behind: $(ps -o pid=,args= -p ${pids// /,} | cut -c1-160)"
+    kill -9 $pids 2> /dev/null
+  fi
+  for db in "$WORK"/*.sqlite "$WORK"/*/*.sqlite; do
+    [[ -f $db ]] || continue
+    n=$(sqlite3 "$db" "SELECT count(*) FROM runs WHERE status = 'running'" 2> /dev/null) || continue
+    running=$((running + ${n:-0}))
+    [[ ${n:-0} == 0 ]] || fail "$1: $n run(s) left 'running' in $(basename "$db")"
+  done
+  left_processes=$((left_processes + $(wc -w <<< "$pids"))); left_running=$((left_running + running))
+}
+left_processes=0 left_running=0
 for s in $SECTIONS; do
   section_start=$failures
   "section_$s"
+  leftovers "$s"
 done
 echo
 echo "faults injected: $injected"
 echo "runs resumed: $resumed"
 echo "crashes: $crashes"
 echo "rows lost: $lost"
+echo "left behind after the sections: $left_processes processes, $left_running runs 'running'"
 if [[ $failures == 0 ]]; then echo "fault suite passed"; else echo "fault suite: $failures failure(s)"; exit 1; fi

@@ -147,6 +147,7 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   // plugin's code is that plugin's fault: the run is recorded as failed with it.
   std::optional<Experiment> ex;
   std::string early_message, early_full;
+  board_attempt(label, variant, seed);  // a crash from here to the claim is this run's
   take_plugin_fault();
   try {
     ex = assemble(config, registry, seed, comm != nullptr ? comm->info().local_rank : 0);
@@ -351,7 +352,9 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
                   std::to_string(world->world) + " (WORLD_SIZE is set); launch it without --nproc");
     if (request.jobs > 1) throw Error("--nproc and --jobs cannot be combined: give the cores to one or the other");
     ResultsStore::require_sound(results);  // the ranks are supervised children: they leave it to this process
-    return run_ranks(request, work.size());
+    return run_ranks(request, work.size(), [&](const std::string& variant, int64_t seed, const std::string& message) {
+      record_unclaimed_crash(file, registry, variant, seed, message);
+    });
   }
   if (world && request.jobs > 1) throw Error("--jobs cannot be used by a data-parallel rank (WORLD_SIZE is set)");
   if (!world || world->rank == 0) {  // runs whose process is gone are recorded killed; they resume below

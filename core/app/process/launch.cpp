@@ -163,7 +163,6 @@ namespace {
 // and (live) the block of progress lines redrawn on the terminal.
 class JobPool {
  public:
-  using RecordUnclaimed = std::function<void(const std::string&, int64_t, const std::string&)>;
   JobPool(const RunRequest& request, const std::vector<std::pair<std::string, int64_t>>& work, std::string logs,
           const RecordUnclaimed& record_unclaimed)
       : request_(request),
@@ -306,8 +305,7 @@ class JobPool {
 // --jobs N on a terminal they write to log files under `logs` and the parent keeps one live line
 // per running job.
 int run_parallel(const RunRequest& request, const std::vector<std::pair<std::string, int64_t>>& work,
-                 const std::string& logs,
-                 const std::function<void(const std::string&, int64_t, const std::string&)>& record_unclaimed) {
+                 const std::string& logs, const RecordUnclaimed& record_unclaimed) {
   JobPool pool(request, work, logs, record_unclaimed);
   pool.run();
   return pool.end();
@@ -322,7 +320,7 @@ bool crashed_in_this_launch(const std::string& label) {
   return false;
 }
 
-int run_ranks(const RunRequest& request, size_t runs, int grace_s) {
+int run_ranks(const RunRequest& request, size_t runs, const RecordUnclaimed& record_unclaimed, int grace_s) {
   std::vector<std::string> args = shared_args(request);
   for (const auto& v : request.variants) args.insert(args.end(), {"--variant", v});
   for (auto seed : request.seeds) args.insert(args.end(), {"--seed", std::to_string(seed)});
@@ -334,7 +332,7 @@ int run_ranks(const RunRequest& request, size_t runs, int grace_s) {
     std::string crashed;
     std::vector<std::string> environment;
     if (!skipped.empty()) environment.push_back("HTM_CRASHED_RUNS=" + skipped);
-    worst = std::max(worst, launch_ranks(args, request.nproc, {}, grace_s, &crashed, environment));
+    worst = std::max(worst, launch_ranks(args, request.nproc, {}, grace_s, &crashed, environment, record_unclaimed));
     if (crashed.empty() || interrupt_requested() || crashes + 1 == runs) break;
     skipped += crashed + "\n";
     std::fprintf(stderr, "htm: the ranks start again for the study's other runs\n");
@@ -361,7 +359,8 @@ int wait_worker(pid_t pid) {
 }
 
 int launch_ranks(const std::vector<std::string>& args, int n, const std::string& rank0_log, int grace_s,
-                 std::string* crashed, const std::vector<std::string>& environment) {
+                 std::string* crashed, const std::vector<std::string>& environment,
+                 const RecordUnclaimed& record_unclaimed) {
   const int port = free_port();
   Spawner spawner;
   std::map<pid_t, int> ranks;  // pid → rank
@@ -423,6 +422,13 @@ int launch_ranks(const std::vector<std::string>& args, int n, const std::string&
     if (crashed != nullptr) *crashed = end.label;
     if (end.crashed) {
       std::fprintf(stderr, "error: [%s] %s\n", end.label.c_str(), end.message.c_str());
+      if (!end.claimed && !end.variant.empty() && record_unclaimed) {  // no row yet: htm runs shows the attempt
+        try {
+          record_unclaimed(end.variant, end.seed, end.message);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "error: [%s] recording the crash failed: %s\n", end.label.c_str(), e.what());
+        }
+      }
       return 1;
     }
   }

@@ -14,6 +14,9 @@
 
 namespace htm {
 
+/// Gives a run that crashed before it was claimed a `failed` row: (variant, seed, message).
+using RecordUnclaimed = std::function<void(const std::string&, int64_t, const std::string&)>;
+
 /// "<variant>-seed<S>" as one safe path component.
 std::string run_file_name(const std::string& variant, int64_t seed);
 
@@ -24,8 +27,7 @@ std::string run_file_name(const std::string& variant, int64_t seed);
 /// A child that crashed before it claimed its run is given a `failed` row by `record_unclaimed`
 /// (variant, seed, message), when given.
 int run_parallel(const RunRequest& request, const std::vector<std::pair<std::string, int64_t>>& work,
-                 const std::string& logs,
-                 const std::function<void(const std::string&, int64_t, const std::string&)>& record_unclaimed = {});
+                 const std::string& logs, const RecordUnclaimed& record_unclaimed = {});
 
 /// --nproc: request.nproc copies of this `htm run` (without --nproc) as ranks 0..N−1 of one
 /// data-parallel group on this host (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
@@ -35,8 +37,10 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
 /// Each rank is supervised as a single run is (supervise.h): a rank that crashes fails the run
 /// rank 0 claimed, naming the rank, the signal, the plugin and the step; the ranks are then
 /// started again for the study's other `runs`, skipping those that crashed (the next htm run
-/// resumes them once, as a single run's crash).
-int run_ranks(const RunRequest& request, size_t runs = 1, int grace_s = 30);
+/// resumes them once, as a single run's crash). A crash in construction, before the run was
+/// claimed, is given a `failed` row by `record_unclaimed`, when given.
+int run_ranks(const RunRequest& request, size_t runs = 1, const RecordUnclaimed& record_unclaimed = {},
+              int grace_s = 30);
 
 /// In a rank that run_ranks started again after a crash: whether the run `label` crashed in
 /// this htm run (HTM_CRASHED_RUNS, one label a line), so that rank 0 skips it.
@@ -44,9 +48,11 @@ bool crashed_in_this_launch(const std::string& label);
 
 /// Starts `args` (args[0]: self_path()) as ranks 0..n−1 on this host and waits for them, as
 /// run_ranks does; rank 0's output goes to `rank0_log` when given, and `environment` is added to
-/// each rank's. `crashed`, if given, receives the label of the run a rank crashed in ("" none).
+/// each rank's. `crashed`, if given, receives the label of the run a rank crashed in ("" none);
+/// `record_unclaimed` as run_ranks.
 int launch_ranks(const std::vector<std::string>& args, int n, const std::string& rank0_log = "", int grace_s = 30,
-                 std::string* crashed = nullptr, const std::vector<std::string>& environment = {});
+                 std::string* crashed = nullptr, const std::vector<std::string>& environment = {},
+                 const RecordUnclaimed& record_unclaimed = {});
 
 /// Runs `args` (args[0]: self_path()) as one worker process, output to `log`; its exit code.
 int run_child(const std::vector<std::string>& args, const std::string& log);

@@ -40,7 +40,11 @@ ChildEnd settle_board(RunBoard board, bool read, pid_t pid, int status, const st
   end.code = exit_code(status);
   end.claimed = read && board.run_id > 0;
   end.run_id = end.claimed ? board.run_id : 0;
-  if (end.claimed) end.label = board.label;
+  if (read && (end.claimed || board.variant[0] != '\0')) end.label = board.label;
+  if (read) {
+    end.variant = board.variant;
+    end.seed = board.seed;
+  }
   end.database_corrupt = read && board.database_corrupt != 0;
   // A stop the user asked for (a signal forwarded to it, or a second one ending it at once) is
   // not a crash: the run stays resumable, as it always was. Nor are htm's own exit codes (0, 1
@@ -106,6 +110,8 @@ ChildEnd ChildBoard::settle_rank(int status, int rank, int world, const ChildBoa
     board.run_id = first.run_id;
     std::memcpy(board.db, first.db, sizeof board.db);
     std::memcpy(board.label, first.label, sizeof board.label);
+    std::memcpy(board.variant, first.variant, sizeof board.variant);
+    board.seed = first.seed;
     if (!read) {  // this rank wrote nothing: no plugin or step to name
       std::memcpy(board.magic, first.magic, sizeof board.magic);
       board.step = 0;

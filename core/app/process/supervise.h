@@ -22,7 +22,9 @@ struct ChildEnd {
   bool claimed = false;           ///< it had claimed a run (board's run id)
   bool database_corrupt = false;  ///< its run met a malformed database
   int64_t run_id = 0;
-  std::string label;    ///< the run's label as the child gave it ("" before it claimed one)
+  std::string label;    ///< the run's label as the child gave it ("" before it attempted one)
+  std::string variant;  ///< the run it attempted (board_attempt; "" when it said none)
+  int64_t seed = 0;
   std::string message;  ///< the crash, in one line ("" when it ended on its own terms)
 };
 

@@ -53,6 +53,15 @@ bool open_run_board() {
   return true;
 }
 
+void board_attempt(const std::string& label, const std::string& variant, int64_t seed) {
+  if (!open_run_board()) return;
+  publish(g_board->run_id, int64_t{0});
+  publish(g_board->step, int64_t{0});
+  copy(g_board->label, label);
+  copy(g_board->variant, variant);
+  publish(g_board->seed, seed);
+}
+
 void board_run(int64_t run_id, const std::string& db, const std::string& label) {
   if (!open_run_board()) return;
   copy(g_board->db, db);

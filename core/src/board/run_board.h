@@ -31,8 +31,10 @@ struct RunBoard {
   int32_t count;             ///< plugins listed
   int32_t database_corrupt;  ///< 1: the run met a malformed database (start nothing more there)
   int32_t reserved;
-  char db[1024];    ///< the results database the run is recorded in
-  char label[256];  ///< "experiment/variant seed S"
+  char db[1024];      ///< the results database the run is recorded in
+  char label[256];    ///< "experiment/variant seed S"
+  char variant[128];  ///< the run being attempted (board_attempt), claimed or not
+  int64_t seed;
   BoardPlugin plugins[kBoardPlugins];
 };
 
@@ -40,6 +42,10 @@ struct RunBoard {
 
 /// Maps the board named by HTM_RUN_BOARD (each path once). Whether this process has one.
 bool open_run_board();
+/// The run this process attempts next, before its plugins are built and it is claimed (a
+/// data-parallel rank runs a study's runs one after another): nothing claimed, no step, so a
+/// crash in construction is that run's, not the last one's.
+void board_attempt(const std::string& label, const std::string& variant, int64_t seed);
 /// The run this process trains, once claimed.
 void board_run(int64_t run_id, const std::string& db, const std::string& label);
 /// The run's database turned out malformed: the supervisor starts no more runs.
