@@ -1,5 +1,5 @@
 -- One row per finished run of the issue-39 studies (experiments/htm/mirrored.toml,
--- residual.toml, mirrored_exact.toml, self_critical.toml): the greedy and sampled hierarchy scores, the reconstruction error of the
+-- residual.toml, mirrored_exact.toml, self_critical.toml, fashion_long.toml): the greedy and sampled hierarchy scores, the reconstruction error of the
 -- trained weights under their own policy, under the true tree and under random merges, and the
 -- references (random merges, agglomerative clustering on the stored positions).
 --   sqlite3 -header -csv DB < scripts/research/issue39.sql > results/issue39-DATE.csv
@@ -18,7 +18,7 @@ SELECT r.uuid, e.name AS experiment, r.variant, r.seed, 'exploration' AS phase,
        r.git_revision, r.config_hash
 FROM runs r JOIN experiments e ON e.id = r.experiment_id
 JOIN latest_metrics m ON m.run_id = r.id AND m.split = 'test'
-WHERE r.status = 'finished' AND e.name IN ('htm-mirrored', 'htm-residual', 'htm-mirrored-exact', 'htm-self-critical')
+WHERE r.status = 'finished' AND e.name IN ('htm-mirrored', 'htm-residual', 'htm-mirrored-exact', 'htm-self-critical', 'htm-fashion-long')
   AND r.id = (SELECT max(q.id) FROM runs q  -- each seed's latest finished run, as htm compare takes
               WHERE q.experiment_id = r.experiment_id AND q.variant = r.variant AND q.seed = r.seed
                 AND q.status = 'finished')

@@ -80,6 +80,9 @@ look runs-metric "/?where=test%2Fmse%3C%3D$best;status%3Dfinished"
 [[ $(attr rows) -ge 1 ]] || fail "test/mse<=$best: no rows"
 look runs-bad "/?where=test%2Fmse%3Csmall"
 grep -q 'id="bad-filter"[^>]*>[^<]*needs a number' dom.html || fail "a bad filter did not say why"
+grep -q 'id="prev"[^>]*disabled' dom.html && grep -q 'id="next"[^>]*disabled' dom.html ||
+  fail "a bad filter left the pager enabled"
+grep -q 'id="study-list"' dom.html || fail "a bad filter emptied the list of studies"
 
 # A running run's curves grow between two looks.
 look run-first "/run/$live"
@@ -106,6 +109,9 @@ look sweep "/sweep/$EXPERIMENT"
 [[ $(attr axes) -ge 2 ]] || fail "sweep: $(attr axes) axes"
 [[ $(grep -o '<polyline' dom.html | wc -l) == "$finished" ]] || fail "sweep: polylines drawn do not match"
 grep -q 'id="importance-table"' dom.html || fail "sweep: no variance table"
+look sweep-bad "/sweep/$EXPERIMENT?metric=test%2Fnothing"
+grep -q 'id="no-sweep"' dom.html || fail "sweep: a metric the study never logged did not say so"
+grep -q '<option>test/mse</option>' dom.html || fail "sweep: after a bad metric the menu offers nothing to choose"
 
 grep -q 'Uncaught\|SyntaxError' chromium.log && fail "console errors: $(grep -m3 'Uncaught\|SyntaxError' chromium.log)"
 kill "$STUDY" 2> /dev/null

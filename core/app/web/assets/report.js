@@ -254,7 +254,10 @@ function render(data) {
         normalized: true,
         interaction: {mode: 'nearest', intersect: false},
         plugins: {legend: {labels: {boxWidth: 10, filter: i => !/ (min|max)$/.test(i.text)}}},
-        scales: {x: {type: 'linear', title: {display: true, text: 'step'}}, y: {type: c.log ? 'logarithmic' : 'linear'}}
+        scales: {
+          x: {type: 'linear', title: {display: true, text: 'step'}},
+          y: yAxis({type: c.log ? 'logarithmic' : 'linear'})
+        }
       }
     });
     if (c.log) {  // a metric spanning decades starts on a log scale, with a switch

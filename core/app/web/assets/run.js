@@ -31,7 +31,7 @@ function chart(metric) {
       parsing: false,
       normalized: true,
       plugins: {legend: {display: false}},
-      scales: {x: {type: 'linear', title: {display: true, text: 'step'}}}
+      scales: {x: {type: 'linear', title: {display: true, text: 'step'}}, y: yAxis()}
     }
   });
   return series[metric] = {chart: c, data: c.data.datasets[0].data};

@@ -38,6 +38,19 @@ document.getElementById('next').onclick = () => {
   go();
 };
 let timer = null, loads = 0;
+// The studies in the file, each with its page and its sweep.
+function showStudies(experiments) {
+  const studies = el(
+      'table', {id: 'study-list'},
+      el('tr', {}, el('th', {}, 'experiment'), el('th', {}, 'runs'), el('th', {}, 'training now'), el('th', {}, '')));
+  for (const [name, runs, running] of experiments) {
+    const q = encodeURIComponent(name);
+    studies.append(
+        el('tr', {}, el('td', {}, el('a', {href: '/study/' + q}, name)), el('td', {class: 'num'}, runs),
+           el('td', {class: 'num'}, running), el('td', {}, el('a', {href: '/sweep/' + q}, 'sweep'))));
+  }
+  document.getElementById('studies').replaceChildren(studies);
+}
 async function load() {
   clearTimeout(timer);
   let D;
@@ -46,6 +59,12 @@ async function load() {
   } catch (e) {
     document.getElementById('summary').replaceChildren(el('span', {class: 'bad', id: 'bad-filter'}, e.message));
     document.getElementById('table').replaceChildren();
+    document.getElementById('pageinfo').textContent = '';
+    document.getElementById('prev').disabled = document.getElementById('next').disabled = true;
+    try {  // the studies are listed whatever the filter said
+      showStudies((await get('/api/runs?size=1')).experiments);
+    } catch (_) {
+    }
     document.body.dataset.ready = 'yes';
     return;
   }
@@ -90,16 +109,7 @@ async function load() {
   }
   document.getElementById('table').replaceChildren(
       D.runs.length ? t : el('div', {class: 'nodata'}, 'No run matches these filters.'));
-  const studies = el(
-      'table', {id: 'study-list'},
-      el('tr', {}, el('th', {}, 'experiment'), el('th', {}, 'runs'), el('th', {}, 'training now'), el('th', {}, '')));
-  for (const [name, runs, running] of D.experiments) {
-    const q = encodeURIComponent(name);
-    studies.append(
-        el('tr', {}, el('td', {}, el('a', {href: '/study/' + q}, name)), el('td', {class: 'num'}, runs),
-           el('td', {class: 'num'}, running), el('td', {}, el('a', {href: '/sweep/' + q}, 'sweep'))));
-  }
-  document.getElementById('studies').replaceChildren(studies);
+  showStudies(D.experiments);
   document.body.dataset.rows = D.runs.length;
   document.body.dataset.total = D.total;
   document.body.dataset.loads = ++loads;

@@ -27,6 +27,11 @@ const colour = t => `hsl(${(1 - t) * 230}, 75%, 45%)`;  // blue (low) to red (hi
     D = await get(`/api/sweep/${encodeURIComponent(EXPERIMENT)}?${q}`);
   } catch (e) {
     document.getElementById('plot').replaceChildren(el('div', {class: 'nodata', id: 'no-sweep'}, e.message));
+    try {  // the menu still offers what the study logged, to choose again
+      const runs = await get('/api/runs?' + new URLSearchParams({experiment: EXPERIMENT, size: 1}));
+      choose.elements.metric.replaceChildren(...runs.metrics.map(m => el('option', {}, m)));
+    } catch (_) {
+    }
     document.body.dataset.ready = 'yes';
     return;
   }
