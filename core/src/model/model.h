@@ -212,6 +212,21 @@ class HtmModelImpl : public Model {
   bool mirrors_ = false;                      ///< the encoder records its merges for the decoder to undo
   torch::Tensor timesteps_;                   ///< (max depth + 1)×C fixed sinusoids (paper eq. 7)
 };
+
+/// Another policy decides in `model` until this object goes (HtmModelImpl::switch_policy), however
+/// the scope ends: evaluation under train.eval_policies, a self-critical baseline's pass.
+class PolicySwitch {
+ public:
+  PolicySwitch(HtmModelImpl& model, std::shared_ptr<Policy> policy) : model_(model) {
+    model_.switch_policy(std::move(policy));
+  }
+  ~PolicySwitch() { model_.switch_policy(nullptr); }
+  PolicySwitch(const PolicySwitch&) = delete;
+  PolicySwitch& operator=(const PolicySwitch&) = delete;
+
+ private:
+  HtmModelImpl& model_;
+};
 TORCH_MODULE(HtmModel);
 
 /// Parameters of `model` that one training step on `input` would update: those the output or

@@ -34,11 +34,7 @@ Trainer::Eval Trainer::evaluate() {
   }
   // The same weights deciding with each of train.eval_policies instead (the "switch").
   for (const auto& [name, policy] : ex_.eval_policies) {
-    struct Switch {  // the trained policy is back however the evaluation ends
-      HtmModelImpl* model;
-      ~Switch() { model->switch_policy(nullptr); }
-    } restore{htm_model};
-    htm_model->switch_policy(policy);
+    PolicySwitch under(*htm_model, policy);
     append_under("under/" + name + "/", evaluate_once(), e);
   }
   return e;

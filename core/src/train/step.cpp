@@ -82,16 +82,9 @@ torch::Tensor TrainStep::reference_losses(const Batch& batch, const StepRequest&
   auto* model = dynamic_cast<HtmModelImpl*>(ex_.model.get());
   if (model == nullptr || !ex_.baseline_policy)
     throw Error("estimator.baseline = \"policy\" needs the htm model and estimator.baseline_policy");
-  struct Switch {  // the trained policy is back however the pass ends
-    HtmModelImpl* model;
-    ~Switch() { model->switch_policy(nullptr); }
-  } restore{model};
-  model->switch_policy(ex_.baseline_policy);
+  PolicySwitch under(*model, ex_.baseline_policy);
   torch::NoGradGuard no_grad;
-  ForwardHooks hooks = loss_hooks(ex_.losses, request.epoch, request.step, true, generator_);
-  hooks.tree = batch.tree;
-  hooks.levels = ex_.config.settings.train.anytime > 0;
-  auto out = ex_.model->forward(batch.input, request.schedule, generator_, &hooks);
+  const ForwardResult out = model_pass(batch, request.schedule, request, false);
   return training_objective(ex_.losses, out, batch, request.epoch, request.step, true, false, nullptr,
                             ex_.config.settings.train.anytime);
 }
