@@ -85,12 +85,12 @@ section_kill() {  # kill -9 at random points, then the same command resumes; the
   ok "kill: $kills kill -9 during training, run finished with the reference's metrics bit for bit"
 }
 
-section_signals() {  # SIGINT/SIGTERM x 20 at random points: never an abort; each resumes
+section_signals() {  # SIGINT/SIGTERM x 20 at random points of 4 runs (320 steps each): never an abort; each resumes
   local db=$WORK/sig.sqlite rc aborts=0 landed=0
   for i in $(seq 1 20); do
     local sig=INT
     (( i % 2 == 0 )) && sig=TERM
-    "$HTM" run "$STUDY" --variant learned --seed $((i % 4)) --set train.epochs=20 \
+    "$HTM" run "$STUDY" --variant learned --seed $((i % 4)) --set train.epochs=10 \
       $(run_args "$db" "$WORK/sig-runs") > sig$i.log 2>&1 &
     local pid=$!
     sleep "$(random_delay 0.3 2.5)"
@@ -107,7 +107,7 @@ section_signals() {  # SIGINT/SIGTERM x 20 at random points: never an abort; eac
   local running
   running=$(sql "$db" "SELECT count(*) FROM runs WHERE status = 'running'")
   [[ $running == 0 ]] || fail "signals: $running run(s) left 'running' after a handled signal"
-  "$HTM" run "$STUDY" --variant learned --seed 0 --seed 1 --seed 2 --seed 3 --set train.epochs=20 \
+  "$HTM" run "$STUDY" --variant learned --seed 0 --seed 1 --seed 2 --seed 3 --set train.epochs=10 \
     $(run_args "$db" "$WORK/sig-runs") > sig-final.log 2>&1 || fail "signals: the runs did not finish afterwards"
   resumed=$((resumed + $(grep -c 'resuming run' sig-final.log)))
   [[ $(sql "$db" "SELECT count(*) || ' ' || sum(status = 'finished') FROM runs") == "4 4" ]] ||
