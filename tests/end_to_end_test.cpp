@@ -96,11 +96,13 @@ TEST(EndToEnd, APluginThatThrowsMidRunMarksTheRunFailedAndKeepsItsMetrics) {
   const std::string dir = htm::testing::fresh_dir("throw");
   Registry registry({HTM_PLUGIN_DIR, HTM_TEST_PLUGIN_DIR});
   RunRequest request;
-  request.file = tiny_experiment(dir, "[loss.throwing]\nfail_after = 3\n");
+  // Calls 1 and 2 are the memory estimate's two measured steps (4 and 8 samples), 3 to 5 the
+  // run's first three steps.
+  request.file = tiny_experiment(dir, "[loss.throwing]\nfail_after = 5\n");
   EXPECT_EQ(run_experiment(request, registry), 1);
   ResultsStore store(dir + "/htm.sqlite");
   EXPECT_EQ(cell(store, "SELECT status FROM runs"), "failed");
-  EXPECT_THAT(cell(store, "SELECT error FROM runs"), ::testing::HasSubstr("deliberate failure at call 4"));
+  EXPECT_THAT(cell(store, "SELECT error FROM runs"), ::testing::HasSubstr("deliberate failure at call 6"));
   EXPECT_EQ(cell(store, "SELECT count(*) FROM metrics WHERE split='train' AND name='loss'"), "3");
   EXPECT_EQ(cell(store, "PRAGMA integrity_check"), "ok");
 }

@@ -15,6 +15,7 @@
 
 #include "model/model.h"
 #include "train/baselines.h"
+#include "train/step.h"
 
 namespace htm {
 
@@ -59,32 +60,47 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 }  // namespace
 
-// The loss stands in for the objective: the output's mean square plus every draw's
-// log-probability, so backward goes through the whole model. The parameters' gradients are put
-// back as they were; a generator of its own.
-double pass_peak_mib(Experiment& ex, int64_t n, bool backward) {
-  std::optional<torch::NoGradGuard> no_grad;
-  if (!backward) no_grad.emplace();
-  const Batch batch = on_device(ex.dataset->get(Split::train, torch::arange(n)), ex.device);
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
-  ForwardHooks hooks;
-  hooks.tree = batch.tree;
+// Both measure with a generator of their own and put the parameters' gradients back as they were.
+namespace {
+
+template <typename Body>
+double heap_peak_mib(Experiment& ex, Body body) {
   std::vector<torch::Tensor> parameters = ex.model->parameters(), grads;
-  if (backward)
-    for (auto& p : parameters) grads.push_back(std::exchange(p.mutable_grad(), torch::Tensor()));
+  for (auto& p : parameters) grads.push_back(std::exchange(p.mutable_grad(), torch::Tensor()));
   auto heap = std::make_shared<HeapPeak>();
   {
     c10::DebugInfoGuard installed(c10::DebugInfoKind::PROFILER_STATE, heap);
-    auto out = ex.model->forward(batch.input, ex.schedule, gen, &hooks);
-    if (backward) {
-      torch::Tensor loss = out.output.pow(2).mean();
-      for (const Draw& draw : out.draws)
-        if (draw.log_prob.defined() && draw.log_prob.requires_grad()) loss = loss + draw.log_prob.mean();
-      if (loss.requires_grad()) loss.backward();
-    }
+    body();
   }
   for (size_t i = 0; i < grads.size(); ++i) parameters[i].mutable_grad() = grads[i];
   return heap->added() / kMiB;
+}
+
+Batch training_rows(Experiment& ex, int64_t n) {
+  return on_device(ex.dataset->get(Split::train, torch::arange(n)), ex.device);
+}
+
+}  // namespace
+
+double step_peak_mib(Experiment& ex, int64_t inputs) {
+  StepRequest request;
+  request.batch = training_rows(ex, inputs);
+  request.batch_rows = inputs;
+  request.schedule = ex.schedule;
+  // Built before the heap is watched: its optimisers' moments are counted apart (moments_mib).
+  TrainStep step(ex, at::make_generator<at::CPUGeneratorImpl>(0));
+  return heap_peak_mib(ex, [&] { step.gradients(request); });
+}
+
+double eval_peak_mib(Experiment& ex, int64_t n) {
+  const Batch batch = training_rows(ex, n);
+  return heap_peak_mib(ex, [&] {
+    torch::NoGradGuard no_grad;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
+    ForwardHooks hooks;
+    hooks.tree = batch.tree;
+    ex.model->forward(batch.input, ex.schedule, gen, &hooks);
+  });
 }
 
 double peak_resident_mib() { return status_mib("VmHWM"); }
@@ -108,23 +124,25 @@ MemoryEstimate estimate_training_memory(Experiment& ex) {
     at::Generator global = at::detail::getDefaultCPUGenerator();  // a handle to the one generator
     const torch::Tensor state = global.get_state();               // plugins may draw from it: put it back
     const bool was_training = ex.model->is_training();
-    // A pass of at most 8 rows is measured as it is. A larger one is read off a line through 4 and
-    // 8: below about 4 samples a pass's peak is set by its fixed part (the gradients made last),
-    // and a line through 1 and 2 or 2 and 4 falls 10-20 % short at the batch size.
+    // A pass over at most 8 samples is measured as it is. A larger one is read off a line through
+    // 4 and 8: below about 4 samples a pass's peak is set by its fixed part (the gradients made
+    // last), and a line through 1 and 2 or 2 and 4 falls 10-20 % short at the batch size.
     const int64_t large = std::min<int64_t>(8, available), small = large / 2;
-    auto at_rows = [&](bool training, int64_t rows) {
-      ex.model->train(training);  // training: dropout's masks are kept too
-      if (rows <= large) return pass_peak_mib(ex, rows, training);
-      const double at_small = pass_peak_mib(ex, small, training), at_large = pass_peak_mib(ex, large, training);
+    auto at = [&](int64_t n, auto measure) {
+      if (n <= large) return measure(n);
+      const double at_small = measure(small), at_large = measure(large);
       const double per_sample = std::max(0.0, (at_large - at_small) / static_cast<double>(large - small));
-      return std::max(0.0, at_small - per_sample * static_cast<double>(small)) + per_sample * static_cast<double>(rows);
+      return std::max(0.0, at_small - per_sample * static_cast<double>(small)) + per_sample * static_cast<double>(n);
     };
-    e.activations_mib = at_rows(true, e.batch * e.rollouts);  // each input drawn `rollouts` times
+    ex.model->train(true);                                                             // dropout's masks are kept too
+    e.activations_mib = at(e.batch, [&](int64_t n) { return step_peak_mib(ex, n); });  // n x rollouts rows
     const int64_t eval_rows = samples_limit(train.eval_samples, ex.dataset->size(Split::test));
     e.eval_batch = std::min(e.eval_batch, std::max<int64_t>(1, eval_rows));  // no batch beyond the samples
-    e.evaluation_mib = at_rows(false, e.eval_batch);
+    ex.model->train(false);
+    e.evaluation_mib = at(e.eval_batch, [&](int64_t n) { return eval_peak_mib(ex, n); });
     ex.model->train(was_training);
     global.set_state(state);
+    malloc_trim(0);  // the passes' buffers go back to the system (as the references' do, trainer.cpp)
   }
   return e;
 }

@@ -1,10 +1,10 @@
 // Training memory, estimated before the first step: the process as it is once the experiment is
 // assembled (libraries, data, weights), plus the gradients and AdamW's two moments of every
-// trained parameter, plus the most a training pass adds at the batch size (the forward pass's
+// trained parameter, plus the most a training step adds at the batch size (the forward pass's
 // graph kept for backward and backward's own buffers) and a pass without gradients at the
-// evaluation batch, each measured as the heap's peak over passes at 4 and 8 samples and
-// extrapolated linearly; or, when it is more, what the reference scores hold before training
-// starts (docs/reliability.md checks the estimate against measured peaks).
+// evaluation batch, each measured as the heap's peak: at its own size up to 8 samples, else over
+// 4 and 8 samples and extrapolated linearly; or, when it is more, what the reference scores hold
+// before training starts (docs/reliability.md checks the estimate against measured peaks).
 #pragma once
 
 #include <algorithm>
@@ -21,7 +21,7 @@ struct MemoryEstimate {
   double resident_mib = 0;     ///< this process once assembled: libraries, data, weights
   double gradients_mib = 0;    ///< fp32, one per trained parameter
   double moments_mib = 0;      ///< AdamW's first and second moments
-  double activations_mib = 0;  ///< a pass's peak at `batch`: kept for backward, then backward's buffers
+  double activations_mib = 0;  ///< a step's peak at `batch`: kept for backward, then backward's buffers
   double evaluation_mib = 0;   ///< a pass without gradients at `eval_batch` (evaluation, between steps)
   double baselines_mib = 0;    ///< the reference scores computed before training (train/baselines.h)
   int64_t batch = 0, rollouts = 1, eval_batch = 0;  ///< a step passes batch × rollouts rows
@@ -38,12 +38,14 @@ struct MemoryEstimate {
 /// was estimated trains exactly as one that was not.
 MemoryEstimate estimate_training_memory(Experiment& ex);
 
-/// The most memory one training pass over `n` training samples adds, in MiB: the forward pass's
-/// graph kept for backward, then backward's own buffers (the gradients flowing back, the
-/// parameters' gradients as they are made), as the heap's peak sampled at each tensor
-/// allocation; `backward` false: a forward pass without gradients, as evaluation runs. The
-/// estimate measures it at 4 and 8 samples; the model's mode is the caller's.
-double pass_peak_mib(Experiment& ex, int64_t n, bool backward = true);
+/// The most memory one training step over `inputs` training samples adds before its update, in
+/// MiB: the step as the trainer takes it (each input repeated for the estimator's rollouts, the
+/// losses, the estimator's objective, replay), its forward graph kept for backward, then
+/// backward's own buffers (the gradients flowing back, the parameters' gradients as they are
+/// made), as the heap's peak sampled at each tensor allocation. The model's mode is the caller's.
+double step_peak_mib(Experiment& ex, int64_t inputs);
+/// The same for one pass without gradients over `n` samples, as evaluation runs.
+double eval_peak_mib(Experiment& ex, int64_t n);
 
 /// What this process may still use: MemAvailable, or less where a cgroup (v2) limit is set.
 /// HTM_MEMORY_AVAILABLE_MIB, when set, stands for both (a smaller machine, for tests).

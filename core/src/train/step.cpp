@@ -66,6 +66,12 @@ StepReport TrainStep::operator()(const StepRequest& request) {
   return report;
 }
 
+void TrainStep::gradients(const StepRequest& request) {
+  StepReport report;
+  const Pass pass = forward(request, report);
+  backward(objective(request, pass, report));
+}
+
 ForwardResult TrainStep::model_pass(const Batch& batch, const std::vector<int64_t>& schedule,
                                     const StepRequest& request, bool teacher_forced,
                                     const std::vector<MergeDecision>* replayed) {

@@ -58,6 +58,9 @@ class TrainStep {
   /// (estimator.policy_lr · lr / train.lr).
   void set_lr(double lr);
   StepReport operator()(const StepRequest& request);
+  /// A step without its update: forward, objective and backward leave in each parameter's
+  /// gradient what the step would apply (the memory estimate measures this; train/memory.h).
+  void gradients(const StepRequest& request);
 
   /// Called after the forward pass and its objective, and after backward (`htm bench` reads
   /// each phase's memory there).
