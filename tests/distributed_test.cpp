@@ -264,6 +264,34 @@ TEST(DataParallel, BadInputIsRefusedWithOneClearLine) {
   EXPECT_FALSE(fs::exists(s / "db.sqlite")) << "nothing was recorded";
 }
 
+// Ranks an outside launcher started (torchrun's variables, no --nproc): each `htm run` trains its
+// rank in a supervised child, so a segfault in rank 1's policy plugin is recorded in the run rank
+// 0 claimed, naming the signal, the plugin, the step and the rank, ahead of rank 0's own failure.
+TEST(DataParallel, UnderAnOutsideLauncherARankCrashIsRecordedWithItsPlugin) {
+  Scratch s;
+  const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(30000 + getpid() % 500) +
+                          " HTM_DIST_TIMEOUT=30 HTM_PLUGIN_PATH=" + HTM_TEST_PLUGIN_DIR;
+  const std::string args = "run " + std::string(HTM_SOURCE_DIR) + "/tests/faults/crash.toml --variant crashy_rank1 " +
+                           "--seed 0 --db " + s / "db.sqlite" + " --set runtime.artifacts=\"" + s / "runs" +
+                           "\" --quiet";
+  std::pair<int, std::string> rank1;
+  std::thread second([&] { rank1 = htm(args, env + " RANK=1"); });
+  const auto [code, out] = htm(args, env + " RANK=0");
+  second.join();
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_EQ(rank1.first, 1) << rank1.second;
+  EXPECT_NE(rank1.second.find("(rank 1 of 2)"), std::string::npos) << rank1.second;
+  ResultsStore store(s / "db.sqlite", OpenMode::read_only);
+  const auto rows = store.query("SELECT status, error FROM runs").rows;
+  ASSERT_EQ(rows.size(), 1u) << out << rank1.second;
+  EXPECT_EQ(rows[0][0], "failed");
+  const std::string& error = rows[0][1];
+  EXPECT_EQ(error.rfind("crashed: SIGSEGV (Segmentation fault) in policy plugin 'faulty'", 0), 0u) << error;
+  EXPECT_NE(error.find(" at step "), std::string::npos) << error;
+  EXPECT_NE(error.find("(rank 1 of 2); then "), std::string::npos) << error;
+  std::printf("[ outside launcher ] %s\n", error.c_str());
+}
+
 TEST(DataParallel, RanksGivenDifferentExperimentsAreRefused) {
   Scratch s;
   const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(29600 + getpid() % 300) +

@@ -274,8 +274,25 @@ section_crash() {  # a plugin that crashes its process costs that run: recorded 
     fail "crash in construction --nproc: recorded as '$error'"
   sleep 1
   pgrep -f "nproc-runs" > /dev/null && { fail "crash in construction --nproc: a rank outlived the launch"; pkill -9 -f "nproc-runs"; }
+  # Two ranks started as torchrun starts them (RANK, WORLD_SIZE; no --nproc): each htm run
+  # supervises its rank; rank 1's crash is recorded ahead of rank 0's own failure; no rank left.
+  rm -f "$nproc"*
+  local port=$((30500 + RANDOM % 400)) outside="WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 HTM_DIST_TIMEOUT=20"
+  env $outside MASTER_PORT=$port RANK=1 "$HTM" run "$crash" --variant crashy_rank1 --seed 0 \
+    $(run_args "$nproc" "$WORK/outside-runs") > outside1.log 2>&1 &
+  local rank1=$!
+  env $outside MASTER_PORT=$port RANK=0 "$HTM" run "$crash" --variant crashy_rank1 --seed 0 \
+    $(run_args "$nproc" "$WORK/outside-runs") > outside0.log 2>&1
+  wait $rank1; rc=$?
+  injected=$((injected + 1))
+  [[ $rc == 1 ]] || fail "crash under an outside launcher: rank 1 exit $rc: $(tail -2 outside1.log)"
+  error=$(sql "$nproc" "SELECT status || ': ' || error FROM runs")
+  [[ $error == "failed: crashed: SIGSEGV"*"policy plugin 'faulty' 0.9.1 ("*") at step "*" (rank 1 of 2); then "* ]] ||
+    fail "crash under an outside launcher: recorded as '$error'"
+  sleep 1
+  pgrep -f "outside-runs" > /dev/null && { fail "crash under an outside launcher: a rank outlived it"; pkill -9 -f "outside-runs"; }
   export HTM_PLUGIN_PATH=
-  ok "crash: $kinds crash kinds recorded failed with signal, plugin and step; a constructor's crash recorded (one process and --nproc 2); --jobs study went on; a crash loop held; supervised = in-process bit for bit; --nproc 2: a rank's crash named, study went on, no rank left"
+  ok "crash: $kinds crash kinds recorded failed with signal, plugin and step; a constructor's crash recorded (one process and --nproc 2); --jobs study went on; a crash loop held; supervised = in-process bit for bit; --nproc 2: a rank's crash named, study went on, no rank left; the same crash under an outside launcher named"
 }
 
 section_corrupt() {  # one damaged 4 KiB page: htm run writes nothing into the file; htm db check says what to do

@@ -100,6 +100,8 @@ Outcome follow_run(const ExperimentFile& file, const std::string& variant, int64
       config.experiment + "/" + variant + " seed " + std::to_string(seed) + ", rank " + std::to_string(comm.rank());
   const int64_t decision = share_decision(&comm, kSkip);
   if (decision == kSkip) return Outcome::skipped;
+  // The run it follows, for its supervisor (rank 0 claims it; a crash here is named in it).
+  board_attempt(config.experiment + "/" + variant + " seed " + std::to_string(seed), variant, seed);
   Experiment ex = assemble(config, registry, seed, comm.info().local_rank);
   ResultsStore scratch(":memory:");
   const int64_t run_id = scratch.begin_run(describe(config, registry, file.path(), seed));
@@ -371,6 +373,13 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
                           record_unclaimed_crash(file, registry, variant, seed, message);
                         });
 
+  // A rank an outside launcher started (torchrun, srun) supervises itself: it trains in a child
+  // and records the child's crash in the run, as --nproc's launcher does for its ranks.
+  if (world && request.supervise && !supervised_child())
+    return run_outside_rank(request, world->rank, world->world, [&](const std::string& variant) {
+      const ResolvedConfig config = file.resolve(variant, registry);
+      return std::make_pair(config.settings.experiment.name, config.settings.runtime.results);
+    });
   std::unique_ptr<Communicator> comm = world ? rank_group(*world, work, file, registry) : nullptr;
   int code = 0;
   for (const auto& [variant, seed] : work) {

@@ -340,6 +340,19 @@ int run_ranks(const RunRequest& request, size_t runs, const RecordUnclaimed& rec
   return worst;
 }
 
+int run_outside_rank(const RunRequest& request, int rank, int world, const ChildBoard::RunPlace& place) {
+  std::vector<std::string> args = shared_args(request);
+  for (const auto& v : request.variants) args.insert(args.end(), {"--variant", v});
+  for (auto seed : request.seeds) args.insert(args.end(), {"--seed", std::to_string(seed)});
+  if (!request.shard.empty()) args.insert(args.end(), {"--shard", request.shard});
+  ChildBoard board;
+  const pid_t pid = start_worker(args, {board.environment()}, "");
+  const int status = wait_worker(pid);
+  const ChildEnd end = board.settle_outside_rank(pid, status, rank, world, place);
+  if (end.crashed) std::fprintf(stderr, "error: [%s] %s\n", end.label.c_str(), end.message.c_str());
+  return end.code;
+}
+
 int run_child(const std::vector<std::string>& args, const std::string& log) {
   return exit_code(wait_worker(start_worker(args, {}, log)));
 }

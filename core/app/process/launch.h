@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands/runner.h"
+#include "process/supervise.h"
 
 namespace htm {
 
@@ -41,6 +42,12 @@ int run_parallel(const RunRequest& request, const std::vector<std::pair<std::str
 /// claimed, is given a `failed` row by `record_unclaimed`, when given.
 int run_ranks(const RunRequest& request, size_t runs = 1, const RecordUnclaimed& record_unclaimed = {},
               int grace_s = 30);
+
+/// A rank an outside launcher started (torchrun, srun: RANK and WORLD_SIZE set): this `htm run`
+/// trains the rank in a supervised child and, when it crashes, records the crash in the run
+/// (ChildBoard::settle_outside_rank; `place` gives a variant's experiment and results file).
+/// No rank is started again: the launcher owns the group. Returns the exit code to report.
+int run_outside_rank(const RunRequest& request, int rank, int world, const ChildBoard::RunPlace& place);
 
 /// In a rank that run_ranks started again after a crash: whether the run `label` crashed in
 /// this htm run (HTM_CRASHED_RUNS, one label a line), so that rank 0 skips it.

@@ -4,14 +4,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "board/run_board.h"
 #include "htm/error.h"
 #include "process/launch.h"
 #include "store/results_store.h"
+#include "train/trainer.h"
 
 namespace htm {
 
@@ -35,7 +38,8 @@ std::string ChildBoard::environment() const { return "HTM_RUN_BOARD=" + path_; }
 
 namespace {
 
-ChildEnd settle_board(RunBoard board, bool read, pid_t pid, int status, const std::string& rank, bool rank_crash) {
+ChildEnd settle_board(RunBoard board, bool read, pid_t pid, int status, const std::string& rank, bool rank_crash,
+                      const std::string& unclaimed = " during construction (before it claimed its run)") {
   ChildEnd end;
   end.code = exit_code(status);
   end.claimed = read && board.run_id > 0;
@@ -71,7 +75,7 @@ ChildEnd settle_board(RunBoard board, bool read, pid_t pid, int status, const st
     if (WIFSIGNALED(status)) {
       end.crashed = true;
       end.code = 1;
-      end.message = what + " during construction (before it claimed its run)";
+      end.message = what + unclaimed;
     }
     return end;
   }
@@ -122,6 +126,44 @@ ChildEnd ChildBoard::settle_rank(int status, int rank, int world, const ChildBoa
   }
   return settle_board(board, read, rank0_pid, status,
                       " (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")", true);
+}
+
+ChildEnd ChildBoard::settle_outside_rank(pid_t pid, int status, int rank, int world, const RunPlace& place,
+                                         int wait_s) const {
+  RunBoard board{};
+  const bool read = read_run_board(path_, &board);
+  const std::string of = " (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")";
+  if (rank == 0 || !read || board.variant[0] == '\0' || board.run_id > 0)
+    return settle_board(board, read, pid, status, of, false);
+  const bool crash = WIFSIGNALED(status)
+                         ? WTERMSIG(status) != SIGINT && WTERMSIG(status) != SIGTERM
+                         : exit_code(status) > 2 && exit_code(status) != 130 && exit_code(status) != 143;
+  if (!crash) return settle_board(board, read, pid, status, of, false);
+  // Rank 0 claimed the run and records its own outcome once it notices (its next collective):
+  // the crash goes ahead of that, as under --nproc.
+  try {
+    const auto [experiment, results] = place(board.variant);
+    ResultsStore store(results, OpenMode::read_only);
+    const std::string sql =
+        "SELECT r.id, r.owner_pid, r.status FROM runs r JOIN experiments e ON e.id = r.experiment_id "
+        "WHERE e.name = ? AND r.variant = ? AND r.seed = ? ORDER BY r.id DESC LIMIT 1";
+    const std::vector<SqlValue> params = {experiment, std::string(board.variant), static_cast<int64_t>(board.seed)};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+    QueryResult row = store.query(sql, params);
+    while (!row.rows.empty() && row.rows[0][2] == "running" && std::chrono::steady_clock::now() < deadline &&
+           !interrupt_requested()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      row = store.query(sql, params);
+    }
+    if (!row.rows.empty()) {
+      board.run_id = std::stoll(row.rows[0][0]);
+      std::snprintf(board.db, sizeof board.db, "%s", results.c_str());
+      return settle_board(board, true, static_cast<pid_t>(std::stoll(row.rows[0][1])), status, of, true);
+    }
+  } catch (const std::exception& e) {  // printed, not recorded
+    return settle_board(board, read, pid, status, of, false, "; not recorded: " + std::string(e.what()));
+  }
+  return settle_board(board, read, pid, status, of, false, "; not recorded: rank 0 claimed no run for it");
 }
 
 int run_supervised(const std::vector<std::string>& args, const std::string& label) {

@@ -7,7 +7,9 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace htm {
@@ -46,6 +48,14 @@ class ChildBoard {
   /// this rank's; the run is failed even when rank 0 recorded an outcome of its own after the
   /// crash (ResultsStore::record_rank_crash).
   ChildEnd settle_rank(int status, int rank, int world, const ChildBoard& rank0, pid_t rank0_pid) const;
+  /// The same for a rank an outside launcher started (torchrun, srun), supervised by its own
+  /// `htm run`: rank 0 records its crash in the run it claimed; another rank finds that run in
+  /// the database `place` names for the variant on its board ({experiment, results file}), waits
+  /// up to `wait_s` for rank 0 to record its own outcome, then fails the run with the crash ahead
+  /// of it. Where the database cannot be read from this host, the crash is only printed.
+  using RunPlace = std::function<std::pair<std::string, std::string>(const std::string& variant)>;
+  ChildEnd settle_outside_rank(pid_t pid, int status, int rank, int world, const RunPlace& place,
+                               int wait_s = 30) const;
 
  private:
   std::string path_;
