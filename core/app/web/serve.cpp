@@ -72,6 +72,15 @@ std::string mime_type(const std::string& path) {
 
 std::string error_json(const std::string& text) { return "{\"error\":" + page::quote(text) + "}"; }
 
+// A page was asked for what is not there: a page (404) says so, with the way back.
+void not_found_page(httplib::Response& res, const std::string& title, const std::string& text) {
+  res.status = 404;
+  res.set_content("<!doctype html><meta charset=\"utf-8\"><title>htm serve: " + page::escape_html(title) +
+                      "</title><h1>" + page::escape_html(title) + "</h1><p id=\"not-found\">" +
+                      page::escape_html(text) + "</p><p><a href=\"/\">all runs</a></p>",
+                  "text/html; charset=utf-8");
+}
+
 std::string read_whole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -183,32 +192,32 @@ struct Server::Impl {
       for (size_t i = 0; i < req.get_param_value_count("column"); ++i)
         q.columns.push_back(req.get_param_value("column", i));
       if (req.has_param("sort")) q.sort = req.get_param_value("sort");
+      q.group = req.get_param_value("group");
       q.descending = req.get_param_value("order") != "asc";
       q.page = integer(req, "page", 0);
       q.size = integer(req, "size", 50);
       return serve::runs_json(store(), q);
     });
-    http.Get(R"(/run/(\d+))", [](const httplib::Request& req, httplib::Response& res) {
-      res.set_content(serve::run_page(std::stoll(req.matches[1].str())), "text/html; charset=utf-8");
+    http.Get(R"(/run/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string id = req.matches[1].str();
+      if (store().query("SELECT 1 FROM runs WHERE id = ?", {static_cast<int64_t>(std::stoll(id))}).rows.empty())
+        return not_found_page(res, "no run " + id, "There is no run " + id + " in " + options.db + ".");
+      res.set_content(serve::run_page(std::stoll(id)), "text/html; charset=utf-8");
+    });
+    http.Get("/compare", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(serve::compare_page(), "text/html; charset=utf-8");
     });
     json_route(R"(/api/run/(\d+))", [this](const httplib::Request& req) {
       return serve::run_json(store(), std::stoll(req.matches[1].str()), integer(req, "after", 0),
                              integer(req, "limit", 20000));
     });
     http.Get(R"(/study/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-      ReportRequest request;
-      request.experiment = req.matches[1].str();
+      ReportRequest request = study_request(req);
       std::string data;
       try {
         data = report_data(store(), request);
       } catch (const Error& e) {  // a page was asked for: a page says what is missing
-        res.status = 404;
-        res.set_content(
-            "<!doctype html><meta charset=\"utf-8\"><title>htm serve: no such study</title>"
-            "<p>" +
-                page::escape_html(e.what()) + "</p><p><a href=\"/\">all runs</a></p>",
-            "text/html; charset=utf-8");
-        return;
+        return not_found_page(res, "no study " + request.experiment, e.what());
       }
       const std::string live = page::script("const LIVE = '/api/study/' + encodeURIComponent(" +
                                             page::quote(request.experiment) + ");\n" + assets::live_js);
@@ -240,10 +249,19 @@ struct Server::Impl {
     });
   }
 
-  // A study's report_data (finals_only: its final-values panel); an unknown study is a 400.
-  std::string study(const httplib::Request& req, bool finals_only) {
+  // What a study's page or JSON asks for: the study, its reference variant (?reference=), pictures
+  // by their /artifact/ route, never inlined.
+  static ReportRequest study_request(const httplib::Request& req) {
     ReportRequest request;
     request.experiment = req.matches[1].str();
+    request.reference = req.get_param_value("reference");
+    request.inline_pictures = false;
+    return request;
+  }
+
+  // A study's report_data (finals_only: its final-values panel); an unknown study is a 400.
+  std::string study(const httplib::Request& req, bool finals_only) {
+    ReportRequest request = study_request(req);
     request.finals_only = finals_only;
     try {
       return report_data(store(), request);

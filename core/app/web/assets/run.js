@@ -1,7 +1,7 @@
 'use strict';
 // RUN, the run's id, is set before this script (serve_pages.cpp).
-const series = {};  // metric → {chart, points}
-let last = 0, points = 0, polls = 0;
+const series = {};  // metric → {entry, points}
+let last = 0, points = 0, polls = 0, started = 0;
 function chart(metric) {
   if (series[metric]) return series[metric];
   const canvas = el('canvas');
@@ -14,16 +14,14 @@ function chart(metric) {
     box.prepend(panel);
   else
     box.append(panel);
+  const line = {borderWidth: 1.5, pointRadius: ctx => ctx.dataset.data.length < 3 ? 3 : 0};
   const c = new Chart(canvas, {
     type: 'line',
     data: {
-      datasets: [{
-        label: metric,
-        data: [],
-        borderColor: '#1f77b4',
-        borderWidth: 1.5,
-        pointRadius: ctx => ctx.dataset.data.length < 3 ? 3 : 0
-      }]
+      datasets: [
+        Object.assign({label: metric + ' (raw)', data: [], borderColor: alpha('#1f77b4', 0.25)}, line),
+        Object.assign({label: metric, data: [], borderColor: '#1f77b4'}, line)
+      ]
     },
     options: {
       animation: false,
@@ -34,7 +32,11 @@ function chart(metric) {
       scales: {x: {type: 'linear', title: {display: true, text: 'step'}}, y: yAxis()}
     }
   });
-  return series[metric] = {chart: c, data: c.data.datasets[0].data};
+  const data = [];
+  return series[metric] = {
+    entry: Charts.add(c, panel, metric, [{kind: 'raw', points: data}, {kind: 'line', points: data}]),
+    data
+  };
 }
 async function poll() {
   const D = await get(`/api/run/${RUN}?after=${last}`);
@@ -47,30 +49,39 @@ async function poll() {
   const about = document.getElementById('about');
   about.replaceChildren(
       el('span', {class: STATUS_CLASS[r.status] || '', id: 'status'}, r.status),
-      ` · started ${day(Number(r.started))} UTC · ${span(Number(r.ended) - Number(r.started))} · git ${r.git}` +
+      ` · started ${day(r.started)} UTC · ${span(r.ended - r.started)} · git ${r.git}` +
           ` · config ${r.config_hash}` +
           ` · uuid ${r.uuid}` + (r.tags ? ` · tags ${r.tags}` : '') + ' · ',
       el('a', {href: '/study/' + encodeURIComponent(r.experiment)}, 'study'));
   if (r.error) about.append(el('div', {class: 'bad'}, r.error));
+  if (polls === 0) {  // the controls, with the x axes this run's rows allow
+    started = r.started || 0;
+    Charts.bar(
+        document.getElementById('controls'),
+        Charts.axesOf(D.metrics.map(([, , step, , time, epoch]) => ({step, time, epoch}))));
+  }
   const touched = new Set();
-  for (const [rowid, metric, step, value] of D.metrics) {
+  for (const [rowid, metric, step, value, time, epoch] of D.metrics) {
     if (value === null) continue;
     const s = chart(metric);
-    s.data.push({x: step, y: value});
+    s.data.push({step, time: time - started, epoch, y: value});
     touched.add(s);
     points++;
   }
-  for (const s of touched) s.chart.update('none');
+  for (const s of touched) Charts.apply(s.entry);
   last = D.last;
   const latest = {};
   for (const a of D.artifacts)
     if (/\.png$/.test(a.file)) latest[a.kind] = a;
   document.getElementById('pictures')
       .replaceChildren(...Object.values(latest).map(
-          a => el(
-              'figure', {},
-              el('img', {src: `/artifact/${RUN}/${a.file.split('/').map(encodeURIComponent).join('/')}`, alt: a.kind}),
-              el('figcaption', {class: 'muted'}, `${a.kind}, step ${a.step ?? ''}`))));
+          a =>
+              el('figure', {}, el('img', {
+                   src: `/artifact/${RUN}/${a.file.split('/').map(encodeURIComponent).join('/')}`,
+                   alt: a.kind,
+                   loading: 'lazy'
+                 }),
+                 el('figcaption', {class: 'muted'}, `${a.kind}, step ${a.step ?? ''}`))));
   const none = (id, text) => document.getElementById(id).replaceChildren(el('div', {class: 'nodata'}, text));
   if (!Object.keys(latest).length) none('pictures', 'No pictures yet.');
   if (!Object.keys(series).length) none('curves', 'No metrics logged yet.');
