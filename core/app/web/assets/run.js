@@ -38,6 +38,35 @@ function chart(metric) {
     data
   };
 }
+// Pictures: each kind as it was at the chosen step (its latest at or before it), a slider over
+// the steps that have any; while nothing is chosen, the newest.
+let pictureStep = null, pictureSteps = [], pictureArtifacts = [];
+function showPictures(artifacts) {
+  pictureArtifacts = artifacts;
+  const pngs = artifacts.filter(a => /\.png$/.test(a.file)), box = document.getElementById('pictures');
+  const bar = document.getElementById('picture-steps');
+  const steps = [...new Set(pngs.map(a => a.step ?? 0))].sort((a, b) => a - b);
+  if (!pngs.length) return box.replaceChildren(el('div', {class: 'nodata'}, 'No pictures yet.'));
+  const at = pictureStep ?? steps[steps.length - 1], shown = {};
+  for (const a of pngs)  // the route lists them by step
+    if ((a.step ?? 0) <= at) shown[a.kind] = a;
+  const src = a => `/artifact/${RUN}/${a.file.split('/').map(encodeURIComponent).join('/')}`;
+  box.replaceChildren(...Object.values(shown).map(
+      a =>
+          el('figure', {'data-step': a.step ?? ''}, el('img', {src: src(a), alt: a.kind, loading: 'lazy'}),
+             el('figcaption', {class: 'muted'}, `${a.kind}, step ${a.step ?? ''}`))));
+  if (steps.length === pictureSteps.length) return;
+  pictureSteps = steps;
+  const slider = el('input', {type: 'range', id: 'picture-step', min: 0, max: steps.length - 1, step: 1});
+  slider.value = steps.indexOf(at);
+  const label = el('span', {class: 'muted'}, `step ${at} (${steps.length} with pictures)`);
+  slider.addEventListener('input', () => {
+    pictureStep = steps[Number(slider.value)];
+    label.textContent = `step ${pictureStep} (${steps.length} with pictures)`;
+    showPictures(pictureArtifacts);
+  });
+  bar.replaceChildren(...(steps.length > 1 ? [el('label', {class: 'muted'}, 'step ', slider), ' ', label] : []));
+}
 async function poll() {
   const D = await get(`/api/run/${RUN}?after=${last}`);
   const r = D.run;
@@ -70,20 +99,8 @@ async function poll() {
   }
   for (const s of touched) Charts.apply(s.entry);
   last = D.last;
-  const latest = {};
-  for (const a of D.artifacts)
-    if (/\.png$/.test(a.file)) latest[a.kind] = a;
-  document.getElementById('pictures')
-      .replaceChildren(...Object.values(latest).map(
-          a =>
-              el('figure', {}, el('img', {
-                   src: `/artifact/${RUN}/${a.file.split('/').map(encodeURIComponent).join('/')}`,
-                   alt: a.kind,
-                   loading: 'lazy'
-                 }),
-                 el('figcaption', {class: 'muted'}, `${a.kind}, step ${a.step ?? ''}`))));
+  showPictures(D.artifacts);
   const none = (id, text) => document.getElementById(id).replaceChildren(el('div', {class: 'nodata'}, text));
-  if (!Object.keys(latest).length) none('pictures', 'No pictures yet.');
   if (!Object.keys(series).length) none('curves', 'No metrics logged yet.');
   document.body.dataset.points = points;
   document.body.dataset.status = r.status;
