@@ -73,6 +73,7 @@ async function main() {
       await page.goto(base + url);
       await ready(name);
     };
+    const here = async () => new URLSearchParams(await page.evaluate(() => location.search));  // the address now
     const shot = async name => {
       if (shots) await page.screenshot({path: path.join(shots, `serve-${name}.png`), fullPage: false});
     };
@@ -84,7 +85,7 @@ async function main() {
     const picks = await page.$$('#runs input.pick');
     for (const box of picks.slice(0, 3)) await box.click();
     const chosen = ids.slice(0, 3).sort((a, b) => a - b);
-    check(new URL(page.url()).searchParams.get('sel') === chosen.join(','), `runs: ticked ${chosen} kept in the URL`);
+    check((await here()).get('sel') === chosen.join(','), `runs: ticked ${chosen} kept in the URL`);
     check(await page.$eval('#compare-link', a => a.textContent) === 'compare 3 run(s)', 'runs: "compare 3 run(s)"');
     await page.reload();  // the selection survives a reload (it is in the address)
     await ready('runs reloaded');
@@ -123,7 +124,7 @@ async function main() {
         changed === 3 && rawShown === 3,
         `smoothing ${await page.evaluate(() => Charts.state.smooth)}: ` +
             `${changed} smoothed lines moved, ${rawShown} raw lines shown faint`);
-    check(/smooth=0\.[5-9]/.test(page.url()), 'smoothing: kept in the URL');
+    check(/smooth=0\.[5-9]/.test(await page.evaluate(() => location.search)), 'smoothing: kept in the URL');
 
     // zoom: drag across the middle of the chart, then reset
     const area = await page.evaluate(`(() => { const e = ${entry}, r = e.chart.canvas.getBoundingClientRect();
@@ -171,8 +172,7 @@ async function main() {
     const last = await page.$$eval('#curves .panel.curve', ps => ps[ps.length - 1].dataset.metric);
     await page.click(`#curves .panel[data-metric="${last}"] button.pin`);
     check(
-        await page.$eval('#pinned .panel', p => p.dataset.metric) === last &&
-            decodeURIComponent(page.url()).includes('pin=' + last),
+        await page.$eval('#pinned .panel', p => p.dataset.metric) === last && (await here()).get('pin') === last,
         `pin: ${last} moved to the top and kept in the URL`);
 
     // ---- the runs table grouped by variant
@@ -197,12 +197,14 @@ async function main() {
                 ([v, mean, n]) => want[v] && n === want[v].length &&
                     Math.abs(mean - want[v].reduce((a, b) => a + b) / n) < 1e-6 * Math.abs(mean)),
         `group by variant: ${JSON.stringify(groups)} match the runs' final test/mse`);
-    check(new URL(page.url()).searchParams.get('group') === 'variant', 'group: kept in the URL');
+    check((await here()).get('group') === 'variant', 'group: kept in the URL');
     await shot('runs-grouped');
 
     // ---- the study: ?reference=, best mean first, per-seed lines
-    const variants = Object.keys(want);
-    const reference = variants[variants.length - 1];
+    // the reference asked for: not the one the study would take by itself (its first variant)
+    await open('study', `/study/${experiment}`);
+    const usual = await page.$eval('#reference', s => s.value);
+    const reference = Object.keys(want).find(v => v !== usual);
     await open('study', `/study/${experiment}?reference=${reference}`);
     const rows = await page.$$eval(
         '.panel.final[data-metric="test/mse"] table.compare tr[data-variant]',

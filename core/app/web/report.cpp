@@ -296,9 +296,10 @@ std::string pictures(ResultsStore& store, const std::vector<Run>& runs, const st
         const std::string relative =
             run->artifacts.empty() ? ""
                                    : std::filesystem::path(path).lexically_relative(run->artifacts).generic_string();
-        if (!inline_pictures && !relative.empty() && relative.rfind("..", 0) != 0)  // htm serve's route to the file
+        const bool present = std::filesystem::is_regular_file(path, ec);  // else no src: "missing file"
+        if (present && !inline_pictures && !relative.empty() && relative.rfind("..", 0) != 0)  // htm serve's route
           picture += ",\"src\":" + quote("/artifact/" + std::to_string(run->id) + "/" + relative);
-        else if (inline_pictures && std::filesystem::is_regular_file(path, ec))
+        else if (present && inline_pictures)
           picture += ",\"src\":" + quote("data:image/png;base64," + base64(read_file(path)));
         out += (out.size() > 1 ? "," : "") + picture + "}";
       }

@@ -169,7 +169,10 @@ const Charts = (() => {
   function add(chart, panel, metric, specs) {
     const button = el('button', {class: 'pin', type: 'button', title: 'pin to the top'}, '☆');
     const entry = {chart, panel, metric, specs, button, home: panel.parentNode};
-    button.addEventListener('click', () => pin(entry, !state.pinned.has(metric)));
+    button.addEventListener('click', () => {
+      pin(entry, !state.pinned.has(metric));
+      save();
+    });
     panel.querySelector('h3').append(button);
     panel.dataset.zoomed = 'no';
     entries.push(entry);

@@ -19,7 +19,9 @@ const SeedLines = {
       const series = this.rows[r.id] = {};
       let last = 0, page;
       do {
-        page = await get(`/api/run/${r.id}?after=${last}&limit=100000`);
+        const response = await fetch(`/api/run/${r.id}?after=${last}&limit=100000`);
+        page = await response.json();
+        if (!response.ok) throw new Error(page.error || response.statusText);
         for (const [, metric, step, y, time, epoch] of page.metrics)
           (series[metric] = series[metric] || []).push({step, time: time - r.started, epoch, y});
         last = page.last;

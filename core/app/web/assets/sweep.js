@@ -103,6 +103,11 @@ function brushes(plot, axes, x, y, scale) {
   }
   choose.elements.metric.replaceChildren(...D.metrics.map(m => el('option', {}, m)));
   choose.elements.metric.value = D.metric;
+  // Axes: each setting (numbers on a linear scale, anything else as evenly spaced levels), then the metric.
+  // A setting that takes one value wherever it is set (a plugin's own, "(unset)" under the others)
+  // says no more than the plugin's axis: it is left out.
+  const varying = D.settings.map((key, i) => i)
+                      .filter(i => new Set(D.runs.map(r => r.settings[i]).filter(v => v !== '(unset)')).size > 1);
   const up = higherIsBetter(D.metric);
   document.getElementById('summary').textContent =
       `${D.runs.length} finished runs, ${D.settings.length} settings that differ` +
@@ -111,11 +116,6 @@ function brushes(plot, axes, x, y, scale) {
            '') +
       `; colour and last axis: final ${D.metric}. Drag along an axis to keep the runs in that range ` +
       `(several axes: all of them); a click on an axis clears it.`;
-  // Axes: each setting (numbers on a linear scale, anything else as evenly spaced levels), then the metric.
-  // A setting that takes one value wherever it is set (a plugin's own, "(unset)" under the others)
-  // says no more than the plugin's axis: it is left out.
-  const varying = D.settings.map((key, i) => i)
-                      .filter(i => new Set(D.runs.map(r => r.settings[i]).filter(v => v !== '(unset)')).size > 1);
   const axes = varying.map(i => {
     const key = D.settings[i];
     const values = D.runs.map(r => shown(r.settings[i]));
