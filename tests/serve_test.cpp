@@ -130,7 +130,7 @@ TEST_F(ServeTest, BadFiltersAndSortsAreRefusedWithTheirText) {
     runs(q);
     FAIL() << "a setting no run has was accepted";
   } catch (const BadRequest& e) {
-    EXPECT_NE(std::string(e.what()).find("no run has a setting 'x' OR 1=1 --'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no run has a setting 'x' OR 1'"), std::string::npos) << e.what();
   }
   q.where = {};
   q.sort = "id; DROP TABLE runs";
@@ -163,7 +163,7 @@ TEST_F(ServeTest, RunRowsAfterARowidAreWhatThePagePollsFor) {
 TEST_F(ServeTest, RunsGroupedBySettingGiveMeanSdAndN) {
   serve::RunsQuery q;
   q.experiment = "sweep";
-  q.where = {"tag.phase!=confirm"};
+  q.where = {"seed<5"};  // not the confirmation run (seed 9)
   q.columns = {"test/mse"};
   q.group = "sweep.kind";  // a: 1 2 3 (learned), b: 4 5 6 (random)
   const std::string json = runs(q);

@@ -163,9 +163,9 @@ function render(data) {
         for (const r of rows) {
           const best = r === rows[0] && rows.length > 1 && r.mean !== null;
           const cells = [
-            el('td', {style: `color:${color(r.variant)}`}, r.variant + (best ? ' ★' : '')),
-            el('td', {class: 'num'}, r.n), el('td', {class: 'num'}, fmt(r.mean)),
-            el('td', {class: 'num'}, fmt(r.sd, 3)), el('td', {class: 'num'}, r.tested ? fmt(r.diff) : ''),
+            el('td', {style: `color:${color(r.variant)}`}, r.variant), el('td', {class: 'num'}, r.n),
+            el('td', {class: 'num'}, fmt(r.mean)), el('td', {class: 'num'}, fmt(r.sd, 3)),
+            el('td', {class: 'num'}, r.tested ? fmt(r.diff) : ''),
             el('td', {class: 'num'},
                r.tested && r.effect !== null ?
                    `${fmt(r.effect, 3)} [${fmt(r.effect_low, 3)}, ${fmt(r.effect_high, 3)}]` :
