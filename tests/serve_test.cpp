@@ -309,6 +309,15 @@ TEST_F(LiveServer, ServesPagesAndJsonAndRefusesWrites) {
   EXPECT_NE(missing->body.find("nothing"), std::string::npos) << missing->body;
   EXPECT_EQ(c.Get("/api/sweep/sweep?metric=test%2Fmse")->status, 200);
   EXPECT_EQ(c.Get("/api/run/1?after=x")->status, 400);
+  auto no_run = c.Get("/run/999");
+  EXPECT_EQ(no_run->status, 404);
+  EXPECT_NE(no_run->body.find("no run 999"), std::string::npos) << no_run->body;
+  // Compressed with gzip, not the library's brotli (seconds for a large study page); the client unzips it.
+  auto zipped = c.Get("/study/sweep", {{"Accept-Encoding", "gzip, deflate, br"}});
+  ASSERT_TRUE(zipped);
+  EXPECT_EQ(zipped->get_header_value("Content-Encoding"), "gzip");
+  EXPECT_NE(zipped->body.find("const LIVE = '/api/study/'"), std::string::npos);
+  EXPECT_EQ(c.Get("/api/runs", {{"Accept-Encoding", "br"}})->get_header_value("Content-Encoding"), "br");
   for (auto* method : {"POST", "PUT", "DELETE", "PATCH"}) {
     httplib::Request req;
     req.method = method;

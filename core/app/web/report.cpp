@@ -110,14 +110,14 @@ std::string differing_settings(ResultsStore& store, const std::vector<Run>& runs
 // Every metric against step: per variant, the mean over runs with the min and max, at most
 // kPoints steps (evenly thinned) so that a long run's page stays small, and at each step the mean
 // wall time since the runs started (s) and the epoch (where logged): the charts' other x axes.
-// Drawn values keep 7 digits (a curve is read by eye; the final values keep all).
+// Drawn values keep 5 digits (a curve is read by eye, 230 px high; the final values keep all).
 constexpr size_t kPoints = 400;
 
 std::string short_numbers(const std::vector<double>& values) {
   return array(values, [](double v) {
     if (!std::isfinite(v)) return std::string("null");
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.7g", v);
+    std::snprintf(buf, sizeof buf, "%.5g", v);
     return std::string(buf);
   });
 }
