@@ -144,6 +144,7 @@ async function main() {
             Math.abs(zoomed[0] - (area.min + 0.3 * span)) < 0.05 * span &&
             Math.abs(zoomed[1] - (area.min + 0.7 * span)) < 0.05 * span,
         `zoom: dragged to x ${zoomed.map(v => v.toFixed(3))} of ${area.min}..${area.max}`);
+    await page.evaluate(() => window.scrollTo(0, 0));
     await shot('compare');
     await page.click('#reset-zoom');
     const reset = await page.evaluate(`(() => { const s = ${entry}.chart.scales.x; return [s.min, s.max]; })()`);

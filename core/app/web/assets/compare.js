@@ -71,20 +71,21 @@ function charts(runs) {
       specs.push({kind: 'line', points});
     });
     panel.dataset.lines = specs.filter(s => s.kind === 'line').length;
-    const chart = new Chart(canvas, {
-      type: 'line',
-      data: {datasets},
-      options: {
-        animation: false,
-        maintainAspectRatio: false,
-        parsing: false,
-        normalized: true,
-        interaction: {mode: 'nearest', intersect: false},
-        plugins: {legend: {labels: {boxWidth: 10, filter: i => !/\(raw\)$/.test(i.text)}}},
-        scales: {x: {type: 'linear', title: {display: true, text: 'step'}}, y: yAxis()}
-      }
-    });
-    Charts.add(chart, panel, metric, specs);
+    Charts.line(
+        canvas, panel, metric, {
+          type: 'line',
+          data: {datasets},
+          options: {
+            animation: false,
+            maintainAspectRatio: false,
+            parsing: false,
+            normalized: true,
+            interaction: {mode: 'nearest', intersect: false},
+            plugins: {legend: {labels: {boxWidth: 10, filter: i => !/\(raw\)$/.test(i.text)}}},
+            scales: {x: {type: 'linear', title: {display: true, text: 'step'}}, y: yAxis()}
+          }
+        },
+        specs);
   }
   return metrics.length;
 }

@@ -31,8 +31,10 @@ const yAxis = (options = {}) => Object.assign(
         }
       },
       ticks: {
-        callback(v) {
-          if (this.type !== 'logarithmic') return fmt(v, 4);
+        callback(v, i, ticks) {  // enough digits that neighbouring ticks differ (a narrow range: more than 4)
+          const step = ticks.length > 1 ? Math.abs(ticks[1].value - ticks[0].value) : 0;
+          const digits = step > 0 && v ? Math.ceil(Math.log10(Math.abs(v) / step)) + 1 : 4;
+          if (this.type !== 'logarithmic') return fmt(v, Math.min(12, Math.max(4, digits)));
           const mantissa = Math.round(v / 10 ** Math.floor(Math.log10(v)));
           return [1, 2, 5].includes(mantissa) ? fmt(v, 2) : '';
         }
@@ -48,7 +50,7 @@ const higherIsBetter = m => /(accuracy|f1|precision|recall|auc|images_per_s|r2)$
 // ---- Chart controls, shared by the run, compare and study pages: smoothing (EMA; the raw line stays,
 // faint), the x axis (step, wall time, epoch where logged), zoom (drag across a chart; Shift+wheel; a
 // double click or "reset zoom" undoes it), a metric search and pinning a chart to the top. A page
-// gives each x-bound dataset a spec: Charts.add(chart, panel, metric, specs), specs[i] for
+// gives each x-bound dataset a spec: Charts.line(canvas, panel, metric, config, specs), specs[i] for
 // chart.data.datasets[i]: {kind: 'line'|'raw'|'band'|'seed', points: [{step, time, epoch, y}]} or
 // {kind: 'ref', y} (a horizontal reference across the drawn x range). The settings live in the address.
 const Charts = (() => {
@@ -83,10 +85,10 @@ const Charts = (() => {
   }
   const xy = points =>
       points.filter(p => p[state.x] !== null && p[state.x] !== undefined).map(p => ({x: p[state.x], y: p.y}));
-  function apply(entry) {
-    const {chart, specs} = entry;
+  // The datasets' points for the current smoothing and x axis (a chart not yet drawn, or redrawn).
+  function fill(datasets, specs) {
     let lo = Infinity, hi = -Infinity;
-    chart.data.datasets.forEach((d, i) => {
+    datasets.forEach((d, i) => {
       const s = specs[i];
       if (!s || s.kind === 'ref') return;
       const smoothed = state.smooth > 0 && (s.kind === 'line' || s.kind === 'seed');
@@ -95,12 +97,15 @@ const Charts = (() => {
       for (const p of d.data) lo = Math.min(lo, p.x), hi = Math.max(hi, p.x);
     });
     if (!(hi >= lo)) lo = 0, hi = 1;
-    chart.data.datasets.forEach((d, i) => {
+    datasets.forEach((d, i) => {
       if (specs[i] && specs[i].kind === 'ref')
         d.data = [{x: Math.min(lo, 0), y: specs[i].y}, {x: Math.max(hi, lo + 1), y: specs[i].y}];
     });
-    chart.options.scales.x.title.text = TITLE[state.x];
-    chart.update('none');
+  }
+  function apply(entry) {
+    fill(entry.chart.data.datasets, entry.specs);
+    entry.chart.options.scales.x.title.text = TITLE[state.x];
+    entry.chart.update('none');
   }
   function zoom(entry, min, max) {
     const x = entry.chart.options.scales.x;
@@ -165,8 +170,16 @@ const Charts = (() => {
     });
     canvas.addEventListener('dblclick', () => zoom(entry));
   }
-  // A chart joins the controls: its panel gets a pin, its canvas zoom, its datasets the current settings.
-  function add(chart, panel, metric, specs) {
+  // A line chart drawn once, with the current settings: `config` as Chart.js takes it, its datasets'
+  // points from `specs`; then joined to the controls (add).
+  function line(canvas, panel, metric, config, specs) {
+    fill(config.data.datasets, specs);
+    config.options.scales.x.title = {display: true, text: TITLE[state.x]};
+    return add(new Chart(canvas, config), panel, metric, specs, false);
+  }
+  // A chart joins the controls: its panel gets a pin, its canvas zoom, its datasets the current
+  // settings (`draw`: drawn again with them; line() drew it with them already).
+  function add(chart, panel, metric, specs, draw = true) {
     const button = el('button', {class: 'pin', type: 'button', title: 'pin to the top'}, '☆');
     const entry = {chart, panel, metric, specs, button, home: panel.parentNode};
     button.addEventListener('click', () => {
@@ -177,7 +190,7 @@ const Charts = (() => {
     panel.dataset.zoomed = 'no';
     entries.push(entry);
     zoomable(entry);
-    apply(entry);
+    if (draw) apply(entry);
     if (state.pinned.has(metric)) pin(entry, true);
     filter();
     return entry;
@@ -232,5 +245,5 @@ const Charts = (() => {
     entries.length = 0;
     if (pinnedBox) pinnedBox.replaceChildren();
   };
-  return {add, apply, bar, axesOf, clear, state, entries};
+  return {add, line, apply, bar, axesOf, clear, state, entries};
 })();

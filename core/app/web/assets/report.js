@@ -304,22 +304,24 @@ function render(data) {
           {label: r.label, data: [], borderColor: '#555', borderDash: [6, 4], borderWidth: 1, pointRadius: 0});
       specs.push({kind: 'ref', y: r.value});
     }
-    const chart = new Chart(canvas, {
-      type: 'line',
-      data: {datasets},
-      options: {
-        animation: false,
-        maintainAspectRatio: false,
-        parsing: false,
-        normalized: true,
-        interaction: {mode: 'nearest', intersect: false},
-        plugins: {legend: {labels: {boxWidth: 10, filter: i => !/ (min|max|raw)$|^run \d/.test(i.text)}}},
-        scales: {
-          x: {type: 'linear', title: {display: true, text: 'step'}},
-          y: yAxis({type: c.log ? 'logarithmic' : 'linear'})
-        }
-      }
-    });
+    const {chart} = Charts.line(
+        canvas, panel, c.metric, {
+          type: 'line',
+          data: {datasets},
+          options: {
+            animation: false,
+            maintainAspectRatio: false,
+            parsing: false,
+            normalized: true,
+            interaction: {mode: 'nearest', intersect: false},
+            plugins: {legend: {labels: {boxWidth: 10, filter: i => !/ (min|max|raw)$|^run \d/.test(i.text)}}},
+            scales: {
+              x: {type: 'linear', title: {display: true, text: 'step'}},
+              y: yAxis({type: c.log ? 'logarithmic' : 'linear'})
+            }
+          }
+        },
+        specs);
     if (c.log) {  // a metric spanning decades starts on a log scale, with a switch
       const box = el('input', {type: 'checkbox', checked: ''});
       box.addEventListener('change', () => {
@@ -328,7 +330,6 @@ function render(data) {
       });
       head.append(el('label', {class: 'muted'}, box, ' log'));
     }
-    Charts.add(chart, panel, c.metric, specs);
     charts++;
   }
   (() => {
