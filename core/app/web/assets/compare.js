@@ -147,5 +147,6 @@ function settings(runs) {
   document.body.dataset.charts = charts(runs);
   document.body.dataset.differing = settings(runs);
   document.body.dataset.runs = runs.length;
+  await Charts.drawn();
   document.body.dataset.ready = 'yes';
 })();

@@ -103,11 +103,26 @@ const Charts = (() => {
     });
   }
   function apply(entry) {
+    if (!entry.chart) return;  // not drawn yet: it will be, with the settings of then
     fill(entry.chart.data.datasets, entry.specs);
     entry.chart.options.scales.x.title.text = TITLE[state.x];
     entry.chart.update('none');
   }
+  // Charts beyond the first few are drawn a batch at a time after the page shows (about 12 ms each:
+  // a study of 40 metrics would otherwise keep the page blank for half a second more).
+  const EAGER = 6;
+  let queue = [], waiting = [], scheduled = false;
+  function drawQueued() {
+    const until = performance.now() + 40;
+    while (queue.length && performance.now() < until) queue.shift()();
+    if (queue.length) return setTimeout(drawQueued, 0);
+    scheduled = false;
+    waiting.splice(0).forEach(resolve => resolve());
+  }
+  // Resolves once every chart asked for is drawn.
+  const drawn = () => queue.length ? new Promise(resolve => waiting.push(resolve)) : Promise.resolve();
   function zoom(entry, min, max) {
+    if (!entry.chart) return;
     const x = entry.chart.options.scales.x;
     if (min === undefined)
       delete x.min, delete x.max;
@@ -171,27 +186,42 @@ const Charts = (() => {
     canvas.addEventListener('dblclick', () => zoom(entry));
   }
   // A line chart drawn once, with the current settings: `config` as Chart.js takes it, its datasets'
-  // points from `specs`; then joined to the controls (add).
+  // points from `specs`; joined to the controls at once, drawn at once or soon after (drawn()).
   function line(canvas, panel, metric, config, specs) {
-    fill(config.data.datasets, specs);
-    config.options.scales.x.title = {display: true, text: TITLE[state.x]};
-    return add(new Chart(canvas, config), panel, metric, specs, false);
+    const entry = join({chart: null, panel, metric, specs});
+    const draw = () => {
+      fill(config.data.datasets, specs);
+      config.options.scales.x.title = {display: true, text: TITLE[state.x]};
+      entry.chart = new Chart(canvas, config);
+      zoomable(entry);
+    };
+    if (entries.length <= EAGER) {
+      draw();
+    } else {
+      queue.push(draw);
+      if (!scheduled) scheduled = true, setTimeout(drawQueued, 0);
+    }
+    return entry;
   }
-  // A chart joins the controls: its panel gets a pin, its canvas zoom, its datasets the current
-  // settings (`draw`: drawn again with them; line() drew it with them already).
-  function add(chart, panel, metric, specs, draw = true) {
+  // A chart drawn by the page joins the controls, and is drawn again with their settings.
+  function add(chart, panel, metric, specs) {
+    const entry = join({chart, panel, metric, specs});
+    zoomable(entry);
+    apply(entry);
+    return entry;
+  }
+  // Its panel gets a pin, and is shown or hidden by the search.
+  function join(entry) {
     const button = el('button', {class: 'pin', type: 'button', title: 'pin to the top'}, '☆');
-    const entry = {chart, panel, metric, specs, button, home: panel.parentNode};
+    Object.assign(entry, {button, home: entry.panel.parentNode});
     button.addEventListener('click', () => {
-      pin(entry, !state.pinned.has(metric));
+      pin(entry, !state.pinned.has(entry.metric));
       save();
     });
-    panel.querySelector('h3').append(button);
-    panel.dataset.zoomed = 'no';
+    entry.panel.querySelector('h3').append(button);
+    entry.panel.dataset.zoomed = 'no';
     entries.push(entry);
-    zoomable(entry);
-    if (draw) apply(entry);
-    if (state.pinned.has(metric)) pin(entry, true);
+    if (state.pinned.has(entry.metric)) pin(entry, true);
     filter();
     return entry;
   }
@@ -241,9 +271,11 @@ const Charts = (() => {
   // The x axes the points allow: step always, wall time and epoch where every line has them.
   const axesOf = points => ['step', 'time', 'epoch'].filter(
       a => a === 'step' || points.some(p => p[a] !== null && p[a] !== undefined));
-  const clear = () => {
+  const clear = () => {  // the page draws everything again
     entries.length = 0;
+    queue = [];
     if (pinnedBox) pinnedBox.replaceChildren();
+    waiting.splice(0).forEach(resolve => resolve());
   };
-  return {add, line, apply, bar, axesOf, clear, state, entries};
+  return {add, line, apply, bar, axesOf, clear, drawn, state, entries};
 })();

@@ -6,7 +6,7 @@
 let D = null;
 const color = v => COLORS[D.variants.indexOf(v) % COLORS.length];
 const nodata = text => el('div', {class: 'nodata'}, text);
-let charts = 0;
+let charts = 0, renders = 0;
 
 // Per-seed lines (htm serve's study page): every run's own curve, thin, in its variant's colour, read
 // from /api/run/ID the first time they are asked for, kept while the page redraws.
@@ -32,6 +32,7 @@ const SeedLines = {
   async show(on) {
     this.on = on;
     if (on && !this.rows) await this.load();
+    await Charts.drawn();
     let lines = 0;
     for (const entry of Charts.entries) {
       const {chart, specs, metric} = entry;
@@ -304,7 +305,7 @@ function render(data) {
           {label: r.label, data: [], borderColor: '#555', borderDash: [6, 4], borderWidth: 1, pointRadius: 0});
       specs.push({kind: 'ref', y: r.value});
     }
-    const {chart} = Charts.line(
+    const entry = Charts.line(
         canvas, panel, c.metric, {
           type: 'line',
           data: {datasets},
@@ -325,8 +326,9 @@ function render(data) {
     if (c.log) {  // a metric spanning decades starts on a log scale, with a switch
       const box = el('input', {type: 'checkbox', checked: ''});
       box.addEventListener('change', () => {
-        chart.options.scales.y.type = box.checked ? 'logarithmic' : 'linear';
-        chart.update();
+        if (!entry.chart) return;
+        entry.chart.options.scales.y.type = box.checked ? 'logarithmic' : 'linear';
+        entry.chart.update();
       });
       head.append(el('label', {class: 'muted'}, box, ' log'));
     }
@@ -378,21 +380,25 @@ function render(data) {
       show(runs[0]);
     }
   })();
-  // A self-check the browser tests read: how many charts were drawn, and how many canvases
-  // stayed blank (every pixel transparent).
-  const blank = [...document.querySelectorAll('canvas')]
-                    .filter(c => {
-                      if (!c.width || !c.height) return true;  // never laid out: as good as blank
-                      const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-                      for (let i = 3; i < px.length; i += 4)
-                        if (px[i] !== 0) return false;
-                      return true;
-                    })
-                    .length;
-  document.body.dataset.charts = charts;
-  document.body.dataset.canvases = document.querySelectorAll('canvas').length;
-  document.body.dataset.blank = blank;
-  document.body.dataset.ready = 'yes';
-  document.body.dataset.renders = Number(document.body.dataset.renders || 0) + 1;
+  // A self-check the browser tests read, once every chart is drawn: how many charts were drawn, and
+  // how many canvases stayed blank (every pixel transparent).
+  const drawing = ++renders;
+  Charts.drawn().then(() => {
+    if (drawing !== renders) return;  // drawn again meanwhile (a study that trains)
+    const blank = [...document.querySelectorAll('canvas')]
+                      .filter(c => {
+                        if (!c.width || !c.height) return true;  // never laid out: as good as blank
+                        const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                        for (let i = 3; i < px.length; i += 4)
+                          if (px[i] !== 0) return false;
+                        return true;
+                      })
+                      .length;
+    document.body.dataset.charts = charts;
+    document.body.dataset.canvases = document.querySelectorAll('canvas').length;
+    document.body.dataset.blank = blank;
+    document.body.dataset.ready = 'yes';
+    document.body.dataset.renders = Number(document.body.dataset.renders || 0) + 1;
+  });
 }
 render(JSON.parse(document.getElementById('data').textContent));
