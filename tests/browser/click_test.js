@@ -152,6 +152,18 @@ async function main() {
         await page.$eval(loss, p => p.dataset.zoomed) === 'no' && reset[0] === area.min && reset[1] === area.max,
         'zoom: reset gives the whole range back');
 
+    // Shift+wheel zooms in about the pointer; a double click gives the whole range back
+    const again = await (await page.$(`${loss} canvas`)).boundingBox();  // the click on the bar may have scrolled
+    await page.keyboard.down('Shift');
+    await page.mouse.move(again.x + area.left + 0.5 * w, again.y + (area.top + area.bottom) / 2);
+    await page.mouse.wheel({deltaY: -100});
+    await page.keyboard.up('Shift');
+    const wheeled = await page.evaluate(`(() => { const s = ${entry}.chart.scales.x; return [s.min, s.max]; })()`);
+    check(
+        wheeled[0] > area.min && wheeled[1] < area.max, `Shift+wheel: zoomed in to ${wheeled.map(v => v.toFixed(3))}`);
+    await page.mouse.click(again.x + area.left + 0.5 * w, again.y + (area.top + area.bottom) / 2, {clickCount: 2});
+    check(await page.$eval(loss, p => p.dataset.zoomed) === 'no', 'a double click: back to the whole range');
+
     // x axis: wall time
     await page.select('#x-axis', 'time');
     const xs = await page.evaluate(`(() => { const e = ${entry}; const d = e.chart.data.datasets.find((d, i) =>
@@ -226,6 +238,22 @@ async function main() {
     await page.evaluate(() => document.getElementById('controls').scrollIntoView());
     await shot('study-seeds');
     check(!thrown.length && !(await page.$eval('#errors', e => e.textContent)), 'study: no script error after clicks');
+
+    // ---- the sweep: brushing along the metric's axis keeps the runs in the dragged range
+    await open('sweep', `/sweep/${experiment}`);
+    const total = await page.evaluate(() => Number(document.body.dataset.lines));
+    const axis = await (await page.$(`rect.axis-hit[data-axis="test/mse"]`)).boundingBox();
+    await page.mouse.move(axis.x + axis.width / 2, axis.y + 2);
+    await page.mouse.down();
+    await page.mouse.move(axis.x + axis.width / 2, axis.y + axis.height * 0.5, {steps: 5});
+    await page.mouse.up();
+    const kept = await page.$$eval('polyline.run[data-kept="yes"]', ls => ls.length);
+    check(
+        kept >= 1 && kept < total && await page.evaluate(() => Number(document.body.dataset.kept)) === kept,
+        `sweep: brushing the upper half of test/mse keeps ${kept} of ${total} runs`);
+    check(
+        /lower is better/.test(await page.$eval('#sweep-legend', e => e.textContent)),
+        'sweep: the legend says lower is better');
 
     // ---- what is not there
     let response = await page.goto(base + '/run/999999');

@@ -180,7 +180,8 @@ const Charts = (() => {
     canvas.addEventListener('wheel', e => {
       if (!e.shiftKey) return;
       e.preventDefault();
-      const scale = chart.scales.x, at = scale.getValueForPixel(e.offsetX), f = e.deltaY < 0 ? 0.8 : 1.25;
+      const delta = e.deltaY || e.deltaX;  // with Shift held, browsers turn the wheel sideways
+      const scale = chart.scales.x, at = scale.getValueForPixel(e.offsetX), f = delta < 0 ? 0.8 : 1.25;
       zoom(entry, at - (at - scale.min) * f, at + (scale.max - at) * f);
     });
     canvas.addEventListener('dblclick', () => zoom(entry));

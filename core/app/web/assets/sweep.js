@@ -51,8 +51,8 @@ function brushes(plot, axes, x, y, scale) {
     const hit = svg('rect', {
       x: x(i) - 10,
       width: 20,
-      y: y(1),
-      height: y(0) - y(1),
+      y: y(1) - 8,  // a little beyond the ends, so a drag can start above the top line
+      height: y(0) - y(1) + 16,
       fill: 'transparent',
       class: 'axis-hit',
       'data-axis': a.key,
