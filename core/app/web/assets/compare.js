@@ -6,7 +6,6 @@ const ids = [...new Set((new URLSearchParams(location.search).get('runs') || '')
                 .filter(n => Number.isInteger(n) && n > 0)
                 .slice(0, 50);
 const MAIN = /^(train\/loss|test\/mse|test\/accuracy|test\/[^/]*f1|train\/epoch_loss)$/;
-const shownValue = v => v.replace(/^"(.*)"$/, '$1');  // settings are TOML text: a string without its quotes
 // Every row of a run, page after page (the route hands out at most 20,000 at a time).
 async function load(id) {
   let last = 0, D, rows = [];
@@ -103,7 +102,7 @@ function settings(runs) {
     t.append(
         el('tr', {'data-differs': d ? 'yes' : 'no', class: d ? '' : 'same'}, el('td', {}, k),
            ...values.map(
-               v => el('td', {class: d ? 'differs' : 'muted'}, v[k] === undefined ? '(unset)' : shownValue(v[k])))));
+               v => el('td', {class: d ? 'differs' : 'muted'}, v[k] === undefined ? '(unset)' : setting(v[k])))));
   }
   const all = document.getElementById('all-settings');
   const show = () => t.classList.toggle('only-differing', !all.checked);

@@ -44,6 +44,14 @@ const yAxis = (options = {}) => Object.assign(
 const COLORS =
     ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
 const alpha = (c, a) => c + Math.round(a * 255).toString(16).padStart(2, '0');  // '#rrggbb' with opacity a
+// A setting as a reader writes it: TOML text without a string's quotes, and a float the store spells
+// shortest (1e+01, 3e-04) as a plain number where one is short enough (10, 0.0003).
+const setting = v => {
+  if (typeof v !== 'string') return v ?? '';
+  if (/^-?\d+(\.\d+)?e[+-]\d+$/.test(v) && Math.abs(Number(v)) >= 1e-6 && Math.abs(Number(v)) < 1e15)
+    return String(Number(v));
+  return v.replace(/^"(.*)"$/, '$1');
+};
 // Which way a metric is better, by its name: accuracies, F1s and throughputs up, losses and errors down.
 const higherIsBetter = m => /(accuracy|f1|precision|recall|auc|images_per_s|r2)$/.test(m);
 

@@ -112,7 +112,7 @@ function render(data) {
         el('table', {},
            el('tr', {}, el('th', {}, 'setting'), ...D.variants.map(v => el('th', {style: `color:${color(v)}`}, v))));
     D.differs.keys.forEach(
-        (k, i) => t.append(el('tr', {}, el('td', {}, k), ...D.differs.values[i].map(x => el('td', {}, x)))));
+        (k, i) => t.append(el('tr', {}, el('td', {}, k), ...D.differs.values[i].map(x => el('td', {}, setting(x))))));
     box.append(t, el('p', {class: 'muted'}, `${D.differs.same} other settings are equal in every variant.`));
   })();
 
@@ -183,9 +183,15 @@ function render(data) {
         }
         const canvas = el('canvas');
         panel.append(el('div', {class: 'final-body'}, t, el('div', {class: 'chart'}, canvas)));
-        if (ph.family)
+        if (ph.family) {  // why htm compare with one --metric gives other adjusted p
+          const flags = D.finals.map(g => '--metric ' + g.metric).join(' ');
           panel.append(
-              el('p', {class: 'muted'}, `p (${f.adjust}): adjusted over the ${ph.family} comparisons of this phase.`));
+              el('p', {class: 'muted family'},
+                 `p (${f.adjust}): adjusted over the ${ph.family} comparisons of this phase, every variant against ` +
+                     `the reference on each of the ${D.finals.length} metric(s) of this page; htm compare adjusts ` +
+                     `over the metrics it is given, so "htm compare ${D.experiment} ${flags}" gives these p, and ` +
+                     `one --metric alone a smaller family.`));
+        }
         const dot = (i, k, n) => i + (k - (n - 1) / 2) * Math.min(0.08, 0.6 / n);
         const datasets = [
           {

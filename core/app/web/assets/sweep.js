@@ -18,7 +18,7 @@ const svg = (tag, attrs = {}, text) => {
   if (text !== undefined) e.textContent = text;
   return e;
 };
-const shown = v => v.replace(/^"(.*)"$/, '$1');         // settings are TOML text: a string without its quotes
+const shown = setting;  // settings are TOML text: shown without a string's quotes, 1e+01 as 10
 const colour = t => `hsl(${(1 - t) * 230}, 75%, 45%)`;  // blue (low) to red (high)
 // The colour scale, and which end of it is better.
 function legend(lo, hi, up) {
