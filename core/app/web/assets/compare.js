@@ -139,7 +139,8 @@ function settings(runs) {
       r.final[metric] = points[points.length - 1].y;
     }
   }
-  summary.textContent = `${runs.length} run(s) from ${new Set(runs.map(r => r.run.experiment)).size} stud(ies)`;
+  const studies = new Set(runs.map(r => r.run.experiment)).size;
+  summary.textContent = `${runs.length} run(s) from ${studies} ${studies === 1 ? 'study' : 'studies'}`;
   if (missing.length) summary.append(el('div', {class: 'bad', id: 'missing-runs'}, missing.join('; ')));
   legend(runs);
   Charts.bar(document.getElementById('controls'), Charts.axesOf(runs.flatMap(r => Object.values(r.series).flat())));

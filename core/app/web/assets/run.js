@@ -85,9 +85,8 @@ async function poll() {
   if (r.error) about.append(el('div', {class: 'bad'}, r.error));
   if (polls === 0) {  // the controls, with the x axes this run's rows allow
     started = r.started || 0;
-    Charts.bar(
-        document.getElementById('controls'),
-        Charts.axesOf(D.metrics.map(([, , step, , time, epoch]) => ({step, time, epoch}))));
+    const axes = Charts.axesOf(D.metrics.map(([, , step, , time, epoch]) => ({step, time, epoch})));
+    Charts.bar(document.getElementById('controls'), axes.includes('time') ? axes : ['step', 'time']);
   }
   const touched = new Set();
   for (const [rowid, metric, step, value, time, epoch] of D.metrics) {
