@@ -279,7 +279,8 @@ int cmd_runs(const Args& args) {
   const bool reverse = vm.count("reverse") > 0;
   if (auto key = runs_sort_keys().find(sort); key != runs_sort_keys().end()) {
     const bool descending = (sort == "id") != reverse;  // the newest first, as always
-    select += " ORDER BY " + key->second + (descending ? " DESC" : " ASC") + ", s.id DESC";
+    // By id alone SQLite walks the rowid and stops at the limit; a tie-breaker would make it sort every run.
+    select += " ORDER BY " + key->second + (descending ? " DESC" : " ASC") + (sort == "id" ? "" : ", s.id DESC");
   } else {
     const std::string metric = qualified_metric(sort, "test");  // a bare name is the test split's
     select += " ORDER BY " + metric_sql(metric, "l.value") + (reverse ? " DESC" : " ASC") + " NULLS LAST, s.id DESC";
