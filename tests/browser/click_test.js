@@ -170,6 +170,12 @@ async function main() {
         e.specs[i].kind === 'line'); return [e.chart.options.scales.x.title.text, d.data.map(p => p.x),
         e.specs.find(s => s.kind === 'line').points.map(p => p.time)]; })()`);
     check(/wall time/.test(xs[0]) && JSON.stringify(xs[1]) === JSON.stringify(xs[2]), `x axis: wall time (${xs[1]})`);
+    const epochs = await page.$$eval('#x-axis option', os => os.map(o => o.value));
+    check(epochs.includes('epoch'), `x axis: offered ${epochs} (the runs logged epochs)`);
+    await page.select('#x-axis', 'epoch');
+    const byEpoch = await page.evaluate(`(() => { const e = ${entry}; const d = e.chart.data.datasets.find((d, i) =>
+        e.specs[i].kind === 'line'); return [d.data.map(p => p.x), e.specs.find(s => s.kind === 'line').points.map(p => p.epoch)]; })()`);
+    check(JSON.stringify(byEpoch[0]) === JSON.stringify(byEpoch[1]), `x axis: epoch (${byEpoch[0]})`);
     await page.select('#x-axis', 'step');
 
     // metric search and pinning
