@@ -19,7 +19,7 @@ try {
   process.exit(1);
 }
 
-const [htm, fixture, experiment] = process.argv.slice(2);
+const [htm, fixture] = process.argv.slice(2, 4).map(f => path.resolve(f || '')), experiment = process.argv[4];
 const shots = process.env.HTM_BROWSER_SHOTS || '';
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'htm-click-'));
 const failures = [];
@@ -45,6 +45,7 @@ async function serve() {
       if (m) resolve(m[0]);
     });
     server.on('exit', code => reject(new Error('htm serve exited ' + code + ': ' + out)));
+    server.on('error', reject);
     setTimeout(() => reject(new Error('htm serve did not start: ' + out)), 15000);
   });
   return {server, base};
