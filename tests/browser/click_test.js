@@ -235,6 +235,12 @@ async function main() {
         rows.every((r, i) => i === 0 || rows[i - 1][1] <= r[1]) &&
             await page.$eval('.panel.final[data-metric="test/mse"] tr.best', r => r.dataset.variant) === rows[0][0],
         `study: variants by mean test/mse, best first and marked (${rows.map(r => r[0])})`);
+    const shared = await page.evaluate(
+        () => Charts.entries.filter(e => e.panel.dataset.shared === 'yes')
+                  .map(e => e.specs.filter(s => s.kind === 'line').length));
+    check(
+        shared.length > 0 && shared.every(n => n === 1),
+        `study: ${shared.length} metrics every variant shares (baselines) drawn once, not once per variant`);
     await page.click('#seed-lines');
     await page.waitForFunction(() => Number(document.body.dataset.seedLines) > 0, {timeout: 15000});
     const runsShown = Number(sql(`SELECT count(*) FROM runs r JOIN experiments e ON e.id = r.experiment_id

@@ -283,8 +283,15 @@ function render(data) {
     const panel = el('div', {class: 'panel curve', 'data-metric': c.metric}, head, el('div', {class: 'chart'}, canvas));
     box.append(panel);
     const datasets = [], specs = [];
-    for (const s of c.series) {
-      const col = color(s.variant), mean = pointsOf(s, s.mean);
+    // A reference every variant shares (a random floor, the data's own ceiling) is drawn once: five
+    // equal translucent bands on top of each other would read as one opaque box.
+    const same = c.series.length > 1 &&
+        c.series.every(
+            s => JSON.stringify([s.step, s.mean, s.lo, s.hi]) ===
+                JSON.stringify([c.series[0].step, c.series[0].mean, c.series[0].lo, c.series[0].hi]));
+    if (same) panel.dataset.shared = 'yes';
+    for (const s of same ? [Object.assign({}, c.series[0], {variant: 'every variant', shared: true})] : c.series) {
+      const col = s.shared ? '#555555' : color(s.variant), mean = pointsOf(s, s.mean);
       datasets.push(
           {label: s.variant + ' min', data: [], borderWidth: 0, pointRadius: 0, fill: false}, {
             label: s.variant + ' max',
