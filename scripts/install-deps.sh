@@ -23,7 +23,10 @@ pkgs=(
   libgloo-dev                        # Gloo headers for data-parallel training (libtorch's c10d)
   slurm-wlm munge                    # the Slurm sweep test starts a real one-node cluster (tests/slurm)
   chromium                           # the report's browser test (headless)
+  nodejs                             # the click tests of htm serve (tests/browser: puppeteer-core)
 )
+# npm: Debian's package, unless another nodejs (NodeSource's bundles npm and conflicts with it) has one.
+command -v npm > /dev/null || pkgs+=(npm)
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -41,5 +44,14 @@ if [ -n "$blas" ]; then
   $SUDO update-alternatives --set libblas.so.3-x86_64-linux-gnu "$blas" >/dev/null
   lapack=/usr/lib/x86_64-linux-gnu/openblas-openmp/liblapack.so.3
   [ -e "$lapack" ] && $SUDO update-alternatives --set liblapack.so.3-x86_64-linux-gnu "$lapack" >/dev/null || true
+fi
+# The click tests' one npm package (puppeteer-core, pinned in tests/browser/package-lock.json; it
+# drives the chromium above and downloads no browser), into tests/browser/node_modules (git-ignored).
+# Skipped when that lock file is what was installed last.
+browser_tests=$(cd "$(dirname "$0")/../tests/browser" && pwd)
+if ! cmp -s "$browser_tests/package-lock.json" "$browser_tests/node_modules/.htm-installed-lock.json"; then
+  echo "install-deps: npm ci in $browser_tests"
+  (cd "$browser_tests" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+  cp "$browser_tests/package-lock.json" "$browser_tests/node_modules/.htm-installed-lock.json"
 fi
 echo "install-deps: ok (BLAS: $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3))"

@@ -125,8 +125,13 @@ TEST_F(ServeTest, BadFiltersAndSortsAreRefusedWithTheirText) {
   } catch (const BadRequest& e) {
     EXPECT_NE(std::string(e.what()).find("needs a number, got 'small'"), std::string::npos) << e.what();
   }
-  q.where = {"x' OR 1=1 --=1"};  // a key is bound, never SQL: it is a setting nobody has
-  EXPECT_EQ(total(runs(q)), "0");
+  q.where = {"x' OR 1=1 --=1"};  // a key is bound, never SQL: it is a setting nobody has, refused as such
+  try {
+    runs(q);
+    FAIL() << "a setting no run has was accepted";
+  } catch (const BadRequest& e) {
+    EXPECT_NE(std::string(e.what()).find("no run has a setting 'x' OR 1'"), std::string::npos) << e.what();
+  }
   q.where = {};
   q.sort = "id; DROP TABLE runs";
   EXPECT_THROW(runs(q), BadRequest);
@@ -149,9 +154,45 @@ TEST_F(ServeTest, RunRowsAfterARowidAreWhatThePagePollsFor) {
   writer.log_metrics(id, 3, 1, "train", {{"loss", 0.5}});  // written while the reader is open
   const std::string next = serve::run_json(reader, id, last);
   EXPECT_EQ(count(next, "\"train/loss\""), 1) << next;
-  EXPECT_NE(next.find(",3,0.5]"), std::string::npos) << next;
+  // [rowid, metric, step, value, time (s since 1970), epoch]: the charts' three x axes
+  EXPECT_TRUE(std::regex_search(next, std::regex(",3,0\\.5,1[0-9]{9}(\\.[0-9]+)?,1\\]"))) << next;
   EXPECT_NE(next.find("\"params\":null"), std::string::npos);
   EXPECT_THROW(serve::run_json(reader, 999, 0), BadRequest);
+}
+
+TEST_F(ServeTest, RunsGroupedBySettingGiveMeanSdAndN) {
+  serve::RunsQuery q;
+  q.experiment = "sweep";
+  q.where = {"seed<5"};  // not the confirmation run (seed 9)
+  q.columns = {"test/mse"};
+  q.group = "sweep.kind";  // a: 1 2 3 (learned), b: 4 5 6 (random)
+  const std::string json = runs(q);
+  EXPECT_NE(json.find("\"group\":\"sweep.kind\""), std::string::npos) << json;
+  EXPECT_NE(json.find("{\"value\":\"\\\"learned\\\"\",\"n\":3,\"stats\":{\"test/mse\":[3,2,1]}}"), std::string::npos)
+      << json;
+  EXPECT_NE(json.find("{\"value\":\"\\\"random\\\"\",\"n\":3,\"stats\":{\"test/mse\":[3,5,1]}}"), std::string::npos)
+      << json;
+  q.group = "variant";
+  q.where = {};
+  EXPECT_NE(runs(q).find("{\"value\":\"b\",\"n\":4,\"stats\":{\"test/mse\":[4,5.5,1.29099444873581]}}"),
+            std::string::npos);
+  q.group = "test/mse";
+  EXPECT_THROW(runs(q), BadRequest);
+}
+
+TEST_F(ServeTest, AMisspeltSettingIsRefusedWithTheNearestOne) {
+  serve::RunsQuery q;
+  q.where = {"sweep.knd=learned"};
+  try {
+    runs(q);
+    FAIL() << "a misspelt setting matched nothing silently";
+  } catch (const BadRequest& e) {
+    EXPECT_NE(std::string(e.what()).find("no run has a setting 'sweep.knd'; did you mean 'sweep.kind'?"),
+              std::string::npos)
+        << e.what();
+  }
+  q.where = {"sweep.kind=nothing"};  // a setting runs have, a value none has: no rows, no error
+  EXPECT_EQ(total(runs(q)), "0");
 }
 
 // Reference: scipy.stats.f_oneway([1, 2, 3], [4, 5, 6]) (scipy 1.10.1) gives F = 13.5,
@@ -268,6 +309,15 @@ TEST_F(LiveServer, ServesPagesAndJsonAndRefusesWrites) {
   EXPECT_NE(missing->body.find("nothing"), std::string::npos) << missing->body;
   EXPECT_EQ(c.Get("/api/sweep/sweep?metric=test%2Fmse")->status, 200);
   EXPECT_EQ(c.Get("/api/run/1?after=x")->status, 400);
+  auto no_run = c.Get("/run/999");
+  EXPECT_EQ(no_run->status, 404);
+  EXPECT_NE(no_run->body.find("no run 999"), std::string::npos) << no_run->body;
+  // Compressed with gzip, not the library's brotli (seconds for a large study page); the client unzips it.
+  auto zipped = c.Get("/study/sweep", {{"Accept-Encoding", "gzip, deflate, br"}});
+  ASSERT_TRUE(zipped);
+  EXPECT_EQ(zipped->get_header_value("Content-Encoding"), "gzip");
+  EXPECT_NE(zipped->body.find("const LIVE = '/api/study/'"), std::string::npos);
+  EXPECT_EQ(c.Get("/api/runs", {{"Accept-Encoding", "br"}})->get_header_value("Content-Encoding"), "br");
   for (auto* method : {"POST", "PUT", "DELETE", "PATCH"}) {
     httplib::Request req;
     req.method = method;

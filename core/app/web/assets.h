@@ -19,5 +19,7 @@ extern const char* const run_html;
 extern const char* const run_js;
 extern const char* const sweep_html;
 extern const char* const sweep_js;
+extern const char* const compare_html;  ///< htm serve's compare page: chosen runs overlaid
+extern const char* const compare_js;
 
 }  // namespace htm::assets

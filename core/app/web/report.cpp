@@ -108,37 +108,56 @@ std::string differing_settings(ResultsStore& store, const std::vector<Run>& runs
 }
 
 // Every metric against step: per variant, the mean over runs with the min and max, at most
-// kPoints steps (evenly thinned) so that a long run's page stays small.
+// kPoints steps (evenly thinned) so that a long run's page stays small, and at each step the mean
+// wall time since the runs started (s) and the epoch (where logged): the charts' other x axes.
+// Drawn values keep 5 digits (a curve is read by eye, 230 px high; the final values keep all).
 constexpr size_t kPoints = 400;
+
+std::string short_numbers(const std::vector<double>& values) {
+  return array(values, [](double v) {
+    if (!std::isfinite(v)) return std::string("null");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.5g", v);
+    return std::string(buf);
+  });
+}
 
 std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std::vector<std::string>& variants) {
   std::map<int64_t, size_t> variant_of;  // run → its variant's position
-  for (const Run& r : runs)
+  std::map<int64_t, double> started;     // run → when it started (wall time: seconds since then)
+  for (const Run& r : runs) {
     variant_of[r.id] = static_cast<size_t>(std::find(variants.begin(), variants.end(), r.variant) - variants.begin());
+    started[r.id] = r.started;
+  }
   struct Point {
     int64_t step, run, rowid;
-    double value;
+    double value, time;
+    int64_t epoch;  // -1: none logged
   };
   // metric → variant → every logged point. Read typed and unsorted: the index hands a run's rows
   // over metric by metric, so the metric's text is compared, not copied, on most rows.
   std::map<std::string, std::vector<std::vector<Point>>> data;
   std::vector<std::vector<Point>>* current = nullptr;
   std::string current_metric;
-  store.scan("SELECT run_id, split || '/' || name, step, value, rowid FROM metrics WHERE run_id IN " + in_list(runs) +
-                 " AND value IS NOT NULL",
-             {}, [&](const Row& row) {
-               if (current == nullptr || row.view(1) != current_metric) {
-                 current_metric = row.text(1);
-                 current = &data[current_metric];
-                 current->resize(variants.size());
-               }
-               const int64_t run = row.integer(0);
-               (*current)[variant_of[run]].push_back({row.integer(2), run, row.integer(4), row.real(3)});
-             });
+  store.scan(
+      "SELECT run_id, split || '/' || name, step, value, rowid, time, coalesce(epoch, -1) FROM metrics "
+      "WHERE run_id IN " +
+          in_list(runs) + " AND value IS NOT NULL",
+      {}, [&](const Row& row) {
+        if (current == nullptr || row.view(1) != current_metric) {
+          current_metric = row.text(1);
+          current = &data[current_metric];
+          current->resize(variants.size());
+        }
+        const int64_t run = row.integer(0);
+        (*current)[variant_of[run]].push_back(
+            {row.integer(2), run, row.integer(4), row.real(3), row.real(5) - started[run], row.integer(6)});
+      });
   std::string out = "[";
   for (auto& [metric, per_variant] : data) {
     std::string series = "[";
     double lo_all = INFINITY, hi_all = -INFINITY;
+    bool epochs = false;
     for (size_t v = 0; v < variants.size(); ++v) {
       auto& points = per_variant[v];
       if (points.empty()) continue;
@@ -146,23 +165,28 @@ std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std:
       std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
         return std::tie(a.step, a.run, a.rowid) < std::tie(b.step, b.run, b.rowid);
       });
-      std::vector<double> step_all, mean_all, lo_v, hi_v;
+      std::vector<double> step_all, mean_all, lo_v, hi_v, time_all, epoch_all;
       for (size_t i = 0; i < points.size();) {
-        double sum = 0, mn = INFINITY, mx = -INFINITY;
+        double sum = 0, mn = INFINITY, mx = -INFINITY, time = 0;
+        int64_t epoch = -1;
         size_t n = 0, j = i;
         for (; j < points.size() && points[j].step == points[i].step; ++j) {
           if (j + 1 < points.size() && points[j + 1].step == points[j].step && points[j + 1].run == points[j].run)
             continue;  // a later value of this run at this step replaces it
           sum += points[j].value, mn = std::min(mn, points[j].value), mx = std::max(mx, points[j].value), ++n;
+          time += points[j].time, epoch = std::max(epoch, points[j].epoch);
         }
         step_all.push_back(static_cast<double>(points[i].step));
         mean_all.push_back(sum / static_cast<double>(n));
         lo_v.push_back(mn);
         hi_v.push_back(mx);
+        time_all.push_back(time / static_cast<double>(n));
+        epoch_all.push_back(epoch < 0 ? NAN : static_cast<double>(epoch));
+        epochs = epochs || epoch >= 0;
         i = j;
       }
       // At most kPoints steps, evenly thinned, the last always kept.
-      std::vector<double> steps, mean, lo, hi;
+      std::vector<double> steps, mean, lo, hi, time, epoch;
       const size_t count = step_all.size(), stride = std::max<size_t>(1, (count + kPoints - 1) / kPoints);
       for (size_t k = 0; k < count; ++k) {
         if (k % stride != 0 && k + 1 != count) continue;
@@ -170,12 +194,15 @@ std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std:
         mean.push_back(mean_all[k]);
         lo.push_back(lo_v[k]);
         hi.push_back(hi_v[k]);
+        time.push_back(time_all[k]);
+        epoch.push_back(epoch_all[k]);
         lo_all = std::min(lo_all, lo_v[k]);
         hi_all = std::max(hi_all, hi_v[k]);
       }
       series += (series.size() > 1 ? "," : "") + std::string("{\"variant\":") + quote(variants[v]) +
-                ",\"step\":" + numbers(steps) + ",\"mean\":" + numbers(mean) + ",\"lo\":" + numbers(lo) +
-                ",\"hi\":" + numbers(hi) + "}";
+                ",\"step\":" + numbers(steps) + ",\"mean\":" + short_numbers(mean) + ",\"lo\":" + short_numbers(lo) +
+                ",\"hi\":" + short_numbers(hi) + ",\"time\":" + short_numbers(time) +
+                (epochs ? ",\"epoch\":" + numbers(epoch) : std::string()) + "}";
     }
     // A metric spanning decades (both ends positive, a ratio over 100) is offered on a log scale.
     const bool decades = lo_all > 0 && hi_all / lo_all > 100;
@@ -241,10 +268,12 @@ std::string finals(ResultsStore& store, ReportRequest& request, const std::vecto
 }
 
 // The latest picture of each kind of each variant's runs (finished ones first, at most
-// kSeedsShown of them), embedded as data URIs: the page offers a seed picker per variant.
+// kSeedsShown of them), embedded as data URIs in a file (htm report), else by the address of
+// htm serve's artifact route: the page offers a seed picker per variant and loads them lazily.
 constexpr size_t kSeedsShown = 5;
 
-std::string pictures(ResultsStore& store, const std::vector<Run>& runs, const std::vector<std::string>& variants) {
+std::string pictures(ResultsStore& store, const std::vector<Run>& runs, const std::vector<std::string>& variants,
+                     bool inline_pictures) {
   std::string out = "[";
   for (const std::string& variant : variants) {
     std::vector<const Run*> shown;
@@ -264,7 +293,13 @@ std::string pictures(ResultsStore& store, const std::vector<Run>& runs, const st
                               ",\"run\":" + std::to_string(run->id) + ",\"kind\":" + quote(kind) +
                               ",\"path\":" + quote(path);
         std::error_code ec;
-        if (std::filesystem::is_regular_file(path, ec))
+        const std::string relative =
+            run->artifacts.empty() ? ""
+                                   : std::filesystem::path(path).lexically_relative(run->artifacts).generic_string();
+        const bool present = std::filesystem::is_regular_file(path, ec);  // else no src: "missing file"
+        if (present && !inline_pictures && !relative.empty() && relative.rfind("..", 0) != 0)  // htm serve's route
+          picture += ",\"src\":" + quote("/artifact/" + std::to_string(run->id) + "/" + relative);
+        else if (present && inline_pictures)
           picture += ",\"src\":" + quote("data:image/png;base64," + base64(read_file(path)));
         out += (out.size() > 1 ? "," : "") + picture + "}";
       }
@@ -350,7 +385,7 @@ std::string report_data(ResultsStore& store, ReportRequest& request) {
          ",\"plugins\":" + array(plugins.rows, [](const std::vector<std::string>& p) { return array(p, quote); }) +
          ",\"differs\":" + differing_settings(store, runs, variants) + ",\"curves\":" + curves(store, runs, variants) +
          ",\"finals\":" + finals_json + ",\"warnings\":" + warnings +
-         ",\"pictures\":" + pictures(store, runs, variants) + "}";
+         ",\"pictures\":" + pictures(store, runs, variants, request.inline_pictures) + "}";
 }
 
 int cmd_report(const Args& args) {

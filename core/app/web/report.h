@@ -24,6 +24,7 @@ struct ReportRequest {
   std::vector<stats::Target> targets;  ///< metric as split/name: drawn as a line beside each variant's bound
   double collapse = -1;                ///< > 0: count runs that end this far below their peak
   bool finals_only = false;            ///< report_data: the final-values panel alone (htm serve)
+  bool inline_pictures = true;         ///< false: pictures by their /artifact/RUN_ID/PATH route (htm serve)
 };
 
 /// The page's JSON data: runs, differing settings, curves, final comparisons, pictures.

@@ -24,6 +24,7 @@
 #include <set>
 
 #include <httplib.h>
+#include <zlib.h>
 #include <boost/program_options.hpp>
 
 #include "commands/commands.h"
@@ -71,6 +72,46 @@ std::string mime_type(const std::string& path) {
 }
 
 std::string error_json(const std::string& text) { return "{\"error\":" + page::quote(text) + "}"; }
+
+// `text` gzip-compressed (zlib, level 6); empty if zlib fails.
+std::string gzip(const std::string& text) {
+  z_stream z{};
+  if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return "";
+  std::string out(deflateBound(&z, text.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const bool done = deflate(&z, Z_FINISH) == Z_STREAM_END;
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return done ? out : "";
+}
+
+// A page, a script or JSON, gzip-compressed here when the client takes gzip. Left to the library,
+// a browser's "br" gets brotli at its slowest quality: 2.3 s to compress a 1 MB study page, where
+// gzip takes milliseconds. A content provider with a length is sent as given, not compressed again.
+void reply(const httplib::Request& req, httplib::Response& res, std::string body, const std::string& type) {
+  res.set_header("Vary", "Accept-Encoding");
+  std::string zipped;
+  if (body.size() >= 1024 && req.get_header_value("Accept-Encoding").find("gzip") != std::string::npos)
+    zipped = gzip(body);
+  if (zipped.empty()) return res.set_content(std::move(body), type);
+  auto shared = std::make_shared<std::string>(std::move(zipped));
+  res.set_header("Content-Encoding", "gzip");
+  res.set_content_provider(shared->size(), type, [shared](size_t offset, size_t length, httplib::DataSink& sink) {
+    return sink.write(shared->data() + offset, length);
+  });
+}
+
+// A page was asked for what is not there: a page (404) says so, with the way back.
+void not_found_page(httplib::Response& res, const std::string& title, const std::string& text) {
+  res.status = 404;
+  res.set_content("<!doctype html><meta charset=\"utf-8\"><title>htm serve: " + page::escape_html(title) +
+                      "</title><h1>" + page::escape_html(title) + "</h1><p id=\"not-found\">" +
+                      page::escape_html(text) + "</p><p><a href=\"/\">all runs</a></p>",
+                  "text/html; charset=utf-8");
+}
 
 std::string read_whole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -158,7 +199,7 @@ struct Server::Impl {
   void json_route(const std::string& pattern, F&& make) {
     http.Get(pattern, [this, make](const httplib::Request& req, httplib::Response& res) {
       try {
-        res.set_content(make(req), "application/json");
+        reply(req, res, make(req), "application/json");
       } catch (const BadRequest& e) {
         res.status = 400;
         res.set_content(error_json(e.what()), "application/json");
@@ -167,12 +208,12 @@ struct Server::Impl {
   }
 
   void routes() {
-    http.Get("/", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(serve::runs_page(), "text/html; charset=utf-8");
+    http.Get("/", [](const httplib::Request& req, httplib::Response& res) {
+      reply(req, res, serve::runs_page(), "text/html; charset=utf-8");
     });
-    http.Get("/static/chart.js", [this](const httplib::Request&, httplib::Response& res) {
+    http.Get("/static/chart.js", [this](const httplib::Request& req, httplib::Response& res) {
       res.set_header("Cache-Control", "max-age=3600");
-      res.set_content(chart_js, "text/javascript");
+      reply(req, res, chart_js, "text/javascript");
     });
     json_route("/api/runs", [this](const httplib::Request& req) {
       serve::RunsQuery q;
@@ -183,45 +224,45 @@ struct Server::Impl {
       for (size_t i = 0; i < req.get_param_value_count("column"); ++i)
         q.columns.push_back(req.get_param_value("column", i));
       if (req.has_param("sort")) q.sort = req.get_param_value("sort");
+      q.group = req.get_param_value("group");
       q.descending = req.get_param_value("order") != "asc";
       q.page = integer(req, "page", 0);
       q.size = integer(req, "size", 50);
       return serve::runs_json(store(), q);
     });
-    http.Get(R"(/run/(\d+))", [](const httplib::Request& req, httplib::Response& res) {
-      res.set_content(serve::run_page(std::stoll(req.matches[1].str())), "text/html; charset=utf-8");
+    http.Get(R"(/run/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string id = req.matches[1].str();
+      if (store().query("SELECT 1 FROM runs WHERE id = ?", {static_cast<int64_t>(std::stoll(id))}).rows.empty())
+        return not_found_page(res, "no run " + id, "There is no run " + id + " in " + options.db + ".");
+      reply(req, res, serve::run_page(std::stoll(id)), "text/html; charset=utf-8");
+    });
+    http.Get("/compare", [](const httplib::Request& req, httplib::Response& res) {
+      reply(req, res, serve::compare_page(), "text/html; charset=utf-8");
     });
     json_route(R"(/api/run/(\d+))", [this](const httplib::Request& req) {
       return serve::run_json(store(), std::stoll(req.matches[1].str()), integer(req, "after", 0),
                              integer(req, "limit", 20000));
     });
     http.Get(R"(/study/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-      ReportRequest request;
-      request.experiment = req.matches[1].str();
+      ReportRequest request = study_request(req);
       std::string data;
       try {
         data = report_data(store(), request);
       } catch (const Error& e) {  // a page was asked for: a page says what is missing
-        res.status = 404;
-        res.set_content(
-            "<!doctype html><meta charset=\"utf-8\"><title>htm serve: no such study</title>"
-            "<p>" +
-                page::escape_html(e.what()) + "</p><p><a href=\"/\">all runs</a></p>",
-            "text/html; charset=utf-8");
-        return;
+        return not_found_page(res, "no study " + request.experiment, e.what());
       }
       const std::string live = page::script("const LIVE = '/api/study/' + encodeURIComponent(" +
                                             page::quote(request.experiment) + ");\n" + assets::live_js);
-      res.set_content(
-          report_page(data, "<script src=\"/static/chart.js\"></script>", "htm serve: " + request.experiment, live),
-          "text/html; charset=utf-8");
+      reply(req, res,
+            report_page(data, "<script src=\"/static/chart.js\"></script>", "htm serve: " + request.experiment, live),
+            "text/html; charset=utf-8");
     });
     json_route(R"(/api/study/([^/]+)/version)",
                [this](const httplib::Request& req) { return serve::study_version(store(), req.matches[1].str()); });
     json_route(R"(/api/study/([^/]+)/finals)", [this](const httplib::Request& req) { return study(req, true); });
     json_route(R"(/api/study/([^/]+))", [this](const httplib::Request& req) { return study(req, false); });
     http.Get(R"(/sweep/([^/]+))", [](const httplib::Request& req, httplib::Response& res) {
-      res.set_content(serve::sweep_page(req.matches[1].str()), "text/html; charset=utf-8");
+      reply(req, res, serve::sweep_page(req.matches[1].str()), "text/html; charset=utf-8");
     });
     json_route(R"(/api/sweep/([^/]+))", [this](const httplib::Request& req) {
       const std::string metric = req.has_param("metric") ? req.get_param_value("metric") : "test/mse";
@@ -240,10 +281,19 @@ struct Server::Impl {
     });
   }
 
-  // A study's report_data (finals_only: its final-values panel); an unknown study is a 400.
-  std::string study(const httplib::Request& req, bool finals_only) {
+  // What a study's page or JSON asks for: the study, its reference variant (?reference=), pictures
+  // by their /artifact/ route, never inlined.
+  static ReportRequest study_request(const httplib::Request& req) {
     ReportRequest request;
     request.experiment = req.matches[1].str();
+    request.reference = req.get_param_value("reference");
+    request.inline_pictures = false;
+    return request;
+  }
+
+  // A study's report_data (finals_only: its final-values panel); an unknown study is a 400.
+  std::string study(const httplib::Request& req, bool finals_only) {
+    ReportRequest request = study_request(req);
     request.finals_only = finals_only;
     try {
       return report_data(store(), request);

@@ -48,14 +48,19 @@ struct RunsQuery {
                                      ///< started, duration) or a metric split/name
   bool descending = true;
   int64_t page = 0, size = 50;
+  std::string group;  ///< non-empty: every selected run grouped by this key (a runs column, tag.NAME
+                      ///< or a setting), each group's n and its metric columns' n, mean and sd
 };
 
 /// Final-values table of runs as JSON: {"total", "page", "size", "columns", "runs": [...],
-/// "experiments": [[name, runs, running]...], "settings": [...], "metrics": [...]}.
+/// "experiments": [[name, runs, running]...], "settings": [...], "metrics": [...]}, and with a
+/// group "group" and "groups": [{"value", "n", "stats": {metric: [n, mean, sd]}}...]. A filter on
+/// a setting that no run has is refused, naming the nearest setting that one has.
 std::string runs_json(ResultsStore& store, const RunsQuery& query);
 /// One run: its record, settings (first call only), metrics logged after `after` (a rowid, so
 /// that a page polls for what is new), pictures. {"run", "params", "metrics": [[rowid, metric,
-/// step, value]...], "last", "more", "artifacts"}.
+/// step, value, time, epoch]...], "last", "more", "artifacts"}; time in seconds since 1970, epoch
+/// null where none was logged.
 std::string run_json(ResultsStore& store, int64_t run_id, int64_t after, int64_t limit = 20000);
 /// What changes while a study trains: its runs' statuses and, while one is running, the
 /// database's newest metric rowid. A page re-reads the study when this changes.
@@ -70,6 +75,7 @@ std::string sweep_json(ResultsStore& store, const std::string& experiment, const
 std::string runs_page();
 std::string run_page(int64_t run_id);
 std::string sweep_page(const std::string& experiment);
+std::string compare_page();  ///< runs chosen in the address (?runs=3,7,12): curves overlaid, settings diffed
 
 /// The file `relative` under the run's own artifact folder, or empty when it is elsewhere
 /// (.., a link out, an absolute path), absent or not a regular file.

@@ -1,5 +1,5 @@
 // The pages of `htm serve` other than a study's (which is `htm report`'s page): the runs table,
-// one run's live curves, a sweep's parallel coordinates. Each is a fixed page whose script reads
+// one run's live curves, a sweep's parallel coordinates, chosen runs compared. Each is a fixed page whose script reads
 // the JSON routes; values reach the page only as text nodes and attributes (el() below), never
 // as HTML. A page that fails to draw says so in #errors, which the browser test reads.
 #include <string>
@@ -36,6 +36,10 @@ std::string sweep_page(const std::string& experiment) {
   return serve_page("htm serve: sweep " + experiment,
                     std::string(assets::sweep_html) +
                         page::script("const EXPERIMENT = " + page::quote(experiment) + ";\n" + assets::sweep_js));
+}
+
+std::string compare_page() {  // the runs come from the address: ?runs=3,7,12
+  return serve_page("htm serve: compare runs", std::string(assets::compare_html) + page::script(assets::compare_js));
 }
 
 }  // namespace htm::serve

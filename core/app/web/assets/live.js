@@ -23,7 +23,7 @@
           v.running ? `live: ${v.running} run(s) training; redrawn when they log` : 'live: nothing is training';
       if (version !== null && v.version !== version) {
         const started = performance.now();
-        const response = await fetch(LIVE);
+        const response = await fetch(LIVE + location.search);  // ?reference= as the page was asked
         if (response.ok) {
           render(await response.json());
           banner.textContent += ' (updated ' + new Date().toLocaleTimeString() + ')';

@@ -31,11 +31,260 @@ const yAxis = (options = {}) => Object.assign(
         }
       },
       ticks: {
-        callback(v) {
-          if (this.type !== 'logarithmic') return fmt(v, 4);
+        callback(v, i, ticks) {  // enough digits that neighbouring ticks differ (a narrow range: more than 4)
+          const step = ticks.length > 1 ? Math.abs(ticks[1].value - ticks[0].value) : 0;
+          const digits = step > 0 && v ? Math.ceil(Math.log10(Math.abs(v) / step)) + 1 : 4;
+          if (this.type !== 'logarithmic') return fmt(v, Math.min(12, Math.max(4, digits)));
           const mantissa = Math.round(v / 10 ** Math.floor(Math.log10(v)));
           return [1, 2, 5].includes(mantissa) ? fmt(v, 2) : '';
         }
       }
     },
     options);
+const COLORS =
+    ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
+const alpha = (c, a) => c + Math.round(a * 255).toString(16).padStart(2, '0');  // '#rrggbb' with opacity a
+// A setting as a reader writes it: TOML text without a string's quotes, and a float the store spells
+// shortest (1e+01, 3e-04) as a plain number where one is short enough (10, 0.0003).
+const setting = v => {
+  if (typeof v !== 'string') return v ?? '';
+  if (/^-?\d+(\.\d+)?e[+-]\d+$/.test(v) && Math.abs(Number(v)) >= 1e-6 && Math.abs(Number(v)) < 1e15)
+    return String(Number(v));
+  return v.replace(/^"(.*)"$/, '$1');
+};
+// Which way a metric is better, by its name: accuracies, F1s and throughputs up, losses and errors down.
+const higherIsBetter = m => /(accuracy|f1|precision|recall|auc|images_per_s|r2)$/.test(m);
+
+// ---- Chart controls, shared by the run, compare and study pages: smoothing (EMA; the raw line stays,
+// faint), the x axis (step, wall time, epoch where logged), zoom (drag across a chart; Shift+wheel; a
+// double click or "reset zoom" undoes it), a metric search and pinning a chart to the top. A page
+// gives each x-bound dataset a spec: Charts.line(canvas, panel, metric, config, specs), specs[i] for
+// chart.data.datasets[i]: {kind: 'line'|'raw'|'band'|'seed', points: [{step, time, epoch, y}]} or
+// {kind: 'ref', y} (a horizontal reference across the drawn x range). The settings live in the address.
+const Charts = (() => {
+  const q = new URLSearchParams(location.search);
+  const state = {
+    smooth: Math.min(0.99, Math.max(0, Number(q.get('smooth')) || 0)),
+    x: q.get('x') || 'step',
+    search: q.get('search') || '',
+    pinned: new Set((q.get('pin') || '').split(',').filter(s => s))
+  };
+  const TITLE = {step: 'step', time: 'wall time (s since the run started)', epoch: 'epoch'};
+  const entries = [];
+  let pinnedBox = null;
+  function save() {
+    if (location.protocol === 'file:') return;  // htm report's file: nothing to keep
+    const u = new URLSearchParams(location.search);
+    const put = (k, v) => v ? u.set(k, v) : u.delete(k);
+    put('smooth', state.smooth ? String(state.smooth) : '');
+    put('x', state.x === 'step' ? '' : state.x);
+    put('search', state.search);
+    put('pin', [...state.pinned].join(','));
+    history.replaceState(null, '', '?' + u.toString().replace(/%2F/g, '/').replace(/%2C/g, ','));
+  }
+  // TensorBoard's smoothing: an exponential moving average, debiased at the start.
+  function ema(points, w) {
+    let last = 0, k = 0;
+    return points.map(p => {
+      last = last * w + (1 - w) * p.y;
+      k++;
+      return Object.assign({}, p, {y: last / (1 - w ** k)});
+    });
+  }
+  const xy = points =>
+      points.filter(p => p[state.x] !== null && p[state.x] !== undefined).map(p => ({x: p[state.x], y: p.y}));
+  // The datasets' points for the current smoothing and x axis (a chart not yet drawn, or redrawn).
+  function fill(datasets, specs) {
+    let lo = Infinity, hi = -Infinity;
+    datasets.forEach((d, i) => {
+      const s = specs[i];
+      if (!s || s.kind === 'ref') return;
+      const smoothed = state.smooth > 0 && (s.kind === 'line' || s.kind === 'seed');
+      d.data = xy(smoothed ? ema(s.points, state.smooth) : s.points);
+      if (s.kind === 'raw') d.hidden = state.smooth === 0;
+      for (const p of d.data) lo = Math.min(lo, p.x), hi = Math.max(hi, p.x);
+    });
+    if (!(hi >= lo)) lo = 0, hi = 1;
+    datasets.forEach((d, i) => {
+      if (specs[i] && specs[i].kind === 'ref')
+        d.data = [{x: Math.min(lo, 0), y: specs[i].y}, {x: Math.max(hi, lo + 1), y: specs[i].y}];
+    });
+  }
+  function apply(entry) {
+    if (!entry.chart) return;  // not drawn yet: it will be, with the settings of then
+    fill(entry.chart.data.datasets, entry.specs);
+    entry.chart.options.scales.x.title.text = TITLE[state.x];
+    entry.chart.update('none');
+  }
+  // Charts beyond the first few are drawn a batch at a time after the page shows (about 12 ms each:
+  // a study of 40 metrics would otherwise keep the page blank for half a second more).
+  const EAGER = 6;
+  let queue = [], waiting = [], scheduled = false;
+  function drawQueued() {
+    const until = performance.now() + 40;
+    while (queue.length && performance.now() < until) queue.shift()();
+    if (queue.length) return setTimeout(drawQueued, 0);
+    scheduled = false;
+    waiting.splice(0).forEach(resolve => resolve());
+  }
+  // Resolves once every chart asked for is drawn.
+  const drawn = () => queue.length ? new Promise(resolve => waiting.push(resolve)) : Promise.resolve();
+  function zoom(entry, min, max) {
+    if (!entry.chart) return;
+    const x = entry.chart.options.scales.x;
+    if (min === undefined)
+      delete x.min, delete x.max;
+    else
+      x.min = min, x.max = max;
+    entry.panel.dataset.zoomed = min === undefined ? 'no' : 'yes';
+    entry.chart.update('none');
+  }
+  function filter() {
+    const words = state.search.toLowerCase().split(/\s+/).filter(w => w);
+    let shown = 0;
+    for (const e of entries) {
+      e.panel.hidden = !words.every(w => e.metric.toLowerCase().includes(w));
+      shown += !e.panel.hidden;
+    }
+    document.body.dataset.shownCharts = shown;
+  }
+  function pin(entry, on) {
+    if (on)
+      state.pinned.add(entry.metric);
+    else
+      state.pinned.delete(entry.metric);
+    entry.button.textContent = on ? '★' : '☆';
+    entry.panel.dataset.pinned = on ? 'yes' : 'no';
+    if (pinnedBox) (on ? pinnedBox : entry.home).prepend(entry.panel);
+    if (pinnedBox) pinnedBox.hidden = !pinnedBox.children.length;
+  }
+  // Drag across the plot to zoom into that x range; Shift+wheel zooms about the pointer.
+  function zoomable(entry) {
+    const {chart} = entry, canvas = chart.canvas, box = canvas.parentNode;
+    const band = el('div', {class: 'zoom-band', hidden: ''});
+    box.append(band);
+    let from = null;
+    canvas.addEventListener('mousedown', e => {
+      if (e.button !== 0) return;
+      from = e.offsetX;
+      Object.assign(band.style, {left: from + 'px', width: '0px'});
+      band.hidden = false;
+    });
+    canvas.addEventListener('mousemove', e => {
+      if (from === null) return;
+      Object.assign(band.style, {left: Math.min(from, e.offsetX) + 'px', width: Math.abs(e.offsetX - from) + 'px'});
+    });
+    window.addEventListener('mouseup', e => {
+      if (from === null) return;
+      const to = e.clientX - canvas.getBoundingClientRect().left, a = Math.min(from, to), b = Math.max(from, to);
+      from = null;
+      band.hidden = true;
+      if (b - a < 5) return;
+      const scale = chart.scales.x;
+      zoom(
+          entry, scale.getValueForPixel(Math.max(a, chart.chartArea.left)),
+          scale.getValueForPixel(Math.min(b, chart.chartArea.right)));
+    });
+    canvas.addEventListener('wheel', e => {
+      if (!e.shiftKey) return;
+      e.preventDefault();
+      const delta = e.deltaY || e.deltaX;  // with Shift held, browsers turn the wheel sideways
+      const scale = chart.scales.x, at = scale.getValueForPixel(e.offsetX), f = delta < 0 ? 0.8 : 1.25;
+      zoom(entry, at - (at - scale.min) * f, at + (scale.max - at) * f);
+    });
+    canvas.addEventListener('dblclick', () => zoom(entry));
+  }
+  // A line chart drawn once, with the current settings: `config` as Chart.js takes it, its datasets'
+  // points from `specs`; joined to the controls at once, drawn at once or soon after (drawn()).
+  function line(canvas, panel, metric, config, specs) {
+    const entry = join({chart: null, panel, metric, specs});
+    const draw = () => {
+      fill(config.data.datasets, specs);
+      config.options.scales.x.title = {display: true, text: TITLE[state.x]};
+      entry.chart = new Chart(canvas, config);
+      zoomable(entry);
+    };
+    if (entries.length <= EAGER) {
+      draw();
+    } else {
+      queue.push(draw);
+      if (!scheduled) scheduled = true, setTimeout(drawQueued, 0);
+    }
+    return entry;
+  }
+  // A chart drawn by the page joins the controls, and is drawn again with their settings.
+  function add(chart, panel, metric, specs) {
+    const entry = join({chart, panel, metric, specs});
+    zoomable(entry);
+    apply(entry);
+    return entry;
+  }
+  // Its panel gets a pin, and is shown or hidden by the search.
+  function join(entry) {
+    const button = el('button', {class: 'pin', type: 'button', title: 'pin to the top'}, '☆');
+    Object.assign(entry, {button, home: entry.panel.parentNode});
+    button.addEventListener('click', () => {
+      pin(entry, !state.pinned.has(entry.metric));
+      save();
+    });
+    entry.panel.querySelector('h3').append(button);
+    entry.panel.dataset.zoomed = 'no';
+    entries.push(entry);
+    if (state.pinned.has(entry.metric)) pin(entry, true);
+    filter();
+    return entry;
+  }
+  // The bar above a page's charts: search, smoothing, x axis (`axes`: those the data has), reset
+  // zoom, and `extra` controls of the page's own.
+  function bar(container, axes, ...extra) {
+    if (!axes.includes(state.x)) state.x = 'step';
+    if (pinnedBox) pinnedBox.remove();  // a page drawn again (a study that trains) builds its bar again
+    const search =
+        el('input', {type: 'search', id: 'metric-search', placeholder: 'search metrics', value: state.search});
+    search.addEventListener('input', () => {
+      state.search = search.value.trim();
+      filter();
+      save();
+    });
+    const slider = el('input', {type: 'range', id: 'smoothing', min: 0, max: 0.99, step: 0.01, value: state.smooth});
+    const shown = el('span', {class: 'muted'}, String(state.smooth));
+    let queued = false;
+    slider.addEventListener('input', () => {
+      state.smooth = Number(slider.value);
+      shown.textContent = slider.value;
+      if (queued) return;
+      queued = true;
+      requestAnimationFrame(() => {
+        queued = false;
+        entries.forEach(apply);
+        save();
+      });
+    });
+    const axis = el('select', {id: 'x-axis'}, ...axes.map(a => el('option', {value: a}, TITLE[a])));
+    axis.value = state.x;
+    axis.addEventListener('change', () => {
+      state.x = axis.value;
+      for (const e of entries) zoom(e), apply(e);
+      save();
+    });
+    const reset = el('button', {type: 'button', id: 'reset-zoom'}, 'reset zoom');
+    reset.addEventListener('click', () => entries.forEach(e => zoom(e)));
+    const lab = (text, ...kids) => el('label', {}, text, ' ', ...kids);
+    container.replaceChildren(
+        lab('metrics', search), lab('smoothing', slider, shown), lab('x axis', axis), reset, ...extra,
+        el('span', {class: 'muted'}, 'drag across a chart to zoom (Shift+wheel too; double click: back)'));
+    container.classList.add('chart-controls');
+    pinnedBox = el('div', {class: 'grid', id: 'pinned', hidden: ''});
+    container.after(pinnedBox);
+  }
+  // The x axes the points allow: step always, wall time and epoch where every line has them.
+  const axesOf = points => ['step', 'time', 'epoch'].filter(
+      a => a === 'step' || points.some(p => p[a] !== null && p[a] !== undefined));
+  const clear = () => {  // the page draws everything again
+    entries.length = 0;
+    queue = [];
+    if (pinnedBox) pinnedBox.replaceChildren();
+    waiting.splice(0).forEach(resolve => resolve());
+  };
+  return {add, line, apply, bar, axesOf, clear, drawn, state, entries};
+})();

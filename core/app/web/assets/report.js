@@ -4,12 +4,59 @@
 // render(D) draws the whole page from report_data's JSON; `htm serve` calls it again with fresh
 // data while a study trains, so each section empties its container first.
 let D = null;
-const COLORS =
-    ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
 const color = v => COLORS[D.variants.indexOf(v) % COLORS.length];
-const alpha = (c, a) => c + Math.round(a * 255).toString(16).padStart(2, '0');
 const nodata = text => el('div', {class: 'nodata'}, text);
-let charts = 0;
+let charts = 0, renders = 0;
+
+// Per-seed lines (htm serve's study page): every run's own curve, thin, in its variant's colour, read
+// from /api/run/ID the first time they are asked for, kept while the page redraws.
+const SeedLines = {
+  on: false,
+  rows: null,  // run id → metric → points
+  async load() {
+    this.rows = {};
+    for (const r of D.runs) {
+      const series = this.rows[r.id] = {};
+      let last = 0, page;
+      do {
+        const response = await fetch(`/api/run/${r.id}?after=${last}&limit=100000`);
+        page = await response.json();
+        if (!response.ok) throw new Error(page.error || response.statusText);
+        for (const [, metric, step, y, time, epoch] of page.metrics)
+          (series[metric] = series[metric] || []).push({step, time: time - r.started, epoch, y});
+        last = page.last;
+      } while (page.more);
+      for (const points of Object.values(series)) points.sort((a, b) => a.step - b.step);
+    }
+  },
+  async show(on) {
+    this.on = on;
+    if (on && !this.rows) await this.load();
+    await Charts.drawn();
+    let lines = 0;
+    for (const entry of Charts.entries) {
+      const {chart, specs, metric} = entry;
+      for (let i = specs.length - 1; i >= 0; i--)
+        if (specs[i].kind === 'seed') specs.splice(i, 1), chart.data.datasets.splice(i, 1);
+      if (on)
+        for (const r of D.runs) {
+          const points = (this.rows[r.id] || {})[metric];
+          if (!points) continue;
+          chart.data.datasets.push({
+            label: `run ${r.id} (${r.variant}, seed ${r.seed})`,
+            data: [],
+            borderColor: alpha(color(r.variant), 0.45),
+            borderWidth: 0.8,
+            pointRadius: 0
+          });
+          specs.push({kind: 'seed', points});
+          lines++;
+        }
+      Charts.apply(entry);
+    }
+    document.body.dataset.seedLines = lines;
+  }
+};
 
 function render(data) {
   D = data;
@@ -65,7 +112,7 @@ function render(data) {
         el('table', {},
            el('tr', {}, el('th', {}, 'setting'), ...D.variants.map(v => el('th', {style: `color:${color(v)}`}, v))));
     D.differs.keys.forEach(
-        (k, i) => t.append(el('tr', {}, el('td', {}, k), ...D.differs.values[i].map(x => el('td', {}, x)))));
+        (k, i) => t.append(el('tr', {}, el('td', {}, k), ...D.differs.values[i].map(x => el('td', {}, setting(x))))));
     box.append(t, el('p', {class: 'muted'}, `${D.differs.same} other settings are equal in every variant.`));
   })();
 
@@ -73,6 +120,18 @@ function render(data) {
   // variant's mean and its one-sided bound against the target
   (() => {
     const box = document.getElementById('finals');
+    if (location.protocol !== 'file:' && D.finals.length && D.finals[0].reference) {  // htm serve: ?reference=
+      const pick = el('select', {id: 'reference'}, ...D.variants.map(v => el('option', {value: v}, v)));
+      pick.value = D.finals[0].reference;
+      pick.addEventListener('change', () => {
+        const q = new URLSearchParams(location.search);
+        q.set('reference', pick.value);
+        location.search = q.toString();
+      });
+      box.append(
+          el('p', {}, el('label', {class: 'muted'}, 'reference variant ', pick),
+             el('span', {class: 'muted'}, '  Variants are listed best mean first (★).')));
+    }
     for (const w of D.warnings) box.append(el('p', {class: 'bad warning'}, 'warning: ' + w));
     const grid = el('div', {class: 'grid'});
     box.append(D.finals.length ? grid : nodata('No metric to compare.'));  // in the page before charts are drawn
@@ -99,7 +158,11 @@ function render(data) {
         if (f.target) heads.push((f.target.at_least ? 'lower' : 'upper') + ' 95% bound');
         if (ph.rows.some(r => r.collapsed >= 0)) heads.push('collapsed');
         const t = el('table', {class: 'compare'}, el('tr', {}, ...heads.map(c => el('th', {}, c))));
-        for (const r of ph.rows) {
+        // Best mean first: higher for accuracies and F1s, lower for losses and errors.
+        const up = higherIsBetter(f.metric), key = r => r.mean === null ? Infinity : up ? -r.mean : r.mean;
+        const rows = ph.rows.slice().sort((a, b) => key(a) - key(b));
+        for (const r of rows) {
+          const best = r === rows[0] && rows.length > 1 && r.mean !== null;
           const cells = [
             el('td', {style: `color:${color(r.variant)}`}, r.variant), el('td', {class: 'num'}, r.n),
             el('td', {class: 'num'}, fmt(r.mean)), el('td', {class: 'num'}, fmt(r.sd, 3)),
@@ -116,14 +179,20 @@ function render(data) {
                 el('td', {class: 'num ' + (r.met ? '' : 'bad')},
                    r.bound === null ? '' : `${fmt(r.bound, 4)} ${r.met ? 'met' : 'not met'}`));
           if (r.collapsed >= 0) cells.push(el('td', {class: 'num'}, `${r.collapsed} of ${r.n}`));
-          t.append(el('tr', {}, ...cells));
+          t.append(el('tr', {'data-variant': r.variant, class: best ? 'best' : ''}, ...cells));
         }
         const canvas = el('canvas');
         panel.append(el('div', {class: 'final-body'}, t, el('div', {class: 'chart'}, canvas)));
-        if (ph.family)
+        if (ph.family) {  // why htm compare with one --metric gives other adjusted p
+          const flags = D.finals.map(g => '--metric ' + g.metric).join(' ');
           panel.append(
-              el('p', {class: 'muted'}, `p (${f.adjust}): adjusted over the ${ph.family} comparisons of this phase.`));
-        const rows = ph.rows, dot = (i, k, n) => i + (k - (n - 1) / 2) * Math.min(0.08, 0.6 / n);
+              el('p', {class: 'muted family'},
+                 `p (${f.adjust}): adjusted over the ${ph.family} comparisons of this phase, every variant against ` +
+                     `the reference on each of the ${D.finals.length} metric(s) of this page; htm compare adjusts ` +
+                     `over the metrics it is given, so "htm compare ${D.experiment} ${flags}" gives these p, and ` +
+                     `one --metric alone a smaller family.`));
+        }
+        const dot = (i, k, n) => i + (k - (n - 1) / 2) * Math.min(0.08, 0.6 / n);
         const datasets = [
           {
             label: 'seeds',
@@ -206,65 +275,73 @@ function render(data) {
   const isReference = m => /\/(baseline|random|agglomerative)\/|baseline_mse$/.test(m);
   const main = m =>
       /^(train\/loss|test\/mse|test\/accuracy|test\/[^/]*f1|train\/epoch_loss)$/.test(m) && !isReference(m);
+  const pointsOf = (s, ys) =>
+      s.step.map((step, i) => ({step, time: s.time ? s.time[i] : null, epoch: s.epoch ? s.epoch[i] : null, y: ys[i]}));
   function curve(c, box) {
     const canvas = el('canvas');
     const head = el('h3', {}, c.metric);
     const panel = el('div', {class: 'panel curve', 'data-metric': c.metric}, head, el('div', {class: 'chart'}, canvas));
     box.append(panel);
-    const datasets = [];
-    let lo = Infinity, hi = -Infinity;
-    for (const s of c.series) {
-      const col = color(s.variant), xy = ys => s.step.map((x, i) => ({x, y: ys[i]}));
+    const datasets = [], specs = [];
+    // A reference every variant shares (a random floor, the data's own ceiling) is drawn once: five
+    // equal translucent bands on top of each other would read as one opaque box.
+    const same = c.series.length > 1 &&
+        c.series.every(
+            s => JSON.stringify([s.step, s.mean, s.lo, s.hi]) ===
+                JSON.stringify([c.series[0].step, c.series[0].mean, c.series[0].lo, c.series[0].hi]));
+    if (same) panel.dataset.shared = 'yes';
+    for (const s of same ? [Object.assign({}, c.series[0], {variant: 'every variant', shared: true})] : c.series) {
+      const col = s.shared ? '#555555' : color(s.variant), mean = pointsOf(s, s.mean);
       datasets.push(
-          {label: s.variant + ' min', data: xy(s.lo), borderWidth: 0, pointRadius: 0, fill: false}, {
+          {label: s.variant + ' min', data: [], borderWidth: 0, pointRadius: 0, fill: false}, {
             label: s.variant + ' max',
-            data: xy(s.hi),
+            data: [],
             borderWidth: 0,
             pointRadius: 0,
             fill: '-1',
             backgroundColor: alpha(col, 0.18)
           },
-          {
+          {label: s.variant + ' raw', data: [], borderColor: alpha(col, 0.3), borderWidth: 1, pointRadius: 0}, {
             label: s.variant,
-            data: xy(s.mean),
+            data: [],
             borderColor: col,
             backgroundColor: col,
             borderWidth: 1.5,
             pointRadius: s.step.length < 3 ? 3 : 0
           });
-      lo = Math.min(lo, ...s.step);
-      hi = Math.max(hi, ...s.step);
+      specs.push(
+          {kind: 'band', points: pointsOf(s, s.lo)}, {kind: 'band', points: pointsOf(s, s.hi)},
+          {kind: 'raw', points: mean}, {kind: 'line', points: mean});
     }
-    for (const r of referencesOf(c.metric))  // across the whole run, even when the curve has one point
-      datasets.push({
-        label: r.label,
-        data: [{x: Math.min(lo, 0), y: r.value}, {x: Math.max(hi, 1), y: r.value}],
-        borderColor: '#555',
-        borderDash: [6, 4],
-        borderWidth: 1,
-        pointRadius: 0
-      });
-    const chart = new Chart(canvas, {
-      type: 'line',
-      data: {datasets},
-      options: {
-        animation: false,
-        maintainAspectRatio: false,
-        parsing: true,
-        normalized: true,
-        interaction: {mode: 'nearest', intersect: false},
-        plugins: {legend: {labels: {boxWidth: 10, filter: i => !/ (min|max)$/.test(i.text)}}},
-        scales: {
-          x: {type: 'linear', title: {display: true, text: 'step'}},
-          y: yAxis({type: c.log ? 'logarithmic' : 'linear'})
-        }
-      }
-    });
+    for (const r of referencesOf(c.metric)) {  // across the whole run, even when the curve has one point
+      datasets.push(
+          {label: r.label, data: [], borderColor: '#555', borderDash: [6, 4], borderWidth: 1, pointRadius: 0});
+      specs.push({kind: 'ref', y: r.value});
+    }
+    const entry = Charts.line(
+        canvas, panel, c.metric, {
+          type: 'line',
+          data: {datasets},
+          options: {
+            animation: false,
+            maintainAspectRatio: false,
+            parsing: false,
+            normalized: true,
+            interaction: {mode: 'nearest', intersect: false},
+            plugins: {legend: {labels: {boxWidth: 10, filter: i => !/ (min|max|raw)$|^run \d/.test(i.text)}}},
+            scales: {
+              x: {type: 'linear', title: {display: true, text: 'step'}},
+              y: yAxis({type: c.log ? 'logarithmic' : 'linear'})
+            }
+          }
+        },
+        specs);
     if (c.log) {  // a metric spanning decades starts on a log scale, with a switch
       const box = el('input', {type: 'checkbox', checked: ''});
       box.addEventListener('change', () => {
-        chart.options.scales.y.type = box.checked ? 'logarithmic' : 'linear';
-        chart.update();
+        if (!entry.chart) return;
+        entry.chart.options.scales.y.type = box.checked ? 'logarithmic' : 'linear';
+        entry.chart.update();
       });
       head.append(el('label', {class: 'muted'}, box, ' log'));
     }
@@ -272,9 +349,20 @@ function render(data) {
   }
   (() => {
     const box = document.getElementById('curves'), more = document.getElementById('more-curves');
+    Charts.clear();
+    const points = D.curves.flatMap(c => c.series.flatMap(s => pointsOf(s, s.mean)));
+    const extra = [];
+    if (location.protocol !== 'file:') {  // htm serve: each seed's own line, read from the server when asked
+      const seeds = el('input', {type: 'checkbox', id: 'seed-lines'});
+      seeds.checked = SeedLines.on;
+      seeds.addEventListener('change', () => SeedLines.show(seeds.checked));
+      extra.push(el('label', {}, seeds, ' per-seed lines'));
+    }
+    Charts.bar(document.getElementById('controls'), Charts.axesOf(points), ...extra);
     if (!D.curves.length) box.append(nodata('These runs logged no metrics.'));
     for (const c of D.curves.filter(c => main(c.metric))) curve(c, box);
     for (const c of D.curves.filter(c => !main(c.metric))) curve(c, more);
+    if (SeedLines.on) SeedLines.show(true);
   })();
 
   // ---- pictures: per variant, a seed picker over the runs whose pictures the page holds
@@ -287,12 +375,13 @@ function render(data) {
       const runs = [...new Set(mine.map(p => p.run))];
       const figures = el('div', {class: 'grid'});
       const show = run => {
-        figures.replaceChildren(
-            ...mine.filter(p => p.run === run)
-                .map(
-                    p => el(
-                        'figure', {}, p.src ? el('img', {src: p.src, alt: p.kind}) : nodata('missing file: ' + p.path),
-                        el('figcaption', {}, `${p.kind} (run ${p.run}, seed ${p.seed})`))));
+        figures.replaceChildren(...mine.filter(p => p.run === run)
+                                    .map(
+                                        p =>
+                                            el('figure', {},
+                                               p.src ? el('img', {src: p.src, alt: p.kind, loading: 'lazy'}) :
+                                                       nodata('missing file: ' + p.path),
+                                               el('figcaption', {}, `${p.kind} (run ${p.run}, seed ${p.seed})`))));
       };
       const picker =
           el('select', {class: 'seed-picker', 'aria-label': variant + ' seed'},
@@ -304,21 +393,25 @@ function render(data) {
       show(runs[0]);
     }
   })();
-  // A self-check the browser tests read: how many charts were drawn, and how many canvases
-  // stayed blank (every pixel transparent).
-  const blank = [...document.querySelectorAll('canvas')]
-                    .filter(c => {
-                      if (!c.width || !c.height) return true;  // never laid out: as good as blank
-                      const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-                      for (let i = 3; i < px.length; i += 4)
-                        if (px[i] !== 0) return false;
-                      return true;
-                    })
-                    .length;
-  document.body.dataset.charts = charts;
-  document.body.dataset.canvases = document.querySelectorAll('canvas').length;
-  document.body.dataset.blank = blank;
-  document.body.dataset.ready = 'yes';
-  document.body.dataset.renders = Number(document.body.dataset.renders || 0) + 1;
+  // A self-check the browser tests read, once every chart is drawn: how many charts were drawn, and
+  // how many canvases stayed blank (every pixel transparent).
+  const drawing = ++renders;
+  Charts.drawn().then(() => {
+    if (drawing !== renders) return;  // drawn again meanwhile (a study that trains)
+    const blank = [...document.querySelectorAll('canvas')]
+                      .filter(c => {
+                        if (!c.width || !c.height) return true;  // never laid out: as good as blank
+                        const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                        for (let i = 3; i < px.length; i += 4)
+                          if (px[i] !== 0) return false;
+                        return true;
+                      })
+                      .length;
+    document.body.dataset.charts = charts;
+    document.body.dataset.canvases = document.querySelectorAll('canvas').length;
+    document.body.dataset.blank = blank;
+    document.body.dataset.ready = 'yes';
+    document.body.dataset.renders = Number(document.body.dataset.renders || 0) + 1;
+  });
 }
 render(JSON.parse(document.getElementById('data').textContent));

@@ -18,8 +18,74 @@ const svg = (tag, attrs = {}, text) => {
   if (text !== undefined) e.textContent = text;
   return e;
 };
-const shown = v => v.replace(/^"(.*)"$/, '$1');         // settings are TOML text: a string without its quotes
+const shown = setting;  // settings are TOML text: shown without a string's quotes, 1e+01 as 10
 const colour = t => `hsl(${(1 - t) * 230}, 75%, 45%)`;  // blue (low) to red (high)
+// The colour scale, and which end of it is better.
+function legend(lo, hi, up) {
+  const bar = el('span', {class: 'scale'});
+  bar.style.background = `linear-gradient(to right, ${colour(0)}, ${colour(0.5)}, ${colour(1)})`;
+  return el(
+      'p', {id: 'sweep-legend'}, el('span', {}, fmt(lo, 4) + ' '), bar, el('span', {}, ' ' + fmt(hi, 4)),
+      el('span', {class: 'muted'},
+         `  colour: final value, blue low, red high; ${up ? 'higher' : 'lower'} is better ` +
+             `(${up ? 'red' : 'blue'})`));
+}
+// Brushing: a drag along an axis keeps the lines that cross it inside the dragged range; with
+// several brushes, those inside all. A click (no drag) on an axis clears its brush.
+function brushes(plot, axes, x, y, scale) {
+  const ranges = axes.map(() => null), lines = [...plot.querySelectorAll('polyline.run')];
+  const at = (line, i) => Number(line.getAttribute('points').split(' ')[i].split(',')[1]);
+  const refresh = () => {
+    let kept = 0;
+    for (const line of lines) {
+      const inside = ranges.every((r, i) => !r || (at(line, i) >= r[0] && at(line, i) <= r[1]));
+      line.setAttribute('stroke-opacity', inside ? 0.75 : 0.06);
+      line.dataset.kept = inside ? 'yes' : 'no';
+      kept += inside;
+    }
+    document.body.dataset.kept = kept;
+  };
+  axes.forEach((a, i) => {
+    const band = svg(
+        'rect', {x: x(i) - 8, width: 16, y: y(1), height: 0, class: 'brush', fill: '#1f77b4', 'fill-opacity': 0.25});
+    const hit = svg('rect', {
+      x: x(i) - 10,
+      width: 20,
+      y: y(1) - 8,  // a little beyond the ends, so a drag can start above the top line
+      height: y(0) - y(1) + 16,
+      fill: 'transparent',
+      class: 'axis-hit',
+      'data-axis': a.key,
+      cursor: 'ns-resize'
+    });
+    let from = null;
+    const svgY = e => {
+      const p = plot.createSVGPoint();
+      p.x = e.clientX, p.y = e.clientY;
+      return p.matrixTransform(plot.getScreenCTM().inverse()).y;
+    };
+    hit.addEventListener('mousedown', e => {
+      from = svgY(e);
+      e.preventDefault();
+    });
+    plot.addEventListener('mousemove', e => {
+      if (from === null) return;
+      const to = svgY(e);
+      band.setAttribute('y', Math.min(from, to));
+      band.setAttribute('height', Math.abs(to - from));
+    });
+    window.addEventListener('mouseup', e => {
+      if (from === null) return;
+      const to = svgY(e), a0 = Math.min(from, to), a1 = Math.max(from, to);
+      from = null;
+      ranges[i] = a1 - a0 < 3 ? null : [a0, a1];
+      if (!ranges[i]) band.setAttribute('height', 0);
+      refresh();
+    });
+    plot.append(band, hit);
+  });
+  refresh();
+}
 (async () => {
   const q = new URLSearchParams({metric: params.get('metric') || 'test/mse', phase: params.get('phase') || 'explore'});
   let D;
@@ -37,11 +103,21 @@ const colour = t => `hsl(${(1 - t) * 230}, 75%, 45%)`;  // blue (low) to red (hi
   }
   choose.elements.metric.replaceChildren(...D.metrics.map(m => el('option', {}, m)));
   choose.elements.metric.value = D.metric;
-  document.getElementById('summary').textContent =
-      `${D.runs.length} finished runs, ${D.settings.length} settings that differ; ` +
-      `colour and last axis: final ${D.metric}`;
   // Axes: each setting (numbers on a linear scale, anything else as evenly spaced levels), then the metric.
-  const axes = D.settings.map((key, i) => {
+  // A setting that takes one value wherever it is set (a plugin's own, "(unset)" under the others)
+  // says no more than the plugin's axis: it is left out.
+  const varying = D.settings.map((key, i) => i)
+                      .filter(i => new Set(D.runs.map(r => r.settings[i]).filter(v => v !== '(unset)')).size > 1);
+  const up = higherIsBetter(D.metric);
+  document.getElementById('summary').textContent =
+      `${D.runs.length} finished runs, ${D.settings.length} settings that differ` +
+      (D.settings.length > varying.length ?
+           ` (${D.settings.length - varying.length} set by one plugin only, to one value, not drawn)` :
+           '') +
+      `; colour and last axis: final ${D.metric}. Drag along an axis to keep the runs in that range ` +
+      `(several axes: all of them); a click on an axis clears it.`;
+  const axes = varying.map(i => {
+    const key = D.settings[i];
     const values = D.runs.map(r => shown(r.settings[i]));
     const levels = [...new Set(values)];
     const numeric = levels.every(v => v !== '' && !isNaN(Number(v)));
@@ -64,10 +140,11 @@ const colour = t => `hsl(${(1 - t) * 230}, 75%, 45%)`;  // blue (low) to red (hi
     value: r => r.value,
     metric: true
   });
-  const W = Math.max(640, 150 * axes.length), H = 380, top = 40, bottom = 30, left = 70, right = 90;
+  const W = Math.max(1100, 130 * axes.length), H = 380, top = 40, bottom = 30, left = 70, right = 90;
   const x = i => left + (axes.length > 1 ? i * (W - left - right) / (axes.length - 1) : (W - left - right) / 2);
   const y = t => top + (1 - t) * (H - top - bottom);
-  const plot = svg('svg', {width: W, height: H, viewBox: `0 0 ${W} ${H}`, id: 'parallel'});
+  // As wide as the column, whatever the number of axes (the drawing scales).
+  const plot = svg('svg', {width: '100%', viewBox: `0 0 ${W} ${H}`, id: 'parallel'});
   const runs = svg('g', {id: 'lines'});
   for (const r of D.runs) {
     const at = (a, i) => `${x(i).toFixed(1)},${y(a.metric ? scale(r.value) : a.pos(a.value(r))).toFixed(1)}`;
@@ -100,7 +177,8 @@ const colour = t => `hsl(${(1 - t) * 230}, 75%, 45%)`;  // blue (low) to red (hi
     }
     plot.append(g);
   });
-  document.getElementById('plot').replaceChildren(el('div', {style: 'overflow-x: auto'}, plot));
+  brushes(plot, axes, x, y, scale);
+  document.getElementById('plot').replaceChildren(legend(lo, hi, up), plot);
   const imp = D.importance.slice().sort((a, b) => (b.eta2 ?? -1) - (a.eta2 ?? -1));
   const t =
       el('table', {id: 'importance-table'},

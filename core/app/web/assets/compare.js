@@ -1,0 +1,152 @@
+'use strict';
+// htm serve's compare page: the runs in the address (?runs=3,7,12, from any studies), each a colour;
+// per metric one chart with every run's curve over it (the chart controls of page.js), and their
+// settings side by side, those that differ first.
+const ids = [...new Set((new URLSearchParams(location.search).get('runs') || '').split(',').map(Number))]
+                .filter(n => Number.isInteger(n) && n > 0)
+                .slice(0, 50);
+const MAIN = /^(train\/loss|test\/mse|test\/accuracy|test\/[^/]*f1|train\/epoch_loss)$/;
+// Every row of a run, page after page (the route hands out at most 20,000 at a time).
+async function load(id) {
+  let last = 0, D, rows = [];
+  do {
+    D = await get(`/api/run/${id}?after=${last}&limit=100000`);
+    rows = rows.concat(D.metrics);
+    last = D.last;
+  } while (D.more);
+  return {run: D.run, params: D.params || [], rows};
+}
+const lineOf = i => ({color: COLORS[i % COLORS.length], dash: i >= COLORS.length ? [6, 3] : []});
+function legend(runs) {
+  const finals = ['test/mse', 'test/accuracy', 'test/cluster_f1', 'test/sibling_f1'].filter(
+      m => runs.some(r => r.final[m] !== undefined));
+  const t =
+      el('table', {id: 'compare-runs'},
+         el('tr', {}, el('th', {}, ''), el('th', {}, 'run'), el('th', {}, 'experiment'), el('th', {}, 'variant'),
+            el('th', {}, 'seed'), el('th', {}, 'status'), ...finals.map(m => el('th', {}, m)), el('th', {}, '')));
+  runs.forEach((r, i) => {
+    const rest = ids.filter(id => id !== r.run.id).join(',');
+    t.append(
+        el('tr', {'data-run': r.run.id},
+           el('td', {}, el('span', {class: 'swatch', style: `background:${lineOf(i).color}`})),
+           el('td', {}, el('a', {href: '/run/' + r.run.id}, String(r.run.id))),
+           el('td', {}, el('a', {href: '/study/' + encodeURIComponent(r.run.experiment)}, r.run.experiment)),
+           el('td', {}, r.run.variant), el('td', {class: 'num'}, r.run.seed ?? ''),
+           el('td', {class: STATUS_CLASS[r.run.status] || ''}, r.run.status),
+           ...finals.map(m => el('td', {class: 'num'}, fmt(r.final[m]))),
+           el('td', {}, el('a', {href: '/compare?runs=' + rest, class: 'muted'}, 'remove'))));
+  });
+  document.getElementById('legend').replaceChildren(t);
+}
+function charts(runs) {
+  const metrics = [...new Set(runs.flatMap(r => Object.keys(r.series)))].sort(
+      (a, b) => (MAIN.test(b) - MAIN.test(a)) || a.localeCompare(b));
+  const box = document.getElementById('curves');
+  if (!metrics.length) box.append(el('div', {class: 'nodata'}, 'These runs logged no metrics.'));
+  for (const metric of metrics) {
+    const canvas = el('canvas');
+    const panel =
+        el('div', {class: 'panel curve', 'data-metric': metric}, el('h3', {}, metric),
+           el('div', {class: 'chart'}, canvas));
+    box.append(panel);
+    const datasets = [], specs = [];
+    runs.forEach((r, i) => {
+      const points = r.series[metric];
+      if (!points) return;
+      const {color, dash} = lineOf(i), radius = points.length < 3 ? 3 : 0;
+      const label = `run ${r.run.id} ${r.run.variant}`;
+      datasets.push(
+          {label: label + ' (raw)', data: [], borderColor: alpha(color, 0.25), borderWidth: 1, pointRadius: 0});
+      specs.push({kind: 'raw', points});
+      datasets.push({
+        label,
+        data: [],
+        borderColor: color,
+        backgroundColor: color,
+        borderDash: dash,
+        borderWidth: 1.5,
+        pointRadius: radius
+      });
+      specs.push({kind: 'line', points});
+    });
+    panel.dataset.lines = specs.filter(s => s.kind === 'line').length;
+    Charts.line(
+        canvas, panel, metric, {
+          type: 'line',
+          data: {datasets},
+          options: {
+            animation: false,
+            maintainAspectRatio: false,
+            parsing: false,
+            normalized: true,
+            interaction: {mode: 'nearest', intersect: false},
+            plugins: {legend: {labels: {boxWidth: 10, filter: i => !/\(raw\)$/.test(i.text)}}},
+            scales: {x: {type: 'linear', title: {display: true, text: 'step'}}, y: yAxis()}
+          }
+        },
+        specs);
+  }
+  return metrics.length;
+}
+function settings(runs) {
+  const values = runs.map(r => Object.fromEntries(r.params));
+  const keys = [...new Set(runs.flatMap(r => r.params.map(([k]) => k)))].sort();
+  const differs = k => new Set(values.map(v => v[k] ?? '(unset)')).size > 1;
+  const ordered = keys.filter(differs).concat(keys.filter(k => !differs(k)));
+  const t =
+      el('table', {id: 'settings-table'},
+         el('tr', {}, el('th', {}, 'setting'),
+            ...runs.map((r, i) => el('th', {style: `color:${lineOf(i).color}`}, `run ${r.run.id}`))));
+  for (const k of ordered) {
+    const d = differs(k);
+    t.append(
+        el('tr', {'data-differs': d ? 'yes' : 'no', class: d ? '' : 'same'}, el('td', {}, k),
+           ...values.map(
+               v => el('td', {class: d ? 'differs' : 'muted'}, v[k] === undefined ? '(unset)' : setting(v[k])))));
+  }
+  const all = document.getElementById('all-settings');
+  const show = () => t.classList.toggle('only-differing', !all.checked);
+  all.addEventListener('change', show);
+  show();
+  const n = keys.filter(differs).length;
+  document.getElementById('settings')
+      .replaceChildren(el('p', {class: 'muted', id: 'settings-summary'}, `${n} of ${keys.length} settings differ.`), t);
+  return n;
+}
+(async () => {
+  const summary = document.getElementById('summary');
+  if (!ids.length) {
+    summary.replaceChildren(
+        el('div', {class: 'nodata', id: 'no-runs'},
+           'No runs chosen: tick runs in the runs table, then "compare" (or open /compare?runs=3,7).'));
+    document.body.dataset.ready = 'yes';
+    return;
+  }
+  const runs = [], missing = [];
+  for (const result of await Promise.allSettled(ids.map(load)))
+    if (result.status === 'fulfilled')
+      runs.push(result.value);
+    else
+      missing.push(result.reason.message);
+  for (const r of runs) {  // metric → points, and each metric's final value
+    r.series = {};
+    r.final = {};
+    for (const [, metric, step, y, time, epoch] of r.rows) {
+      (r.series[metric] = r.series[metric] || []).push({step, time: time - r.run.started, epoch, y});
+    }
+    for (const [metric, points] of Object.entries(r.series)) {  // by step; at one step, as logged
+      points.sort((a, b) => a.step - b.step);
+      r.final[metric] = points[points.length - 1].y;
+    }
+  }
+  const studies = new Set(runs.map(r => r.run.experiment)).size;
+  summary.textContent = `${runs.length} run(s) from ${studies} ${studies === 1 ? 'study' : 'studies'}`;
+  if (missing.length) summary.append(el('div', {class: 'bad', id: 'missing-runs'}, missing.join('; ')));
+  legend(runs);
+  Charts.bar(document.getElementById('controls'), Charts.axesOf(runs.flatMap(r => Object.values(r.series).flat())));
+  document.body.dataset.charts = charts(runs);
+  document.body.dataset.differing = settings(runs);
+  document.body.dataset.runs = runs.length;
+  await Charts.drawn();
+  document.body.dataset.ready = 'yes';
+})();

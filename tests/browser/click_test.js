@@ -1,0 +1,294 @@
+// htm serve clicked through as a researcher would (ctest browser.click): puppeteer-core drives
+// Debian's chromium against a live `htm serve` of a copy of the two-variant, two-seed fixture study.
+// It ticks runs in the runs table and opens their comparison, checks one line per run on each chart
+// and the settings diff, moves the smoothing slider, drags a zoom and resets it, searches and pins
+// metrics, switches the x axis, groups the runs table by variant (mean, sd and n checked against
+// the runs' own values), opens the study with ?reference=, its best-first order and per-seed lines,
+// and the error pages. No page may report a script error (#errors, or an uncaught exception).
+//   usage: node click_test.js HTM_BINARY FIXTURE_DATABASE EXPERIMENT   (screenshots: $HTM_BROWSER_SHOTS)
+'use strict';
+const {spawn, execFileSync} = require('child_process');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+let puppeteer;
+try {
+  puppeteer = require('puppeteer-core');
+} catch (e) {
+  console.log('FAIL: puppeteer-core is not installed: run scripts/install-deps.sh (npm ci in tests/browser)');
+  process.exit(1);
+}
+
+const [htm, fixture] = process.argv.slice(2, 4).map(f => path.resolve(f || '')), experiment = process.argv[4];
+const shots = process.env.HTM_BROWSER_SHOTS || '';
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'htm-click-'));
+const failures = [];
+const check = (ok, what) => {
+  if (!ok) failures.push(what);
+  console.log((ok ? 'ok   ' : 'FAIL ') + what);
+};
+// The database read directly (sqlite3's shell, read only), to check the pages against.
+const sql = query => execFileSync('sqlite3', ['-readonly', '-csv', path.join(work, 'htm.sqlite'), query])
+                         .toString()
+                         .trim()
+                         .split('\n')
+                         .map(line => line.split(','));
+
+async function serve() {
+  fs.copyFileSync(fixture, path.join(work, 'htm.sqlite'));
+  const server = spawn(htm, ['serve', '--db', path.join(work, 'htm.sqlite'), '--port', '0'], {cwd: work});
+  const base = await new Promise((resolve, reject) => {
+    let out = '';
+    server.stdout.on('data', d => {
+      out += d;
+      const m = out.match(/http:\/\/[^/ ]+/);
+      if (m) resolve(m[0]);
+    });
+    server.on('exit', code => reject(new Error('htm serve exited ' + code + ': ' + out)));
+    server.on('error', reject);
+    setTimeout(() => reject(new Error('htm serve did not start: ' + out)), 15000);
+  });
+  return {server, base};
+}
+
+async function main() {
+  const started = Date.now();
+  const {server, base} = await serve();
+  const browser = await puppeteer.launch({
+    executablePath: process.env.HTM_CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--hide-scrollbars']
+  });
+  try {
+    const page = await browser.newPage();
+    await page.setViewport({width: 1280, height: 1000});
+    const thrown = [];
+    page.on('pageerror', e => thrown.push(e.message));
+    // Opens (or waits after a click for) a page whose script sets data-ready, then checks #errors.
+    const ready = async name => {
+      await page.waitForFunction(() => document.body && document.body.dataset.ready === 'yes', {timeout: 15000});
+      const errors = await page.$eval('#errors', e => e.textContent);
+      check(!errors && !thrown.length, `${name}: no script error ${errors}${thrown.join('; ')}`);
+    };
+    const open = async (name, url) => {
+      await page.goto(base + url);
+      await ready(name);
+    };
+    const here = async () => new URLSearchParams(await page.evaluate(() => location.search));  // the address now
+    const shot = async name => {
+      if (shots) await page.screenshot({path: path.join(shots, `serve-${name}.png`), fullPage: false});
+    };
+    if (shots) fs.mkdirSync(shots, {recursive: true});
+
+    // ---- pick runs in the runs table, open their comparison
+    await open('runs', `/?experiment=${experiment}`);
+    const ids = await page.$$eval('#runs tr[data-run]', rows => rows.map(r => Number(r.dataset.run)));
+    const picks = await page.$$('#runs input.pick');
+    for (const box of picks.slice(0, 3)) await box.click();
+    const chosen = ids.slice(0, 3).sort((a, b) => a - b);
+    check((await here()).get('sel') === chosen.join(','), `runs: ticked ${chosen} kept in the URL`);
+    check(await page.$eval('#compare-link', a => a.textContent) === 'compare 3 run(s)', 'runs: "compare 3 run(s)"');
+    await page.reload();  // the selection survives a reload (it is in the address)
+    await ready('runs reloaded');
+    check((await page.$$eval('#runs input.pick:checked', b => b.length)) === 3, 'runs: 3 still ticked after reload');
+    await Promise.all([page.waitForNavigation(), page.click('#compare-link')]);
+    await ready('compare');
+    check(await page.evaluate(() => Number(document.body.dataset.runs)) === 3, 'compare: 3 runs loaded');
+    check((await page.$$('#compare-runs tr[data-run]')).length === 3, 'compare: a legend row per run');
+    const lines = await page.evaluate(
+        () => Charts.entries.map(e => e.chart.data.datasets.filter((d, i) => e.specs[i].kind === 'line').length));
+    check(lines.length > 3 && lines.every(n => n === 3), `compare: 3 overlaid lines on each of ${lines.length} charts`);
+    const differing =
+        await page.$$eval('#settings-table tr[data-differs="yes"] td:first-child', t => t.map(c => c.textContent));
+    const shownSame =
+        await page.$$eval('#settings-table tr[data-differs="no"]', r => r.filter(x => x.offsetParent).length);
+    check(differing.includes('model.dim') && shownSame === 0, `compare: differing settings only (${differing})`);
+    await page.click('#all-settings');
+    check(
+        await page.$$eval('#settings-table tr[data-differs="no"]', r => r.filter(x => x.offsetParent).length) > 0,
+        'compare: "show every setting" shows the equal ones');
+    const metric = 'train/loss';
+    const loss = `.panel[data-metric="${metric}"]`;
+
+    // smoothing: a click at 90 % of the slider
+    const entry = `Charts.entries.find(e => e.metric === '${metric}')`;
+    const lastYs = () => page.evaluate(`(() => { const e = ${entry}; return e.chart.data.datasets.map((d, i) =>
+        [e.specs[i].kind, d.hidden, d.data.length ? d.data[d.data.length - 1].y : null]); })()`);
+    const before = await lastYs();
+    const slider = await (await page.$('#smoothing')).boundingBox();
+    await page.mouse.click(slider.x + slider.width * 0.9, slider.y + slider.height / 2);
+    await page.waitForFunction(() => Charts.state.smooth > 0.5);
+    const after = await lastYs();
+    const changed = after.filter(([kind], i) => kind === 'line' && after[i][2] !== before[i][2]).length;
+    const rawShown = after.filter(([kind, hidden]) => kind === 'raw' && !hidden).length;
+    check(
+        changed === 3 && rawShown === 3,
+        `smoothing ${await page.evaluate(() => Charts.state.smooth)}: ` +
+            `${changed} smoothed lines moved, ${rawShown} raw lines shown faint`);
+    check(/smooth=0\.[5-9]/.test(await page.evaluate(() => location.search)), 'smoothing: kept in the URL');
+
+    // zoom: drag across the middle of the chart, then reset
+    const area = await page.evaluate(`(() => { const e = ${entry}, r = e.chart.canvas.getBoundingClientRect();
+        e.panel.scrollIntoView(); const a = e.chart.chartArea, s = e.chart.scales.x;
+        return {left: a.left, right: a.right, top: a.top, bottom: a.bottom, min: s.min, max: s.max}; })()`);
+    const box = await (await page.$(`${loss} canvas`)).boundingBox();
+    const y = box.y + (area.top + area.bottom) / 2, x0 = box.x + area.left, w = area.right - area.left;
+    await page.mouse.move(x0 + 0.3 * w, y);
+    await page.mouse.down();
+    await page.mouse.move(x0 + 0.5 * w, y, {steps: 4});
+    await page.mouse.move(x0 + 0.7 * w, y, {steps: 4});
+    await page.mouse.up();
+    const zoomed = await page.evaluate(`(() => { const s = ${entry}.chart.scales.x; return [s.min, s.max]; })()`);
+    const span = area.max - area.min;
+    check(
+        await page.$eval(loss, p => p.dataset.zoomed) === 'yes' &&
+            Math.abs(zoomed[0] - (area.min + 0.3 * span)) < 0.05 * span &&
+            Math.abs(zoomed[1] - (area.min + 0.7 * span)) < 0.05 * span,
+        `zoom: dragged to x ${zoomed.map(v => v.toFixed(3))} of ${area.min}..${area.max}`);
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await shot('compare');
+    await page.click('#reset-zoom');
+    const reset = await page.evaluate(`(() => { const s = ${entry}.chart.scales.x; return [s.min, s.max]; })()`);
+    check(
+        await page.$eval(loss, p => p.dataset.zoomed) === 'no' && reset[0] === area.min && reset[1] === area.max,
+        'zoom: reset gives the whole range back');
+
+    // Shift+wheel zooms in about the pointer; a double click gives the whole range back
+    const again = await (await page.$(`${loss} canvas`)).boundingBox();  // the click on the bar may have scrolled
+    await page.keyboard.down('Shift');
+    await page.mouse.move(again.x + area.left + 0.5 * w, again.y + (area.top + area.bottom) / 2);
+    await page.mouse.wheel({deltaY: -100});
+    await page.keyboard.up('Shift');
+    const wheeled = await page.evaluate(`(() => { const s = ${entry}.chart.scales.x; return [s.min, s.max]; })()`);
+    check(
+        wheeled[0] > area.min && wheeled[1] < area.max, `Shift+wheel: zoomed in to ${wheeled.map(v => v.toFixed(3))}`);
+    await page.mouse.click(again.x + area.left + 0.5 * w, again.y + (area.top + area.bottom) / 2, {clickCount: 2});
+    check(await page.$eval(loss, p => p.dataset.zoomed) === 'no', 'a double click: back to the whole range');
+
+    // x axis: wall time
+    await page.select('#x-axis', 'time');
+    const xs = await page.evaluate(`(() => { const e = ${entry}; const d = e.chart.data.datasets.find((d, i) =>
+        e.specs[i].kind === 'line'); return [e.chart.options.scales.x.title.text, d.data.map(p => p.x),
+        e.specs.find(s => s.kind === 'line').points.map(p => p.time)]; })()`);
+    check(/wall time/.test(xs[0]) && JSON.stringify(xs[1]) === JSON.stringify(xs[2]), `x axis: wall time (${xs[1]})`);
+    const epochs = await page.$$eval('#x-axis option', os => os.map(o => o.value));
+    check(epochs.includes('epoch'), `x axis: offered ${epochs} (the runs logged epochs)`);
+    await page.select('#x-axis', 'epoch');
+    const byEpoch = await page.evaluate(`(() => { const e = ${entry}; const d = e.chart.data.datasets.find((d, i) =>
+        e.specs[i].kind === 'line'); return [d.data.map(p => p.x), e.specs.find(s => s.kind === 'line').points.map(p => p.epoch)]; })()`);
+    check(JSON.stringify(byEpoch[0]) === JSON.stringify(byEpoch[1]), `x axis: epoch (${byEpoch[0]})`);
+    await page.select('#x-axis', 'step');
+
+    // metric search and pinning
+    await page.type('#metric-search', 'mse');
+    const visible =
+        await page.$$eval('#curves .panel, #pinned .panel', ps => ps.filter(p => !p.hidden).map(p => p.dataset.metric));
+    const all = await page.$$eval('.panel.curve', ps => ps.length);
+    check(
+        visible.length > 0 && visible.length < all && visible.every(m => m.includes('mse')),
+        `search "mse": ${visible.length} of ${all} charts shown, each an mse`);
+    await page.$eval('#metric-search', i => i.value = '');
+    await page.type('#metric-search', ' ');
+    const last = await page.$$eval('#curves .panel.curve', ps => ps[ps.length - 1].dataset.metric);
+    await page.click(`#curves .panel[data-metric="${last}"] button.pin`);
+    check(
+        await page.$eval('#pinned .panel', p => p.dataset.metric) === last && (await here()).get('pin') === last,
+        `pin: ${last} moved to the top and kept in the URL`);
+
+    // ---- the runs table grouped by variant
+    await open('runs grouped', `/?experiment=${experiment}&column=test%2Fmse`);
+    await page.type('input[name=group]', 'variant');
+    await page.click('#filters button[type=submit]');
+    await page.waitForSelector('#group-table');
+    await ready('runs grouped');
+    const groups = await page.$$eval(
+        '#group-table td[data-metric="test/mse"]',
+        cells => cells.map(c => [c.parentNode.dataset.group, Number(c.dataset.mean), Number(c.dataset.n)]));
+    const finals =
+        sql(`SELECT r.variant, (SELECT printf('%.17g', value) FROM metrics m WHERE m.run_id = r.id AND m.split = 'test'
+        AND m.name = 'mse' ORDER BY step DESC, time DESC, rowid DESC LIMIT 1) FROM runs r JOIN experiments e
+        ON e.id = r.experiment_id WHERE e.name = '${experiment}'`);
+    const want = {};
+    for (const [v, x] of finals)
+      if (x !== '') (want[v] = want[v] || []).push(Number(x));
+    check(
+        groups.length === Object.keys(want).length &&
+            groups.every(
+                ([v, mean, n]) => want[v] && n === want[v].length &&
+                    Math.abs(mean - want[v].reduce((a, b) => a + b) / n) < 1e-6 * Math.abs(mean)),
+        `group by variant: ${JSON.stringify(groups)} match the runs' final test/mse`);
+    check((await here()).get('group') === 'variant', 'group: kept in the URL');
+    await shot('runs-grouped');
+
+    // ---- the study: ?reference=, best mean first, per-seed lines
+    // the reference asked for: not the one the study would take by itself (its first variant)
+    await open('study', `/study/${experiment}`);
+    const usual = await page.$eval('#reference', s => s.value);
+    const reference = Object.keys(want).find(v => v !== usual);
+    await open('study', `/study/${experiment}?reference=${reference}`);
+    const rows = await page.$$eval(
+        '.panel.final[data-metric="test/mse"] table.compare tr[data-variant]',
+        rs =>
+            rs.map(r => [r.dataset.variant, Number(r.children[2].textContent), r.textContent.includes('(reference)')]));
+    check(rows.some(([v, , ref]) => v === reference && ref), `study: ?reference=${reference} is the reference`);
+    check(
+        rows.every((r, i) => i === 0 || rows[i - 1][1] <= r[1]) &&
+            await page.$eval('.panel.final[data-metric="test/mse"] tr.best', r => r.dataset.variant) === rows[0][0],
+        `study: variants by mean test/mse, best first and marked (${rows.map(r => r[0])})`);
+    const shared = await page.evaluate(
+        () => Charts.entries.filter(e => e.panel.dataset.shared === 'yes')
+                  .map(e => e.specs.filter(s => s.kind === 'line').length));
+    check(
+        shared.length > 0 && shared.every(n => n === 1),
+        `study: ${shared.length} metrics every variant shares (baselines) drawn once, not once per variant`);
+    await page.click('#seed-lines');
+    await page.waitForFunction(() => Number(document.body.dataset.seedLines) > 0, {timeout: 15000});
+    const runsShown = Number(sql(`SELECT count(*) FROM runs r JOIN experiments e ON e.id = r.experiment_id
+        WHERE e.name = '${experiment}'`)[0][0]);
+    const seedLines = await page.evaluate(`(() => { const e = ${
+        entry}; return e.chart.data.datasets.filter((d, i) => e.specs[i].kind === 'seed').length; })()`);
+    check(seedLines === runsShown, `study: per-seed lines, ${seedLines} on ${metric} for ${runsShown} runs`);
+    await page.evaluate(() => document.getElementById('controls').scrollIntoView());
+    await shot('study-seeds');
+    check(!thrown.length && !(await page.$eval('#errors', e => e.textContent)), 'study: no script error after clicks');
+
+    // ---- the sweep: brushing along the metric's axis keeps the runs in the dragged range
+    await open('sweep', `/sweep/${experiment}`);
+    const total = await page.evaluate(() => Number(document.body.dataset.lines));
+    const axis = await (await page.$(`rect.axis-hit[data-axis="test/mse"]`)).boundingBox();
+    await page.mouse.move(axis.x + axis.width / 2, axis.y + 2);
+    await page.mouse.down();
+    await page.mouse.move(axis.x + axis.width / 2, axis.y + axis.height * 0.5, {steps: 5});
+    await page.mouse.up();
+    const kept = await page.$$eval('polyline.run[data-kept="yes"]', ls => ls.length);
+    check(
+        kept >= 1 && kept < total && await page.evaluate(() => Number(document.body.dataset.kept)) === kept,
+        `sweep: brushing the upper half of test/mse keeps ${kept} of ${total} runs`);
+    check(
+        /lower is better/.test(await page.$eval('#sweep-legend', e => e.textContent)),
+        'sweep: the legend says lower is better');
+
+    // ---- what is not there
+    let response = await page.goto(base + '/run/999999');
+    check(response.status() === 404 && /no run 999999/.test(await page.content()), '/run/999999: a 404 page');
+    response = await page.goto(base + '/study/nope');
+    check(response.status() === 404 && (await page.$('#not-found')) !== null, '/study/nope: a 404 page, not JSON');
+    await open('misspelt filter', '/?where=' + encodeURIComponent('modl.dim=8'));
+    const said = await page.$eval('#bad-filter', e => e.textContent);
+    check(/did you mean 'model\.dim'/.test(said), `a misspelt setting: "${said}"`);
+  } finally {
+    await browser.close();
+    server.kill();
+    fs.rmSync(work, {recursive: true, force: true});
+  }
+  const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  if (failures.length) {
+    console.log(`click test: ${failures.length} failure(s) in ${seconds} s`);
+    process.exit(1);
+  }
+  console.log(`click test passed in ${seconds} s`);
+}
+main().catch(e => {
+  console.log('FAIL: ' + (e.stack || e));
+  process.exit(1);
+});
