@@ -140,9 +140,25 @@ TEST(Pictures, HeatmapsArePanelsOfTheirSizeAndRefuseNonSquareMaps) {
   write_heatmaps(path, {p, p.t()}, {"mean", "one"}, 120);
   cairo_surface_t* png = cairo_image_surface_create_from_png(path.c_str());
   ASSERT_EQ(cairo_surface_status(png), CAIRO_STATUS_SUCCESS);
-  EXPECT_EQ(cairo_image_surface_get_width(png), 2 * (120 + 4) + 4);
-  EXPECT_EQ(cairo_image_surface_get_height(png), 26 + 120 + 8);
+  EXPECT_EQ(cairo_image_surface_get_width(png), 2 * (30 + 120 + 4) + 4);
+  EXPECT_EQ(cairo_image_surface_get_height(png), 26 + 4 + 120 + 60);
   cairo_surface_destroy(png);
+  // A map without spread (the random policy's) is not left white: its square says so.
+  auto dark_in_square = [&](const at::Tensor& map) {
+    write_heatmaps(path, {map}, {"flat"}, 120);
+    cairo_surface_t* image = cairo_image_surface_create_from_png(path.c_str());
+    const int stride = cairo_image_surface_get_stride(image);
+    const unsigned char* data = cairo_image_surface_get_data(image);
+    int dark = 0;
+    for (int y = 30 + 40; y < 30 + 80; ++y)  // the middle third of the square, off the diagonal's cells
+      for (int x = 4 + 30 + 2; x < 4 + 30 + 118; ++x) dark += data[y * stride + 4 * x] < 100;
+    cairo_surface_destroy(image);
+    return dark;
+  };
+  EXPECT_GT(dark_in_square(torch::full({6, 6}, 0.2)), 20) << "a flat map says it is flat";
+  auto spread = torch::zeros({6, 6});
+  spread[0][5] = 1;  // one dark cell in a corner, none in the middle rows' text band
+  EXPECT_EQ(dark_in_square(spread), 0) << "no note on a map with spread";
   EXPECT_THROW(write_heatmaps(path, {torch::zeros({3, 4})}, {"x"}), Error);
   EXPECT_THROW(write_heatmaps(path, {p}, {}), Error);
 }

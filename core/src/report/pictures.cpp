@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <sstream>
 
@@ -293,41 +294,97 @@ void write_policy_diagram(const std::string& path, const at::Tensor& samples,
   save(surface, cr, path);
 }
 
+namespace {
+
+constexpr int kAxisW = 30, kAxisH = 30, kScaleH = 30;  // a heatmap panel's margins
+
+void text_at(cairo_t* cr, double x, double y, const std::string& text, double align = 0, double size = 11) {
+  cairo_set_font_size(cr, size);
+  cairo_text_extents_t extents;
+  cairo_text_extents(cr, text.c_str(), &extents);
+  cairo_move_to(cr, x - align * extents.x_advance, y);
+  cairo_show_text(cr, text.c_str());
+}
+
+std::string short_number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", v);
+  return text;
+}
+
+void heat_colour(cairo_t* cr, double v) { cairo_set_source_rgb(cr, 1 - 0.92 * v, 1 - 0.75 * v, 1 - 0.45 * v); }
+
+// One panel: the map at (left, top), its axes (row i: the token; column j: its partner), and
+// under them the colour scale from the smallest off-diagonal value to the largest. A map with
+// no spread (a policy that prefers no partner) says so instead of staying white.
+void heatmap_panel(cairo_t* cr, const at::Tensor& map_in, const std::string& title, double left, double top,
+                   int cell_px) {
+  const auto map = map_in.detach().to(torch::kCPU, torch::kFloat).contiguous();
+  const int64_t T = map.size(0);
+  const double peak = map.max().item<double>(), cell = static_cast<double>(cell_px) / T;
+  const double floor = (map + torch::eye(T) * peak).min().item<double>(), span = peak - floor;
+  const bool uniform = span <= 1e-6 * std::max(1e-12, std::abs(peak));
+  auto a = map.accessor<float, 2>();
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < T; ++j) {
+      heat_colour(cr, i == j || uniform ? 0.0 : std::clamp((a[i][j] - floor) / span, 0.0, 1.0));
+      cairo_rectangle(cr, left + j * cell, top + i * cell, std::ceil(cell), std::ceil(cell));
+      cairo_fill(cr);
+    }
+  cairo_set_source_rgb(cr, 0.78, 0.78, 0.78);
+  cairo_set_line_width(cr, 1);
+  cairo_rectangle(cr, left + 0.5, top + 0.5, cell_px - 1, cell_px - 1);
+  cairo_stroke(cr);
+  cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  text_at(cr, left - kAxisW + 2, top - 8, title, 0, 12);
+  const std::string last = std::to_string(T - 1);
+  text_at(cr, left - 3, top + 10, "0", 1);
+  text_at(cr, left - 3, top + cell_px, last, 1);
+  text_at(cr, left, top + cell_px + 12, "0");
+  text_at(cr, left + cell_px, top + cell_px + 12, last, 1);
+  text_at(cr, left + cell_px / 2.0, top + cell_px + 24, "partner j", 0.5);
+  cairo_save(cr);
+  cairo_move_to(cr, left - 8, top + cell_px / 2.0);
+  cairo_rotate(cr, -M_PI / 2);
+  cairo_rel_move_to(cr, -20, 0);
+  cairo_show_text(cr, "token i");
+  cairo_restore(cr);
+  const double bar = top + cell_px + kAxisH;
+  if (uniform) {
+    cairo_set_source_rgb(cr, 0.35, 0.35, 0.35);
+    text_at(cr, left + cell_px / 2.0, top + cell_px / 2.0 - 6, "uniform: no partner preferred", 0.5);
+    text_at(cr, left + cell_px / 2.0, top + cell_px / 2.0 + 10, "every value " + short_number(peak), 0.5);
+    text_at(cr, left, bar + 10, "no spread to scale");
+    return;
+  }
+  for (int x = 0; x < cell_px; ++x) {
+    heat_colour(cr, static_cast<double>(x) / std::max(1, cell_px - 1));
+    cairo_rectangle(cr, left + x, bar, 1, 8);
+    cairo_fill(cr);
+  }
+  cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+  text_at(cr, left, bar + 20, short_number(floor));
+  text_at(cr, left + cell_px, bar + 20, short_number(peak), 1);
+  text_at(cr, left + cell_px / 2.0, bar + 20, "p(merge i with j)", 0.5);
+}
+
+}  // namespace
+
 void write_heatmaps(const std::string& path, const std::vector<at::Tensor>& maps,
                     const std::vector<std::string>& titles, int cell_px) {
   if (maps.empty() || maps.size() != titles.size()) throw Error("write_heatmaps: one title per map");
   for (const auto& m : maps)
     if (m.dim() != 2 || m.size(0) != m.size(1)) throw Error("write_heatmaps: maps must be T×T, got " + shape_of(m));
-  const int width = static_cast<int>(maps.size()) * (cell_px + kGap) + kGap, height = kTitleH + cell_px + 2 * kGap;
+  const int panel = kAxisW + cell_px + kGap;
+  const int width = static_cast<int>(maps.size()) * panel + kGap;
+  const int height = kTitleH + kGap + cell_px + kAxisH + kScaleH;
   cairo_surface_t* surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height);
   cairo_t* cr = cairo_create(surface);
   cairo_set_source_rgb(cr, 1, 1, 1);
   cairo_paint(cr);
-  for (size_t k = 0; k < maps.size(); ++k) {
-    const auto map = maps[k].detach().to(torch::kCPU, torch::kFloat).contiguous();
-    const int64_t T = map.size(0);
-    // From the smallest off-diagonal value to the largest: a nearly uniform map still shows its shape.
-    const double peak = map.max().item<double>(), cell = static_cast<double>(cell_px) / T;
-    const double floor = (map + torch::eye(T) * peak).min().item<double>(), span = std::max(1e-12, peak - floor);
-    const double left = kGap + static_cast<double>(k) * (cell_px + kGap), top = kTitleH + kGap;
-    auto a = map.accessor<float, 2>();
-    for (int64_t i = 0; i < T; ++i)
-      for (int64_t j = 0; j < T; ++j) {
-        const double v = i == j ? 0.0 : std::clamp((a[i][j] - floor) / span, 0.0, 1.0);
-        cairo_set_source_rgb(cr, 1 - 0.92 * v, 1 - 0.75 * v, 1 - 0.45 * v);
-        cairo_rectangle(cr, left + j * cell, top + i * cell, std::ceil(cell), std::ceil(cell));
-        cairo_fill(cr);
-      }
-    cairo_set_source_rgb(cr, 0.78, 0.78, 0.78);
-    cairo_set_line_width(cr, 1);
-    cairo_rectangle(cr, left + 0.5, top + 0.5, cell_px - 1, cell_px - 1);
-    cairo_stroke(cr);
-    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
-    cairo_set_font_size(cr, 12);
-    cairo_move_to(cr, left + 2, kTitleH - 8);
-    cairo_show_text(cr, titles[k].c_str());
-  }
+  for (size_t k = 0; k < maps.size(); ++k)
+    heatmap_panel(cr, maps[k], titles[k], kGap + static_cast<double>(k) * panel + kAxisW, kTitleH + kGap, cell_px);
   cairo_destroy(cr);
   const auto status = cairo_surface_write_to_png(surface, path.c_str());
   cairo_surface_destroy(surface);

@@ -50,9 +50,12 @@ void write_policy_diagram(const std::string& path, const at::Tensor& samples,
                           const std::vector<std::vector<MergeTree>>& panels, const std::vector<std::string>& titles,
                           int cell_px = 220);
 
-/// Heatmaps side by side (paper Figure 4): maps[k] is T×T, each drawn in a `cell_px`-square panel
-/// under titles[k] (a 26 px band), white at the map's smallest off-diagonal value (and on the
-/// diagonal) to dark blue at its largest. Throws
+/// Heatmaps side by side (paper Figure 4): maps[k] is T×T (row i: a token, column j: its
+/// partner), each drawn in a `cell_px` square under titles[k] (a 26 px band), white at the map's
+/// smallest off-diagonal value (and on the diagonal) to dark blue at its largest, with its axes
+/// (0 and T−1 on each; 30 px left, 30 px below) and under them that colour scale with the two
+/// values (30 px). A map without spread (every off-diagonal value equal) says so in its square.
+/// Width is C·(30 + cell_px + 4) + 4 for C maps; height 26 + 4 + cell_px + 60. Throws
 /// htm::Error on bad shapes or when the file cannot be written.
 void write_heatmaps(const std::string& path, const std::vector<at::Tensor>& maps,
                     const std::vector<std::string>& titles, int cell_px = 260);

@@ -163,7 +163,8 @@ void Trainer::save_pictures(int64_t step, const std::string& tag) {
   std::vector<std::vector<MergeTree>> panels;
   for (size_t b = 0; b < truth.size(); ++b) panels.push_back({learned[b], truth[b]});
   const std::string policy_path = artifact_dir_ + "/policy_" + tag + ".png";
-  write_policy_diagram(policy_path, batch.input, panels, {"learned (" + ex_.config.policy.name + ")", "true"});
+  write_policy_diagram(policy_path, batch.input, panels,
+                       {"the " + ex_.config.policy.name + " policy's merges", "true"});
   store_.add_artifact(run_id_, "policy", policy_path, step);
 }
 
