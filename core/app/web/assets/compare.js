@@ -71,20 +71,8 @@ function charts(runs) {
     });
     panel.dataset.lines = specs.filter(s => s.kind === 'line').length;
     Charts.line(
-        canvas, panel, metric, {
-          type: 'line',
-          data: {datasets},
-          options: {
-            animation: false,
-            maintainAspectRatio: false,
-            parsing: false,
-            normalized: true,
-            interaction: {mode: 'nearest', intersect: false},
-            plugins: {legend: {labels: {boxWidth: 10, filter: i => !/\(raw\)$/.test(i.text)}}},
-            scales: {x: {type: 'linear', title: {display: true, text: 'step'}}, y: yAxis()}
-          }
-        },
-        specs);
+        canvas, panel, metric,
+        {type: 'line', data: {datasets}, options: curveOptions({filter: i => !/\(raw\)$/.test(i.text)})}, specs);
   }
   return metrics.length;
 }

@@ -61,6 +61,17 @@ const higherIsBetter = m => /(accuracy|f1|precision|recall|auc|images_per_s|r2)$
 // gives each x-bound dataset a spec: Charts.line(canvas, panel, metric, config, specs), specs[i] for
 // chart.data.datasets[i]: {kind: 'line'|'raw'|'band'|'seed', points: [{step, time, epoch, y}]} or
 // {kind: 'ref', y} (a horizontal reference across the drawn x range). The settings live in the address.
+// The options every curve chart shares (Chart.js 3, points given as {x, y}): `legend`, the
+// legend's label options (false: no legend), and `y`, the y axis.
+const curveOptions = (legend, y = yAxis()) => ({
+  animation: false,
+  maintainAspectRatio: false,
+  parsing: false,
+  normalized: true,
+  interaction: {mode: 'nearest', intersect: false},
+  plugins: {legend: legend ? {labels: Object.assign({boxWidth: 10}, legend)} : {display: false}},
+  scales: {x: {type: 'linear', title: {display: true, text: 'step'}}, y}
+});
 const Charts = (() => {
   const q = new URLSearchParams(location.search);
   const state = {

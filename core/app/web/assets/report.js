@@ -322,18 +322,8 @@ function render(data) {
         canvas, panel, c.metric, {
           type: 'line',
           data: {datasets},
-          options: {
-            animation: false,
-            maintainAspectRatio: false,
-            parsing: false,
-            normalized: true,
-            interaction: {mode: 'nearest', intersect: false},
-            plugins: {legend: {labels: {boxWidth: 10, filter: i => !/ (min|max|raw)$|^run \d/.test(i.text)}}},
-            scales: {
-              x: {type: 'linear', title: {display: true, text: 'step'}},
-              y: yAxis({type: c.log ? 'logarithmic' : 'linear'})
-            }
-          }
+          options: curveOptions(
+              {filter: i => !/ (min|max|raw)$|^run \d/.test(i.text)}, yAxis({type: c.log ? 'logarithmic' : 'linear'}))
         },
         specs);
     if (c.log) {  // a metric spanning decades starts on a log scale, with a switch

@@ -23,14 +23,7 @@ function chart(metric) {
         Object.assign({label: metric, data: [], borderColor: '#1f77b4'}, line)
       ]
     },
-    options: {
-      animation: false,
-      maintainAspectRatio: false,
-      parsing: false,
-      normalized: true,
-      plugins: {legend: {display: false}},
-      scales: {x: {type: 'linear', title: {display: true, text: 'step'}}, y: yAxis()}
-    }
+    options: curveOptions(false)
   });
   const data = [];
   return series[metric] = {
