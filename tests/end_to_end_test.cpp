@@ -91,6 +91,37 @@ TEST(EndToEnd, SameSeedSameResult) {
   EXPECT_NE(r.rows[0][1], r.rows[2][1]) << "seed 1 should differ";
 }
 
+// runtime.pictures_every = 1: the pictures at the first epoch's end too (files named by the step),
+// and the run trains exactly as one without them (the same losses and test MSE, bit for bit).
+TEST(EndToEnd, PicturesAtEachEpochKeepTheirStepAndChangeNoResult) {
+  HTM_SKIP_WITHOUT_FASHION_MNIST();
+  const std::string dir = htm::testing::fresh_dir("pictures");
+  Registry registry({HTM_PLUGIN_DIR});
+  RunRequest request;
+  request.file = tiny_experiment(dir);
+  request.rerun = true;
+  ASSERT_EQ(run_experiment(request, registry), 0);
+  request.overrides = {"runtime.pictures_every=1"};
+  ASSERT_EQ(run_experiment(request, registry), 0);
+  ResultsStore store(dir + "/htm.sqlite");
+  const auto series = [&](int run) {
+    return store
+        .query("SELECT split, name, step, printf('%.17g', value) FROM metrics WHERE run_id = " + std::to_string(run) +
+               " AND name != 'images_per_s' ORDER BY split, name, step")
+        .rows;
+  };
+  EXPECT_EQ(series(1), series(2)) << "pictures drew from a stream training uses";
+  const auto steps = [&](int run) {
+    return cell(store,
+                "SELECT group_concat(kind || '@' || step, ' ') FROM (SELECT kind, step FROM artifacts "
+                "WHERE run_id = " +
+                    std::to_string(run) + " AND path LIKE '%.png' ORDER BY step, kind)");
+  };
+  EXPECT_EQ(steps(1), "policy_heatmap@8 reconstructions@8");
+  EXPECT_EQ(steps(2), "policy_heatmap@4 reconstructions@4 policy_heatmap@8 reconstructions@8");
+  EXPECT_EQ(cell(store, "SELECT count(DISTINCT path) FROM artifacts WHERE run_id = 2 AND path LIKE '%.png'"), "4");
+}
+
 TEST(EndToEnd, APluginThatThrowsMidRunMarksTheRunFailedAndKeepsItsMetrics) {
   HTM_SKIP_WITHOUT_FASHION_MNIST();
   const std::string dir = htm::testing::fresh_dir("throw");

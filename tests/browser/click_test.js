@@ -4,7 +4,8 @@
 // and the settings diff, moves the smoothing slider, drags a zoom and resets it, searches and pins
 // metrics, switches the x axis, groups the runs table by variant (mean, sd and n checked against
 // the runs' own values), opens the study with ?reference=, its best-first order and per-seed lines,
-// and the error pages. No page may report a script error (#errors, or an uncaught exception).
+// a study's pictures moved back by their step slider, and the error pages. No page may report a
+// script error (#errors, or an uncaught exception).
 //   usage: node click_test.js HTM_BINARY FIXTURE_DATABASE EXPERIMENT   (screenshots: $HTM_BROWSER_SHOTS)
 'use strict';
 const {spawn, execFileSync} = require('child_process');
@@ -36,6 +37,12 @@ const sql = query => execFileSync('sqlite3', ['-readonly', '-csv', path.join(wor
 
 async function serve() {
   fs.copyFileSync(fixture, path.join(work, 'htm.sqlite'));
+  // One more study, two epochs of two steps with pictures at each epoch's end (steps 2 and 4).
+  execFileSync(htm, [
+    'run', path.join(__dirname, '..', 'data', 'tiny.toml'), '--quiet', '--db', path.join(work, 'htm.sqlite'), '--set',
+    'experiment.name="click-pictures"', '--set', 'train.epochs=2', '--set', 'runtime.pictures_every=1', '--set',
+    `runtime.artifacts="${path.join(work, 'runs')}"`
+  ]);
   const server = spawn(htm, ['serve', '--db', path.join(work, 'htm.sqlite'), '--port', '0'], {cwd: work});
   const base = await new Promise((resolve, reject) => {
     let out = '';
@@ -276,6 +283,25 @@ async function main() {
     check(
         /lower is better/.test(await page.$eval('#sweep-legend', e => e.textContent)),
         'sweep: the legend says lower is better');
+
+    // ---- the study's pictures at each step with some: the slider goes back to the first
+    await open('pictures', '/study/click-pictures');
+    const caption = () => page.$$eval('.panel.pictures figcaption', fs => fs.map(f => f.textContent).join(' | '));
+    const latest = await caption();
+    const stepSlider = await page.$('.panel.pictures input.picture-step');
+    check(
+        stepSlider !== null && /policy_heatmap .*step 4\)/.test(latest),
+        `pictures: a step slider, at the latest (${latest})`);
+    if (stepSlider) {
+      await page.$eval('.panel.pictures input.picture-step', s => {
+        s.value = 0;
+        s.dispatchEvent(new Event('input'));
+      });
+      const first = await caption();
+      check(
+          /policy_heatmap \(run \d+, seed 0, step 2\)/.test(first) && /reconstructions \([^)]*step 2\)/.test(first),
+          `pictures: the slider at its first step shows step 2's (${first})`);
+    }
 
     // ---- what is not there
     let response = await page.goto(base + '/run/999999');

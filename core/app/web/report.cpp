@@ -1,6 +1,7 @@
 #include "web/report.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -283,14 +284,23 @@ std::string pictures(ResultsStore& store, const std::vector<Run>& runs, const st
           shown.push_back(&r);
     for (const Run* run : shown) {
       const auto rows = store.query(
-          "SELECT kind, path FROM artifacts WHERE run_id = ? AND path LIKE '%.png' "
+          "SELECT kind, path, coalesce(step, 0) FROM artifacts WHERE run_id = ? AND path LIKE '%.png' "
           "ORDER BY step, rowid",
           {run->id});
-      std::map<std::string, std::string> latest;
-      for (const auto& row : rows.rows) latest[row[0]] = row[1];
-      for (const auto& [kind, path] : latest) {
+      // A file keeps only its latest picture of each kind; htm serve lists each step's, by address.
+      std::vector<std::array<std::string, 3>> shown_rows;  // kind, path, step
+      std::map<std::string, size_t> latest;
+      for (const auto& row : rows.rows) {
+        if (inline_pictures && latest.count(row[0])) {
+          shown_rows[latest[row[0]]] = {row[0], row[1], row[2]};
+          continue;
+        }
+        latest[row[0]] = shown_rows.size();
+        shown_rows.push_back({row[0], row[1], row[2]});
+      }
+      for (const auto& [kind, path, step] : shown_rows) {
         std::string picture = "{\"variant\":" + quote(variant) + ",\"seed\":" + std::to_string(run->seed) +
-                              ",\"run\":" + std::to_string(run->id) + ",\"kind\":" + quote(kind) +
+                              ",\"run\":" + std::to_string(run->id) + ",\"kind\":" + quote(kind) + ",\"step\":" + step +
                               ",\"path\":" + quote(path);
         std::error_code ec;
         const std::string relative =

@@ -299,6 +299,10 @@ std::vector<HostSection> build_schema() {
                at_least(0))
           .add("checkpoint_minutes", &R::checkpoint_minutes, 10.0,
                "minutes between checkpoints (0: none): at most this much work is lost to a kill", real_in(0, kInf))
+          .add("pictures_every", &R::pictures_every, int64_t{0},
+               "epochs between pictures (reconstructions, policy diagram, policy heatmap), besides those at the "
+               "run's end (0: none); each is kept, and htm serve's pages step through them",
+               at_least(0))
           .done());
   return schema;
 }

@@ -115,6 +115,7 @@ struct RuntimeSettings {
   std::string artifacts;
   int64_t checkpoint_every = 0;   ///< steps between checkpoints besides each epoch's end; 0: none
   double checkpoint_minutes = 0;  ///< minutes between checkpoints; 0: none
+  int64_t pictures_every = 0;     ///< epochs between pictures besides the run's end; 0: none
 };
 
 struct HostSettings {

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <sstream>
 
@@ -13,6 +15,22 @@
 #include "htm/error.h"
 
 namespace htm {
+namespace {
+
+// Writes the picture and frees it; a failed write names the file and, where the system said
+// why (a full disk), its reason.
+void save(cairo_surface_t* surface, cairo_t* cr, const std::string& path) {
+  cairo_destroy(cr);
+  errno = 0;
+  const auto status = cairo_surface_write_to_png(surface, path.c_str());
+  const int why = errno;
+  cairo_surface_destroy(surface);
+  if (status != CAIRO_STATUS_SUCCESS)
+    throw Error("cannot write picture '" + path + "': " + cairo_status_to_string(status) +
+                (why != 0 ? std::string(" (") + std::strerror(why) + ")" : ""));
+}
+
+}  // namespace
 
 void write_image_grid(const std::string& path, const std::vector<at::Tensor>& rows, int scale) {
   if (rows.empty() || rows[0].dim() != 4) throw Error("write_image_grid: rows must be N×C×H×W");
@@ -39,11 +57,7 @@ void write_image_grid(const std::string& path, const std::vector<at::Tensor>& ro
           cairo_fill(cr);
         }
   }
-  cairo_destroy(cr);
-  const auto status = cairo_surface_write_to_png(surface, path.c_str());
-  cairo_surface_destroy(surface);
-  if (status != CAIRO_STATUS_SUCCESS)
-    throw Error("cannot write picture '" + path + "': " + cairo_status_to_string(status));
+  save(surface, cr, path);
 }
 
 namespace {
@@ -119,14 +133,6 @@ at::Tensor checked_samples(const at::Tensor& t, const std::string& what) {
     throw Error(what + " must be S×N×F with S ≥ 1 and F = 2 (points) or 4 (segments), not " +
                 (t.defined() ? shape_of(t) : std::string("undefined")) + ".");
   return t.detach().to(torch::kCPU, torch::kFloat).contiguous();
-}
-
-void save(cairo_surface_t* surface, cairo_t* cr, const std::string& path) {
-  cairo_destroy(cr);
-  const auto status = cairo_surface_write_to_png(surface, path.c_str());
-  cairo_surface_destroy(surface);
-  if (status != CAIRO_STATUS_SUCCESS)
-    throw Error("cannot write picture '" + path + "': " + cairo_status_to_string(status));
 }
 
 cairo_t* white_canvas(int width, int height, cairo_surface_t** surface) {
@@ -385,11 +391,7 @@ void write_heatmaps(const std::string& path, const std::vector<at::Tensor>& maps
   cairo_paint(cr);
   for (size_t k = 0; k < maps.size(); ++k)
     heatmap_panel(cr, maps[k], titles[k], kGap + static_cast<double>(k) * panel + kAxisW, kTitleH + kGap, cell_px);
-  cairo_destroy(cr);
-  const auto status = cairo_surface_write_to_png(surface, path.c_str());
-  cairo_surface_destroy(surface);
-  if (status != CAIRO_STATUS_SUCCESS)
-    throw Error("cannot write picture '" + path + "': " + cairo_status_to_string(status));
+  save(surface, cr, path);
 }
 
 }  // namespace htm

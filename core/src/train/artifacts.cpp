@@ -174,7 +174,8 @@ void Trainer::save_policy_heatmap(const at::Tensor& logits, int64_t step) {
   auto host = logits.to(torch::kCPU, torch::kFloat);  // host: a picture
   auto masked = host.masked_fill(torch::eye(T, torch::kBool), -INFINITY);
   auto partners = torch::softmax(masked, -1);  // row i: where token i would merge
-  const std::string path = artifact_dir_ + "/policy_heatmap.png";
+  // One file per evaluation (the run page's step slider shows each), not one overwritten.
+  const std::string path = artifact_dir_ + "/policy_heatmap_step" + std::to_string(step) + ".png";
   write_heatmaps(path, {partners.mean(0), partners[0], partners[1]},
                  {"mean over " + std::to_string(logits.size(0)) + " test inputs", "test input 0", "test input 1"});
   store_.add_artifact(run_id_, "policy_heatmap", path, step);

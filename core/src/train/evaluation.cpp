@@ -131,15 +131,20 @@ const std::vector<Metric>& Trainer::reference_scores(int64_t n_samples) {
   return reference_scores_;
 }
 
-void Trainer::log_policy_spread(int64_t step, int64_t epoch) {
-  // Figure 4's question, as two numbers over the first test inputs (see policy_metrics.h).
+at::Tensor Trainer::first_layer_logits() {
   const int64_t n = std::min<int64_t>(64, ex_.dataset->size(Split::test));
-  if (n < 2 || ex_.schedule.empty() || ex_.schedule[0] == 0) return;
+  if (n < 2 || ex_.schedule.empty() || ex_.schedule[0] == 0) return {};
   torch::NoGradGuard no_grad;
   ex_.model->eval();
   const Batch batch = on_device(ex_.dataset->get(Split::test, torch::arange(n)), ex_.device);
   auto logits = ex_.model->first_merge_logits(batch.input, ex_.schedule[0]);
   ex_.model->train();
+  return logits;
+}
+
+void Trainer::log_policy_spread(int64_t step, int64_t epoch) {
+  // Figure 4's question, as two numbers over the first test inputs (see policy_metrics.h).
+  const at::Tensor logits = first_layer_logits();
   if (!logits.defined()) return;
   PolicySpread spread = policy_spread(logits);
   // After the last checkpoint: a run killed from here on and resumed logs these again.
@@ -147,6 +152,15 @@ void Trainer::log_policy_spread(int64_t step, int64_t epoch) {
                      {{"policy_variation", spread.variation}, {"policy_structure", spread.structure}},
                      /*replace=*/true);
   save_policy_heatmap(logits, step);
+}
+
+void Trainer::save_step_pictures(int64_t step) {
+  if (!primary()) return;
+  at::Generator global = at::detail::getDefaultCPUGenerator();  // a plugin may draw from it: put it back
+  const torch::Tensor state = global.get_state();
+  save_pictures(step, "step" + std::to_string(step));
+  if (const at::Tensor logits = first_layer_logits(); logits.defined()) save_policy_heatmap(logits, step);
+  global.set_state(state);
 }
 
 }  // namespace htm

@@ -279,6 +279,8 @@ void Trainer::after_batch(Loop& loop, bool epoch_end) {
     store_.log_metrics(run_id_, step, epoch, "train",
                        {{"epoch_loss", loop.state.epoch_loss / std::max<int64_t>(1, loop.state.epoch_batches)}});
     if (!eval_now) log_eval(loop, step, epoch);
+    if (runtime.pictures_every > 0 && (epoch + 1) % runtime.pictures_every == 0 && step != loop.total_steps)
+      save_step_pictures(step);  // the run's end draws its own
   }
   // ---- checkpoint: at each epoch's end and at the runtime's interval
   const bool interval =

@@ -113,6 +113,11 @@ class Trainer {
   /// Appends `under`'s mse, accuracy and metrics to e's metrics, each name prefixed.
   static void append_under(const std::string& prefix, const Eval& under, Eval& e);
   void log_policy_spread(int64_t step, int64_t epoch);
+  /// The policy's first-layer logits over the first (up to 64) test inputs (n×T×T), or none.
+  at::Tensor first_layer_logits();
+  /// runtime.pictures_every: the pictures at an epoch's end (files named by the step), drawing
+  /// nothing from any generator training uses.
+  void save_step_pictures(int64_t step);
   /// The floor (uniform random merges) and ceiling (agglomerative clustering) on the first `n`
   /// test samples, and whether the schedule can build their true trees; computed once.
   const std::vector<Metric>& reference_scores(int64_t n);
@@ -130,7 +135,7 @@ class Trainer {
   void save_pictures(int64_t step, const std::string& tag);
   /// Figure 4: each token's partner probabilities at the first layer (softmax of the policy's
   /// logits over the other tokens), averaged over the `logits`' inputs (n×T×T) and for the first
-  /// two, as policy_heatmap.png.
+  /// two, as policy_heatmap_stepN.png.
   void save_policy_heatmap(const at::Tensor& logits, int64_t step);
   void progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho, int64_t depth,
                 double images_per_s, double elapsed_s, bool final_line);

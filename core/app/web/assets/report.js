@@ -363,15 +363,30 @@ function render(data) {
       const mine = D.pictures.filter(p => p.variant === variant);
       if (!mine.length) continue;
       const runs = [...new Set(mine.map(p => p.run))];
-      const figures = el('div', {class: 'grid'});
+      const figures = el('div', {class: 'grid'}), steps = el('span', {class: 'picture-steps'});
+      // Each kind as it was at the chosen step (its latest at or before it); a slider over the
+      // steps with pictures when there are several (htm serve lists each step's, a file its last).
       const show = run => {
-        figures.replaceChildren(...mine.filter(p => p.run === run)
-                                    .map(
-                                        p =>
-                                            el('figure', {},
-                                               p.src ? el('img', {src: p.src, alt: p.kind, loading: 'lazy'}) :
-                                                       nodata('missing file: ' + p.path),
-                                               el('figcaption', {}, `${p.kind} (run ${p.run}, seed ${p.seed})`))));
+        const own = mine.filter(p => p.run === run), all = [...new Set(own.map(p => p.step))].sort((a, b) => a - b);
+        const label = el('span', {class: 'muted'});
+        const draw = at => {
+          const latest = new Map();
+          for (const p of own.filter(p => p.step <= at).sort((a, b) => a.step - b.step)) latest.set(p.kind, p);
+          figures.replaceChildren(...[...latest.values()].map(
+              p =>
+                  el('figure', {},
+                     p.src ? el('img', {src: p.src, alt: p.kind, loading: 'lazy'}) : nodata('missing file: ' + p.path),
+                     el('figcaption', {}, `${p.kind} (run ${p.run}, seed ${p.seed}, step ${p.step})`))));
+          label.textContent = ` ${at} (${all.length} steps with pictures)`;
+        };
+        steps.replaceChildren();
+        if (all.length > 1) {
+          const slider = el('input', {type: 'range', class: 'picture-step', min: 0, max: all.length - 1, step: 1});
+          slider.value = all.length - 1;
+          slider.addEventListener('input', () => draw(all[Number(slider.value)]));
+          steps.append(' step ', slider, label);
+        }
+        draw(all[all.length - 1]);
       };
       const picker =
           el('select', {class: 'seed-picker', 'aria-label': variant + ' seed'},
@@ -379,7 +394,7 @@ function render(data) {
       picker.addEventListener('change', () => show(Number(picker.value)));
       box.append(
           el('div', {class: 'panel pictures', style: 'grid-column: 1 / -1'},
-             el('h3', {}, el('span', {style: `color:${color(variant)}`}, variant), picker), figures));
+             el('h3', {}, el('span', {style: `color:${color(variant)}`}, variant), picker, steps), figures));
       show(runs[0]);
     }
   })();
