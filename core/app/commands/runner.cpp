@@ -96,12 +96,11 @@ Outcome follow_run(const ExperimentFile& file, const std::string& variant, int64
                    Communicator& comm) {
   ResolvedConfig config = file.resolve(variant, registry);
   apply_runtime(config.settings.runtime, &comm);
-  const std::string label =
-      config.experiment + "/" + variant + " seed " + std::to_string(seed) + ", rank " + std::to_string(comm.rank());
+  const std::string run = config.experiment + "/" + variant + " seed " + std::to_string(seed);
+  const std::string label = run + ", rank " + std::to_string(comm.rank());
   const int64_t decision = share_decision(&comm, kSkip);
   if (decision == kSkip) return Outcome::skipped;
-  // The run it follows, for its supervisor (rank 0 claims it; a crash here is named in it).
-  board_attempt(config.experiment + "/" + variant + " seed " + std::to_string(seed), variant, seed);
+  board_attempt(run, variant, seed);  // the run it follows, for its supervisor (rank 0 claims it)
   Experiment ex = assemble(config, registry, seed, comm.info().local_rank);
   ResultsStore scratch(":memory:");
   const int64_t run_id = scratch.begin_run(describe(config, registry, file.path(), seed));

@@ -406,9 +406,7 @@ int launch_ranks(const std::vector<std::string>& args, int n, const std::string&
       const int code = exit_code(status);
       if (found->second == 0) rank0 = code;
       worst = std::max(worst, code);
-      const bool crash = WIFSIGNALED(status) ? WTERMSIG(status) != SIGINT && WTERMSIG(status) != SIGTERM
-                                             : code > 2 && code != 130 && code != 143;
-      if (crash && crashed_rank < 0 && !(terminated && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
+      if (is_crash(status) && crashed_rank < 0 && !(terminated && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
         crashed_rank = found->second;  // the first to crash (not one this launcher killed)
         crashed_status = status;
       }

@@ -36,6 +36,12 @@ ChildBoard::~ChildBoard() { unlink(path_.c_str()); }
 
 std::string ChildBoard::environment() const { return "HTM_RUN_BOARD=" + path_; }
 
+bool is_crash(int status) {
+  if (WIFSIGNALED(status)) return WTERMSIG(status) != SIGINT && WTERMSIG(status) != SIGTERM;
+  const int code = exit_code(status);
+  return code > 2 && code != 130 && code != 143;
+}
+
 namespace {
 
 ChildEnd settle_board(RunBoard board, bool read, pid_t pid, int status, const std::string& rank, bool rank_crash,
@@ -50,12 +56,9 @@ ChildEnd settle_board(RunBoard board, bool read, pid_t pid, int status, const st
     end.seed = board.seed;
   }
   end.database_corrupt = read && board.database_corrupt != 0;
-  // A stop the user asked for (a signal forwarded to it, or a second one ending it at once) is
-  // not a crash: the run stays resumable, as it always was. Nor are htm's own exit codes (0, 1
-  // after recording a failure or refusing input, 2 for a usage error): the child said it all.
-  const bool asked = WIFSIGNALED(status) ? WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM
-                                         : end.code <= 2 || end.code == 130 || end.code == 143;
-  if (asked) return end;
+  // A stop the user asked for is not a crash: the run stays resumable, as it always was. Nor are
+  // htm's own exit codes: the child said it all.
+  if (!is_crash(status)) return end;
   std::string what;
   if (WIFSIGNALED(status)) {
     const int signal = WTERMSIG(status);
@@ -135,10 +138,7 @@ ChildEnd ChildBoard::settle_outside_rank(pid_t pid, int status, int rank, int wo
   const std::string of = " (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")";
   if (rank == 0 || !read || board.variant[0] == '\0' || board.run_id > 0)
     return settle_board(board, read, pid, status, of, false);
-  const bool crash = WIFSIGNALED(status)
-                         ? WTERMSIG(status) != SIGINT && WTERMSIG(status) != SIGTERM
-                         : exit_code(status) > 2 && exit_code(status) != 130 && exit_code(status) != 143;
-  if (!crash) return settle_board(board, read, pid, status, of, false);
+  if (!is_crash(status)) return settle_board(board, read, pid, status, of, false);
   // Rank 0 claimed the run and records its own outcome once it notices (its next collective):
   // the crash goes ahead of that, as under --nproc.
   try {

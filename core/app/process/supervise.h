@@ -61,6 +61,11 @@ class ChildBoard {
   std::string path_;
 };
 
+/// Whether a child's wait status is a crash: a signal other than SIGINT/SIGTERM (a stop the user
+/// asked for), or an exit code beyond htm's own (0, 1 after recording a failure or refusing input,
+/// 2 for a usage error, 130/143 after a stop).
+bool is_crash(int status);
+
 /// "SIGSEGV (Segmentation fault)".
 std::string signal_text(int signal);
 

@@ -1,7 +1,6 @@
 #include "web/report.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -287,18 +286,16 @@ std::string pictures(ResultsStore& store, const std::vector<Run>& runs, const st
           "SELECT kind, path, coalesce(step, 0) FROM artifacts WHERE run_id = ? AND path LIKE '%.png' "
           "ORDER BY step, rowid",
           {run->id});
-      // A file keeps only its latest picture of each kind; htm serve lists each step's, by address.
-      std::vector<std::array<std::string, 3>> shown_rows;  // kind, path, step
-      std::map<std::string, size_t> latest;
-      for (const auto& row : rows.rows) {
-        if (inline_pictures && latest.count(row[0])) {
-          shown_rows[latest[row[0]]] = {row[0], row[1], row[2]};
-          continue;
-        }
-        latest[row[0]] = shown_rows.size();
-        shown_rows.push_back({row[0], row[1], row[2]});
+      // htm serve lists each step's pictures, by address; a file keeps the latest of each kind.
+      std::vector<std::vector<std::string>> shown = rows.rows;  // kind, path, step; by step
+      if (inline_pictures) {
+        std::map<std::string, std::vector<std::string>> latest;
+        for (const auto& row : rows.rows) latest[row[0]] = row;
+        shown.clear();
+        for (const auto& [kind, row] : latest) shown.push_back(row);
       }
-      for (const auto& [kind, path, step] : shown_rows) {
+      for (const auto& row : shown) {
+        const std::string &kind = row[0], &path = row[1], &step = row[2];
         std::string picture = "{\"variant\":" + quote(variant) + ",\"seed\":" + std::to_string(run->seed) +
                               ",\"run\":" + std::to_string(run->id) + ",\"kind\":" + quote(kind) + ",\"step\":" + step +
                               ",\"path\":" + quote(path);

@@ -168,13 +168,22 @@ void Trainer::save_pictures(int64_t step, const std::string& tag) {
   store_.add_artifact(run_id_, "policy", policy_path, step);
 }
 
+void Trainer::save_step_pictures(int64_t step) {
+  if (!primary()) return;
+  at::Generator global = at::detail::getDefaultCPUGenerator();  // a plugin may draw from it: put it back
+  const torch::Tensor state = global.get_state();
+  save_pictures(step, "step" + std::to_string(step));
+  if (const at::Tensor logits = first_layer_logits(); logits.defined()) save_policy_heatmap(logits, step);
+  global.set_state(state);
+}
+
 void Trainer::save_policy_heatmap(const at::Tensor& logits, int64_t step) {
   if (!primary() || logits.dim() != 3 || logits.size(0) < 2) return;
   const int64_t T = logits.size(1);
   auto host = logits.to(torch::kCPU, torch::kFloat);  // host: a picture
   auto masked = host.masked_fill(torch::eye(T, torch::kBool), -INFINITY);
   auto partners = torch::softmax(masked, -1);  // row i: where token i would merge
-  // One file per evaluation (the run page's step slider shows each), not one overwritten.
+  // Named by its step: runtime.pictures_every keeps one per epoch (the pages' step sliders).
   const std::string path = artifact_dir_ + "/policy_heatmap_step" + std::to_string(step) + ".png";
   write_heatmaps(path, {partners.mean(0), partners[0], partners[1]},
                  {"mean over " + std::to_string(logits.size(0)) + " test inputs", "test input 0", "test input 1"});

@@ -154,13 +154,4 @@ void Trainer::log_policy_spread(int64_t step, int64_t epoch) {
   save_policy_heatmap(logits, step);
 }
 
-void Trainer::save_step_pictures(int64_t step) {
-  if (!primary()) return;
-  at::Generator global = at::detail::getDefaultCPUGenerator();  // a plugin may draw from it: put it back
-  const torch::Tensor state = global.get_state();
-  save_pictures(step, "step" + std::to_string(step));
-  if (const at::Tensor logits = first_layer_logits(); logits.defined()) save_policy_heatmap(logits, step);
-  global.set_state(state);
-}
-
 }  // namespace htm

@@ -142,7 +142,6 @@ MemoryEstimate estimate_training_memory(Experiment& ex) {
     e.evaluation_mib = at(e.eval_batch, [&](int64_t n) { return eval_peak_mib(ex, n); });
     ex.model->train(was_training);
     global.set_state(state);
-    malloc_trim(0);  // the passes' buffers go back to the system (as the references' do, trainer.cpp)
   }
   return e;
 }

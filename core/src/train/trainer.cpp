@@ -141,8 +141,9 @@ Trainer::Loop Trainer::plan() {
 BaselineScores Trainer::start(Loop& loop) {
   const BaselineScores reference =
       baseline_scores(*ex_.dataset, *ex_.model, loop.n_train, eval_samples_, ex_.latent_floats);
-  // The references' buffers (PCA in fp64) go back to the system: glibc keeps freed blocks in its
-  // arenas, where training's, of other sizes, mostly do not fit, and the two peaks would add up.
+  // The references' buffers (PCA in fp64) and the memory estimate's go back to the system: glibc
+  // keeps freed blocks in its arenas, where training's, of other sizes, mostly do not fit, and
+  // the peaks would add up.
   malloc_trim(0);
   LoopState& state = loop.state;
   TrainStep& step = *loop.step;
