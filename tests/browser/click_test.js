@@ -233,6 +233,14 @@ async function main() {
     const usual = await page.$eval('#reference', s => s.value);
     const reference = Object.keys(want).find(v => v !== usual);
     await open('study', `/study/${experiment}?reference=${reference}`);
+    // the page came with its main curves and named the others; those were read after and drawn in place
+    const later = await page.evaluate(
+        () =>
+            JSON.parse(document.getElementById('data').textContent).curves.filter(c => c.deferred).map(c => c.metric));
+    const undrawn = await page.evaluate(() => Charts.entries.filter(e => !e.chart).map(e => e.metric));
+    check(
+        later.length > 0 && !undrawn.length && !(await page.$('[data-deferred]')),
+        `study: ${later.length} curves (${later.slice(0, 2).join(', ')}, ...) read after the page, every one drawn`);
     // one table a phase (exploration, then confirmation when the fixture has run it): each ordered
     const tables = await page.$$eval(
         '.panel.final[data-metric="test/mse"] table.compare',

@@ -122,7 +122,30 @@ std::string short_numbers(const std::vector<double>& values) {
   });
 }
 
-std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std::vector<std::string>& variants) {
+// The metrics a study page draws first, in the "Curves" panel: the loss and the task's scores.
+bool main_metric(const std::string& m) {
+  if (m == "train/loss" || m == "train/epoch_loss" || m == "test/mse" || m == "test/accuracy") return true;
+  const std::string name = m.rfind("test/", 0) == 0 ? m.substr(5) : "";
+  return name.size() >= 2 && name.find('/') == std::string::npos && name.compare(name.size() - 2, 2, "f1") == 0;
+}
+
+// A reference drawn across a main metric's chart (dashed): the baselines, the random floor, the
+// agglomerative ceiling (report.js's referencesOf pairs them).
+bool reference_metric(const std::string& m) {
+  for (const char* part : {"/baseline/", "/random/", "/agglomerative/"})
+    if (m.find(part) != std::string::npos) return true;
+  return m.size() >= 12 && m.compare(m.size() - 12, 12, "baseline_mse") == 0;
+}
+
+// Every metric the runs logged, as split/name, sorted.
+std::vector<std::string> logged_metrics(ResultsStore& store, const std::vector<Run>& runs) {
+  std::vector<int64_t> ids;
+  for (const Run& r : runs) ids.push_back(r.id);
+  return store.metric_names(ids);
+}
+
+std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std::vector<std::string>& variants,
+                   ReportCurves part, const std::vector<std::string>& logged) {
   std::map<int64_t, size_t> variant_of;  // run → its variant's position
   std::map<int64_t, double> started;     // run → when it started (wall time: seconds since then)
   for (const Run& r : runs) {
@@ -139,21 +162,38 @@ std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std:
   std::map<std::string, std::vector<std::vector<Point>>> data;
   std::vector<std::vector<Point>>* current = nullptr;
   std::string current_metric;
-  store.scan(
-      "SELECT run_id, split || '/' || name, step, value, rowid, time, coalesce(epoch, -1) FROM metrics "
-      "WHERE run_id IN " +
-          in_list(runs) + " AND value IS NOT NULL",
-      {}, [&](const Row& row) {
-        if (current == nullptr || row.view(1) != current_metric) {
-          current_metric = row.text(1);
-          current = &data[current_metric];
-          current->resize(variants.size());
-        }
-        const int64_t run = row.integer(0);
-        (*current)[variant_of[run]].push_back(
-            {row.integer(2), run, row.integer(4), row.real(3), row.real(5) - started[run], row.integer(6)});
-      });
-  std::string out = "[";
+  // main: the main metrics and their references read in full, the others named; rest: the others.
+  const auto first = [](const std::string& m) { return main_metric(m) || reference_metric(m); };
+  // One read per split, as split = ? AND name IN (...), so that the index seeks each series (a list
+  // of (split, name) pairs, or an OR of splits, would read every row of each run).
+  std::map<std::string, std::vector<std::string>> wanted;  // split → names
+  for (const std::string& m : logged)
+    if (part != ReportCurves::all && first(m) == (part == ReportCurves::main))
+      wanted[m.substr(0, m.find('/'))].push_back(m.substr(m.find('/') + 1));
+  std::vector<std::pair<std::string, std::vector<SqlValue>>> reads;  // a condition, its values
+  if (part == ReportCurves::all) reads.push_back({"", {}});
+  for (const auto& [split, names] : wanted) {
+    std::vector<SqlValue> params{split};
+    std::string in;
+    for (const std::string& name : names) in += in.empty() ? "?" : ", ?", params.push_back(name);
+    reads.push_back({" AND split = ? AND name IN (" + in + ")", params});
+  }
+  for (const auto& [condition, params] : reads)
+    store.scan(
+        "SELECT run_id, split || '/' || name, step, value, rowid, time, coalesce(epoch, -1) FROM metrics "
+        "WHERE run_id IN " +
+            in_list(runs) + " AND value IS NOT NULL" + condition,
+        params, [&](const Row& row) {
+          if (current == nullptr || row.view(1) != current_metric) {
+            current_metric = row.text(1);
+            current = &data[current_metric];
+            current->resize(variants.size());
+          }
+          const int64_t run = row.integer(0);
+          (*current)[variant_of[run]].push_back(
+              {row.integer(2), run, row.integer(4), row.real(3), row.real(5) - started[run], row.integer(6)});
+        });
+  std::map<std::string, std::string> out;  // metric → its JSON, in the metrics' order
   for (auto& [metric, per_variant] : data) {
     std::string series = "[";
     double lo_all = INFINITY, hi_all = -INFINITY;
@@ -206,10 +246,15 @@ std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std:
     }
     // A metric spanning decades (both ends positive, a ratio over 100) is offered on a log scale.
     const bool decades = lo_all > 0 && hi_all / lo_all > 100;
-    out += (out.size() > 1 ? "," : "") + std::string("{\"metric\":") + quote(metric) +
-           ",\"log\":" + (decades ? "true" : "false") + ",\"series\":" + series + "]}";
+    out[metric] = "{\"metric\":" + quote(metric) + ",\"main\":" + (main_metric(metric) ? "true" : "false") +
+                  ",\"log\":" + (decades ? "true" : "false") + ",\"series\":" + series + "]}";
   }
-  return out + "]";
+  if (part == ReportCurves::main)  // the others by name: the page asks for them once these are drawn
+    for (const std::string& m : logged)
+      if (!first(m)) out[m] = "{\"metric\":" + quote(m) + ",\"deferred\":true}";
+  std::string json = "[";
+  for (const auto& [metric, text] : out) json += (json.size() > 1 ? "," : "") + text;
+  return json + "]";
 }
 
 // The final-values panel: `htm compare`'s numbers for each chosen metric, phase by phase.
@@ -353,13 +398,14 @@ std::string report_data(ResultsStore& store, ReportRequest& request) {
     if (std::find(variants.begin(), variants.end(), r[1]) == variants.end()) variants.push_back(r[1]);
   }
   std::vector<std::string> metrics = request.metrics;
+  const std::vector<std::string> logged =
+      metrics.empty() || request.curves != ReportCurves::all ? logged_metrics(store, runs) : std::vector<std::string>{};
+  if (request.curves == ReportCurves::rest)
+    return "{\"experiment\":" + quote(request.experiment) +
+           ",\"curves\":" + curves(store, runs, variants, request.curves, logged) + "}";
   if (metrics.empty()) {  // the task's own: whichever of these the runs logged
-    const auto logged =
-        store.query("SELECT DISTINCT split || '/' || name FROM metrics WHERE run_id IN " + in_list(runs));
-    std::set<std::string> names;
-    for (const auto& row : logged.rows) names.insert(row[0]);
     for (const char* m : {"test/mse", "test/accuracy", "test/cluster_f1", "test/sibling_f1"})
-      if (names.count(m)) metrics.push_back(m);
+      if (std::binary_search(logged.begin(), logged.end(), m)) metrics.push_back(m);
     if (metrics.empty()) metrics.push_back("test/mse");
   }
   for (const std::string& m : metrics)
@@ -390,9 +436,10 @@ std::string report_data(ResultsStore& store, ReportRequest& request) {
                         ",\"started\":" + number(r.started) + ",\"ended\":" + number(r.ended) + "}";
                }) +
          ",\"plugins\":" + array(plugins.rows, [](const std::vector<std::string>& p) { return array(p, quote); }) +
-         ",\"differs\":" + differing_settings(store, runs, variants) + ",\"curves\":" + curves(store, runs, variants) +
-         ",\"finals\":" + finals_json + ",\"warnings\":" + warnings +
-         ",\"pictures\":" + pictures(store, runs, variants, request.inline_pictures) + "}";
+         ",\"differs\":" + differing_settings(store, runs, variants) +
+         ",\"curves\":" + curves(store, runs, variants, request.curves, logged) + ",\"finals\":" + finals_json +
+         ",\"warnings\":" + warnings + ",\"pictures\":" + pictures(store, runs, variants, request.inline_pictures) +
+         "}";
 }
 
 int cmd_report(const Args& args) {

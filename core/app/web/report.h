@@ -13,6 +13,11 @@
 
 namespace htm {
 
+/// Which curves report_data carries. A study page of htm serve starts with `main` (the study's own
+/// metrics, drawn first, and the references drawn on them; every other metric by name only) and
+/// asks for the `rest` once those are drawn; a file (htm report) and the JSON route hold `all`.
+enum class ReportCurves { all, main, rest };
+
 struct ReportRequest {
   std::string experiment;
   std::string db;
@@ -21,10 +26,11 @@ struct ReportRequest {
   std::vector<std::string> metrics;  ///< "split/name" in the final-values panel; empty: the task's own
   std::string chart_js;              ///< Chart.js to inline; empty: the Debian package's file
   stats::Adjustment adjustment = stats::Adjustment::holm;
-  std::vector<stats::Target> targets;  ///< metric as split/name: drawn as a line beside each variant's bound
-  double collapse = -1;                ///< > 0: count runs that end this far below their peak
-  bool finals_only = false;            ///< report_data: the final-values panel alone (htm serve)
-  bool inline_pictures = true;         ///< false: pictures by their /artifact/RUN_ID/PATH route (htm serve)
+  std::vector<stats::Target> targets;       ///< metric as split/name: drawn as a line beside each variant's bound
+  double collapse = -1;                     ///< > 0: count runs that end this far below their peak
+  bool finals_only = false;                 ///< report_data: the final-values panel alone (htm serve)
+  ReportCurves curves = ReportCurves::all;  ///< rest: report_data is {experiment, curves} alone
+  bool inline_pictures = true;              ///< false: pictures by their /artifact/RUN_ID/PATH route (htm serve)
 };
 
 /// The page's JSON data: runs, differing settings, curves, final comparisons, pictures.

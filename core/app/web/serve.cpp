@@ -245,6 +245,7 @@ struct Server::Impl {
     });
     http.Get(R"(/study/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
       ReportRequest request = study_request(req);
+      request.curves = ReportCurves::main;  // the page asks for the other curves once these are drawn
       std::string data;
       try {
         data = report_data(store(), request);
@@ -260,6 +261,9 @@ struct Server::Impl {
     json_route(R"(/api/study/([^/]+)/version)",
                [this](const httplib::Request& req) { return serve::study_version(store(), req.matches[1].str()); });
     json_route(R"(/api/study/([^/]+)/finals)", [this](const httplib::Request& req) { return study(req, true); });
+    json_route(R"(/api/study/([^/]+)/curves)", [this](const httplib::Request& req) {
+      return study(req, false, ReportCurves::rest);  // the curves a study page names but left out
+    });
     json_route(R"(/api/study/([^/]+))", [this](const httplib::Request& req) { return study(req, false); });
     http.Get(R"(/sweep/([^/]+))", [](const httplib::Request& req, httplib::Response& res) {
       reply(req, res, serve::sweep_page(req.matches[1].str()), "text/html; charset=utf-8");
@@ -291,10 +295,17 @@ struct Server::Impl {
     return request;
   }
 
-  // A study's report_data (finals_only: its final-values panel); an unknown study is a 400.
-  std::string study(const httplib::Request& req, bool finals_only) {
+  // A study's report_data (finals_only: its final-values panel; ?curves=main: the page's first
+  // curves, the others by name); an unknown study is a 400.
+  std::string study(const httplib::Request& req, bool finals_only, ReportCurves curves = ReportCurves::all) {
     ReportRequest request = study_request(req);
     request.finals_only = finals_only;
+    const std::string asked = req.get_param_value("curves");
+    if (curves == ReportCurves::all && asked == "main")
+      curves = ReportCurves::main;
+    else if (curves == ReportCurves::all && !asked.empty() && asked != "all")
+      throw BadRequest("curves=" + asked + ": expected main or all");
+    request.curves = curves;
     try {
       return report_data(store(), request);
     } catch (const Error& e) {

@@ -4,6 +4,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "htm/error.h"
 #include "store/results_store.h"
@@ -102,6 +103,31 @@ void ResultsStore::scan(const std::string& sql, const std::vector<SqlValue>& par
   int rc;
   while ((rc = sqlite3_step(owner.get())) == SQLITE_ROW) each(row);
   if (rc != SQLITE_DONE) throw Error("query failed: " + std::string(sqlite3_errmsg(db_)));
+}
+
+std::vector<std::string> ResultsStore::metric_names(const std::vector<int64_t>& runs) {
+  // metrics_by_series is (run_id, split, name, step): each step seeks past the series it found.
+  auto owner = prepare(
+      "SELECT split, name FROM metrics WHERE run_id = ?1 AND (split, name) > (?2, ?3) ORDER BY split, name LIMIT 1",
+      {int64_t{0}, std::string(), std::string()}, false);
+  sqlite3_stmt* stmt = owner.get();
+  std::set<std::string> names;
+  for (const int64_t run : runs) {
+    std::string split, name;
+    for (;;) {
+      sqlite3_reset(stmt);
+      sqlite3_bind_int64(stmt, 1, run);
+      sqlite3_bind_text(stmt, 2, split.c_str(), static_cast<int>(split.size()), SQLITE_TRANSIENT);
+      sqlite3_bind_text(stmt, 3, name.c_str(), static_cast<int>(name.size()), SQLITE_TRANSIENT);
+      const int rc = sqlite3_step(stmt);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) throw Error("query failed: " + std::string(sqlite3_errmsg(db_)));
+      split = store::cell_text(stmt, 0);
+      name = store::cell_text(stmt, 1);
+      names.insert(split + "/" + name);
+    }
+  }
+  return {names.begin(), names.end()};
 }
 
 int64_t Row::integer(int column) const { return sqlite3_column_int64(stmt_, column); }

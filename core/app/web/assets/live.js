@@ -23,7 +23,9 @@
           v.running ? `live: ${v.running} run(s) training; redrawn when they log` : 'live: nothing is training';
       if (version !== null && v.version !== version) {
         const started = performance.now();
-        const response = await fetch(LIVE + location.search);  // ?reference= as the page was asked
+        const q = new URLSearchParams(location.search);  // ?reference= as the page was asked
+        q.set('curves', 'main');                         // the others as the page reads them: after
+        const response = await fetch(LIVE + '?' + q);
         if (response.ok) {
           render(await response.json());
           banner.textContent += ' (updated ' + new Date().toLocaleTimeString() + ')';

@@ -127,16 +127,37 @@ const Charts = (() => {
     entry.chart.options.scales.x.title.text = TITLE[state.x];
     entry.chart.update('none');
   }
-  // Charts beyond the first few are drawn a batch at a time after the page shows (about 12 ms each:
-  // a study of 40 metrics would otherwise keep the page blank for half a second more).
-  const EAGER = 6;
-  let queue = [], waiting = [], scheduled = false;
+  // Every chart is drawn after the page first shows, those in view first, about 40 ms of drawing at a
+  // time (Chart.js takes 10-60 ms a chart: drawn at once, a study's 40 would keep the page blank
+  // for a second or two). The first time no chart waiting is in view, the page marks
+  // 'htm-first-screen' (performance.mark; scripts/serve/draw.js reads it).
+  let queue = [], waiting = [], scheduled = false, firstScreen = false, look = true;
+  const inView = canvas => {
+    const r = canvas.getBoundingClientRect();
+    return r.width > 0 && r.bottom > 0 && r.top < innerHeight;
+  };
+  window.addEventListener('scroll', () => look = true, {passive: true});
   function drawQueued() {
     const until = performance.now() + 40;
-    while (queue.length && performance.now() < until) queue.shift()();
+    while (queue.length && performance.now() < until) {
+      let i = look ? queue.findIndex(q => inView(q.canvas)) : -1;
+      if (i < 0) {
+        look = false;  // none in view: in page order until the next scroll
+        if (!firstScreen) firstScreen = true, performance.mark('htm-first-screen');
+        i = 0;
+      }
+      queue.splice(i, 1)[0].draw();
+    }
     if (queue.length) return setTimeout(drawQueued, 0);
+    if (!firstScreen) firstScreen = true, performance.mark('htm-first-screen');
     scheduled = false;
     waiting.splice(0).forEach(resolve => resolve());
+  }
+  // `draw` (which makes the chart on `canvas`) in the queue; the first waits for the page to show.
+  function soon(canvas, draw) {
+    queue.push({canvas, draw});
+    look = true;
+    if (!scheduled) scheduled = true, requestAnimationFrame(() => setTimeout(drawQueued, 0));
   }
   // Resolves once every chart asked for is drawn.
   const drawn = () => queue.length ? new Promise(resolve => waiting.push(resolve)) : Promise.resolve();
@@ -206,23 +227,24 @@ const Charts = (() => {
     canvas.addEventListener('dblclick', () => zoom(entry));
   }
   // A line chart drawn once, with the current settings: `config` as Chart.js takes it, its datasets'
-  // points from `specs`; joined to the controls at once, drawn at once or soon after (drawn()).
-  function line(canvas, panel, metric, config, specs) {
-    const entry = join({chart: null, panel, metric, specs});
+  // points from `specs`; joined to the controls at once (or, as `entry`, by later() before its data
+  // came), drawn soon after (soon(); drawn() says when).
+  function line(canvas, panel, metric, config, specs, entry = null) {
+    if (entry)
+      entry.specs = specs;
+    else
+      entry = join({chart: null, panel, metric, specs});
     const draw = () => {
       fill(config.data.datasets, specs);
       config.options.scales.x.title = {display: true, text: TITLE[state.x]};
       entry.chart = new Chart(canvas, config);
       zoomable(entry);
     };
-    if (entries.length <= EAGER) {
-      draw();
-    } else {
-      queue.push(draw);
-      if (!scheduled) scheduled = true, setTimeout(drawQueued, 0);
-    }
+    soon(canvas, draw);
     return entry;
   }
+  // A panel whose chart comes later (line(..., entry)): searched and pinned meanwhile.
+  const later = (panel, metric) => join({chart: null, panel, metric, specs: []});
   // A chart drawn by the page joins the controls, and is drawn again with their settings.
   function add(chart, panel, metric, specs) {
     const entry = join({chart, panel, metric, specs});
@@ -297,5 +319,5 @@ const Charts = (() => {
     if (pinnedBox) pinnedBox.replaceChildren();
     waiting.splice(0).forEach(resolve => resolve());
   };
-  return {add, line, apply, bar, axesOf, clear, drawn, state, entries};
+  return {add, line, later, soon, apply, bar, axesOf, clear, drawn, state, entries};
 })();

@@ -36,6 +36,7 @@ const SeedLines = {
     let lines = 0;
     for (const entry of Charts.entries) {
       const {chart, specs, metric} = entry;
+      if (!chart) continue;  // a curve not read yet (Deferred shows the lines once it is)
       for (let i = specs.length - 1; i >= 0; i--)
         if (specs[i].kind === 'seed') specs.splice(i, 1), chart.data.datasets.splice(i, 1);
       if (on)
@@ -58,9 +59,36 @@ const SeedLines = {
   }
 };
 
+// The curves a study page of htm serve names but did not send (every metric but the first
+// screen's and their references): read in one request once the first charts are drawn, each
+// drawn into the panel that waited for it.
+const Deferred = {
+  slots: new Map(),  // metric → {canvas, head, panel, entry}
+  async load(drawing) {
+    if (!this.slots.size) return;
+    const response = await fetch(`/api/study/${encodeURIComponent(D.experiment)}/curves`);
+    const data = await response.json();
+    if (!response.ok) throw new Error(data.error || response.statusText);
+    if (drawing !== renders) return;  // the page was drawn again meanwhile
+    for (const c of data.curves) {
+      const slot = this.slots.get(c.metric);
+      if (!slot) continue;
+      this.slots.delete(c.metric);
+      delete slot.panel.dataset.deferred;
+      drawCurve(c, slot);
+    }
+    for (const slot of this.slots.values())  // logged, but never a number
+      slot.canvas.replaceWith(nodata('No values were logged.'));
+    this.slots.clear();
+    if (SeedLines.on) await SeedLines.show(true);
+  }
+};
+let drawCurve = null;  // render()'s draw(c, slot), set below
+
 function render(data) {
   D = data;
   for (const chart of Object.values(Chart.instances)) chart.destroy();
+  Charts.clear();
   charts = 0;
   for (const id of ['header', 'differs', 'finals', 'curves', 'more-curves', 'pictures'])
     document.getElementById(id).replaceChildren();
@@ -229,27 +257,27 @@ function render(data) {
             pointRadius: 0
           });
         }
-        new Chart(canvas, {
-          type: 'scatter',
-          data: {datasets},
-          options: {
-            animation: false,
-            maintainAspectRatio: false,
-            plugins: {legend: {display: !!f.target, labels: {boxWidth: 12}}},
-            scales: {
-              x: {
-                min: -0.5,
-                max: rows.length - 0.5,
-                grid: {display: false},
-                afterBuildTicks: axis => {
-                  axis.ticks = rows.map((_, i) => ({value: i}));
-                },
-                ticks: {autoSkip: false, callback: v => (rows[v] || {}).variant || ''}
-              },
-              y: {title: {display: true, text: f.metric}}
-            }
-          }
-        });
+        Charts.soon(canvas, () => new Chart(canvas, {
+                              type: 'scatter',
+                              data: {datasets},
+                              options: {
+                                animation: false,
+                                maintainAspectRatio: false,
+                                plugins: {legend: {display: !!f.target, labels: {boxWidth: 12}}},
+                                scales: {
+                                  x: {
+                                    min: -0.5,
+                                    max: rows.length - 0.5,
+                                    grid: {display: false},
+                                    afterBuildTicks: axis => {
+                                      axis.ticks = rows.map((_, i) => ({value: i}));
+                                    },
+                                    ticks: {autoSkip: false, callback: v => (rows[v] || {}).variant || ''}
+                                  },
+                                  y: {title: {display: true, text: f.metric}}
+                                }
+                              }
+                            }));
         charts++;
       }
     }
@@ -261,7 +289,7 @@ function render(data) {
     'test/mse': [['test/baseline_mse', 'mean image'], ['test/baseline/pca_mse', 'PCA, same size']],
     'test/accuracy': [['test/baseline/linear_accuracy', 'linear classifier']],
   };
-  const byMetric = Object.fromEntries(D.curves.map(c => [c.metric, c]));
+  const byMetric = Object.fromEntries(D.curves.filter(c => c.series).map(c => [c.metric, c]));
   const referencesOf = m => {
     const refs = (REFERENCES[m] || []).slice();
     const [split, ...rest] = m.split('/');
@@ -272,16 +300,23 @@ function render(data) {
       return {label, value: s.mean[s.mean.length - 1]};
     });
   };
-  const isReference = m => /\/(baseline|random|agglomerative)\/|baseline_mse$/.test(m);
-  const main = m =>
-      /^(train\/loss|test\/mse|test\/accuracy|test\/[^/]*f1|train\/epoch_loss)$/.test(m) && !isReference(m);
   const pointsOf = (s, ys) =>
       s.step.map((step, i) => ({step, time: s.time ? s.time[i] : null, epoch: s.epoch ? s.epoch[i] : null, y: ys[i]}));
+  // A curve's panel; one the page has only by name (c.deferred: htm serve sends the first screen's
+  // curves with the page) waits, joined to the controls, for Deferred to fill it.
   function curve(c, box) {
     const canvas = el('canvas');
     const head = el('h3', {}, c.metric);
     const panel = el('div', {class: 'panel curve', 'data-metric': c.metric}, head, el('div', {class: 'chart'}, canvas));
     box.append(panel);
+    if (c.deferred) {
+      panel.dataset.deferred = 'yes';
+      Deferred.slots.set(c.metric, {canvas, head, panel, entry: Charts.later(panel, c.metric)});
+      return;
+    }
+    draw(c, {canvas, head, panel, entry: null});
+  }
+  function draw(c, {canvas, head, panel, entry: slot}) {
     const datasets = [], specs = [];
     // A reference every variant shares (a random floor, the data's own ceiling) is drawn once: five
     // equal translucent bands on top of each other would read as one opaque box.
@@ -325,7 +360,7 @@ function render(data) {
           options: curveOptions(
               {filter: i => !/ (min|max|raw)$|^run \d/.test(i.text)}, yAxis({type: c.log ? 'logarithmic' : 'linear'}))
         },
-        specs);
+        specs, slot);
     if (c.log) {  // a metric spanning decades starts on a log scale, with a switch
       const box = el('input', {type: 'checkbox', checked: ''});
       box.addEventListener('change', () => {
@@ -339,8 +374,7 @@ function render(data) {
   }
   (() => {
     const box = document.getElementById('curves'), more = document.getElementById('more-curves');
-    Charts.clear();
-    const points = D.curves.flatMap(c => c.series.flatMap(s => pointsOf(s, s.mean)));
+    const points = D.curves.filter(c => c.series).flatMap(c => c.series.flatMap(s => pointsOf(s, s.mean)));
     const extra = [];
     if (location.protocol !== 'file:') {  // htm serve: each seed's own line, read from the server when asked
       const seeds = el('input', {type: 'checkbox', id: 'seed-lines'});
@@ -350,8 +384,10 @@ function render(data) {
     }
     Charts.bar(document.getElementById('controls'), Charts.axesOf(points), ...extra);
     if (!D.curves.length) box.append(nodata('These runs logged no metrics.'));
-    for (const c of D.curves.filter(c => main(c.metric))) curve(c, box);
-    for (const c of D.curves.filter(c => !main(c.metric))) curve(c, more);
+    Deferred.slots.clear();
+    drawCurve = draw;
+    for (const c of D.curves.filter(c => c.main)) curve(c, box);
+    for (const c of D.curves.filter(c => !c.main)) curve(c, more);
     if (SeedLines.on) SeedLines.show(true);
   })();
 
@@ -401,7 +437,7 @@ function render(data) {
   // A self-check the browser tests read, once every chart is drawn: how many charts were drawn, and
   // how many canvases stayed blank (every pixel transparent).
   const drawing = ++renders;
-  Charts.drawn().then(() => {
+  Deferred.load(drawing).then(() => Charts.drawn()).then(() => {
     if (drawing !== renders) return;  // drawn again meanwhile (a study that trains)
     const blank = [...document.querySelectorAll('canvas')]
                       .filter(c => {
