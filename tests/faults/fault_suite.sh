@@ -517,11 +517,16 @@ leftovers() { # section
   left_processes=$((left_processes + $(wc -w <<< "$pids"))); left_running=$((left_running + running))
 }
 left_processes=0 left_running=0
+timings=""
 for s in $SECTIONS; do
   section_start=$failures
+  began=$SECONDS
   "section_$s"
   leftovers "$s"
+  timings+=" $s $((SECONDS - began)) s,"
 done
+echo
+echo "seconds per section:${timings%,}"
 echo
 echo "faults injected: $injected"
 echo "runs resumed: $resumed"
