@@ -119,6 +119,40 @@ TEST_F(CompareStudyTest, TargetsCollapsesAndAConfirmationUnderAnotherConfig) {
       << c.warnings[0];
 }
 
+// --seeds and --revision: a database that holds both phases, or the runs of two builds, gives
+// back the table of one of them.
+TEST_F(CompareStudyTest, SeedsAndRevisionSelectTheRunsOfOneTable) {
+  ResultsStore store(db_path());
+  for (int64_t s = 0; s < 5; ++s) {
+    add(store, "random", s, {{"cluster_f1", kRandom[s]}});
+    add(store, "learned", s, {{"cluster_f1", kLearned[s]}});
+  }
+  for (int64_t s = 1000; s < 1003; ++s) {
+    RunInfo info = make_run("learned", s);
+    info.git_revision = "def456";
+    const int64_t id = store.begin_run(info);
+    store.log_metrics(id, 2, 1, "test", {{"cluster_f1", 0.5}});
+    store.finish_run(id, RunStatus::finished);
+  }
+  CompareRequest request;
+  request.experiment = "quickstart";
+  request.metrics = {"test/cluster_f1"};
+  request.reference = "random";
+  request.filter.first_seed = 1, request.filter.last_seed = 3;
+  Comparison c = compare_study(store, request);
+  const CompareRow& learned = row(c.metrics.at(0).phases.at(0), "learned");
+  ASSERT_EQ(learned.values.size(), 3u);
+  EXPECT_NEAR(learned.mean, (kLearned[1] + kLearned[2] + kLearned[3]) / 3, 1e-12);
+  request.filter = {};
+  request.filter.revision = "def";  // a prefix, as git prints it
+  request.reference = "learned";
+  c = compare_study(store, request);
+  EXPECT_EQ(row(c.metrics.at(0).phases.at(0), "learned").values, (std::vector<double>{0.5, 0.5, 0.5}));
+  request.filter.revision = "fff";
+  EXPECT_NE(error_of([&] { compare_study(store, request); }).find("among the runs the filters select"),
+            std::string::npos);
+}
+
 TEST_F(CompareStudyTest, UnknownReferenceAndEmptyStudiesAreErrors) {
   ResultsStore store(db_path());
   add(store, "learned", 0, {{"mse", 0.1}});

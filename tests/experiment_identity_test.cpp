@@ -66,6 +66,21 @@ TEST_F(ExperimentIdentity, TheHashIgnoresWhatDoesNotChangeTheResult) {
   EXPECT_NE(message.find("fp32"), std::string::npos) << message;
 }
 
+// Which seeds confirm is part of a study's runs: set away from 1000-1009 it moves the hash (so that
+// htm compare warns when the phases' files differ there); at the default, and the experiment's
+// name, seeds and description, it leaves the hash where it was.
+TEST_F(ExperimentIdentity, ConfirmationSeedsOtherThanTheDefaultEnterTheHash) {
+  const ResolvedConfig base = resolve("[train]\nlr = 0.001\n");
+  EXPECT_EQ(resolve("[train]\nlr = 0.001\n[experiment]\nconfirm_seeds = [1000, 1001, 1002, 1003, 1004, 1005, "
+                    "1006, 1007, 1008, 1009]\nname = \"other\"\n")
+                .hash,
+            base.hash);
+  const ResolvedConfig fresh = resolve("[train]\nlr = 0.001\n[experiment]\nconfirm_seeds = [2000, 2001]\n");
+  EXPECT_NE(fresh.hash, base.hash);
+  EXPECT_NE(resolve("[train]\nlr = 0.001\n[experiment]\nconfirm_seeds = [2000, 2002]\n").hash, fresh.hash);
+  EXPECT_EQ(resolve("[train]\nlr = 0.001\n[experiment]\nconfirm_seeds = [2000, 2001]\nseeds = [7]\n").hash, fresh.hash);
+}
+
 // Settings added after runs were recorded (runtime.precision, estimator.dense, estimator.replay*)
 // leave the hash of a config that does not use them where it was: this is the hash the
 // default experiment had before they existed (htm 8c927e1). A change to a default plugin's

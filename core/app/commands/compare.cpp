@@ -50,6 +50,14 @@ Samples load(ResultsStore& store, const CompareRequest& request, const std::stri
     sql += " AND substr(r.config_hash, 1, length(?)) = ?";
     params.insert(params.end(), {request.filter.hash, request.filter.hash});
   }
+  if (!request.filter.revision.empty()) {
+    sql += " AND substr(coalesce(r.git_revision, ''), 1, length(?)) = ?";
+    params.insert(params.end(), {request.filter.revision, request.filter.revision});
+  }
+  if (request.filter.first_seed != INT64_MIN) {
+    sql += " AND r.seed BETWEEN ? AND ?";
+    params.insert(params.end(), {request.filter.first_seed, request.filter.last_seed});
+  }
   for (const auto& [key, value] : request.filter.tags) {
     sql += " AND EXISTS (SELECT 1 FROM tags t WHERE t.run_id = r.id AND t.key = ? AND t.value = ?)";
     params.insert(params.end(), {key, value});
@@ -264,11 +272,9 @@ Comparison compare_study(ResultsStore& store, CompareRequest& request) {
       if (std::find(variants.begin(), variants.end(), v) == variants.end()) variants.push_back(v);
   }
   if (variants.empty())
-    throw Error(
-        "no finished run of experiment '" + request.experiment + "' has the metric " +
-        (request.metrics.size() == 1 ? "'" + request.metrics[0] + "'" : "s asked for") +
-        (request.filter.hash.empty() && request.filter.tags.empty() ? "" : " among the runs the filters select") +
-        " in " + store.path());
+    throw Error("no finished run of experiment '" + request.experiment + "' has the metric " +
+                (request.metrics.size() == 1 ? "'" + request.metrics[0] + "'" : "s asked for") +
+                (request.filter.any() ? " among the runs the filters select" : "") + " in " + store.path());
   if (request.reference.empty()) request.reference = variants.front();
   if (std::find(variants.begin(), variants.end(), request.reference) == variants.end())
     throw Error("experiment '" + request.experiment + "' has no finished variant '" + request.reference + "'");
@@ -373,12 +379,33 @@ void print_metrics(const Comparison& c) {
   }
 }
 
+// --seeds FIRST-LAST (or one seed): the two ends, checked.
+std::pair<int64_t, int64_t> seed_range(const std::string& text) {
+  const auto integer = [&](const std::string& part, int64_t* out) {
+    size_t used = 0;
+    try {
+      *out = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    return !part.empty() && used == part.size();
+  };
+  const size_t dash = text.find('-', 1);  // a leading '-' is a negative seed's sign
+  int64_t first = 0, last = 0;
+  const bool ok = dash == std::string::npos
+                      ? integer(text, &first) && integer(text, &last)
+                      : integer(text.substr(0, dash), &first) && integer(text.substr(dash + 1), &last);
+  if (!ok || first > last) throw Error("--seeds " + text + ": expected FIRST-LAST, e.g. 1000-1009, or one seed");
+  return {first, last};
+}
+
 }  // namespace
 
 int cmd_compare(const Args& args) {
   po::options_description opts("options");
   std::string split, db;
   std::vector<std::string> metrics, tags;
+  std::string seeds;
   CompareRequest request;
   ClaimOptions claims;
   opts.add_options()("experiment", po::value(&request.experiment)->required(),
@@ -387,6 +414,8 @@ int cmd_compare(const Args& args) {
       "split", po::value(&split)->default_value("test"), "metric split: test or train")(
       "reference,r", po::value(&request.reference), "variant the others are compared with (default: the first run's)")(
       "hash", po::value(&request.filter.hash), "only runs whose config hash starts with this")(
+      "revision", po::value(&request.filter.revision), "only runs of a git revision starting with this")(
+      "seeds", po::value(&seeds), "only runs of these seeds: FIRST-LAST (e.g. 1000-1009) or one seed")(
       "tag", po::value(&tags)->composing(), "only runs tagged key=value (repeatable: all of them)")(
       "db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
   add_claim_options(opts, claims);
@@ -395,13 +424,14 @@ int cmd_compare(const Args& args) {
   po::variables_map vm;
   if (!parse_options("compare", args, opts, pos, vm,
                      "EXPERIMENT [--metric M...] [--reference VARIANT] [--target 'M>=X'] [--adjust holm] "
-                     "[--hash H] [--tag k=v]"))
+                     "[--hash H] [--revision R] [--seeds A-B] [--tag k=v]"))
     return 0;
   std::tie(request.adjustment, request.targets) = parse_claims(claims, split);
   request.collapse = claims.collapse;
   if (metrics.empty() && request.targets.empty()) metrics = {"mse"};
   for (const auto& m : metrics) request.metrics.push_back(qualified_metric(m, split));
   for (const auto& tag : tags) request.filter.tags.push_back(key_value("--tag", tag));
+  if (vm.count("seeds")) std::tie(request.filter.first_seed, request.filter.last_seed) = seed_range(seeds);
 
   ResultsStore store(db, OpenMode::read_only);
   const Comparison c = compare_study(store, request);

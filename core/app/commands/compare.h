@@ -16,11 +16,15 @@
 
 namespace htm {
 
-/// Which runs a comparison takes: those whose config hash starts with `hash` (when given) and
+/// Which runs a comparison takes: those whose config hash starts with `hash` and whose git
+/// revision starts with `revision` (when given), with a seed in [first_seed, last_seed], and
 /// that carry every `tags` key=value.
 struct RunFilter {
   std::string hash;
+  std::string revision;
+  int64_t first_seed = INT64_MIN, last_seed = INT64_MAX;
   std::vector<std::pair<std::string, std::string>> tags;
+  bool any() const { return !hash.empty() || !revision.empty() || !tags.empty() || first_seed != INT64_MIN; }
 };
 
 struct CompareRequest {

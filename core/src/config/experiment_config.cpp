@@ -219,11 +219,17 @@ std::string to_document(const ResolvedConfig& config, const std::map<std::string
                         bool identity_only = false) {
   std::string out;
   for (const HostSection& section : host_schema()) {
-    if (identity_only && section.name == "experiment") continue;
+    // [experiment] names and describes the study; of it only confirm_seeds enters a run's
+    // identity (which seeds confirm: changed between the phases, htm compare's hash warning fires),
+    // and only when set, as a setting added later does (the default's hashes stay as they were).
+    const bool described = identity_only && section.name == "experiment";
     std::map<std::string, Value> values;
     for (const HostSetting& setting : section.settings) {
       const Value& value = host_values.at(section.name + "." + setting.spec.name);
-      if (identity_only && (setting.later ? value == setting.spec.default_value : section.name == "runtime")) continue;
+      if (described && setting.spec.name != "confirm_seeds") continue;
+      if (identity_only &&
+          (setting.later || described ? value == setting.spec.default_value : section.name == "runtime"))
+        continue;
       values[setting.spec.name] = value;
     }
     if (!values.empty()) write_table(out, section.name, values);
