@@ -116,10 +116,10 @@ std::vector<std::string> ResultsStore::metric_names(const std::vector<int64_t>& 
     std::string split, name;
     for (;;) {
       sqlite3_reset(stmt);
-      sqlite3_bind_int64(stmt, 1, run);
-      sqlite3_bind_text(stmt, 2, split.c_str(), static_cast<int>(split.size()), SQLITE_TRANSIENT);
-      sqlite3_bind_text(stmt, 3, name.c_str(), static_cast<int>(name.size()), SQLITE_TRANSIENT);
-      const int rc = sqlite3_step(stmt);
+      int rc = SQLITE_OK;
+      for (const auto& [at, value] : {std::pair<int, SqlValue>{1, run}, {2, split}, {3, name}})
+        if (rc == SQLITE_OK) rc = store::bind_value(stmt, at, value);
+      if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
       if (rc == SQLITE_DONE) break;
       if (rc != SQLITE_ROW) throw Error("query failed: " + std::string(sqlite3_errmsg(db_)));
       split = store::cell_text(stmt, 0);

@@ -60,11 +60,11 @@ const SeedLines = {
 };
 
 // The curves a study page of htm serve names but did not send (every metric but the first
-// screen's and their references): read in one request once the first charts are drawn, each
-// drawn into the panel that waited for it.
+// screen's and their references): read in one request as the page shows, each drawn by `draw`
+// (render()'s) into the panel that waited for it.
 const Deferred = {
   slots: new Map(),  // metric → {canvas, head, panel, entry}
-  async load(drawing) {
+  async load(drawing, draw) {
     if (!this.slots.size) return;
     const response = await fetch(`/api/study/${encodeURIComponent(D.experiment)}/curves`);
     const data = await response.json();
@@ -75,7 +75,7 @@ const Deferred = {
       if (!slot) continue;
       this.slots.delete(c.metric);
       delete slot.panel.dataset.deferred;
-      drawCurve(c, slot);
+      draw(c, slot);
     }
     for (const slot of this.slots.values())  // logged, but never a number
       slot.canvas.replaceWith(nodata('No values were logged.'));
@@ -83,7 +83,6 @@ const Deferred = {
     if (SeedLines.on) await SeedLines.show(true);
   }
 };
-let drawCurve = null;  // render()'s draw(c, slot), set below
 
 function render(data) {
   D = data;
@@ -385,7 +384,6 @@ function render(data) {
     Charts.bar(document.getElementById('controls'), Charts.axesOf(points), ...extra);
     if (!D.curves.length) box.append(nodata('These runs logged no metrics.'));
     Deferred.slots.clear();
-    drawCurve = draw;
     for (const c of D.curves.filter(c => c.main)) curve(c, box);
     for (const c of D.curves.filter(c => !c.main)) curve(c, more);
     if (SeedLines.on) SeedLines.show(true);
@@ -437,7 +435,7 @@ function render(data) {
   // A self-check the browser tests read, once every chart is drawn: how many charts were drawn, and
   // how many canvases stayed blank (every pixel transparent).
   const drawing = ++renders;
-  Deferred.load(drawing).then(() => Charts.drawn()).then(() => {
+  Deferred.load(drawing, draw).then(() => Charts.drawn()).then(() => {
     if (drawing !== renders) return;  // drawn again meanwhile (a study that trains)
     const blank = [...document.querySelectorAll('canvas')]
                       .filter(c => {
