@@ -2,8 +2,9 @@
 # The checks a CUDA machine must pass (docs/gpu.md), in one script, most needed first:
 #   - build htm against the machine's libtorch (a CUDA one) without the native CPU kernels;
 #   - the kernel tests on the GPU (CudaKernels.*, GpuKernels.*, PortableKernels.*);
-#   - `htm bench` at the paper's size on cuda, B = 64 and 8, fp32 and bf16, with the GPU's peak
-#     allocated memory, beside the paper's official code (HTM_OFFICIAL) on the same GPU;
+#   - `htm bench` at the paper's size on cuda, B = 64 and 8, fp32 eager and replayed from a CUDA
+#     graph (runtime.cuda_graph), bf16 replayed, with the GPU's peak allocated memory, beside the
+#     paper's official code (HTM_OFFICIAL) on the same GPU; the replays' losses against eager steps;
 #   - a profile of one B = 64 step (the ops that take the time, in profile-top.txt), and the
 #     portable kernels on the same GPU;
 #   - the unit tests (on the host CPU: the portable kernels);
@@ -94,7 +95,7 @@ cuda=(--set 'runtime.device="cuda"')
 
 # 2. The kernels on the GPU against the CPU and their definitions.
 step "kernel tests on the GPU" kernels.log 120 "$BUILD/tests/htm_tests" \
-  --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*'
+  --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*:StepGraph.*'
 
 # 3. The paper-size step: htm (gpu kernels) beside the official code, fp32 and bf16.
 # smi NAME COMMAND...: runs COMMAND while nvidia-smi samples the GPU's used memory (the whole
@@ -118,13 +119,25 @@ official() {
   smi "official B=$1" step "official code B=$1" bench.log 150 python3 "$HTM_OFFICIAL" --device cuda --batch "$1" \
     --steps 10
 }
+graph=(--set 'runtime.cuda_graph="on"')
 for B in 64 8; do
   bench "htm bench cuda fp32 B=$B" --set "train.batch_size=$B"
+  bench "htm bench cuda fp32 graph B=$B" --set "train.batch_size=$B" "${graph[@]}"
   official "$B"
-  bench "htm bench cuda bf16 B=$B" --set "train.batch_size=$B" --set 'runtime.precision="bf16"'
+  bench "htm bench cuda bf16 graph B=$B" --set "train.batch_size=$B" --set 'runtime.precision="bf16"' "${graph[@]}"
 done
+# The graph's replays against the same steps run eagerly with its draws: the same losses, bit for bit.
+bench "htm bench cuda fp32 graph-eager B=8" --set "train.batch_size=8" --set 'runtime.cuda_graph="eager"'
+losses_of() {  # the losses line of the bench step named $1
+  awk -v n="=== $1:" 'index($0, n) == 1 {on = 1; next} /^=== / {on = 0} on && /^losses / {$1 = $2 = $3 = ""; print}' \
+    "$OUT/bench.log"
+}
+replayed=$(losses_of "htm bench cuda fp32 graph B=8") eager=$(losses_of "htm bench cuda fp32 graph-eager B=8")
+verdict="DIFFERENT"
+[ -n "$replayed" ] && [ "$replayed" = "$eager" ] && verdict="the same, bit for bit"
+echo "graph replays against eager steps (B=8, 10 steps): losses $verdict" | tee -a "$OUT/summary.txt"
 if [ "${HTM_QUICK:-0}" = 1 ]; then  # the bench table alone
-  grep -hE "^(summary|memory|official|smi) " "$OUT/bench.log" | tee -a "$OUT/summary.txt"
+  grep -hE "^(summary|memory|official|smi|graph) " "$OUT/bench.log" | tee -a "$OUT/summary.txt"
   exit 0
 fi
 
@@ -161,7 +174,7 @@ fi
 [ -f "$OUT/runs.sqlite" ] && "$htm" runs --db "$OUT/runs.sqlite" >> "$OUT/runs.log" 2>&1
 step "reference port B=64" bench.log 150 python3 bench/reference/reference.py --device cuda --steps 10 --batch 64
 
-grep -hE "^(summary|memory|reference|official|smi) " "$OUT/bench.log" | tee -a "$OUT/summary.txt"
+grep -hE "^(summary|memory|reference|official|smi|graph) " "$OUT/bench.log" | tee -a "$OUT/summary.txt"
 grep -E "tests passed|tests failed" "$OUT/unit.log" 2> /dev/null | tee -a "$OUT/summary.txt"
 grep -A20 "FAILED TEST\|The following tests FAILED" "$OUT/kernels.log" "$OUT/unit.log" 2> /dev/null | head -40 |
   tee -a "$OUT/summary.txt"

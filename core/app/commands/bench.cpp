@@ -134,7 +134,9 @@ struct StepTiming {
   int64_t flops = 0;  ///< through htm::gemm in one step
   double peak_mib = 0;
   double before_mib = 0, forward_mib = 0, backward_mib = 0, optimizer_mib = 0;  ///< one more step, by phase
-  double gpu_peak_mib = -1;  ///< on a GPU: the allocator's most allocated over the timed steps (-2: not built)
+  double gpu_peak_mib = -1;    ///< on a GPU: the allocator's most allocated over the timed steps (-2: not built)
+  std::string graphs;          ///< runtime.cuda_graph: what the graphs did (TrainStep::graph_summary)
+  std::vector<double> losses;  ///< each timed step's loss
 };
 
 // One warm-up step, one profiled into `profile` (if named), then `steps` timed ones: forward at
@@ -160,12 +162,15 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
   // the anytime loss, the leaf classifier's probe, clipping and both optimisers.
   TrainStep train_step(ex, at::make_generator<at::CPUGeneratorImpl>(0), comm.get());
   ex.model->train();
-  auto step = [&] { train_step(request); };
   StepTiming t;
+  std::vector<double> losses;
+  auto step = [&] { losses.push_back(train_step(request).loss); };
   step();
   const int64_t flops0 = gemm_flops();
   step();
   t.flops = gemm_flops() - flops0;
+  // runtime.cuda_graph = "on": the steps before the first replay (warm-ups, the capture) untimed.
+  if (ex.config.settings.runtime.cuda_graph == RuntimeCudaGraph::on) step(), step();
   if (!profile.empty()) {
     torch::autograd::profiler::RecordProfile guard(profile);
     step();
@@ -173,6 +178,7 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
   const c10::Device device = ex.device;
   if (device.is_cuda() && gpu_memory_stats_built()) reset_gpu_peak(device);
   t.ms = time_ms(static_cast<int>(steps), step);
+  t.losses.assign(losses.end() - static_cast<int64_t>(t.ms.size()), losses.end());
   if (device.is_cuda()) t.gpu_peak_mib = gpu_memory_stats_built() ? gpu_peak_mib(device) : -2;
   t.peak_mib = peak_rss_mib();
   if (!world) {  // one more step for the peak of each phase (the process's memory, libraries included)
@@ -188,6 +194,7 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
     step();
     t.optimizer_mib = peak_rss_mib();
   }
+  t.graphs = train_step.graph_summary();
   if (world && world->rank == 0 && train_step.reducer())
     std::printf("data-parallel  %lld gradient bucket%s, %lld started before backward ended (last step)\n",
                 (long long)train_step.reducer()->buckets(), train_step.reducer()->buckets() == 1 ? "" : "s",
@@ -220,6 +227,11 @@ void memory_line(const std::string& what, const StepTiming& t) {
       "memory   %-28s resident MiB: %.0f before the step; peak %.0f in forward, %.0f in backward, "
       "%.0f in the optimiser\n",
       what.c_str(), t.before_mib, t.forward_mib, t.backward_mib, t.optimizer_mib);
+  if (t.graphs.empty()) return;
+  std::printf("graph    %-28s cuda_graph: %s\n", what.c_str(), t.graphs.c_str());
+  std::string losses;  // a graph's replays against "eager": the same numbers, bit for bit
+  for (double loss : t.losses) losses += (losses.empty() ? "" : " ") + c10::str(std::hexfloat, loss);
+  std::printf("losses   %-28s %s\n", what.c_str(), losses.c_str());
 }
 
 // Least-squares slope of log y against log x: the exponent of y ∝ x^a.

@@ -291,6 +291,13 @@ std::vector<HostSection> build_schema() {
                   "and the GPU kernels (kernels/gpu.h) on a GPU, portable (the reference: plain torch ops on any "
                   "device), or gpu (the GPU kernels on any device: to count or test the GPU path on a CPU)")
           .later()
+          .choice("cuda_graph", &R::cuda_graph,
+                  {{"off", RuntimeCudaGraph::off}, {"on", RuntimeCudaGraph::on}, {"eager", RuntimeCudaGraph::eager}},
+                  "on: a training step on a GPU is captured once per shape as a CUDA graph and replayed (one "
+                  "launch instead of thousands; its draws from the device's generator seeded once a step); "
+                  "eager: the same draws without the graph (to check a graph against); off: neither "
+                  "(docs/gpu.md)")
+          .later()
           .add("results", &R::results, Text(kDefaultResultsPath), "the results database")
           .add("artifacts", &R::artifacts, Text("results/runs"), "folder of per-run checkpoints and images")
           .add("checkpoint_every", &R::checkpoint_every, int64_t{0},

@@ -24,6 +24,8 @@ enum class EstimatorLogProb { exact, paper };
 enum class RuntimePrecision { fp32, bf16 };
 /// runtime.kernels: the SDK's kernels (kernels/kernels.h).
 enum class RuntimeKernels { native, portable, gpu };
+/// runtime.cuda_graph: the training step replayed as a CUDA graph (train/step_graph.h).
+enum class RuntimeCudaGraph { off, on, eager };
 enum class Architecture { htm, vit };
 enum class Unmerge { policy, mirror };
 enum class LrDecay { step, cosine };
@@ -111,6 +113,7 @@ struct RuntimeSettings {
   RuntimePrecision precision = RuntimePrecision::fp32;  ///< of the SDK's matrix products (kernels/precision.h)
   std::string device = "cpu";                           ///< "cpu", "cuda" or "cuda:N" (train/device.h)
   RuntimeKernels kernels = RuntimeKernels::native;      ///< native where built and on the CPU
+  RuntimeCudaGraph cuda_graph = RuntimeCudaGraph::off;  ///< on: the step captured once per shape, then replayed
   std::string results;
   std::string artifacts;
   int64_t checkpoint_every = 0;   ///< steps between checkpoints besides each epoch's end; 0: none

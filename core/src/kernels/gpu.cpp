@@ -1,9 +1,13 @@
 // The GPU kernels (kernels/gpu.h): torch ops with few launches, random draws on the device.
 #include "kernels/gpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
@@ -38,7 +42,42 @@ torch::Tensor rows_like(const torch::Tensor& like, Draw&& draw) {
   return t;
 }
 
+thread_local bool g_graph_draws = false, g_fixed_rounds = false;
+thread_local std::vector<GraphFlag> g_flags;
+
+// The generator of one call's draws on `device`: under GraphDraws the device's default generator
+// as it stands, else one seeded with the next draw of `generator`.
+at::Generator draw_generator(at::Generator generator, const at::Device& device) {
+  if (!g_graph_draws) return seeded_generator(next_seed(std::move(generator)), device);
+  return device.is_cpu() ? at::detail::getDefaultCPUGenerator() : at::globalContext().defaultGenerator(device);
+}
+
+// A dropout's generator for the stream (seed, first): under GraphDraws the device's default one
+// as it stands; on a GPU otherwise the default one seeded per call (the fused kernels draw from it).
+at::Generator dropout_generator(uint64_t stream, const at::Device& device) {
+  if (g_graph_draws) return draw_generator(at::Generator(), device);
+  if (device.is_cpu()) return seeded_generator(stream, device);
+  at::Generator gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(stream);
+  return gen;
+}
+
 }  // namespace
+
+GraphDraws::GraphDraws(bool fixed_rounds) : previous_(g_graph_draws), previous_fixed_(g_fixed_rounds) {
+  g_graph_draws = true;
+  g_fixed_rounds = fixed_rounds;
+}
+GraphDraws::~GraphDraws() { g_graph_draws = previous_, g_fixed_rounds = previous_fixed_; }
+bool graph_draws() { return g_graph_draws; }
+std::vector<GraphFlag> take_graph_flags() { return std::exchange(g_flags, {}); }
+
+int64_t graph_rounds(int64_t T) {
+  int64_t bits = 0;
+  while ((int64_t{1} << bits) < T) ++bits;
+  return std::max<int64_t>(8, 4 * bits);
+}
 
 at::Generator seeded_generator(uint64_t seed, const at::Device& device) {
   if (device.is_cpu()) return at::detail::createCPUGenerator(seed);
@@ -91,11 +130,7 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
   if (!q.device().is_cpu()) {
     // The fused kernel draws its dropout from the device's default generator: seeded per call
     // from the stream, so the same seed gives the same masks on the same device.
-    if (p > 0) {
-      at::Generator gen = at::globalContext().defaultGenerator(q.device());
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      gen.set_current_seed(stream);
-    }
+    if (p > 0) dropout_generator(stream, q.device());
     out = at::scaled_dot_product_attention(split(q, Tq), split(k, Tk), split(v, Tk), {}, p);
   }
 #endif
@@ -104,7 +139,7 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
                                       std::sqrt(static_cast<double>(d)),
                                   -1);
     if (p > 0) {
-      auto gen = seeded_generator(stream, q.device());
+      auto gen = dropout_generator(stream, q.device());
       auto keep = torch::empty(weights.sizes(), weights.options()).bernoulli_(1.0 - p, gen);
       weights = weights * keep.mul_(1.0 / (1.0 - p));
     }
@@ -115,23 +150,16 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
 
 torch::Tensor dropout(const torch::Tensor& x, double p, uint64_t seed, int64_t first) {
   const uint64_t stream = counter_bits(seed, static_cast<uint64_t>(first));
-  if (!x.device().is_cpu()) {
-    // One fused kernel (mask and product; a one-byte mask kept for backward), drawn from the
-    // device's default generator seeded per call, as the fused attention's dropout is.
-    {  // released before the kernel takes the generator's lock itself
-      at::Generator gen = at::globalContext().defaultGenerator(x.device());
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      gen.set_current_seed(stream);
-    }
-    return std::get<0>(at::native_dropout(x, p, true));
-  }
-  auto gen = seeded_generator(stream, x.device());
+  // On a GPU one fused kernel (mask and product; a one-byte mask kept for backward), drawn from
+  // the device's default generator seeded per call, as the fused attention's dropout is.
+  auto gen = dropout_generator(stream, x.device());  // its lock released before the kernel takes it
+  if (!x.device().is_cpu()) return std::get<0>(at::native_dropout(x, p, true));
   auto keep = torch::empty(x.sizes(), x.options().dtype(torch::kFloat)).bernoulli_(1.0 - p, gen);
   return x * keep.mul_(1.0 / (1.0 - p));
 }
 
 torch::Tensor gumbel_like(const torch::Tensor& like, at::Generator generator) {
-  auto gen = seeded_generator(next_seed(generator), like.device());
+  auto gen = draw_generator(std::move(generator), like.device());
   // E ~ Exp(1) kept above the smallest normal float: −log E stays finite (a draw of exactly 0
   // would be an infinite key).
   return rows_like(like, [&](torch::Tensor t) {
@@ -140,7 +168,7 @@ torch::Tensor gumbel_like(const torch::Tensor& like, at::Generator generator) {
 }
 
 torch::Tensor normal_like(const torch::Tensor& like, at::Generator generator) {
-  auto gen = seeded_generator(next_seed(generator), like.device());
+  auto gen = draw_generator(std::move(generator), like.device());
   return rows_like(like, [&](torch::Tensor t) { return t.normal_(0.0, 1.0, gen); }).to(like.scalar_type());
 }
 
@@ -176,6 +204,8 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
   const auto tokens = torch::arange(T, longs).unsqueeze(0);
   auto matched = torch::full({B, T}, -1, longs);  // the rank of each token's pair, −1 while unmatched
   const int64_t unmatched_at_end = B * (T % 2);   // a complete graph: at most one token left per sample
+  // Under GraphDraws a fixed number of rounds and no read-back; whether they finished is a flag.
+  const int64_t fixed = g_fixed_rounds ? graph_rounds(T) : 0;
   int64_t round = 0;
   for (bool more = T > 1; more;) {
     auto [best, choice] = both.max(2);  // B×T
@@ -183,8 +213,16 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
     matched = torch::where(mutual, best, matched);
     both.masked_fill_(mutual.unsqueeze(2).logical_or(mutual.unsqueeze(1)), -1);
     // Read back every few rounds (the rounds after the last match change nothing).
-    if (++round % 4 == 0) more = (matched < 0).sum().item<int64_t>() > unmatched_at_end;
+    ++round;
+    if (fixed > 0)
+      more = round < fixed;
+    else if (round % 4 == 0)
+      more = (matched < 0).sum().item<int64_t>() > unmatched_at_end;
   }
+  if (fixed > 0 && T > 1)
+    g_flags.push_back(
+        {(matched < 0).sum() > unmatched_at_end,
+         "the pair sampler's " + std::to_string(fixed) + " rounds left tokens unmatched at T = " + std::to_string(T)});
   if (rounds != nullptr) *rounds = round;
 
   // Greedy takes its pairs in decreasing rank: the r best of the matching, in order, each counted

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,37 @@
 #include "kernels/kernels.h"
 
 namespace htm::gpu {
+
+/// While one lives on this thread, the gpu kernels draw as a CUDA graph can replay them (a
+/// training step under runtime.cuda_graph, train/step_graph.h): every draw on a GPU comes from the
+/// device's default generator as it stands (the step seeds it once), with no per-call seed and no
+/// draw of the run's CPU generator. With `fixed_rounds` (a capture) the pair sampler also runs a
+/// fixed number of rounds with no read-back, raising a device flag (take_graph_flags()) where
+/// they did not finish the matching; given the same noise it takes the same pairs either way.
+class GraphDraws {
+ public:
+  explicit GraphDraws(bool fixed_rounds = false);
+  ~GraphDraws();
+  GraphDraws(const GraphDraws&) = delete;
+  GraphDraws& operator=(const GraphDraws&) = delete;
+
+ private:
+  bool previous_, previous_fixed_;
+};
+bool graph_draws();
+
+/// A check a kernel could not make on the host under GraphDraws: `raised` (a bool scalar on the
+/// device) is true where it failed, and `what` says what failed.
+struct GraphFlag {
+  at::Tensor raised;
+  std::string what;
+};
+/// This thread's flags raised since the last take_graph_flags(), which hands them over.
+std::vector<GraphFlag> take_graph_flags();
+
+/// The rounds the pair sampler runs under GraphDraws at T tokens: 4·⌈log₂ T⌉, at least 8 (the
+/// rounds of a matching grow about as log T; a test bounds them at T = 256).
+int64_t graph_rounds(int64_t T);
 
 /// A generator on `device` seeded with `seed` (on CUDA: Philox, offset 0).
 at::Generator seeded_generator(uint64_t seed, const at::Device& device);

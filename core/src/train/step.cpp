@@ -7,6 +7,7 @@
 #include "dist/grad_reducer.h"
 #include "htm/error.h"
 #include "htm/sets.h"
+#include "kernels/gpu.h"
 #include "kernels/row_shard_scope.h"
 
 namespace htm {
@@ -45,9 +46,8 @@ TrainStep::TrainStep(Experiment& ex, at::Generator generator, Communicator* comm
     replay_.emplace(estimating.replay_capacity);
   }
   if (comm != nullptr) reducer_ = std::make_unique<GradientReducer>(ex.model->parameters(), *comm);
+  if (ex.config.settings.runtime.cuda_graph != RuntimeCudaGraph::off) start_graphs();
 }
-
-TrainStep::~TrainStep() = default;
 
 void TrainStep::set_lr(double lr) {
   optimizer_.set_lr(lr);
@@ -55,6 +55,14 @@ void TrainStep::set_lr(double lr) {
 }
 
 StepReport TrainStep::operator()(const StepRequest& request) {
+  if (!graphs_) return eager_step(request);
+  seed_step();
+  if (auto report = replayed_step(request)) return *report;
+  gpu::GraphDraws draws;
+  return eager_step(request);
+}
+
+StepReport TrainStep::eager_step(const StepRequest& request) {
   StepReport report;
   const Pass pass = forward(request, report);
   const torch::Tensor total = objective(request, pass, report);
@@ -67,6 +75,8 @@ StepReport TrainStep::operator()(const StepRequest& request) {
 }
 
 void TrainStep::gradients(const StepRequest& request) {
+  std::optional<gpu::GraphDraws> draws;
+  if (graphs_) seed_step(), draws.emplace();
   StepReport report;
   const Pass pass = forward(request, report);
   backward(objective(request, pass, report));

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "store/metric.h"
@@ -63,8 +64,11 @@ class TrainStep {
   void gradients(const StepRequest& request);
 
   /// Called after the forward pass and its objective, and after backward (`htm bench` reads
-  /// each phase's memory there).
+  /// each phase's memory there; not in a step replayed from a CUDA graph).
   std::function<void()> phase_ended;
+  /// runtime.cuda_graph: what the graphs did so far ("captured 1, replayed 9 steps, ..."); empty
+  /// when it is off.
+  std::string graph_summary() const;
 
   FusedAdamW& optimizer() { return optimizer_; }
   FusedAdamW& policy_optimizer() { return policy_optimizer_; }
@@ -100,8 +104,24 @@ class TrainStep {
   ForwardResult model_pass(const Batch& batch, const std::vector<int64_t>& schedule, const StepRequest& request,
                            bool teacher_forced, const std::vector<MergeDecision>* replayed = nullptr);
 
+  /// The step itself: forward, objective, backward, update, the loss read.
+  StepReport eager_step(const StepRequest& request);
+  /// runtime.cuda_graph = "on": the step replayed from the graph of its shape, captured after two
+  /// eager steps of that shape; nothing (the caller steps eagerly) where the step cannot be
+  /// replayed: a logged step, teacher forcing, replay, a policy baseline, data-parallel, a failed
+  /// capture (step_graph.cpp).
+  std::optional<StepReport> replayed_step(const StepRequest& request);
+
+  /// runtime.cuda_graph "on" or "eager": its state, and the ema baseline kept on the device.
+  void start_graphs();
+  /// Under runtime.cuda_graph: one draw of the run's generator seeds the device's for the step.
+  void seed_step();
+
+  struct Graphs;  ///< runtime.cuda_graph's state (step_graph.cpp)
+
   Experiment& ex_;
   at::Generator generator_;
+  std::unique_ptr<Graphs> graphs_;
   Communicator* comm_;
   FusedAdamW optimizer_, policy_optimizer_;
   Estimator estimator_;

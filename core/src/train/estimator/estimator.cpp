@@ -19,6 +19,48 @@ void Estimator::settle() const {
   fold(value);
 }
 
+double Estimator::baseline() const {
+  if (device_baseline_.defined()) {
+    const auto host = device_baseline_.cpu();
+    return host[1].item<double>() > 0 ? host[0].item<double>() : 0.0;
+  }
+  settle();
+  return have_baseline_ ? baseline_ : 0.0;
+}
+
+bool Estimator::has_baseline() const {
+  if (device_baseline_.defined()) return device_baseline_[1].item<double>() > 0;
+  settle();
+  return have_baseline_;
+}
+
+void Estimator::restore_baseline(double value, bool have) {
+  baseline_ = value, have_baseline_ = have, pending_ = torch::Tensor();
+  if (device_baseline_.defined()) device_baseline_.copy_(torch::tensor({value, have ? 1.0 : 0.0}, torch::kDouble));
+}
+
+void Estimator::keep_baseline_on(const torch::Device& device) {
+  settle();
+  device_baseline_ = torch::tensor({baseline_, have_baseline_ ? 1.0 : 0.0}, torch::kDouble).to(device);
+}
+
+torch::Tensor Estimator::baseline_like(const torch::Tensor& like) const {
+  if (device_baseline_.defined()) return (device_baseline_[0] * device_baseline_[1]).to(like.scalar_type());
+  return torch::scalar_tensor(baseline(), like.options());
+}
+
+void Estimator::fold_loss(const torch::Tensor& loss) {
+  if (!device_baseline_.defined()) {
+    settle();
+    pending_ = loss;
+    return;
+  }
+  const double decay = settings_.baseline_decay;
+  auto value = loss.to(torch::kDouble), have = device_baseline_[1];
+  auto folded = have * (decay * device_baseline_[0] + (1 - decay) * value) + (1 - have) * value;
+  device_baseline_.copy_(torch::stack({folded, torch::ones_like(have)}));
+}
+
 void Estimator::fold(double value) const {
   const double decay = settings_.baseline_decay;
   baseline_ = have_baseline_ ? decay * baseline_ + (1 - decay) * value : value;
@@ -85,9 +127,11 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const t
       diagnostics_.emplace_back("policy_value_error", error.detach() / static_cast<double>(valued.size()));
       total = total + scaled(surrogate + error / static_cast<double>(valued.size()));
     } else if (settings_.reward == RewardScope::sample) {
-      total = total + scaled(((g - baseline()) * log_prob).mean());
+      total = total + scaled(((device_baseline_.defined() ? g - baseline_like(g) : g - baseline()) * log_prob).mean());
     } else if (share.split) {
       total = total + (share.batch_loss - baseline()) * log_prob.sum();
+    } else if (device_baseline_.defined()) {
+      total = total + (loss.detach() - baseline_like(loss)) * log_prob.sum();
     } else {
       total = total + (loss.detach() - baseline()) * log_prob.sum();
     }
@@ -106,11 +150,12 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const t
   }
   if (entropy.defined() && settings_.entropy > 0) total = total - settings_.entropy * scaled(entropy.mean());
   if (settings_.baseline == RewardBaseline::ema) {
-    settle();
-    if (share.split)
+    if (share.split) {
+      settle();
       fold(share.batch_loss);
-    else
-      pending_ = loss.detach();
+    } else {
+      fold_loss(loss.detach());
+    }
   }
   return total;
 }

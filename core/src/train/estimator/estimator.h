@@ -107,17 +107,19 @@ class Estimator {
   const std::vector<std::pair<std::string, torch::Tensor>>& diagnostics() const { return diagnostics_; }
 
   /// What objective() subtracts from the reward now (the ema baseline; 0 for none and rloo).
-  double baseline() const {
-    settle();
-    return have_baseline_ ? baseline_ : 0.0;
-  }
+  double baseline() const;
   /// The ema baseline's state, and its restoration (a resumed run).
-  bool has_baseline() const {
-    settle();
-    return have_baseline_;
+  bool has_baseline() const;
+  void restore_baseline(double value, bool have);
+  /// Keeps the ema baseline on `device` from now on, as a float64 tensor that objective() reads
+  /// and updates in place: a step a CUDA graph replays reads no host value (train/step_graph.h).
+  void keep_baseline_on(const torch::Device& device);
+  /// A copy of the baseline kept on the device, and its restoration (a replayed step done again).
+  torch::Tensor device_baseline() const {
+    return device_baseline_.defined() ? device_baseline_.clone() : torch::Tensor();
   }
-  void restore_baseline(double value, bool have) {
-    baseline_ = value, have_baseline_ = have, pending_ = torch::Tensor();
+  void restore_device_baseline(const torch::Tensor& saved) {
+    if (saved.defined()) device_baseline_.copy_(saved);
   }
 
  private:
@@ -131,6 +133,12 @@ class Estimator {
   mutable double baseline_ = 0;
   mutable bool have_baseline_ = false;
   mutable torch::Tensor pending_;  ///< the last objective's mean loss, not yet folded in
+  /// keep_baseline_on(): {value, have (0 or 1)} in float64 on the device; undefined: on the host.
+  torch::Tensor device_baseline_;
+  /// The ema baseline as objective() subtracts it from a loss of `like`'s type.
+  torch::Tensor baseline_like(const torch::Tensor& like) const;
+  /// Folds `loss` (a scalar) into the ema: on the device where the baseline lives there.
+  void fold_loss(const torch::Tensor& loss);
   std::vector<std::pair<std::string, torch::Tensor>> diagnostics_;
 };
 

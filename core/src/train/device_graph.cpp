@@ -1,0 +1,98 @@
+#include "train/device_graph.h"
+
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <ATen/core/Generator.h>
+
+#include "htm/error.h"
+
+#if HTM_CUDA_GRAPHS
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace htm {
+
+#if HTM_CUDA_GRAPHS
+namespace {
+
+class CudaGraph final : public DeviceGraph {
+ public:
+  explicit CudaGraph(const c10::Device& device)
+      : device_(device), side_(at::cuda::getStreamFromPool(false, device.index())) {}
+
+  void eager(const std::function<void()>& work) override {
+    on_side([&] { work(); });
+  }
+
+  void capture(const std::function<void()>& work) override {
+    std::string failure;
+    on_side([&] {
+      graph_.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+      try {
+        work();
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+      try {
+        graph_.capture_end();
+      } catch (const std::exception& e) {
+        if (failure.empty()) failure = e.what();
+      }
+    });
+    if (failure.empty()) return;
+    (void)cudaGetLastError();  // a refused call during capture leaves its error behind
+    throw Error("the step could not be captured as a CUDA graph: " + failure.substr(0, failure.find('\n')));
+  }
+
+  void replay() override { graph_.replay(); }
+
+ private:
+  // `work` with the side stream current, after the current stream's work and before its next.
+  template <class Work>
+  void on_side(Work&& work) {
+    c10::cuda::CUDAGuard device_guard(device_);
+    const auto main = at::cuda::getCurrentCUDAStream(device_.index());
+    at::cuda::CUDAEvent before;
+    before.record(main);
+    before.block(side_);
+    {
+      c10::cuda::CUDAStreamGuard on_side(side_);
+      work();
+    }
+    at::cuda::CUDAEvent after;
+    after.record(side_);
+    after.block(main);
+  }
+
+  c10::Device device_;
+  at::cuda::CUDAStream side_;
+  at::cuda::CUDAGraph graph_;
+};
+
+}  // namespace
+#endif
+
+std::unique_ptr<DeviceGraph> make_device_graph(const c10::Device& device) {
+#if HTM_CUDA_GRAPHS
+  if (device.is_cuda()) return std::make_unique<CudaGraph>(device);
+#endif
+  (void)device;
+  return nullptr;
+}
+
+void seed_device_generator(const c10::Device& device, uint64_t seed) {
+  at::Generator gen =
+      device.is_cpu() ? at::detail::getDefaultCPUGenerator() : at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(seed);
+}
+
+}  // namespace htm

@@ -1,0 +1,32 @@
+// A captured and replayable stretch of device work: a CUDA graph (at::cuda::CUDAGraph) where the
+// libtorch has CUDA, nothing elsewhere. No CUDA header here: the CPU build compiles every caller.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include <c10/core/Device.h>
+
+namespace htm {
+
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  /// Runs `work` on this graph's side stream (the work before a capture: warm-ups), ordered after
+  /// what the current stream holds and before what it is given next.
+  virtual void eager(const std::function<void()>& work) = 0;
+  /// Captures `work` on the side stream: its kernels are recorded, not run. Throws htm::Error,
+  /// naming what CUDA said, when the capture fails (a host read, a copy from the host, another
+  /// generator): nothing is kept then, and the device is usable as before.
+  virtual void capture(const std::function<void()>& work) = 0;
+  /// Runs what was captured on the current stream: one launch.
+  virtual void replay() = 0;
+};
+
+/// A graph on `device`, or null where it cannot have one (not CUDA, or a libtorch without CUDA).
+std::unique_ptr<DeviceGraph> make_device_graph(const c10::Device& device);
+
+/// Reseeds `device`'s default generator (its Philox offset back to 0): what a captured step draws.
+void seed_device_generator(const c10::Device& device, uint64_t seed);
+
+}  // namespace htm

@@ -1,0 +1,149 @@
+// runtime.cuda_graph: a training step captured once per shape as a CUDA graph and replayed, so a
+// step's thousands of small launches cost one (docs/gpu.md). What a replay cannot do, the step
+// does eagerly: a logged step (its metrics are host reads), teacher forcing, replay, a policy
+// baseline, data-parallel ranks. Every step of such a run, replayed or not, draws as a graph
+// does (kernels/gpu.h's GraphDraws): from the device's generator, seeded once a step by one draw
+// of the run's generator, so a seed names the same run on the same device and a resumed run
+// draws what it would have.
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+#include <torch/torch.h>
+
+#include "htm/error.h"
+#include "kernels/gpu.h"
+#include "train/device_graph.h"
+#include "train/step.h"
+
+namespace htm {
+
+namespace {
+constexpr int kWarmups = 2;    // eager steps of a shape before its capture (cuBLAS, the allocator)
+constexpr size_t kGraphs = 4;  // shapes captured at most (stochastic depth: one per depth drawn)
+}  // namespace
+
+struct TrainStep::Graphs {
+  using Key = std::tuple<std::vector<int64_t>, std::vector<int64_t>, int64_t>;  // input shape, schedule, epoch
+  struct Captured {
+    std::unique_ptr<DeviceGraph> graph;
+    int warmups = 0;
+    bool ready = false;
+    Batch inputs;                                                // the graph reads its inputs here
+    torch::Tensor per_sample;                                    // and writes each row's loss here
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> grads;  // each parameter's gradient, as written
+    std::vector<gpu::GraphFlag> flags;                           // the checks the capture left on the device
+  };
+  RuntimeCudaGraph mode;
+  c10::Device device;
+  uint64_t seed = 0;  // this step's
+  std::string failure;
+  std::map<Key, Captured> steps;
+  int64_t captured = 0, replayed = 0, redone = 0, eager = 0;
+};
+
+TrainStep::~TrainStep() = default;
+
+void TrainStep::start_graphs() {
+  const RuntimeCudaGraph mode = ex_.config.settings.runtime.cuda_graph;
+  if (mode == RuntimeCudaGraph::on && !make_device_graph(ex_.device))
+    throw Error(
+        "runtime.cuda_graph = \"on\" needs a GPU (runtime.device = \"cuda\") and a libtorch with CUDA "
+        "graphs (docs/gpu.md); this run's device is " +
+        ex_.device.str());
+  graphs_ = std::make_unique<Graphs>(Graphs{mode, ex_.device});
+  if (ex_.config.settings.estimator.baseline == RewardBaseline::ema && comm_ == nullptr)
+    estimator_.keep_baseline_on(ex_.device);
+}
+
+void TrainStep::seed_step() {
+  graphs_->seed = gpu::next_seed(generator_);
+  seed_device_generator(graphs_->device, graphs_->seed);
+}
+
+std::string TrainStep::graph_summary() const {
+  if (!graphs_) return "";
+  if (graphs_->mode == RuntimeCudaGraph::eager) return "eager (the graphs' draws, no graph)";
+  std::string s = "captured " + std::to_string(graphs_->captured) + ", replayed " + std::to_string(graphs_->replayed) +
+                  " steps (" + std::to_string(graphs_->redone) + " done again eagerly), " +
+                  std::to_string(graphs_->eager) + " eager";
+  if (!graphs_->failure.empty()) s += "; " + graphs_->failure + ": the run went on without graphs";
+  return s;
+}
+
+std::optional<StepReport> TrainStep::replayed_step(const StepRequest& request) {
+  Graphs& g = *graphs_;
+  ++g.eager;  // until replayed below
+  if (g.mode != RuntimeCudaGraph::on || !g.failure.empty() || request.log || request.teacher_forced || replay_ ||
+      comm_ != nullptr || estimator_.wants_reference())
+    return std::nullopt;
+  const Graphs::Key key{request.batch.input.sizes().vec(), request.schedule, request.epoch};
+  auto found = g.steps.find(key);
+  if (found == g.steps.end()) {
+    if (g.steps.size() >= kGraphs) return std::nullopt;
+    found = g.steps.emplace(key, Graphs::Captured{}).first;
+    found->second.graph = make_device_graph(g.device);
+  }
+  Graphs::Captured& c = found->second;
+  if (!c.ready && c.warmups < kWarmups) {  // on the side stream the capture will use
+    ++c.warmups;
+    StepReport report;
+    gpu::GraphDraws draws;
+    c.graph->eager([&] { report = eager_step(request); });
+    return report;
+  }
+  if (!c.ready) {  // capture: the kernels are recorded, not run; the replay below runs them
+    c.inputs = request.batch;
+    c.inputs.input = request.batch.input.clone();
+    if (c.inputs.labels.defined()) c.inputs.labels = request.batch.labels.clone();
+    if (c.inputs.tree.defined()) c.inputs.tree = request.batch.tree.clone();
+    StepRequest fixed = request;
+    fixed.batch = c.inputs;
+    gpu::take_graph_flags();
+    try {
+      gpu::GraphDraws draws(/*fixed_rounds=*/true);
+      c.graph->capture([&] {
+        StepReport unused;
+        const Pass pass = forward(fixed, unused);
+        backward(objective(fixed, pass, unused));
+        c.per_sample = pass.per_sample.detach();
+      });
+    } catch (const Error& e) {
+      gpu::take_graph_flags();
+      g.failure = e.what();
+      g.steps.clear();
+      std::fprintf(stderr, "htm: runtime.cuda_graph: %s; the run goes on without graphs\n", e.what());
+      return std::nullopt;
+    }
+    c.flags = gpu::take_graph_flags();
+    for (const auto& p : ex_.model->parameters()) c.grads.emplace_back(p, p.grad());
+    c.ready = true;
+    ++g.captured;
+  }
+  for (auto [into, from] :
+       {std::pair{c.inputs.input, request.batch.input}, std::pair{c.inputs.labels, request.batch.labels},
+        std::pair{c.inputs.tree, request.batch.tree}})
+    if (into.defined()) into.copy_(from);
+  const torch::Tensor baseline = estimator_.device_baseline();  // for a step done again
+  c.graph->replay();
+  for (auto& [param, grad] : c.grads) param.mutable_grad() = grad;
+  // One read: the mean loss and every flag.
+  std::vector<torch::Tensor> reads{c.per_sample.mean().to(torch::kDouble)};
+  for (const auto& f : c.flags) reads.push_back(f.raised.to(torch::kDouble));
+  const auto host = torch::stack(reads).cpu();
+  for (size_t k = 1; k < reads.size(); ++k)
+    if (host[static_cast<int64_t>(k)].item<double>() > 0) {  // the same step again, eagerly, same draws
+      estimator_.restore_device_baseline(baseline);
+      seed_device_generator(g.device, g.seed);
+      ++g.redone;
+      gpu::GraphDraws draws;
+      return eager_step(request);
+    }
+  StepReport report;
+  update(request, report);
+  report.loss = host[0].item<double>();
+  --g.eager, ++g.replayed;
+  return report;
+}
+
+}  // namespace htm

@@ -1,0 +1,136 @@
+// runtime.cuda_graph on the CPU: what a captured step relies on that a CPU can check. The gpu
+// kernels under GraphDraws draw from the device's generator alone and, with fixed rounds, take
+// the pairs the read-back rounds take, raising a flag where the rounds fall short; a run under
+// "eager" (the graphs' draws without a graph) is the same run for the same seed; "on" without a
+// GPU is refused. The capture and replay themselves need a GPU (scripts/gpu/check.sh).
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+
+#include "config/device.h"
+#include "config/experiment_config.h"
+#include "htm/error.h"
+#include "kernels/gpu.h"
+#include "kernels/kernels.h"
+#include "kernels/portable.h"
+#include "plugins_util.h"
+#include "test_util.h"
+#include "train/experiment.h"
+#include "train/step.h"
+
+namespace htm {
+namespace {
+
+TEST(StepGraph, FixedRoundsTakeTheReadBackRoundsPairsAndFlagAMatchingLeftUnfinished) {
+  torch::manual_seed(3);
+  auto logits = torch::randn({4, 64, 64});
+  auto noise = -torch::empty({4, 64, 64}).exponential_().log();
+  auto [src, dst] = gpu::match_pairs(logits, noise, 32);
+  {
+    gpu::GraphDraws draws(/*fixed_rounds=*/true);
+    int64_t rounds = 0;
+    auto [fs, fd] = gpu::match_pairs(logits, noise, 32, &rounds);
+    EXPECT_EQ(rounds, gpu::graph_rounds(64));
+    EXPECT_TRUE(torch::equal(fs, src) && torch::equal(fd, dst));
+    auto flags = gpu::take_graph_flags();
+    ASSERT_EQ(flags.size(), 1u);
+    EXPECT_FALSE(flags[0].raised.item<bool>()) << flags[0].what;
+  }
+  // A chain whose every link outweighs the one before: each round matches only its last free
+  // link, so 32 pairs take 32 rounds, more than graph_rounds(64) = 24.
+  auto chain = torch::full({1, 64, 64}, -1e9);
+  for (int64_t i = 0; i + 1 < 64; ++i) chain[0][i][i + 1] = chain[0][i + 1][i] = static_cast<double>(i);
+  gpu::GraphDraws draws(/*fixed_rounds=*/true);
+  gpu::match_pairs(chain, torch::zeros_like(chain), 32);
+  auto flags = gpu::take_graph_flags();
+  ASSERT_EQ(flags.size(), 1u);
+  EXPECT_TRUE(flags[0].raised.item<bool>());
+  EXPECT_NE(flags[0].what.find("24 rounds left tokens unmatched at T = 64"), std::string::npos) << flags[0].what;
+  EXPECT_TRUE(gpu::take_graph_flags().empty());
+}
+
+TEST(StepGraph, GraphDrawsComeFromTheDevicesGeneratorAloneAndRepeatAfterItsSeed) {
+  auto run = at::make_generator<at::CPUGeneratorImpl>(11);
+  auto untouched = at::make_generator<at::CPUGeneratorImpl>(11);
+  auto like = torch::empty({3, 8, 8});
+  torch::Tensor first, again;
+  {
+    gpu::GraphDraws draws;
+    torch::manual_seed(5);
+    first =
+        torch::cat({gpu::gumbel_like(like, run), gpu::normal_like(like, run), gpu::dropout(like.fill_(1), 0.5, 0, 0)});
+    torch::manual_seed(5);
+    again =
+        torch::cat({gpu::gumbel_like(like, run), gpu::normal_like(like, run), gpu::dropout(like.fill_(1), 0.5, 9, 9)});
+  }
+  EXPECT_TRUE(torch::equal(first, again)) << "the dropout's own stream is not read under GraphDraws";
+  EXPECT_EQ(at::check_generator<at::CPUGeneratorImpl>(run)->random64(),
+            at::check_generator<at::CPUGeneratorImpl>(untouched)->random64())
+      << "the run's generator is not drawn from under GraphDraws";
+  // Without GraphDraws each call draws its seed from the run's generator.
+  auto a = gpu::gumbel_like(like, run), b = gpu::gumbel_like(like, run);
+  EXPECT_FALSE(torch::equal(a, b));
+}
+
+// Steps of a tiny image model under runtime.cuda_graph = `mode` on `device` (not Trees: the
+// point-set loss matches on the host, which a capture refuses): each step's loss (the last step
+// logged, so done eagerly), and what the graphs did.
+std::vector<double> losses(const std::string& dir, const std::string& mode, uint64_t seed,
+                           const std::string& device = "cpu", int64_t steps = 3, std::string* graphs = nullptr) {
+  const std::string path = dir + "/tiny.toml";
+  std::ofstream(path) << "[experiment]\nname = \"graph\"\n"
+                      << "[dataset]\nplugin = \"noise\"\nchannels = 1\nsize = 8\ntrain_size = 32\ntest_size = 8\n"
+                      << "[adapter]\nplugin = \"image\"\npatch = 2\nfourier_bands = 2\n[loss.mse]\n"
+                      << "[model]\ndim = 16\nheads = 2\nlayers = 3\nmlp_ratio = 2\ndropout = 0.1\n"
+                      << "[train]\nbatch_size = 8\ncheckpoint = false\n"
+                      << "[runtime]\nthreads = 1\nkernels = \"gpu\"\ncuda_graph = \"" << mode << "\"\n"
+                      << "device = \"" << device << "\"\n";
+  ExperimentFile experiment = ExperimentFile::load(path, {});
+  const ResolvedConfig config = experiment.resolve(experiment.variants()[0], htm::testing::plugins());
+  torch::manual_seed(0);
+  Experiment ex = assemble(config, htm::testing::plugins(), 0);
+  TrainStep step(ex, at::make_generator<at::CPUGeneratorImpl>(seed));
+  ex.model->train();
+  std::vector<double> out;
+  for (int64_t k = 0; k < steps; ++k) {
+    StepRequest request;
+    request.batch = on_device(ex.dataset->get(Split::train, torch::arange(k % 4 * 8, (k % 4 + 1) * 8)), ex.device);
+    request.batch_rows = 8;
+    request.schedule = ex.schedule;
+    request.step = k;
+    request.log = k + 1 == steps;
+    out.push_back(step(request).loss);
+  }
+  if (graphs != nullptr) *graphs = step.graph_summary();
+  return out;
+}
+
+TEST(StepGraph, EagerModeIsTheSameRunForTheSameSeedAndOnIsRefusedWithoutAGpu) {
+  const std::string dir = htm::testing::fresh_dir("run");
+  const auto a = losses(dir, "eager", 1), b = losses(dir, "eager", 1), c = losses(dir, "eager", 2);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  try {
+    losses(dir, "on", 1);
+    FAIL() << "runtime.cuda_graph = \"on\" ran on a CPU";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a GPU"), std::string::npos) << e.what();
+  }
+}
+
+// On a GPU (skipped where this libtorch has none or sees none): eight steps captured and
+// replayed give the losses of the same steps run eagerly with the graphs' draws, bit for bit.
+TEST(StepGraph, OnAGpuTheReplayedStepsAreTheEagerOnesBitForBit) {
+  if (!cuda_usable()) GTEST_SKIP() << "skipped: this libtorch has no CUDA or sees no GPU";
+  const std::string dir = htm::testing::fresh_dir("cuda");
+  std::string graphs;
+  const auto replayed = losses(dir, "on", 1, "cuda", 8, &graphs);
+  const auto eager = losses(dir, "eager", 1, "cuda", 8);
+  EXPECT_EQ(replayed, eager) << graphs;
+  EXPECT_NE(graphs.find("captured 1, replayed 5 steps (0 done again eagerly)"), std::string::npos) << graphs;
+}
+
+}  // namespace
+}  // namespace htm
