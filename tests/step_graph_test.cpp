@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "config/device.h"
@@ -121,14 +122,17 @@ TEST(StepGraph, EagerModeIsTheSameRunForTheSameSeedAndOnIsRefusedWithoutAGpu) {
 }
 
 // On a GPU (skipped where this libtorch has none or sees none): eight steps captured and
-// replayed give the losses of the same steps run eagerly with the graphs' draws, bit for bit.
-TEST(StepGraph, OnAGpuTheReplayedStepsAreTheEagerOnesBitForBit) {
+// replayed give the losses of the same steps run eagerly with the graphs' draws, to float
+// rounding (CUDA's gather and attention backward add in no fixed order, eager or not).
+TEST(StepGraph, OnAGpuTheReplayedStepsAreTheEagerOnes) {
   if (!cuda_usable()) GTEST_SKIP() << "skipped: this libtorch has no CUDA or sees no GPU";
   const std::string dir = htm::testing::fresh_dir("cuda");
   std::string graphs;
   const auto replayed = losses(dir, "on", 1, "cuda", 8, &graphs);
   const auto eager = losses(dir, "eager", 1, "cuda", 8);
-  EXPECT_EQ(replayed, eager) << graphs;
+  ASSERT_EQ(replayed.size(), eager.size());
+  for (size_t k = 0; k < eager.size(); ++k)
+    EXPECT_NEAR(replayed[k], eager[k], 1e-5 * std::abs(eager[k])) << "step " << k << "; " << graphs;
   EXPECT_NE(graphs.find("captured 1, replayed 5 steps (0 done again eagerly)"), std::string::npos) << graphs;
 }
 

@@ -134,9 +134,10 @@ struct StepTiming {
   int64_t flops = 0;  ///< through htm::gemm in one step
   double peak_mib = 0;
   double before_mib = 0, forward_mib = 0, backward_mib = 0, optimizer_mib = 0;  ///< one more step, by phase
-  double gpu_peak_mib = -1;    ///< on a GPU: the allocator's most allocated over the timed steps (-2: not built)
-  std::string graphs;          ///< runtime.cuda_graph: what the graphs did (TrainStep::graph_summary)
-  std::vector<double> losses;  ///< each timed step's loss
+  double gpu_peak_mib = -1;     ///< on a GPU: the allocator's most allocated over the timed steps (-2: not built)
+  double gpu_reserved_mib = 0;  ///< and the most it held (a CUDA graph's pool counts here, not above)
+  std::string graphs;           ///< runtime.cuda_graph: what the graphs did (TrainStep::graph_summary)
+  std::vector<double> losses;   ///< each timed step's loss
 };
 
 // One warm-up step, one profiled into `profile` (if named), then `steps` timed ones: forward at
@@ -169,8 +170,9 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
   const int64_t flops0 = gemm_flops();
   step();
   t.flops = gemm_flops() - flops0;
-  // runtime.cuda_graph = "on": the steps before the first replay (warm-ups, the capture) untimed.
-  if (ex.config.settings.runtime.cuda_graph == RuntimeCudaGraph::on) step(), step();
+  // runtime.cuda_graph: the steps before the first replay (warm-ups, the capture) untimed, and as
+  // many under "eager", whose timed steps are then the same steps as a graph's.
+  if (ex.config.settings.runtime.cuda_graph != RuntimeCudaGraph::off) step(), step();
   if (!profile.empty()) {
     torch::autograd::profiler::RecordProfile guard(profile);
     step();
@@ -180,6 +182,7 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
   t.ms = time_ms(static_cast<int>(steps), step);
   t.losses.assign(losses.end() - static_cast<int64_t>(t.ms.size()), losses.end());
   if (device.is_cuda()) t.gpu_peak_mib = gpu_memory_stats_built() ? gpu_peak_mib(device) : -2;
+  if (device.is_cuda()) t.gpu_reserved_mib = gpu_reserved_mib(device);
   t.peak_mib = peak_rss_mib();
   if (!world) {  // one more step for the peak of each phase (the process's memory, libraries included)
     double* phase_peak[] = {&t.forward_mib, &t.backward_mib};
@@ -219,8 +222,10 @@ void summary(const std::string& what, int64_t batch, int64_t T, const StepTiming
 // memory allocated there.
 void memory_line(const std::string& what, const StepTiming& t) {
   if (t.gpu_peak_mib >= 0)
-    std::printf("memory   %-28s GPU: peak %.1f MiB allocated over the timed steps (the caching allocator's)\n",
-                what.c_str(), t.gpu_peak_mib);
+    std::printf(
+        "memory   %-28s GPU: peak %.1f MiB allocated, %.1f MiB reserved over the timed steps (the caching "
+        "allocator's)\n",
+        what.c_str(), t.gpu_peak_mib, t.gpu_reserved_mib);
   else if (t.gpu_peak_mib == -2)
     std::printf("memory   %-28s GPU: not measured (this build has no CUDA allocator statistics)\n", what.c_str());
   std::printf(

@@ -49,9 +49,16 @@ double gpu_peak_mib(const c10::Device& device) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
   return static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);  // [0]: all pools
 }
+
+double gpu_reserved_mib(const c10::Device& device) {
+  if (!device.is_cuda()) return 0;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
+  return static_cast<double>(stats.reserved_bytes[0].peak) / (1024.0 * 1024.0);
+}
 #else
 void reset_gpu_peak(const c10::Device&) {}
 double gpu_peak_mib(const c10::Device&) { return 0; }
+double gpu_reserved_mib(const c10::Device&) { return 0; }
 #endif
 
 c10::Device run_device(const std::string& device, int local_rank) {

@@ -29,5 +29,8 @@ void reset_gpu_peak(const c10::Device& device);
 /// The most memory allocated on `device` since the last reset, in MiB (what
 /// torch.cuda.max_memory_allocated reports); 0 where not built or not a GPU.
 double gpu_peak_mib(const c10::Device& device);
+/// The most memory the allocator held from the device since reset_gpu_peak() (reserved: what it
+/// allocated and what it keeps cached, a CUDA graph's private pool included), in MiB.
+double gpu_reserved_mib(const c10::Device& device);
 
 }  // namespace htm

@@ -1,5 +1,7 @@
 #include "train/device_graph.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -13,6 +15,7 @@
 #if HTM_CUDA_GRAPHS
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -47,8 +50,16 @@ class CudaGraph final : public DeviceGraph {
         if (failure.empty()) failure = e.what();
       }
     });
-    if (failure.empty()) return;
+    if (failure.empty()) {
+      // The warm-ups' memory, cached in the ordinary pool, is not needed again: the replays use
+      // the graph's own pool.
+      c10::cuda::CUDACachingAllocator::emptyCache();
+      return;
+    }
     (void)cudaGetLastError();  // a refused call during capture leaves its error behind
+    // HTM_GRAPH_DEBUG=1: the whole message (with TORCH_SHOW_CPP_STACKTRACES=1, where it was raised).
+    const char* debug = std::getenv("HTM_GRAPH_DEBUG");
+    if (debug != nullptr && std::string(debug) == "1") std::fprintf(stderr, "%s\n", failure.c_str());
     throw Error("the step could not be captured as a CUDA graph: " + failure.substr(0, failure.find('\n')));
   }
 

@@ -1,5 +1,7 @@
 #include "train/memory.h"
 
+#include <torch/version.h>
+
 #include <malloc.h>
 
 #include <algorithm>
@@ -42,7 +44,12 @@ double heap_in_use() {
 class HeapPeak final : public c10::MemoryReportingInfoBase {
  public:
   HeapPeak() : start_(heap_in_use()), peak_(start_) {}
+  // Its totals are int64_t in libtorch 1.x and size_t from 2.0 on.
+#if TORCH_VERSION_MAJOR >= 2
+  void reportMemoryUsage(void*, int64_t bytes, size_t, size_t, c10::Device device) override {
+#else
   void reportMemoryUsage(void*, int64_t bytes, int64_t, int64_t, c10::Device device) override {
+#endif
     if (bytes <= 0 || !device.is_cpu()) return;
     const double now = heap_in_use();
     std::lock_guard<std::mutex> lock(mutex_);

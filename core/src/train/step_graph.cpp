@@ -113,6 +113,7 @@ std::optional<StepReport> TrainStep::replayed_step(const StepRequest& request) {
       g.failure = e.what();
       g.steps.clear();
       std::fprintf(stderr, "htm: runtime.cuda_graph: %s; the run goes on without graphs\n", e.what());
+      seed_device_generator(g.device, g.seed);  // the attempt advanced it: this step draws as it would have
       return std::nullopt;
     }
     c.flags = gpu::take_graph_flags();
