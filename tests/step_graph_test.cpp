@@ -88,6 +88,7 @@ std::vector<double> losses(const std::string& dir, const std::string& mode, uint
                       << "[train]\nbatch_size = 8\ncheckpoint = false\n"
                       << "[runtime]\nthreads = 1\nkernels = \"gpu\"\ncuda_graph = \"" << mode << "\"\n"
                       << "device = \"" << device << "\"\n";
+  KernelsScope kernels(Kernels::gpu);  // what htm run sets from runtime.kernels (an earlier test may have set another)
   ExperimentFile experiment = ExperimentFile::load(path, {});
   const ResolvedConfig config = experiment.resolve(experiment.variants()[0], htm::testing::plugins());
   torch::manual_seed(0);
