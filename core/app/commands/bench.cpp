@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 #include <boost/program_options.hpp>
 
+#include "commands/bench_gemm.h"
 #include "commands/commands.h"
 #include "config/device.h"
 #include "dist/communicator.h"
@@ -45,88 +46,16 @@ namespace po = boost::program_options;
 namespace htm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Waits for the GPU's queued work, where there is a GPU: a timed call ends when its kernels do.
-void synchronize() {
-  static const bool cuda = cuda_usable();
-  if (cuda) torch::cuda::synchronize();
-}
-
-template <class F>
-std::vector<double> time_ms(int repeats, F&& f) {
-  std::vector<double> ms;
-  synchronize();
-  for (int i = 0; i < repeats; ++i) {
-    const auto t0 = Clock::now();
-    f();
-    synchronize();
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  return ms;
-}
+using bench::gemm_rates;
+using bench::GemmRates;
+using bench::median;
+using bench::print_gemm_rates;
+using bench::time_ms;
 
 double peak_rss_mib() { return peak_resident_mib(); }
 
 // Starts a new VmHWM from the current resident size (Linux ≥ 4.0): the peak of what follows.
 void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
-
-// GFLOP/s of an n×n×n product: htm::gemm (oneDNN's sgemm, what the model calls), torch::mm in
-// fp32 and in bf16 (oneDNN's bf16 GEMM, on AMX where the CPU has it). Each rate is the median of
-// up to `repeats` calls after one warm-up, timed within about a second: a product that takes
-// longer than that alone (torch's bf16 without bf16 hardware: ~1 GFLOP/s, 16 s at 2048^3) is
-// timed once, its first call, whose warm-up is then a small part of it.
-struct GemmRates {
-  double htm_fp32 = 0, torch_fp32 = 0, htm_bf16 = 0, torch_bf16 = 0;
-  double of(RuntimePrecision p) const { return p == RuntimePrecision::bf16 ? htm_bf16 : htm_fp32; }
-};
-// Where the native kernels do not run (a GPU, a build without them, runtime.kernels =
-// "portable"), the model's products are torch's own: htm's rates are torch::mm's.
-GemmRates gemm_rates(int64_t n, const c10::Device& device, int repeats = 10) {
-  const auto on = torch::TensorOptions().device(device);
-  auto a = torch::randn({n, n}, on), b = torch::randn({n, n}, on), c = torch::empty({n, n}, on);
-  const double flop = 2.0 * n * n * n;
-  auto rate = [&](auto&& f) {
-    constexpr double budget_ms = 1000;
-    const double first = median(time_ms(1, f));
-    if (first >= budget_ms) return flop / first / 1e6;
-    std::vector<double> ms;
-    double spent = 0;
-    while (static_cast<int>(ms.size()) < repeats && (ms.size() < 3 || spent < budget_ms)) {
-      ms.push_back(time_ms(1, f)[0]);
-      spent += ms.back();
-    }
-    return flop / median(ms) / 1e6;
-  };
-  GemmRates r;
-  r.torch_fp32 = rate([&] { torch::mm_out(c, a, b); });
-  auto a16 = a.to(torch::kBFloat16), b16 = b.to(torch::kBFloat16);
-  r.torch_bf16 = rate([&] { torch::mm(a16, b16); });
-  r.htm_fp32 = r.torch_fp32;
-  r.htm_bf16 = r.torch_bf16;
-#if HTM_NATIVE_KERNELS
-  if (use_native(a)) {
-    r.htm_fp32 = rate([&] {
-      gemm(false, false, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(), n, 0.0f, c.data_ptr<float>(), n);
-    });
-    try {  // oneDNN has no bf16 GEMM below AVX-512 (status 3, unimplemented): no rate there
-      r.htm_bf16 = rate([&] {
-        gemm(false, false, n, n, n, 1.0f, {a16.data_ptr(), n, true}, {b16.data_ptr(), n, true}, 0.0f,
-             c.data_ptr<float>(), n);
-      });
-    } catch (const Error&) {
-      r.htm_bf16 = std::nan("");
-    }
-  }
-#endif
-  return r;
-}
 
 // The timed training steps of one configuration.
 struct StepTiming {
@@ -364,28 +293,6 @@ void print_step(const std::string& name, const Experiment& ex, int64_t batch, in
       name.c_str(), (long long)batch, (long long)T, (long long)ex.config.settings.model.dim, ex.schedule.size(),
       (long long)ex.config.settings.model.heads, ex.parameters / 1e6, med, *std::min_element(t.ms.begin(), t.ms.end()),
       *std::max_element(t.ms.begin(), t.ms.end()), (long long)steps, batch * 1000.0 / med, t.flops / 1e9);
-}
-
-// The GEMM rates at 1024³ (with --gemm: 256³ to 2048³), printed; returns the 1024³ rates.
-GemmRates print_gemm_rates(bool all_sizes, const torch::Device& device, bool native_gemms, int nthreads) {
-  GemmRates peak;
-  for (int64_t n : all_sizes ? std::vector<int64_t>{256, 512, 1024, 2048} : std::vector<int64_t>{1024}) {
-    const GemmRates g = gemm_rates(n, device);
-    if (native_gemms) {
-      char bf16[64] = "none on this CPU";
-      if (!std::isnan(g.htm_bf16)) std::snprintf(bf16, sizeof bf16, "%.1f GFLOP/s", g.htm_bf16);
-      std::printf(
-          "gemm     %lld^3 at %d thread%s: fp32 htm::gemm (oneDNN sgemm) %.1f GFLOP/s, torch::mm %.1f GFLOP/s;"
-          " bf16 htm::gemm (oneDNN, fp32 accumulation) %s, torch::mm %.1f GFLOP/s\n",
-          (long long)n, nthreads, nthreads == 1 ? "" : "s", g.htm_fp32, g.torch_fp32, bf16, g.torch_bf16);
-    } else {
-      // the portable kernels multiply with torch's own products
-      std::printf("gemm     %lld^3 on %s (portable kernels): torch::mm fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n",
-                  (long long)n, device.str().c_str(), g.torch_fp32, g.torch_bf16);
-    }
-    if (n == 1024) peak = g;
-  }
-  return peak;
 }
 
 // The pair sampler alone on B×T×T logits, the first layer's r pairs, against the one-pair-at-a-

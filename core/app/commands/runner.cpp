@@ -248,6 +248,7 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
           "(%.1f img/s)\n",
           label.c_str(), static_cast<long long>(run_id), s.accuracy, static_cast<long long>(ex->participating),
           static_cast<long long>(s.steps), s.seconds, s.images_per_s);
+    if (!s.graphs.empty()) std::printf("[%s] cuda graph: %s\n", label.c_str(), s.graphs.c_str());
     const BaselineScores& r = s.reference;
     if (!std::isnan(r.pca_mse) && std::isnan(s.accuracy))
       std::printf("[%s] reference: PCA with the bottleneck's %lld floats %.5f (%.1f%% of the mean-image error)\n",

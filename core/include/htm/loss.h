@@ -55,6 +55,11 @@ class Loss : public Plugin, public torch::nn::Module {
   /// the host runs the teacher-forced pass instead of the ordinary one and sets
   /// LossContext::teacher_forced. 0: no such stage.
   virtual int64_t teacher_forced_steps() const { return 0; }
+
+  /// Optional: true where per_sample() or enter_layer() change with the step or the epoch of
+  /// LossContext or LayerEntry (a schedule). A step replayed from a CUDA graph (runtime.cuda_graph) repeats
+  /// the arithmetic it captured, the step's values baked in: a run with such a loss steps eagerly.
+  virtual bool varies_with_step() const { return false; }
 };
 
 }  // namespace htm

@@ -14,7 +14,7 @@ namespace htm {
 /// major) for additions only, such as a new function in the SDK library: a plugin built on
 /// newer headers may call what an older host lacks, so the registry refuses a plugin whose minor
 /// is above its own, and accepts one built on older headers of the same major.
-constexpr int kSdkAbiVersion = 5;
+constexpr int kSdkAbiVersion = 6;
 constexpr int kSdkAbiMinor = 0;
 
 enum class PluginKind { policy, merge, loss, adapter, dataset };

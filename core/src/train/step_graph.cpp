@@ -7,7 +7,7 @@
 // draws what it would have.
 #include <cstdio>
 #include <map>
-#include <tuple>
+#include <utility>
 
 #include <torch/torch.h>
 
@@ -24,7 +24,7 @@ constexpr size_t kGraphs = 4;  // shapes captured at most (stochastic depth: one
 }  // namespace
 
 struct TrainStep::Graphs {
-  using Key = std::tuple<std::vector<int64_t>, std::vector<int64_t>, int64_t>;  // input shape, schedule, epoch
+  using Key = std::pair<std::vector<int64_t>, std::vector<int64_t>>;  // input shape, schedule
   struct Captured {
     std::unique_ptr<DeviceGraph> graph;
     int warmups = 0;
@@ -52,6 +52,11 @@ void TrainStep::start_graphs() {
         "graphs (docs/gpu.md); this run's device is " +
         ex_.device.str());
   graphs_ = std::make_unique<Graphs>(Graphs{mode, ex_.device});
+  for (const auto& term : ex_.losses)
+    if (mode == RuntimeCudaGraph::on && term.loss->varies_with_step()) {
+      graphs_->failure = "the loss '" + term.name + "' changes with the step";
+      std::fprintf(stderr, "htm: runtime.cuda_graph: %s; the run steps without graphs\n", graphs_->failure.c_str());
+    }
   if (ex_.config.settings.estimator.baseline == RewardBaseline::ema && comm_ == nullptr)
     estimator_.keep_baseline_on(ex_.device);
 }
@@ -77,7 +82,7 @@ std::optional<StepReport> TrainStep::replayed_step(const StepRequest& request) {
   if (g.mode != RuntimeCudaGraph::on || !g.failure.empty() || request.log || request.teacher_forced || replay_ ||
       comm_ != nullptr || estimator_.wants_reference())
     return std::nullopt;
-  const Graphs::Key key{request.batch.input.sizes().vec(), request.schedule, request.epoch};
+  const Graphs::Key key{request.batch.input.sizes().vec(), request.schedule};
   auto found = g.steps.find(key);
   if (found == g.steps.end()) {
     if (g.steps.size() >= kGraphs) return std::nullopt;
@@ -131,7 +136,7 @@ std::optional<StepReport> TrainStep::replayed_step(const StepRequest& request) {
   // One read: the mean loss and every flag.
   std::vector<torch::Tensor> reads{c.per_sample.mean().to(torch::kDouble)};
   for (const auto& f : c.flags) reads.push_back(f.raised.to(torch::kDouble));
-  const auto host = torch::stack(reads).cpu();
+  const auto host = torch::stack(reads).cpu();  // host: the step's one read
   for (size_t k = 1; k < reads.size(); ++k)
     if (host[static_cast<int64_t>(k)].item<double>() > 0) {  // the same step again, eagerly, same draws
       estimator_.restore_device_baseline(baseline);

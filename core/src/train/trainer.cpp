@@ -110,6 +110,7 @@ TrainSummary Trainer::run() {
   summary.steps = step;
   summary.seconds = loop.seconds();
   summary.images_per_s = loop.state.images / std::max(1e-9, summary.seconds);
+  summary.graphs = loop.step->graph_summary();
   return summary;
 }
 

@@ -69,6 +69,7 @@ struct TrainSummary {
   int64_t steps = 0;
   double seconds = 0;
   double images_per_s = 0;
+  std::string graphs;  ///< runtime.cuda_graph: what its graphs did (TrainStep::graph_summary)
 };
 
 class Trainer {

@@ -41,6 +41,9 @@ class CapacityLoss : public htm::Loss {
     return std::max(0.0, 1.0 - static_cast<double>(step - release_start_) / release_steps_);
   }
 
+  // The release schedule changes the strength from step to step (runtime.cuda_graph steps eagerly).
+  bool varies_with_step() const override { return release_steps_ > 0; }
+
   // Noise only while training: evaluation measures the model with its full capacity.
   torch::Tensor enter_layer(const torch::Tensor& tokens, const htm::LayerEntry& e) override {
     const double sd = noise_ * strength(e.step);

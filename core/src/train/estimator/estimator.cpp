@@ -21,7 +21,7 @@ void Estimator::settle() const {
 
 double Estimator::baseline() const {
   if (device_baseline_.defined()) {
-    const auto host = device_baseline_.cpu();
+    const auto host = device_baseline_.cpu();  // host: a checkpoint reads the baseline
     return host[1].item<double>() > 0 ? host[0].item<double>() : 0.0;
   }
   settle();

@@ -1,0 +1,90 @@
+#include "commands/bench_gemm.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include <torch/torch.h>
+
+#include "config/device.h"
+#include "htm/error.h"
+#include "kernels/kernels.h"
+#if HTM_NATIVE_KERNELS
+#include "kernels/native/gemm.h"
+#endif
+
+namespace htm::bench {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Waits for the GPU's queued work, where there is a GPU: a timed call ends when its kernels do.
+void synchronize() {
+  static const bool cuda = cuda_usable();
+  if (cuda) torch::cuda::synchronize();
+}
+
+GemmRates gemm_rates(int64_t n, const c10::Device& device, int repeats) {
+  const auto on = torch::TensorOptions().device(device);
+  auto a = torch::randn({n, n}, on), b = torch::randn({n, n}, on), c = torch::empty({n, n}, on);
+  const double flop = 2.0 * n * n * n;
+  auto rate = [&](auto&& f) {
+    constexpr double budget_ms = 1000;
+    const double first = median(time_ms(1, f));
+    if (first >= budget_ms) return flop / first / 1e6;
+    std::vector<double> ms;
+    double spent = 0;
+    while (static_cast<int>(ms.size()) < repeats && (ms.size() < 3 || spent < budget_ms)) {
+      ms.push_back(time_ms(1, f)[0]);
+      spent += ms.back();
+    }
+    return flop / median(ms) / 1e6;
+  };
+  GemmRates r;
+  r.torch_fp32 = rate([&] { torch::mm_out(c, a, b); });
+  auto a16 = a.to(torch::kBFloat16), b16 = b.to(torch::kBFloat16);
+  r.torch_bf16 = rate([&] { torch::mm(a16, b16); });
+  r.htm_fp32 = r.torch_fp32;
+  r.htm_bf16 = r.torch_bf16;
+#if HTM_NATIVE_KERNELS
+  if (use_native(a)) {
+    r.htm_fp32 = rate([&] {
+      gemm(false, false, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(), n, 0.0f, c.data_ptr<float>(), n);
+    });
+    try {  // oneDNN has no bf16 GEMM below AVX-512 (status 3, unimplemented): no rate there
+      r.htm_bf16 = rate([&] {
+        gemm(false, false, n, n, n, 1.0f, {a16.data_ptr(), n, true}, {b16.data_ptr(), n, true}, 0.0f,
+             c.data_ptr<float>(), n);
+      });
+    } catch (const Error&) {
+      r.htm_bf16 = std::nan("");
+    }
+  }
+#endif
+  return r;
+}
+
+GemmRates print_gemm_rates(bool all_sizes, const c10::Device& device, bool native_gemms, int nthreads) {
+  GemmRates peak;
+  for (int64_t n : all_sizes ? std::vector<int64_t>{256, 512, 1024, 2048} : std::vector<int64_t>{1024}) {
+    const GemmRates g = gemm_rates(n, device);
+    if (native_gemms) {
+      char bf16[64] = "none on this CPU";
+      if (!std::isnan(g.htm_bf16)) std::snprintf(bf16, sizeof bf16, "%.1f GFLOP/s", g.htm_bf16);
+      std::printf(
+          "gemm     %lld^3 at %d thread%s: fp32 htm::gemm (oneDNN sgemm) %.1f GFLOP/s, torch::mm %.1f GFLOP/s;"
+          " bf16 htm::gemm (oneDNN, fp32 accumulation) %s, torch::mm %.1f GFLOP/s\n",
+          (long long)n, nthreads, nthreads == 1 ? "" : "s", g.htm_fp32, g.torch_fp32, bf16, g.torch_bf16);
+    } else {
+      // the portable kernels multiply with torch's own products
+      std::printf("gemm     %lld^3 on %s (portable kernels): torch::mm fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n",
+                  (long long)n, device.str().c_str(), g.torch_fp32, g.torch_bf16);
+    }
+    if (n == 1024) peak = g;
+  }
+  return peak;
+}
+
+}  // namespace htm::bench

@@ -1,0 +1,52 @@
+// `htm bench`'s timing helpers and GEMM rates (bench.cpp times the training step with them).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include <c10/core/Device.h>
+
+#include "config/settings.h"
+
+namespace htm::bench {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v);
+
+/// Waits for the GPU's queued work, where there is a GPU: a timed call ends when its kernels do.
+void synchronize();
+
+/// `repeats` calls of f, each timed to its end (its kernels' too), in milliseconds.
+template <class F>
+std::vector<double> time_ms(int repeats, F&& f) {
+  std::vector<double> ms;
+  synchronize();
+  for (int i = 0; i < repeats; ++i) {
+    const auto t0 = Clock::now();
+    f();
+    synchronize();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return ms;
+}
+
+/// GFLOP/s of an n×n×n product: htm::gemm (oneDNN's sgemm, what the model calls), torch::mm in
+/// fp32 and in bf16 (oneDNN's bf16 GEMM, on AMX where the CPU has it). Each rate is the median of
+/// up to `repeats` calls after one warm-up, timed within about a second: a product that takes
+/// longer than that alone (torch's bf16 without bf16 hardware: ~1 GFLOP/s, 16 s at 2048^3) is
+/// timed once, its first call, whose warm-up is then a small part of it.
+struct GemmRates {
+  double htm_fp32 = 0, torch_fp32 = 0, htm_bf16 = 0, torch_bf16 = 0;
+  double of(RuntimePrecision p) const { return p == RuntimePrecision::bf16 ? htm_bf16 : htm_fp32; }
+};
+/// Where the native kernels do not run (a GPU, a build without them, runtime.kernels =
+/// "portable"), the model's products are torch's own: htm's rates are torch::mm's.
+GemmRates gemm_rates(int64_t n, const c10::Device& device, int repeats = 10);
+
+/// The GEMM rates at 1024³ (with `all_sizes`: 256³ to 2048³), printed; returns the 1024³ rates.
+GemmRates print_gemm_rates(bool all_sizes, const c10::Device& device, bool native_gemms, int nthreads);
+
+}  // namespace htm::bench
