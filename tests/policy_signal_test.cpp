@@ -354,8 +354,9 @@ TEST(Anytime, TheLossAddsTheLevelsMeanAndARunLogsIt) {
   hooks.levels = true;
   auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1), &hooks);
   ASSERT_EQ(out.levels.size(), 3u);
-  std::vector<Metric> terms;
-  auto g = training_objective(ex.losses, out, batch, 0, 0, true, false, &terms, 0.5);
+  std::vector<PendingMetric> pending;
+  auto g = training_objective(ex.losses, out, batch, 0, 0, true, false, &pending, 0.5);
+  const std::vector<Metric> terms = read_metrics(pending);
   auto expected = training_objective(ex.losses, out, batch, 0, 0, true, false);  // weight 0: L_D alone
   torch::Tensor levels = torch::zeros_like(expected);
   for (const auto& level_output : out.levels) {

@@ -76,8 +76,8 @@ TEST(StepGraph, GraphDrawsComeFromTheDevicesGeneratorAloneAndRepeatAfterItsSeed)
 }
 
 // Steps of a tiny image model under runtime.cuda_graph = `mode` on `device` (not Trees: the
-// point-set loss matches on the host, which a capture refuses): each step's loss (the last step
-// logged, so done eagerly), and what the graphs did.
+// point-set loss matches on the host, which a capture refuses): each step's loss and a logged
+// step's metrics after it, and what the graphs did.
 std::vector<double> losses(const std::string& dir, const std::string& mode, uint64_t seed,
                            const std::string& device = "cpu", int64_t steps = 3, std::string* graphs = nullptr) {
   const std::string path = dir + "/tiny.toml";
@@ -102,8 +102,10 @@ std::vector<double> losses(const std::string& dir, const std::string& mode, uint
     request.batch_rows = 8;
     request.schedule = ex.schedule;
     request.step = k;
-    request.log = k + 1 == steps;
-    out.push_back(step(request).loss);
+    request.log = k % 3 == 2;  // every third step logged: those have a graph of their own
+    const StepReport report = step(request);
+    out.push_back(report.loss);
+    for (const auto& term : report.terms) out.push_back(term.value);  // its metrics, in order
   }
   if (graphs != nullptr) *graphs = step.graph_summary();
   return out;
@@ -122,19 +124,21 @@ TEST(StepGraph, EagerModeIsTheSameRunForTheSameSeedAndOnIsRefusedWithoutAGpu) {
   }
 }
 
-// On a GPU (skipped where this libtorch has none or sees none): eight steps captured and
-// replayed give the losses of the same steps run eagerly with the graphs' draws, to float
-// rounding (CUDA's gather and attention backward add in no fixed order, eager or not).
+// On a GPU (skipped where this libtorch has none or sees none): twelve steps captured and
+// replayed give the losses and metrics of the same steps run eagerly with the graphs' draws, to
+// float rounding (CUDA's gather and attention backward add in no fixed order, eager or not).
+// Every third step is logged: 8 steps of one graph (2 warm-ups, 6 replayed), 4 of the logged
+// one (2 warm-ups, 2 replayed).
 TEST(StepGraph, OnAGpuTheReplayedStepsAreTheEagerOnes) {
   if (!cuda_usable()) GTEST_SKIP() << "skipped: this libtorch has no CUDA or sees no GPU";
   const std::string dir = htm::testing::fresh_dir("cuda");
   std::string graphs;
-  const auto replayed = losses(dir, "on", 1, "cuda", 8, &graphs);
-  const auto eager = losses(dir, "eager", 1, "cuda", 8);
+  const auto replayed = losses(dir, "on", 1, "cuda", 12, &graphs);
+  const auto eager = losses(dir, "eager", 1, "cuda", 12);
   ASSERT_EQ(replayed.size(), eager.size());
   for (size_t k = 0; k < eager.size(); ++k)
     EXPECT_NEAR(replayed[k], eager[k], 1e-5 * std::abs(eager[k])) << "step " << k << "; " << graphs;
-  EXPECT_NE(graphs.find("captured 1, replayed 5 steps (0 done again eagerly)"), std::string::npos) << graphs;
+  EXPECT_NE(graphs.find("captured 2, replayed 8 steps (0 done again eagerly), 4 eager"), std::string::npos) << graphs;
 }
 
 }  // namespace

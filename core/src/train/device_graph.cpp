@@ -35,10 +35,12 @@ class CudaGraph final : public DeviceGraph {
     on_side([&] { work(); });
   }
 
-  void capture(const std::function<void()>& work) override {
+  void capture(const std::function<void()>& work, DeviceGraph* pool) override {
     std::string failure;
+    using Pool = decltype(graph_.pool());  // a pair of ids; {0, 0}: a pool of its own
+    const Pool shared = pool != nullptr ? static_cast<CudaGraph*>(pool)->graph_.pool() : Pool{0, 0};
     on_side([&] {
-      graph_.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+      graph_.capture_begin(shared, cudaStreamCaptureModeThreadLocal);
       try {
         work();
       } catch (const std::exception& e) {

@@ -15,10 +15,11 @@ class DeviceGraph {
   /// Runs `work` on this graph's side stream (the work before a capture: warm-ups), ordered after
   /// what the current stream holds and before what it is given next.
   virtual void eager(const std::function<void()>& work) = 0;
-  /// Captures `work` on the side stream: its kernels are recorded, not run. Throws htm::Error,
-  /// naming what CUDA said, when the capture fails (a host read, a copy from the host, another
-  /// generator): nothing is kept then, and the device is usable as before.
-  virtual void capture(const std::function<void()>& work) = 0;
+  /// Captures `work` on the side stream: its kernels are recorded, not run; with `pool`, into that
+  /// graph's memory pool (safe where one graph's outputs are used before another is replayed).
+  /// Throws htm::Error, naming what CUDA said, when the capture fails (a host read, a copy from
+  /// the host, another generator): nothing is kept then, and the device is usable as before.
+  virtual void capture(const std::function<void()>& work, DeviceGraph* pool = nullptr) = 0;
   /// Runs what was captured on the current stream: one launch.
   virtual void replay() = 0;
 };

@@ -82,10 +82,10 @@ Trainer::Eval Trainer::evaluate_once() {
       for (size_t b = 0; b < truth.size(); ++b) learned.add(predicted[b], truth[b]);
     }
     if (out.leaf_loss.defined()) leaf_hits += out.leaf_accuracy * static_cast<double>(B);
-    std::vector<Metric> terms;
+    std::vector<PendingMetric> terms;
     training_objective(ex_.losses, out, batch, 0, 0, false, false, &terms);
-    if (out.leaf_loss.defined()) terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean().item<double>()});
-    for (const auto& t : terms) loss_sums[t.name] += t.value * static_cast<double>(B);
+    if (out.leaf_loss.defined()) terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean()});
+    for (const auto& t : read_metrics(terms)) loss_sums[t.name] += t.value * static_cast<double>(B);
   }
   ex_.model->train();
   Eval e;

@@ -7,6 +7,12 @@
 
 namespace htm {
 
+std::vector<Metric> read_metrics(const std::vector<PendingMetric>& pending) {
+  std::vector<Metric> out;
+  for (const auto& p : pending) out.push_back({p.name, p.value.item<double>()});
+  return out;
+}
+
 ForwardHooks loss_hooks(std::vector<WeightedLoss>& losses, int64_t epoch, int64_t step, bool training,
                         at::Generator generator) {
   ForwardHooks h;
@@ -24,7 +30,7 @@ ForwardHooks loss_hooks(std::vector<WeightedLoss>& losses, int64_t epoch, int64_
 
 torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const ForwardResult& out, const Batch& batch,
                                  int64_t epoch, int64_t step, bool training, bool teacher_forced,
-                                 std::vector<Metric>* terms, double anytime) {
+                                 std::vector<PendingMetric>* terms, double anytime) {
   LossContext ctx;
   ctx.input = batch.input;
   ctx.output = out.output;
@@ -48,7 +54,7 @@ torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const 
       throw Error("its per_sample() returned " +
                   (value.defined() ? "shape " + c10::str(value.sizes()) : std::string("nothing")) +
                   ", expected one value per sample");
-    if (terms != nullptr) terms->push_back({"loss/" + term.name, value.mean().item<double>()});
+    if (terms != nullptr) terms->push_back({"loss/" + term.name, value.mean().detach()});
     total = total.defined() ? total + term.weight * value : term.weight * value;
   }
   if (!total.defined()) throw Error("no loss has a non-zero weight");
@@ -60,7 +66,7 @@ torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const 
     levels = levels + training_objective(losses, level, batch, epoch, step, training, false);
   }
   levels = levels / static_cast<double>(out.levels.size());
-  if (terms != nullptr) terms->push_back({"loss/anytime", levels.mean().item<double>()});
+  if (terms != nullptr) terms->push_back({"loss/anytime", levels.mean().detach()});
   return total + anytime * levels;  // B
 }
 

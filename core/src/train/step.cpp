@@ -123,7 +123,7 @@ TrainStep::Pass TrainStep::forward(const StepRequest& request, StepReport& repor
     pass.out = model_pass(pass.batch, request.schedule, request, request.teacher_forced);
     try {
       pass.per_sample = training_objective(ex_.losses, pass.out, pass.batch, request.epoch, request.step, true,
-                                           request.teacher_forced, request.log ? &report.terms : nullptr,
+                                           request.teacher_forced, request.log ? &report.pending : nullptr,
                                            ex_.config.settings.train.anytime);
     } catch (const NonFinite& e) {
       throw Error("training diverged at step " + std::to_string(request.step + 1) + ": " + e.what());
@@ -154,18 +154,24 @@ torch::Tensor TrainStep::objective(const StepRequest& request, const Pass& pass,
   }
   if (pass.out.leaf_loss.defined()) {  // a probe on detached tokens: outside the policy's reward
     total = total + pass.share.fraction * pass.out.leaf_loss.mean();
-    if (request.log) report.terms.push_back({"loss/leaf_classifier", pass.out.leaf_loss.mean().item<double>()});
+    if (request.log) report.pending.push_back({"loss/leaf_classifier", pass.out.leaf_loss.mean().detach()});
   }
   if (request.log) {
-    for (const auto& [name, value] : estimator_.diagnostics()) report.terms.push_back({name, value.item<double>()});
-    if (comm_ != nullptr) {  // the whole batch's means
-      std::vector<double> values;
-      for (const auto& t : report.terms) values.push_back(t.value * pass.share.fraction);
-      values = comm_->sum(values);
-      for (size_t i = 0; i < report.terms.size(); ++i) report.terms[i].value = values[i];
-    }
+    for (const auto& [name, value] : estimator_.diagnostics()) report.pending.push_back({name, value.detach()});
+    if (!capturing_) read_terms(report, pass.share);  // a captured step's are read after its replay
   }
   return total;
+}
+
+void TrainStep::read_terms(StepReport& report, const BatchShare& share) {
+  for (const auto& m : read_metrics(report.pending)) report.terms.push_back(m);
+  report.pending.clear();
+  if (comm_ != nullptr) {  // the whole batch's means
+    std::vector<double> values;
+    for (const auto& t : report.terms) values.push_back(t.value * share.fraction);
+    values = comm_->sum(values);
+    for (size_t i = 0; i < report.terms.size(); ++i) report.terms[i].value = values[i];
+  }
 }
 
 void TrainStep::backward(const torch::Tensor& total) {

@@ -42,9 +42,10 @@ struct StepRequest {
 };
 
 struct StepReport {
-  double loss = 0;             ///< the whole batch's mean loss
-  std::vector<Metric> terms;   ///< with StepRequest::log: the batch's metrics, the whole batch's means
-  bool stop_anywhere = false;  ///< data-parallel: some process was asked to stop
+  double loss = 0;                     ///< the whole batch's mean loss
+  std::vector<Metric> terms;           ///< with StepRequest::log: the batch's metrics, the whole batch's means
+  std::vector<PendingMetric> pending;  ///< the pass's metrics until the step reads them into terms
+  bool stop_anywhere = false;          ///< data-parallel: some process was asked to stop
 };
 
 class TrainStep {
@@ -104,12 +105,14 @@ class TrainStep {
   ForwardResult model_pass(const Batch& batch, const std::vector<int64_t>& schedule, const StepRequest& request,
                            bool teacher_forced, const std::vector<MergeDecision>* replayed = nullptr);
 
+  /// The pass's metrics (report.pending) read into report.terms; data-parallel, summed over ranks.
+  void read_terms(StepReport& report, const BatchShare& share);
   /// The step itself: forward, objective, backward, update, the loss read.
   StepReport eager_step(const StepRequest& request);
-  /// runtime.cuda_graph = "on": the step replayed from the graph of its shape, captured after two
-  /// eager steps of that shape; nothing (the caller steps eagerly) where the step cannot be
-  /// replayed: a logged step, teacher forcing, replay, a policy baseline, data-parallel, a failed
-  /// capture (step_graph.cpp).
+  /// runtime.cuda_graph = "on": the step replayed from the graph of its shape (a logged step has
+  /// its own), captured after two eager steps of that shape; nothing (the caller steps eagerly)
+  /// where the step cannot be replayed: teacher forcing, replay, a policy baseline,
+  /// data-parallel, a loss that varies with the step, a failed capture (step_graph.cpp).
   std::optional<StepReport> replayed_step(const StepRequest& request);
 
   /// runtime.cuda_graph "on" or "eager": its state, and the ema baseline kept on the device.
@@ -122,6 +125,7 @@ class TrainStep {
   Experiment& ex_;
   at::Generator generator_;
   std::unique_ptr<Graphs> graphs_;
+  bool capturing_ = false;  ///< a CUDA graph is being captured: nothing is read on the host
   Communicator* comm_;
   FusedAdamW optimizer_, policy_optimizer_;
   Estimator estimator_;

@@ -1,12 +1,13 @@
 // runtime.cuda_graph: a training step captured once per shape as a CUDA graph and replayed, so a
-// step's thousands of small launches cost one (docs/gpu.md). What a replay cannot do, the step
-// does eagerly: a logged step (its metrics are host reads), teacher forcing, replay, a policy
-// baseline, data-parallel ranks. Every step of such a run, replayed or not, draws as a graph
-// does (kernels/gpu.h's GraphDraws): from the device's generator, seeded once a step by one draw
-// of the run's generator, so a seed names the same run on the same device and a resumed run
-// draws what it would have.
+// step's thousands of small launches cost one (docs/gpu.md); a logged step has its own graph,
+// whose metrics are read after the replay. What a replay cannot do, the step does eagerly:
+// teacher forcing, replay, a policy baseline, data-parallel ranks, a loss that varies with the step. Every step of such
+// a run, replayed or not, draws as a graph does (kernels/gpu.h's GraphDraws): from the device's generator, seeded once
+// a step by one draw of the run's generator, so a seed names the same run on the same device and a resumed run draws
+// what it would have.
 #include <cstdio>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include <torch/torch.h>
@@ -20,11 +21,11 @@ namespace htm {
 
 namespace {
 constexpr int kWarmups = 2;    // eager steps of a shape before its capture (cuBLAS, the allocator)
-constexpr size_t kGraphs = 4;  // shapes captured at most (stochastic depth: one per depth drawn)
+constexpr size_t kGraphs = 6;  // shapes captured at most (stochastic depth: one per depth drawn; logged steps)
 }  // namespace
 
 struct TrainStep::Graphs {
-  using Key = std::pair<std::vector<int64_t>, std::vector<int64_t>>;  // input shape, schedule
+  using Key = std::tuple<std::vector<int64_t>, std::vector<int64_t>, bool>;  // input shape, schedule, logged
   struct Captured {
     std::unique_ptr<DeviceGraph> graph;
     int warmups = 0;
@@ -33,12 +34,14 @@ struct TrainStep::Graphs {
     torch::Tensor per_sample;                                    // and writes each row's loss here
     std::vector<std::pair<torch::Tensor, torch::Tensor>> grads;  // each parameter's gradient, as written
     std::vector<gpu::GraphFlag> flags;                           // the checks the capture left on the device
+    std::vector<PendingMetric> metrics;                          // a logged step's metrics, as written
   };
   RuntimeCudaGraph mode;
   c10::Device device;
   uint64_t seed = 0;  // this step's
   std::string failure;
   std::map<Key, Captured> steps;
+  DeviceGraph* pool = nullptr;  // the first graph captured: the others share its memory pool
   int64_t captured = 0, replayed = 0, redone = 0, eager = 0;
 };
 
@@ -79,10 +82,10 @@ std::string TrainStep::graph_summary() const {
 std::optional<StepReport> TrainStep::replayed_step(const StepRequest& request) {
   Graphs& g = *graphs_;
   ++g.eager;  // until replayed below
-  if (g.mode != RuntimeCudaGraph::on || !g.failure.empty() || request.log || request.teacher_forced || replay_ ||
-      comm_ != nullptr || estimator_.wants_reference())
+  if (g.mode != RuntimeCudaGraph::on || !g.failure.empty() || request.teacher_forced || replay_ || comm_ != nullptr ||
+      estimator_.wants_reference())
     return std::nullopt;
-  const Graphs::Key key{request.batch.input.sizes().vec(), request.schedule};
+  const Graphs::Key key{request.batch.input.sizes().vec(), request.schedule, request.log};
   auto found = g.steps.find(key);
   if (found == g.steps.end()) {
     if (g.steps.size() >= kGraphs) return std::nullopt;
@@ -107,13 +110,22 @@ std::optional<StepReport> TrainStep::replayed_step(const StepRequest& request) {
     gpu::take_graph_flags();
     try {
       gpu::GraphDraws draws(/*fixed_rounds=*/true);
-      c.graph->capture([&] {
-        StepReport unused;
-        const Pass pass = forward(fixed, unused);
-        backward(objective(fixed, pass, unused));
-        c.per_sample = pass.per_sample.detach();
-      });
+      capturing_ = true;
+      // The graphs share one memory pool: a replay's outputs are read (the loss, the metrics)
+      // and used (the gradients) before any other graph is replayed.
+      c.graph->capture(
+          [&] {
+            StepReport captured;
+            const Pass pass = forward(fixed, captured);
+            backward(objective(fixed, pass, captured));
+            c.per_sample = pass.per_sample.detach();
+            c.metrics = std::move(captured.pending);
+          },
+          g.pool);
+      capturing_ = false;
     } catch (const Error& e) {
+      capturing_ = false;
+      g.pool = nullptr;
       gpu::take_graph_flags();
       g.failure = e.what();
       g.steps.clear();
@@ -124,6 +136,7 @@ std::optional<StepReport> TrainStep::replayed_step(const StepRequest& request) {
     c.flags = gpu::take_graph_flags();
     for (const auto& p : ex_.model->parameters()) c.grads.emplace_back(p, p.grad());
     c.ready = true;
+    if (g.pool == nullptr) g.pool = c.graph.get();
     ++g.captured;
   }
   for (auto [into, from] :
@@ -133,12 +146,14 @@ std::optional<StepReport> TrainStep::replayed_step(const StepRequest& request) {
   const torch::Tensor baseline = estimator_.device_baseline();  // for a step done again
   c.graph->replay();
   for (auto& [param, grad] : c.grads) param.mutable_grad() = grad;
-  // One read: the mean loss and every flag.
+  // One read: the mean loss, every flag, a logged step's metrics.
   std::vector<torch::Tensor> reads{c.per_sample.mean().to(torch::kDouble)};
   for (const auto& f : c.flags) reads.push_back(f.raised.to(torch::kDouble));
+  for (const auto& m : c.metrics) reads.push_back(m.value.to(torch::kDouble));
   const auto host = torch::stack(reads).cpu();  // host: the step's one read
-  for (size_t k = 1; k < reads.size(); ++k)
-    if (host[static_cast<int64_t>(k)].item<double>() > 0) {  // the same step again, eagerly, same draws
+  const double* value = host.data_ptr<double>();
+  for (size_t k = 1; k <= c.flags.size(); ++k)
+    if (value[k] > 0) {  // the same step again, eagerly, same draws
       estimator_.restore_device_baseline(baseline);
       seed_device_generator(g.device, g.seed);
       ++g.redone;
@@ -146,8 +161,10 @@ std::optional<StepReport> TrainStep::replayed_step(const StepRequest& request) {
       return eager_step(request);
     }
   StepReport report;
-  update(request, report);
-  report.loss = host[0].item<double>();
+  for (size_t k = 0; k < c.metrics.size(); ++k)
+    report.terms.push_back({c.metrics[k].name, value[1 + c.flags.size() + k]});
+  update(request, report);  // a logged step's gradient norms, after its metrics (as an eager step)
+  report.loss = value[0];
   --g.eager, ++g.replayed;
   return report;
 }
