@@ -38,8 +38,9 @@ struct TrainStep::Graphs {
   };
   RuntimeCudaGraph mode;
   c10::Device device;
-  uint64_t seed = 0;  // this step's
-  std::string failure;
+  uint64_t seed = 0;    // this step's
+  std::string failure;  // why the run steps without graphs
+  bool told = false;    // and whether stderr was told
   std::map<Key, Captured> steps;
   DeviceGraph* pool = nullptr;  // the first graph captured: the others share its memory pool
   int64_t captured = 0, replayed = 0, redone = 0, eager = 0;
@@ -56,10 +57,8 @@ void TrainStep::start_graphs() {
         ex_.device.str());
   graphs_ = std::make_unique<Graphs>(Graphs{mode, ex_.device});
   for (const auto& term : ex_.losses)
-    if (mode == RuntimeCudaGraph::on && term.loss->varies_with_step()) {
+    if (mode == RuntimeCudaGraph::on && term.loss->varies_with_step())
       graphs_->failure = "the loss '" + term.name + "' changes with the step";
-      std::fprintf(stderr, "htm: runtime.cuda_graph: %s; the run steps without graphs\n", graphs_->failure.c_str());
-    }
   if (ex_.config.settings.estimator.baseline == RewardBaseline::ema && comm_ == nullptr)
     estimator_.keep_baseline_on(ex_.device);
 }
@@ -81,7 +80,11 @@ std::string TrainStep::graph_summary() const {
 
 std::optional<StepReport> TrainStep::replayed_step(const StepRequest& request) {
   Graphs& g = *graphs_;
-  ++g.eager;  // until replayed below
+  ++g.eager;                                                              // until replayed below
+  if (g.mode == RuntimeCudaGraph::on && !g.failure.empty() && !g.told) {  // said at the first step
+    g.told = true;
+    std::fprintf(stderr, "htm: runtime.cuda_graph: %s; the run steps without graphs\n", g.failure.c_str());
+  }
   if (g.mode != RuntimeCudaGraph::on || !g.failure.empty() || request.teacher_forced || replay_ || comm_ != nullptr ||
       estimator_.wants_reference())
     return std::nullopt;
@@ -128,6 +131,7 @@ std::optional<StepReport> TrainStep::replayed_step(const StepRequest& request) {
       g.pool = nullptr;
       gpu::take_graph_flags();
       g.failure = e.what();
+      g.told = true;
       g.steps.clear();
       std::fprintf(stderr, "htm: runtime.cuda_graph: %s; the run goes on without graphs\n", e.what());
       seed_device_generator(g.device, g.seed);  // the attempt advanced it: this step draws as it would have
