@@ -5,6 +5,7 @@
 #   - `htm bench` at the paper's size on cuda, B = 64 and 8, fp32 eager and replayed from a CUDA
 #     graph (runtime.cuda_graph), bf16 replayed, with the GPU's peak allocated memory, beside the
 #     paper's official code (HTM_OFFICIAL) on the same GPU; the replays' losses against eager steps;
+#     the quickstart with and without graphs;
 #   - a profile of one B = 64 step (the ops that take the time, in profile-top.txt), and the
 #     portable kernels on the same GPU;
 #   - the unit tests (on the host CPU: the portable kernels);
@@ -23,7 +24,8 @@
 #                 peak_alloc_mib=…`); none is committed here (docs/gpu.md says how it was run)
 #   HTM_BUDGET    seconds for the whole script (0: none): a step that cannot finish in what is
 #                 left runs under a shorter limit, or is skipped below 20 s
-#   HTM_QUICK     1: only the build, the kernel tests and the bench table beside the official code
+#   HTM_QUICK     1: only the build, the kernel tests, the bench table beside the official code and
+#                 the quickstart with and without graphs
 #   JOBS          build and test jobs (default: every core)
 #   HTM_BUILD_DIR the build folder (default: build-gpu)
 set -uo pipefail
@@ -139,6 +141,17 @@ worst = max((abs(x - y) / abs(y) for x, y in zip(a, b)), default=float("nan"))
 print(f"graph replays against eager steps (B=8): {len(a)} and {len(b)} losses, most relative difference {worst:.2e}")
 EOF
   tee -a "$OUT/summary.txt"
+# The quickstart on cuda with and without graphs, one seed each (4,000 images: 126 steps, a logged
+# step every 10): images/s and test MSE in runs.log.
+if [ -f "$FASHION/train-images-idx3-ubyte.gz" ]; then
+  for g in on off; do
+    step "quickstart cuda graph=$g" runs.log 120 "$htm" run experiments/quickstart.toml -s 0 --tag "graph=$g" \
+      --set "runtime.cuda_graph=\"$g\"" --set "runtime.results=\"$OUT/graphs.sqlite\"" \
+      --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" --set "dataset.root=\"$FASHION\"" \
+      --set 'train.train_samples=4000' --quiet
+  done
+  grep -hE "finished:|cuda graph:" "$OUT/runs.log" | tee -a "$OUT/summary.txt"
+fi
 if [ "${HTM_QUICK:-0}" = 1 ]; then  # the bench table alone
   grep -hE "^(summary|memory|official|smi|graph) " "$OUT/bench.log" | tee -a "$OUT/summary.txt"
   exit 0
