@@ -37,6 +37,9 @@ class CudaGraph final : public DeviceGraph {
 
   void capture(const std::function<void()>& work, DeviceGraph* pool) override {
     std::string failure;
+    // The warm-ups' cached blocks back to the device first: the capture's pool cannot use them,
+    // and held beside it they set the card's peak (lease 5: 8001 MiB at the capture, B = 64).
+    c10::cuda::CUDACachingAllocator::emptyCache();
     using Pool = decltype(graph_.pool());  // a pair of ids; {0, 0}: a pool of its own
     const Pool shared = pool != nullptr ? static_cast<CudaGraph*>(pool)->graph_.pool() : Pool{0, 0};
     on_side([&] {
@@ -52,12 +55,7 @@ class CudaGraph final : public DeviceGraph {
         if (failure.empty()) failure = e.what();
       }
     });
-    if (failure.empty()) {
-      // The warm-ups' memory, cached in the ordinary pool, is not needed again: the replays use
-      // the graph's own pool.
-      c10::cuda::CUDACachingAllocator::emptyCache();
-      return;
-    }
+    if (failure.empty()) return;
     (void)cudaGetLastError();  // a refused call during capture leaves its error behind
     // HTM_GRAPH_DEBUG=1: the whole message (with TORCH_SHOW_CPP_STACKTRACES=1, where it was raised).
     const char* debug = std::getenv("HTM_GRAPH_DEBUG");
