@@ -120,7 +120,13 @@ class TrainStep {
   /// Under runtime.cuda_graph: one draw of the run's generator seeds the device's for the step.
   void seed_step();
 
-  struct Graphs;  ///< runtime.cuda_graph's state (step_graph.cpp)
+  struct Graphs;        ///< runtime.cuda_graph's state (step_graph.cpp)
+  struct CapturedStep;  ///< one shape's graph, its inputs and outputs
+  /// Captures `request`'s step into `c` (its kernels recorded, not run); false where the capture
+  /// failed (said, and the run goes on without graphs).
+  bool capture(CapturedStep& c, const StepRequest& request);
+  /// Replays `c` on `request`'s batch, then the update: the step's report.
+  StepReport replay(CapturedStep& c, const StepRequest& request);
 
   Experiment& ex_;
   at::Generator generator_;

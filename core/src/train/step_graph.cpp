@@ -24,24 +24,25 @@ constexpr int kWarmups = 2;    // eager steps of a shape before its capture (cuB
 constexpr size_t kGraphs = 6;  // shapes captured at most (stochastic depth: one per depth drawn; logged steps)
 }  // namespace
 
+struct TrainStep::CapturedStep {
+  std::unique_ptr<DeviceGraph> graph;
+  int warmups = 0;
+  bool ready = false;
+  Batch inputs;                                                // the graph reads its inputs here
+  torch::Tensor per_sample;                                    // and writes each row's loss here
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> grads;  // each parameter's gradient, as written
+  std::vector<gpu::GraphFlag> flags;                           // the checks the capture left on the device
+  std::vector<PendingMetric> metrics;                          // a logged step's metrics, as written
+};
+
 struct TrainStep::Graphs {
   using Key = std::tuple<std::vector<int64_t>, std::vector<int64_t>, bool>;  // input shape, schedule, logged
-  struct Captured {
-    std::unique_ptr<DeviceGraph> graph;
-    int warmups = 0;
-    bool ready = false;
-    Batch inputs;                                                // the graph reads its inputs here
-    torch::Tensor per_sample;                                    // and writes each row's loss here
-    std::vector<std::pair<torch::Tensor, torch::Tensor>> grads;  // each parameter's gradient, as written
-    std::vector<gpu::GraphFlag> flags;                           // the checks the capture left on the device
-    std::vector<PendingMetric> metrics;                          // a logged step's metrics, as written
-  };
   RuntimeCudaGraph mode;
   c10::Device device;
   uint64_t seed = 0;    // this step's
   std::string failure;  // why the run steps without graphs
   bool told = false;    // and whether stderr was told
-  std::map<Key, Captured> steps;
+  std::map<Key, CapturedStep> steps;
   DeviceGraph* pool = nullptr;  // the first graph captured: the others share its memory pool
   int64_t captured = 0, replayed = 0, redone = 0, eager = 0;
 };
@@ -92,10 +93,10 @@ std::optional<StepReport> TrainStep::replayed_step(const StepRequest& request) {
   auto found = g.steps.find(key);
   if (found == g.steps.end()) {
     if (g.steps.size() >= kGraphs) return std::nullopt;
-    found = g.steps.emplace(key, Graphs::Captured{}).first;
+    found = g.steps.emplace(key, CapturedStep{}).first;
     found->second.graph = make_device_graph(g.device);
   }
-  Graphs::Captured& c = found->second;
+  CapturedStep& c = found->second;
   if (!c.ready && c.warmups < kWarmups) {  // on the side stream the capture will use
     ++c.warmups;
     StepReport report;
@@ -103,46 +104,55 @@ std::optional<StepReport> TrainStep::replayed_step(const StepRequest& request) {
     c.graph->eager([&] { report = eager_step(request); });
     return report;
   }
-  if (!c.ready) {  // capture: the kernels are recorded, not run; the replay below runs them
-    c.inputs = request.batch;
-    c.inputs.input = request.batch.input.clone();
-    if (c.inputs.labels.defined()) c.inputs.labels = request.batch.labels.clone();
-    if (c.inputs.tree.defined()) c.inputs.tree = request.batch.tree.clone();
-    StepRequest fixed = request;
-    fixed.batch = c.inputs;
+  if (!c.ready && !capture(c, request)) return std::nullopt;
+  return replay(c, request);
+}
+
+bool TrainStep::capture(CapturedStep& c, const StepRequest& request) {
+  Graphs& g = *graphs_;
+  c.inputs = request.batch;
+  c.inputs.input = request.batch.input.clone();
+  if (c.inputs.labels.defined()) c.inputs.labels = request.batch.labels.clone();
+  if (c.inputs.tree.defined()) c.inputs.tree = request.batch.tree.clone();
+  StepRequest fixed = request;
+  fixed.batch = c.inputs;
+  gpu::take_graph_flags();
+  try {
+    gpu::GraphDraws draws(/*fixed_rounds=*/true);
+    capturing_ = true;
+    // The graphs share one memory pool: a replay's outputs are read (the loss, the metrics) and
+    // used (the gradients) before any other graph is replayed.
+    c.graph->capture(
+        [&] {
+          StepReport captured;
+          const Pass pass = forward(fixed, captured);
+          backward(objective(fixed, pass, captured));
+          c.per_sample = pass.per_sample.detach();
+          c.metrics = std::move(captured.pending);
+        },
+        g.pool);
+    capturing_ = false;
+  } catch (const Error& e) {
+    capturing_ = false;
+    g.pool = nullptr;
     gpu::take_graph_flags();
-    try {
-      gpu::GraphDraws draws(/*fixed_rounds=*/true);
-      capturing_ = true;
-      // The graphs share one memory pool: a replay's outputs are read (the loss, the metrics)
-      // and used (the gradients) before any other graph is replayed.
-      c.graph->capture(
-          [&] {
-            StepReport captured;
-            const Pass pass = forward(fixed, captured);
-            backward(objective(fixed, pass, captured));
-            c.per_sample = pass.per_sample.detach();
-            c.metrics = std::move(captured.pending);
-          },
-          g.pool);
-      capturing_ = false;
-    } catch (const Error& e) {
-      capturing_ = false;
-      g.pool = nullptr;
-      gpu::take_graph_flags();
-      g.failure = e.what();
-      g.told = true;
-      g.steps.clear();
-      std::fprintf(stderr, "htm: runtime.cuda_graph: %s; the run goes on without graphs\n", e.what());
-      seed_device_generator(g.device, g.seed);  // the attempt advanced it: this step draws as it would have
-      return std::nullopt;
-    }
-    c.flags = gpu::take_graph_flags();
-    for (const auto& p : ex_.model->parameters()) c.grads.emplace_back(p, p.grad());
-    c.ready = true;
-    if (g.pool == nullptr) g.pool = c.graph.get();
-    ++g.captured;
+    g.failure = e.what();
+    g.told = true;
+    g.steps.clear();  // c with them
+    std::fprintf(stderr, "htm: runtime.cuda_graph: %s; the run goes on without graphs\n", e.what());
+    seed_device_generator(g.device, g.seed);  // the attempt advanced it: this step draws as it would have
+    return false;
   }
+  c.flags = gpu::take_graph_flags();
+  for (const auto& p : ex_.model->parameters()) c.grads.emplace_back(p, p.grad());
+  c.ready = true;
+  if (g.pool == nullptr) g.pool = c.graph.get();
+  ++g.captured;
+  return true;
+}
+
+StepReport TrainStep::replay(CapturedStep& c, const StepRequest& request) {
+  Graphs& g = *graphs_;
   for (auto [into, from] :
        {std::pair{c.inputs.input, request.batch.input}, std::pair{c.inputs.labels, request.batch.labels},
         std::pair{c.inputs.tree, request.batch.tree}})
