@@ -110,8 +110,11 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
   if (device.is_cuda() && gpu_memory_stats_built()) reset_gpu_peak(device);
   t.ms = time_ms(static_cast<int>(steps), step);
   t.losses.assign(losses.end() - static_cast<int64_t>(t.ms.size()), losses.end());
-  if (device.is_cuda()) t.gpu_peak_mib = gpu_memory_stats_built() ? gpu_peak_mib(device) : -2;
-  if (device.is_cuda()) t.gpu_reserved_mib = gpu_reserved_mib(device);
+  if (device.is_cuda()) {
+    const GpuPeaks peaks = gpu_peaks(device);
+    t.gpu_peak_mib = gpu_memory_stats_built() ? peaks.allocated : -2;
+    t.gpu_reserved_mib = peaks.reserved;
+  }
   t.peak_mib = peak_rss_mib();
   if (!world) {  // one more step for the peak of each phase (the process's memory, libraries included)
     double* phase_peak[] = {&t.forward_mib, &t.backward_mib};

@@ -44,21 +44,16 @@ void reset_gpu_peak(const c10::Device& device) {
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(index_of(device));
 }
 
-double gpu_peak_mib(const c10::Device& device) {
-  if (!device.is_cuda()) return 0;
+GpuPeaks gpu_peaks(const c10::Device& device) {
+  if (!device.is_cuda()) return {};
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
-  return static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);  // [0]: all pools
-}
-
-double gpu_reserved_mib(const c10::Device& device) {
-  if (!device.is_cuda()) return 0;
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
-  return static_cast<double>(stats.reserved_bytes[0].peak) / (1024.0 * 1024.0);
+  constexpr double kMiB = 1024.0 * 1024.0;  // [0]: all pools
+  return {static_cast<double>(stats.allocated_bytes[0].peak) / kMiB,
+          static_cast<double>(stats.reserved_bytes[0].peak) / kMiB};
 }
 #else
 void reset_gpu_peak(const c10::Device&) {}
-double gpu_peak_mib(const c10::Device&) { return 0; }
-double gpu_reserved_mib(const c10::Device&) { return 0; }
+GpuPeaks gpu_peaks(const c10::Device&) { return {}; }
 #endif
 
 c10::Device run_device(const std::string& device, int local_rank) {

@@ -26,11 +26,11 @@ bool gpu_memory_stats_built();
 /// Starts a new peak of the memory allocated on `device` (a GPU; nothing elsewhere).
 void reset_gpu_peak(const c10::Device& device);
 
-/// The most memory allocated on `device` since the last reset, in MiB (what
-/// torch.cuda.max_memory_allocated reports); 0 where not built or not a GPU.
-double gpu_peak_mib(const c10::Device& device);
-/// The most memory the allocator held from the device since reset_gpu_peak() (reserved: what it
-/// allocated and what it keeps cached, a CUDA graph's private pool included), in MiB.
-double gpu_reserved_mib(const c10::Device& device);
+/// The most memory on `device` since the last reset, in MiB; 0 where not built or not a GPU.
+struct GpuPeaks {
+  double allocated = 0;  ///< in tensors (what torch.cuda.max_memory_allocated reports)
+  double reserved = 0;   ///< held by the allocator: cached blocks and a CUDA graph's pool too
+};
+GpuPeaks gpu_peaks(const c10::Device& device);
 
 }  // namespace htm

@@ -70,7 +70,6 @@ GraphDraws::GraphDraws(bool fixed_rounds) : previous_(g_graph_draws), previous_f
   g_fixed_rounds = fixed_rounds;
 }
 GraphDraws::~GraphDraws() { g_graph_draws = previous_, g_fixed_rounds = previous_fixed_; }
-bool graph_draws() { return g_graph_draws; }
 std::vector<GraphFlag> take_graph_flags() { return std::exchange(g_flags, {}); }
 
 int64_t graph_rounds(int64_t T) {

@@ -42,7 +42,6 @@ class GraphDraws {
  private:
   bool previous_, previous_fixed_;
 };
-bool graph_draws();
 
 /// A check a kernel could not make on the host under GraphDraws: `raised` (a bool scalar on the
 /// device) is true where it failed, and `what` says what failed.

@@ -31,9 +31,7 @@ class CudaGraph final : public DeviceGraph {
   explicit CudaGraph(const c10::Device& device)
       : device_(device), side_(at::cuda::getStreamFromPool(false, device.index())) {}
 
-  void eager(const std::function<void()>& work) override {
-    on_side([&] { work(); });
-  }
+  void eager(const std::function<void()>& work) override { on_side(work); }
 
   void capture(const std::function<void()>& work, DeviceGraph* pool) override {
     std::string failure;

@@ -76,7 +76,10 @@ StepReport TrainStep::eager_step(const StepRequest& request) {
 
 void TrainStep::gradients(const StepRequest& request) {
   std::optional<gpu::GraphDraws> draws;
-  if (graphs_) seed_step(), draws.emplace();
+  if (graphs_) {
+    seed_step();
+    draws.emplace();
+  }
   StepReport report;
   const Pass pass = forward(request, report);
   backward(objective(request, pass, report));

@@ -1,10 +1,11 @@
 // runtime.cuda_graph: a training step captured once per shape as a CUDA graph and replayed, so a
 // step's thousands of small launches cost one (docs/gpu.md); a logged step has its own graph,
 // whose metrics are read after the replay. What a replay cannot do, the step does eagerly:
-// teacher forcing, replay, a policy baseline, data-parallel ranks, a loss that varies with the step. Every step of such
-// a run, replayed or not, draws as a graph does (kernels/gpu.h's GraphDraws): from the device's generator, seeded once
-// a step by one draw of the run's generator, so a seed names the same run on the same device and a resumed run draws
-// what it would have.
+// teacher forcing, replay, a policy baseline, data-parallel ranks, a loss that varies with the
+// step. Every step of such a run, replayed or not, draws as a graph does (kernels/gpu.h's
+// GraphDraws): from the device's generator, seeded once a step by one draw of the run's
+// generator, so a seed names the same run on the same device and a resumed run draws what it
+// would have.
 #include <cstdio>
 #include <map>
 #include <tuple>
@@ -29,10 +30,13 @@ struct TrainStep::CapturedStep {
   int warmups = 0;
   bool ready = false;
   Batch inputs;                                                // the graph reads its inputs here
-  torch::Tensor per_sample;                                    // and writes each row's loss here
   std::vector<std::pair<torch::Tensor, torch::Tensor>> grads;  // each parameter's gradient, as written
-  std::vector<gpu::GraphFlag> flags;                           // the checks the capture left on the device
-  std::vector<PendingMetric> metrics;                          // a logged step's metrics, as written
+  // What the host reads after a replay, gathered by the graph itself into one float64 tensor: the
+  // mean loss, each check the capture left on the device, a logged step's metrics, then (ema) the
+  // baseline as it stood before the step.
+  torch::Tensor reads;
+  size_t flags = 0;
+  std::vector<std::string> metrics;  // their names
 };
 
 struct TrainStep::Graphs {
@@ -124,11 +128,16 @@ bool TrainStep::capture(CapturedStep& c, const StepRequest& request) {
     // used (the gradients) before any other graph is replayed.
     c.graph->capture(
         [&] {
+          const torch::Tensor baseline = estimator_.device_baseline();  // for a step done again
           StepReport captured;
           const Pass pass = forward(fixed, captured);
           backward(objective(fixed, pass, captured));
-          c.per_sample = pass.per_sample.detach();
-          c.metrics = std::move(captured.pending);
+          std::vector<torch::Tensor> reads{pass.per_sample.detach().mean()};
+          for (const auto& f : gpu::take_graph_flags()) reads.push_back(f.raised), ++c.flags;
+          for (const auto& m : captured.pending) reads.push_back(m.value), c.metrics.push_back(m.name);
+          if (baseline.defined()) reads.insert(reads.end(), {baseline[0], baseline[1]});
+          for (auto& r : reads) r = r.to(torch::kDouble);
+          c.reads = torch::stack(reads);
         },
         g.pool);
     capturing_ = false;
@@ -143,7 +152,6 @@ bool TrainStep::capture(CapturedStep& c, const StepRequest& request) {
     seed_device_generator(g.device, g.seed);  // the attempt advanced it: this step draws as it would have
     return false;
   }
-  c.flags = gpu::take_graph_flags();
   for (const auto& p : ex_.model->parameters()) c.grads.emplace_back(p, p.grad());
   c.ready = true;
   if (g.pool == nullptr) g.pool = c.graph.get();
@@ -157,26 +165,21 @@ StepReport TrainStep::replay(CapturedStep& c, const StepRequest& request) {
        {std::pair{c.inputs.input, request.batch.input}, std::pair{c.inputs.labels, request.batch.labels},
         std::pair{c.inputs.tree, request.batch.tree}})
     if (into.defined()) into.copy_(from);
-  const torch::Tensor baseline = estimator_.device_baseline();  // for a step done again
   c.graph->replay();
   for (auto& [param, grad] : c.grads) param.mutable_grad() = grad;
-  // One read: the mean loss, every flag, a logged step's metrics.
-  std::vector<torch::Tensor> reads{c.per_sample.mean().to(torch::kDouble)};
-  for (const auto& f : c.flags) reads.push_back(f.raised.to(torch::kDouble));
-  for (const auto& m : c.metrics) reads.push_back(m.value.to(torch::kDouble));
-  const auto host = torch::stack(reads).cpu();  // host: the step's one read
+  const auto host = c.reads.cpu();  // host: the step's one read
   const double* value = host.data_ptr<double>();
-  for (size_t k = 1; k <= c.flags.size(); ++k)
+  const size_t before = 1 + c.flags + c.metrics.size();  // where the baseline's value was put
+  for (size_t k = 1; k <= c.flags; ++k)
     if (value[k] > 0) {  // the same step again, eagerly, same draws
-      estimator_.restore_device_baseline(baseline);
+      if (static_cast<size_t>(host.numel()) > before) estimator_.restore_baseline(value[before], value[before + 1] > 0);
       seed_device_generator(g.device, g.seed);
       ++g.redone;
       gpu::GraphDraws draws;
       return eager_step(request);
     }
   StepReport report;
-  for (size_t k = 0; k < c.metrics.size(); ++k)
-    report.terms.push_back({c.metrics[k].name, value[1 + c.flags.size() + k]});
+  for (size_t k = 0; k < c.metrics.size(); ++k) report.terms.push_back({c.metrics[k], value[1 + c.flags + k]});
   update(request, report);  // a logged step's gradient norms, after its metrics (as an eager step)
   report.loss = value[0];
   --g.eager, ++g.replayed;

@@ -127,13 +127,11 @@ torch::Tensor Estimator::objective(const torch::Tensor& per_sample_loss, const t
       diagnostics_.emplace_back("policy_value_error", error.detach() / static_cast<double>(valued.size()));
       total = total + scaled(surrogate + error / static_cast<double>(valued.size()));
     } else if (settings_.reward == RewardScope::sample) {
-      total = total + scaled(((device_baseline_.defined() ? g - baseline_like(g) : g - baseline()) * log_prob).mean());
+      total = total + scaled(((g - baseline_like(g)) * log_prob).mean());
     } else if (share.split) {
       total = total + (share.batch_loss - baseline()) * log_prob.sum();
-    } else if (device_baseline_.defined()) {
-      total = total + (loss.detach() - baseline_like(loss)) * log_prob.sum();
     } else {
-      total = total + (loss.detach() - baseline()) * log_prob.sum();
+      total = total + (loss.detach() - baseline_like(loss)) * log_prob.sum();
     }
   }
   if (log_prob.defined() && settings_.dense > 0 && !pair_errors.empty()) {

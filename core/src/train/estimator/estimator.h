@@ -114,12 +114,10 @@ class Estimator {
   /// Keeps the ema baseline on `device` from now on, as a float64 tensor that objective() reads
   /// and updates in place: a step a CUDA graph replays reads no host value (train/step_graph.h).
   void keep_baseline_on(const torch::Device& device);
-  /// A copy of the baseline kept on the device, and its restoration (a replayed step done again).
+  /// A copy of the baseline kept on the device ({value, have}), undefined where it is not: a
+  /// replayed step that is done again restores it (restore_baseline).
   torch::Tensor device_baseline() const {
     return device_baseline_.defined() ? device_baseline_.clone() : torch::Tensor();
-  }
-  void restore_device_baseline(const torch::Tensor& saved) {
-    if (saved.defined()) device_baseline_.copy_(saved);
   }
 
  private:
