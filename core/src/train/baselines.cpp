@@ -102,8 +102,15 @@ double baseline_bytes(const Dataset& data, int64_t n_train, int64_t n_test, int6
   const double test = static_cast<double>(n_test) * features;
   const bool pca = data.sample_shape().size() == 3 && pca_components > 0;
   const bool ridge = data.num_classes() > 1;
-  // PCA: fit rows fp32 + fp64 + centred fp64, test rows fp32 + fp64 + two fp64 products + fp32 result.
-  const double pca_peak = pca ? fit * (4 + 8 + 8) + test * (4 + 8 + 8 + 8 + 4) : 0;
+  // PCA: fit rows fp32 + fp64 + centred fp64, test rows fp32 + fp64 + two fp64 products + fp32 result,
+  // their projection (test rows × components, fp64) and the eigenproblem's matrix, vectors and
+  // workspace (the smaller of D×D and N×N, fp64, three of them).
+  const double rows = static_cast<double>(std::min(n_train, kFitRows));
+  const double components = std::min(static_cast<double>(pca_components), features);
+  const double square = std::min(features, rows);
+  const double pca_peak = pca ? fit * (4 + 8 + 8) + test * (4 + 8 + 8 + 8 + 4) +
+                                    static_cast<double>(n_test) * components * 8 + square * square * 8 * 3
+                              : 0;
   const double ridge_peak = ridge ? fit * (4 + 8 + 8) + test * (4 + 8 + 8) : 0;  // fp32 rows, fp64, centred fp64
   return std::max({pca_peak, ridge_peak, (fit + test) * 4});
 }

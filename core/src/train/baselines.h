@@ -37,7 +37,7 @@ BaselineScores baseline_scores(const Dataset& data, Model& model, int64_t n_trai
                                int64_t pca_components);
 /// The most memory baseline_scores() holds at once, in bytes, counted from its own tensors: the
 /// fitted rows in fp32, their fp64 copy and centred copy for PCA (or the ridge's fp64 design),
-/// and the test rows with PCA's fp64 reconstruction.
+/// and the test rows with PCA's fp64 projection, reconstruction and eigenproblem.
 double baseline_bytes(const Dataset& data, int64_t n_train, int64_t n_test, int64_t pca_components);
 
 }  // namespace htm

@@ -31,6 +31,8 @@ double status_mib(const char* field) {
 
 namespace {
 
+constexpr double kMiB = 1024.0 * 1024.0;
+
 // Bytes the allocator has handed out and not had back (heap chunks and mmap'd blocks, every
 // arena): tensors, and what else the process holds (oneDNN's scratch, autograd's nodes).
 double heap_in_use() {
@@ -38,12 +40,12 @@ double heap_in_use() {
   return static_cast<double>(info.uordblks + info.hblkhd);
 }
 
-// The peak of the heap in use while installed, sampled at each tensor allocation the CPU
-// allocator reports to c10's memory-reporting hook (the one torch's profiler uses): the moments
-// at which a pass's memory grows.
-class HeapPeak final : public c10::MemoryReportingInfoBase {
+// The heap in use while installed, above what it was at the start, sampled at each tensor
+// allocation the CPU allocator reports to c10's memory-reporting hook (the one torch's profiler
+// uses): the moments at which a pass's memory grows.
+class HeapWatch final : public c10::MemoryReportingInfoBase {
  public:
-  HeapPeak() : start_(heap_in_use()), peak_(start_) {}
+  HeapWatch() : start_(heap_in_use()) {}
   // Its totals are int64_t in libtorch 1.x and size_t from 2.0 on.
 #if TORCH_VERSION_MAJOR >= 2
   void reportMemoryUsage(void*, int64_t bytes, size_t, size_t, c10::Device device) override {
@@ -53,17 +55,21 @@ class HeapPeak final : public c10::MemoryReportingInfoBase {
     if (bytes <= 0 || !device.is_cpu()) return;
     const double now = heap_in_use();
     std::lock_guard<std::mutex> lock(mutex_);
-    peak_ = std::max(peak_, now);
+    trace_.push_back(std::max(0.0, now - start_) / kMiB);
   }
   bool memoryProfilingEnabled() const override { return true; }
-  double added() const { return std::max(0.0, std::max(peak_, heap_in_use()) - start_); }
+  HeapTrace trace() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    HeapTrace all = trace_;
+    all.push_back(std::max(0.0, heap_in_use() - start_) / kMiB);  // and at the end
+    return all;
+  }
 
  private:
   std::mutex mutex_;
-  double start_, peak_;
+  double start_;
+  HeapTrace trace_;
 };
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 }  // namespace
 
@@ -71,17 +77,19 @@ constexpr double kMiB = 1024.0 * 1024.0;
 namespace {
 
 template <typename Body>
-double heap_peak_mib(Experiment& ex, Body body) {
+HeapTrace heap_trace(Experiment& ex, Body body) {
   std::vector<torch::Tensor> parameters = ex.model->parameters(), grads;
   for (auto& p : parameters) grads.push_back(std::exchange(p.mutable_grad(), torch::Tensor()));
-  auto heap = std::make_shared<HeapPeak>();
+  auto heap = std::make_shared<HeapWatch>();
   {
     c10::DebugInfoGuard installed(c10::DebugInfoKind::PROFILER_STATE, heap);
     body();
   }
   for (size_t i = 0; i < grads.size(); ++i) parameters[i].mutable_grad() = grads[i];
-  return heap->added() / kMiB;
+  return heap->trace();
 }
+
+double most(const HeapTrace& trace) { return trace.empty() ? 0.0 : *std::max_element(trace.begin(), trace.end()); }
 
 Batch training_rows(Experiment& ex, int64_t n) {
   return on_device(ex.dataset->get(Split::train, torch::arange(n)), ex.device);
@@ -89,19 +97,19 @@ Batch training_rows(Experiment& ex, int64_t n) {
 
 }  // namespace
 
-double step_peak_mib(Experiment& ex, int64_t inputs) {
+HeapTrace step_heap_trace(Experiment& ex, int64_t inputs) {
   StepRequest request;
   request.batch = training_rows(ex, inputs);
   request.batch_rows = inputs;
   request.schedule = ex.schedule;
   // Built before the heap is watched: its optimisers' moments are counted apart (moments_mib).
   TrainStep step(ex, at::make_generator<at::CPUGeneratorImpl>(0));
-  return heap_peak_mib(ex, [&] { step.gradients(request); });
+  return heap_trace(ex, [&] { step.gradients(request); });
 }
 
-double eval_peak_mib(Experiment& ex, int64_t n) {
+HeapTrace eval_heap_trace(Experiment& ex, int64_t n) {
   const Batch batch = training_rows(ex, n);
-  return heap_peak_mib(ex, [&] {
+  return heap_trace(ex, [&] {
     torch::NoGradGuard no_grad;
     auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
     ForwardHooks hooks;
@@ -109,6 +117,20 @@ double eval_peak_mib(Experiment& ex, int64_t n) {
     ex.model->forward(batch.input, ex.schedule, gen, &hooks);
   });
 }
+
+double extrapolate_peak(const HeapTrace& small, int64_t n_small, const HeapTrace& large, int64_t n_large, int64_t n) {
+  double peak = most(large);
+  const double ratio = static_cast<double>(n - n_large) / static_cast<double>(n_large - n_small);
+  if (small.size() == large.size()) {
+    for (size_t i = 0; i < large.size(); ++i) peak = std::max(peak, large[i] + (large[i] - small[i]) * ratio);
+  } else {
+    peak += std::max(0.0, most(large) - most(small)) * ratio;
+  }
+  return peak;
+}
+
+double step_peak_mib(Experiment& ex, int64_t inputs) { return most(step_heap_trace(ex, inputs)); }
+double eval_peak_mib(Experiment& ex, int64_t n) { return most(eval_heap_trace(ex, n)); }
 
 double peak_resident_mib() { return status_mib("VmHWM"); }
 
@@ -131,22 +153,22 @@ MemoryEstimate estimate_training_memory(Experiment& ex) {
     at::Generator global = at::detail::getDefaultCPUGenerator();  // a handle to the one generator
     const torch::Tensor state = global.get_state();               // plugins may draw from it: put it back
     const bool was_training = ex.model->is_training();
-    // A pass over at most 8 samples is measured as it is. A larger one is read off a line through
-    // 4 and 8: below about 4 samples a pass's peak is set by its fixed part (the gradients made
-    // last), and a line through 1 and 2 or 2 and 4 falls 10-20 % short at the batch size.
-    const int64_t large = std::min<int64_t>(8, available), small = large / 2;
+    // A pass over at most 8 samples is measured as it is; a larger one over 4 and 8 samples, and
+    // each moment of it extrapolated to the batch (extrapolate_peak).
     auto at = [&](int64_t n, auto measure) {
-      if (n <= large) return measure(n);
-      const double at_small = measure(small), at_large = measure(large);
-      const double per_sample = std::max(0.0, (at_large - at_small) / static_cast<double>(large - small));
-      return std::max(0.0, at_small - per_sample * static_cast<double>(small)) + per_sample * static_cast<double>(n);
+      if (n <= std::min<int64_t>(8, available)) return most(measure(n));
+      const int64_t large = std::min<int64_t>(8, available), small = large / 2;
+      HeapTrace at_small = measure(small);
+      const HeapTrace at_large = measure(large);
+      if (at_small.size() != at_large.size()) at_small = measure(small);  // the first pass's one-time buffers
+      return extrapolate_peak(at_small, small, at_large, large, n);
     };
-    ex.model->train(true);                                                             // dropout's masks are kept too
-    e.activations_mib = at(e.batch, [&](int64_t n) { return step_peak_mib(ex, n); });  // n x rollouts rows
+    ex.model->train(true);                                                               // dropout's masks are kept too
+    e.activations_mib = at(e.batch, [&](int64_t n) { return step_heap_trace(ex, n); });  // n x rollouts rows
     const int64_t eval_rows = samples_limit(train.eval_samples, ex.dataset->size(Split::test));
     e.eval_batch = std::min(e.eval_batch, std::max<int64_t>(1, eval_rows));  // no batch beyond the samples
     ex.model->train(false);
-    e.evaluation_mib = at(e.eval_batch, [&](int64_t n) { return eval_peak_mib(ex, n); });
+    e.evaluation_mib = at(e.eval_batch, [&](int64_t n) { return eval_heap_trace(ex, n); });
     ex.model->train(was_training);
     global.set_state(state);
   }

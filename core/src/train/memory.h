@@ -3,13 +3,14 @@
 // trained parameter, plus the most a training step adds at the batch size (the forward pass's
 // graph kept for backward and backward's own buffers) and a pass without gradients at the
 // evaluation batch, each measured as the heap's peak: at its own size up to 8 samples, else over
-// 4 and 8 samples and extrapolated linearly; or, when it is more, what the reference scores hold
-// before training starts (docs/reliability.md checks the estimate against measured peaks).
+// 4 and 8 samples, each moment extrapolated linearly (extrapolate_peak); or, when it is more, what the reference scores
+// hold before training starts (docs/reliability.md checks the estimate against measured peaks).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "train/experiment.h"
 
@@ -46,6 +47,19 @@ MemoryEstimate estimate_training_memory(Experiment& ex);
 double step_peak_mib(Experiment& ex, int64_t inputs);
 /// The same for one pass without gradients over `n` samples, as evaluation runs.
 double eval_peak_mib(Experiment& ex, int64_t n);
+
+/// The heap a measured pass holds above its start, in MiB, at each of its tensor allocations
+/// and at its end: the peaks above are its largest value.
+using HeapTrace = std::vector<double>;
+HeapTrace step_heap_trace(Experiment& ex, int64_t inputs);
+HeapTrace eval_heap_trace(Experiment& ex, int64_t n);
+/// The peak of a pass over `n` samples from its traces over `n_small` and `n_large` samples: each
+/// moment of the pass extrapolated along the line through its two values, the largest taken
+/// (never below the larger pass's own peak). A step's peak may move as the samples grow: the
+/// quickstart at width 256 peaks at the parameters' gradients, made last in backward, over 4
+/// samples, and where forward's graph is whole over 256; a line through the two peaks alone fell
+/// 39 % short there. Traces of other lengths (the passes allocated differently) give that line.
+double extrapolate_peak(const HeapTrace& small, int64_t n_small, const HeapTrace& large, int64_t n_large, int64_t n);
 
 /// What this process may still use: MemAvailable, or less where a cgroup (v2) limit is set.
 /// HTM_MEMORY_AVAILABLE_MIB, when set, stands for both (a smaller machine, for tests).
