@@ -1,5 +1,6 @@
 // `htm compare`'s study comparison on a database written by hand: phases apart, tests paired by
-// seed where the seeds match, Holm over variants × metrics, targets, collapses and warnings.
+// seed where the seeds match, Holm over variants × metrics, targets, margins, collapses and
+// warnings.
 #include <cmath>
 
 #include "commands/compare.h"
@@ -166,6 +167,62 @@ TEST_F(CompareStudyTest, UnknownReferenceAndEmptyStudiesAreErrors) {
             std::string::npos);
   EXPECT_EQ(seed_list({2, 0, 1}), "0-2");
   EXPECT_EQ(seed_list({1000, 1003}), "1000, 1003");
+}
+
+// --margin: not worse than the reference by more than 1 % of its mean, decided by the paired
+// one-sided bound and a p adjusted over the variants (the figures: scripts/research's pure-Python
+// Student t on the same values).
+TEST_F(CompareStudyTest, AMarginIsMetWhereTheBoundOfTheDifferenceClearsIt) {
+  ResultsStore store(db_path());
+  const std::vector<double> nearest = {0.950, 0.940, 0.962, 0.931, 0.955};
+  const std::vector<double> residual = {0.949, 0.942, 0.960, 0.933, 0.951};
+  const std::vector<double> tome = {0.900, 0.910, 0.905, 0.880, 0.915};
+  for (int64_t s = 0; s < 5; ++s) {
+    add(store, "nearest", 1000 + s, {{"cluster_f1", nearest[s]}, {"mse", 0.010 + 0.001 * s}}, "confirm");
+    add(store, "residual", 1000 + s, {{"cluster_f1", residual[s]}, {"mse", 0.0105 + 0.001 * s + 0.0001 * (s % 2)}},
+        "confirm");
+    add(store, "tome", 1000 + s, {{"cluster_f1", tome[s]}, {"mse", 0.011 + 0.001 * s}}, "confirm");
+  }
+  CompareRequest request;
+  request.experiment = "quickstart";
+  request.reference = "nearest";
+  request.margins = {stats::parse_margin("cluster_f1>=-1%"), stats::parse_margin("mse<=0.0008")};
+  for (auto& m : request.margins) m.metric = qualified_metric(m.metric, "test");
+  const Comparison c = compare_study(store, request);
+  ASSERT_EQ(c.metrics.size(), 2u) << "a margin's metric is compared";
+  const PhaseTable& f1 = c.metrics[0].phases.at(0);
+  EXPECT_EQ(f1.margins, 4u) << "two variants x two margins";
+  const CompareRow& r = row(f1, "residual");
+  ASSERT_TRUE(r.has_margin);
+  EXPECT_EQ(r.test.kind, stats::TestKind::paired);
+  EXPECT_NEAR(r.margin.threshold, -0.009476, 1e-12) << "1 % of nearest's mean";
+  EXPECT_NEAR(r.margin.bound, -0.003086139211650251, 1e-9);
+  EXPECT_NEAR(r.margin.p, 0.0007997097196745795, 1e-9);
+  EXPECT_TRUE(r.margin.met);
+  EXPECT_LT(r.margin_p_adjusted, 0.05);
+  const CompareRow& t = row(f1, "tome");
+  EXPECT_NEAR(t.margin.bound, -0.05574812812904983, 1e-9);
+  EXPECT_NEAR(t.margin.p, 0.9991913089003606, 1e-9);
+  EXPECT_FALSE(t.margin.met);
+  EXPECT_GE(t.margin_p_adjusted, 0.05);
+  EXPECT_FALSE(row(f1, "nearest").has_margin) << "the reference has no difference";
+  // Lower is better: residual's MSE is 0.0005-0.0006 above nearest's, within 0.0008; tome's 0.001 is not.
+  const PhaseTable& mse = c.metrics[1].phases.at(0);
+  EXPECT_TRUE(row(mse, "residual").margin.met) << row(mse, "residual").margin.bound;
+  EXPECT_FALSE(row(mse, "tome").margin.met);
+  EXPECT_DOUBLE_EQ(row(mse, "tome").margin.threshold, 0.0008) << "in the metric's units";
+  EXPECT_GT(row(mse, "residual").margin_p_adjusted, row(mse, "residual").margin.p) << "adjusted over four";
+}
+
+TEST(CompareMargin, MarginsThatCannotBeReadAreRefused) {
+  for (const char* bad : {"cluster_f1=1%", ">=-1%", "cluster_f1>=-1%%", "cluster_f1>=", "mse<=x%"})
+    EXPECT_THROW(stats::parse_margin(bad), Error) << bad;
+  const stats::Margin m = stats::parse_margin("test/cluster_f1>=-1.5%");
+  EXPECT_EQ(m.metric, "test/cluster_f1");
+  EXPECT_TRUE(m.at_least);
+  EXPECT_TRUE(m.percent);
+  EXPECT_DOUBLE_EQ(m.value, -1.5);
+  EXPECT_FALSE(stats::parse_margin("mse<0.002").percent);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // `htm compare` and `htm report`'s final values: per variant and phase, a metric's last value
 // in each seed's latest finished run, tested against a reference variant (paired by seed where
 // the two share their seeds, Welch otherwise), effects as % of the reference with their CI,
-// p-values adjusted over every comparison of a phase, one-sided bounds against targets.
+// p-values adjusted over every comparison of a phase, one-sided bounds against targets and
+// margins from the reference.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +35,7 @@ struct CompareRequest {
   RunFilter filter;
   stats::Adjustment adjustment = stats::Adjustment::holm;
   std::vector<stats::Target> targets;  ///< metric as "split/name"; each target's metric is compared
+  std::vector<stats::Margin> margins;  ///< the same for margins from the reference (`htm compare --margin`)
   double collapse = -1;                ///< > 0: count the runs whose last value is more than this below their peak
 };
 
@@ -52,7 +54,10 @@ struct CompareRow {
   std::vector<std::string> hashes;
   bool has_target = false;
   stats::TargetCheck target;
-  int collapsed = -1;  ///< runs more than CompareRequest::collapse below their peak; -1 not counted
+  bool has_margin = false;  ///< tested, and the metric has a margin
+  stats::MarginCheck margin;
+  double margin_p_adjusted = 0;  ///< margin.p adjusted over the phase's margins; met when below 0.05
+  int collapsed = -1;            ///< runs more than CompareRequest::collapse below their peak; -1 not counted
 };
 
 /// The runs of one phase. "explore": every run not tagged phase=confirm (the seeds variants were
@@ -62,12 +67,15 @@ struct PhaseTable {
   std::vector<CompareRow> rows;  ///< variants in first-run order
   bool has_reference = false;    ///< the reference ran in this phase (else nothing is tested)
   size_t family = 0;             ///< comparisons adjusted together (variants × metrics of the phase)
+  size_t margins = 0;            ///< margin claims adjusted together (theirs is a family of its own)
 };
 
 struct MetricTable {
   std::string metric;  ///< split/name
   bool has_target = false;
   stats::Target target;
+  bool has_margin = false;
+  stats::Margin margin;
   std::vector<PhaseTable> phases;  ///< explore first; a phase without runs is left out
   std::string missing;             ///< why there is nothing to compare (then phases is empty)
 };

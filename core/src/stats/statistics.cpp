@@ -105,13 +105,14 @@ Effect percent_effect(const std::vector<double>& a, const std::vector<double>& b
   return e;
 }
 
-Target parse_target(const std::string& text) {
+namespace {
+
+// "metric>=value" for --target and --margin (`example` says what was expected).
+Target parse_claim(const std::string& option, const std::string& text, const std::string& example) {
   Target target;
   target.text = text;
   const size_t at = text.find_first_of("<>");
-  const auto bad = [&](const std::string& why) {
-    return Error("--target " + text + ": " + why + "; expected METRIC>=VALUE or METRIC<=VALUE, e.g. cluster_f1>=0.9");
-  };
+  const auto bad = [&](const std::string& why) { return Error(option + " " + text + ": " + why + "; " + example); };
   if (at == std::string::npos || at == 0) throw bad("no comparison");
   target.metric = text.substr(0, at);
   target.at_least = text[at] == '>';
@@ -126,6 +127,40 @@ Target parse_target(const std::string& text) {
   }
   if (used != value.size() || !std::isfinite(target.threshold)) throw bad("'" + value + "' is not a number");
   return target;
+}
+
+}  // namespace
+
+Target parse_target(const std::string& text) {
+  return parse_claim("--target", text, "expected METRIC>=VALUE or METRIC<=VALUE, e.g. cluster_f1>=0.9");
+}
+
+Margin parse_margin(const std::string& text) {
+  const bool percent = !text.empty() && text.back() == '%';
+  const Target claim = parse_claim("--margin", percent ? text.substr(0, text.size() - 1) : text,
+                                   "expected METRIC>=MARGIN or METRIC<=MARGIN, the margin in % of the reference's "
+                                   "mean or in the metric's units, e.g. cluster_f1>=-1% or mse<=0.002");
+  Margin margin;
+  margin.metric = claim.metric;
+  margin.at_least = claim.at_least;
+  margin.value = claim.threshold;
+  margin.percent = percent;
+  margin.text = text;
+  return margin;
+}
+
+MarginCheck check_margin(const TTest& test, double reference_mean, const Margin& margin, double confidence) {
+  MarginCheck c;
+  c.threshold = margin.percent ? margin.value / 100 * std::abs(reference_mean) : margin.value;
+  if (!(test.se > 0) || !(test.df > 0)) {
+    c.bound = c.p = kNaN;
+    return c;
+  }
+  const double sign = margin.at_least ? 1 : -1;  // the claim: sign·(diff − threshold) > 0
+  c.bound = test.diff - sign * t_quantile(test.df, confidence) * test.se;
+  c.p = upper_tail(sign * (test.diff - c.threshold) / test.se, test.df);
+  c.met = sign * (c.bound - c.threshold) >= 0;
+  return c;
 }
 
 TargetCheck check_target(const std::vector<double>& values, const Target& target, double confidence) {

@@ -1,5 +1,6 @@
 // The statistics behind `htm compare` and `htm report`: t-tests paired or not, effects as a
-// share of the reference with their intervals, one-sided bounds against a target, and the
+// share of the reference with their intervals, one-sided bounds against a target or a margin
+// from the reference, and the
 // adjustment of p-values for the number of comparisons. Plain functions on plain vectors.
 #pragma once
 
@@ -60,6 +61,31 @@ struct TargetCheck {
   bool met = false;
 };
 TargetCheck check_target(const std::vector<double>& values, const Target& target, double confidence = 0.95);
+
+/// A claim about each variant's difference from the reference: "cluster_f1>=-1%" (its mean minus
+/// the reference's is at least -1 % of the reference's mean: not worse by more than 1 % where
+/// higher is better), "mse<=2%" (where lower is better); without '%' the margin is in the metric's
+/// units ("cluster_f1>=-0.01").
+struct Margin {
+  std::string metric;  ///< as written: a name, or split/name
+  bool at_least = true;
+  double value = 0;  ///< the margin as written: a percentage of the reference's mean where `percent`
+  bool percent = false;
+  std::string text;  ///< as given, for tables
+};
+/// Parses "metric>=-1%"; throws htm::Error saying what was expected.
+Margin parse_margin(const std::string& text);
+
+/// The one-sided bound at `confidence` on the difference `test` measured (variant − reference;
+/// the lower bound for >=, the upper for <=), the margin in the metric's units (`threshold`:
+/// a percentage taken of |reference_mean|), and the one-sided p of the null hypothesis that the
+/// difference is beyond the margin. `met`: the bound clears the threshold (one comparison; among
+/// several variants, adjust `p` over the family). NaN where the test could not be formed.
+struct MarginCheck {
+  double bound = 0, threshold = 0, p = 0;
+  bool met = false;
+};
+MarginCheck check_margin(const TTest& test, double reference_mean, const Margin& margin, double confidence = 0.95);
 
 /// How a family of p-values is adjusted for its size.
 enum class Adjustment { holm, bonferroni, none };
