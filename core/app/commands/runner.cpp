@@ -120,6 +120,140 @@ Outcome follow_run(const ExperimentFile& file, const std::string& variant, int64
   }
 }
 
+// Memory before the first step: a run that would not fit is refused here, like bad input.
+MemoryEstimate check_memory(Experiment& ex, const std::string& label, bool ignore_memory) {
+  MemoryEstimate memory = estimate_training_memory(ex);
+  const AvailableMemory available = available_memory();
+  if (!ignore_memory && available.mib > 0 && memory.total_mib() > available.mib) {
+    char have[64];
+    if (available.mib >= 1024)
+      std::snprintf(have, sizeof have, "%.1f GiB", available.mib / 1024);
+    else
+      std::snprintf(have, sizeof have, "%.0f MiB", available.mib);
+    throw Error("[" + label + "] needs about " + describe(memory) + " to train, more than the " + have +
+                " available (" + available.source + "); htm run --ignore-memory trains it anyway");
+  }
+  return memory;
+}
+
+// A claim said: how the run ends here when it is not to be trained, else nothing.
+std::optional<Outcome> say_claim(const Claim& claim, const std::string& label, const std::string& db) {
+  switch (claim.outcome) {
+    case Claim::Outcome::finished:
+      std::printf("[%s] already finished as run %lld in %s; skipped (--rerun runs it again)\n", label.c_str(),
+                  static_cast<long long>(claim.run_id), db.c_str());
+      return Outcome::skipped;
+    case Claim::Outcome::taken:
+      std::printf("[%s] run %lld is being trained by another process (%s); skipped\n", label.c_str(),
+                  static_cast<long long>(claim.run_id), claim.detail.c_str());
+      return Outcome::skipped;
+    case Claim::Outcome::held:
+      std::fprintf(stderr,
+                   "error: [%s] run %lld is not resumed: %s (htm runs shows the error; htm resume %lld "
+                   "--force retries it)\n",
+                   label.c_str(), static_cast<long long>(claim.run_id), claim.detail.c_str(),
+                   static_cast<long long>(claim.run_id));
+      return Outcome::held;
+    case Claim::Outcome::resumed:
+      std::fprintf(stderr, "[%s] resuming run %lld (it was %s)\n", label.c_str(), static_cast<long long>(claim.run_id),
+                   claim.detail.c_str());
+      break;
+    case Claim::Outcome::started:
+      break;
+  }
+  return std::nullopt;
+}
+
+// A run that failed: its row, one line on the terminal, the whole text (a backtrace, if any) in
+// its error.log.
+Outcome record_failure(ResultsStore& store, const Claim& claim, const std::string& label, const std::string& message,
+                       const std::string& full) {
+  std::error_code ec;
+  std::filesystem::create_directories(claim.artifact_dir, ec);
+  if (FILE* log = std::fopen((claim.artifact_dir + "/error.log").c_str(), "w")) {
+    std::fprintf(log, "%s\n\n%s\n", message.c_str(), full.c_str());
+    std::fclose(log);
+  }
+  store.finish_run(claim.run_id, RunStatus::failed, message);
+  std::fprintf(stderr, "\nerror: [%s] run %lld failed: %s\n", label.c_str(), static_cast<long long>(claim.run_id),
+               message.c_str());
+  return Outcome::failed;
+}
+
+// A finished run's lines: its result beside its references, its memory against the estimate,
+// and, on data with a true hierarchy, the scores that matter beside the random-merge floor.
+void print_finished(ResultsStore& store, int64_t run_id, const std::string& label, const TrainSummary& s,
+                    int64_t parameters, const std::optional<MemoryEstimate>& memory, int verbosity) {
+  const auto id = static_cast<long long>(run_id);
+  if (std::isnan(s.accuracy))
+    std::printf(
+        "[%s] run %lld finished: test MSE %.5f vs mean-image baseline %.5f (%.1f%%), %lld steps in %.1f s "
+        "(%.1f img/s)\n",
+        label.c_str(), id, s.test_mse, s.reference.mean_mse, 100.0 * s.test_mse / s.reference.mean_mse,
+        static_cast<long long>(s.steps), s.seconds, s.images_per_s);
+  else
+    std::printf("[%s] run %lld finished: test accuracy %.4f, %lld parameters, %lld steps in %.1f s (%.1f img/s)\n",
+                label.c_str(), id, s.accuracy, static_cast<long long>(parameters), static_cast<long long>(s.steps),
+                s.seconds, s.images_per_s);
+  if (!s.graphs.empty()) std::printf("[%s] cuda graph: %s\n", label.c_str(), s.graphs.c_str());
+  const BaselineScores& r = s.reference;
+  if (!std::isnan(r.pca_mse) && std::isnan(s.accuracy))
+    std::printf("[%s] reference: PCA with the bottleneck's %lld floats %.5f (%.1f%% of the mean-image error)\n",
+                label.c_str(), static_cast<long long>(r.pca_components), r.pca_mse, 100.0 * r.pca_mse / r.mean_mse);
+  if (!std::isnan(r.linear_accuracy) && !std::isnan(s.accuracy))
+    std::printf("[%s] reference: a linear (ridge) classifier on the raw input %.4f\n", label.c_str(),
+                r.linear_accuracy);
+  if (memory && verbosity >= 1)
+    std::printf("[%s] memory: peak %.0f MiB resident; estimated %.0f MiB before the first step (%+.0f%%)\n",
+                label.c_str(), peak_resident_mib(), memory->total_mib(),
+                100.0 * (memory->total_mib() / peak_resident_mib() - 1));
+  const auto f1 = store.query(
+      "SELECT name, value FROM latest_metrics WHERE run_id = ? AND split = 'test' AND name IN "
+      "('cluster_f1', 'sibling_f1', 'random/cluster_f1', 'random/sibling_f1') ORDER BY name",
+      {run_id});
+  std::map<std::string, std::string> scores;
+  for (const auto& row : f1.rows) scores[row[0]] = row[1];
+  if (scores.count("cluster_f1"))
+    std::printf("[%s] hierarchy: cluster F1 %s (random merges %s), sibling F1 %s (random %s)\n", label.c_str(),
+                scores["cluster_f1"].c_str(), scores["random/cluster_f1"].c_str(), scores["sibling_f1"].c_str(),
+                scores["random/sibling_f1"].c_str());
+}
+
+// Trains a claimed run and records how it ended.
+Outcome train_claimed(Experiment& ex, ResultsStore& store, const Claim& claim, const std::string& label, int64_t seed,
+                      const Registry& registry, const std::optional<MemoryEstimate>& memory, int verbosity,
+                      Communicator* comm) {
+  try {
+    TrainerOptions options;
+    options.resume = claim.outcome == Claim::Outcome::resumed;
+    options.verbosity = verbosity;
+    options.comm = comm;
+    Trainer trainer(ex, store, claim.run_id, claim.artifact_dir, seed, label, options);
+    const TrainSummary s = trainer.run();
+    store.finish_run(claim.run_id, RunStatus::finished);
+    print_finished(store, claim.run_id, label, s, ex.participating, memory, verbosity);
+    return Outcome::finished;
+  } catch (const DatabaseCorrupt& e) {  // nothing more into that file: the run's checkpoint is its record
+    board_database_corrupt();
+    std::fprintf(stderr, "\nerror: [%s] run %lld stopped at a checkpoint in %s: %s\n", label.c_str(),
+                 static_cast<long long>(claim.run_id), claim.artifact_dir.c_str(), e.what());
+    return Outcome::failed;
+  } catch (const Interrupted&) {
+    store.finish_run(claim.run_id, RunStatus::interrupted, "interrupted by a signal; htm run resumes it");
+    std::fprintf(stderr, "\n[%s] run %lld interrupted; recorded as such (running the same command resumes it)\n",
+                 label.c_str(), static_cast<long long>(claim.run_id));
+    return Outcome::interrupted;
+  } catch (const std::exception& e) {
+    std::string full, message = one_line(e, &full);
+    const PluginFault fault = take_plugin_fault();
+    if (dynamic_cast<const NonFinite*>(&e) != nullptr)
+      message = "training diverged: " + message;
+    else if (fault.object != nullptr)
+      message = registry.describe(fault.object) + " failed: " + message;
+    return record_failure(store, claim, label, message, full);
+  }
+}
+
 Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t seed, bool rerun, bool ignore_memory,
                 const Registry& registry, const std::map<std::string, std::string>& tags = {}, int verbosity = 1,
                 Continue resume = {}, Communicator* comm = nullptr) {
@@ -161,22 +295,8 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
     early_message = one_line(e, &early_full);
     if (fault.object != nullptr) early_message = registry.describe(fault.object) + " failed: " + early_message;
   }
-
-  // Memory before the first step: a run that would not fit is refused here, like bad input.
   std::optional<MemoryEstimate> memory;
-  if (ex && comm == nullptr) {
-    memory = estimate_training_memory(*ex);
-    const AvailableMemory available = available_memory();
-    if (!ignore_memory && available.mib > 0 && memory->total_mib() > available.mib) {
-      char have[64];
-      if (available.mib >= 1024)
-        std::snprintf(have, sizeof have, "%.1f GiB", available.mib / 1024);
-      else
-        std::snprintf(have, sizeof have, "%.0f MiB", available.mib);
-      throw Error("[" + label + "] needs about " + describe(*memory) + " to train, more than the " + have +
-                  " available (" + available.source + "); htm run --ignore-memory trains it anyway");
-    }
-  }
+  if (ex && comm == nullptr) memory = check_memory(*ex, label, ignore_memory);
 
   RunInfo info = describe(config, registry, file.path(), seed);
   info.artifact_dir = artifact_dir(config, variant, seed);
@@ -187,110 +307,12 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   const bool train = ex && (claim.outcome == Claim::Outcome::started || claim.outcome == Claim::Outcome::resumed);
   if (train || claim.outcome == Claim::Outcome::held) board_run(claim.run_id, store.path(), label);
   share_decision(comm, !train ? kSkip : claim.outcome == Claim::Outcome::resumed ? kResume : kStart);
-  switch (claim.outcome) {
-    case Claim::Outcome::finished:
-      std::printf("[%s] already finished as run %lld in %s; skipped (--rerun runs it again)\n", label.c_str(),
-                  static_cast<long long>(claim.run_id), store.path().c_str());
-      return Outcome::skipped;
-    case Claim::Outcome::taken:
-      std::printf("[%s] run %lld is being trained by another process (%s); skipped\n", label.c_str(),
-                  static_cast<long long>(claim.run_id), claim.detail.c_str());
-      return Outcome::skipped;
-    case Claim::Outcome::held:
-      std::fprintf(stderr,
-                   "error: [%s] run %lld is not resumed: %s (htm runs shows the error; htm resume %lld "
-                   "--force retries it)\n",
-                   label.c_str(), static_cast<long long>(claim.run_id), claim.detail.c_str(),
-                   static_cast<long long>(claim.run_id));
-      return Outcome::held;
-    case Claim::Outcome::resumed:
-      std::fprintf(stderr, "[%s] resuming run %lld (it was %s)\n", label.c_str(), static_cast<long long>(claim.run_id),
-                   claim.detail.c_str());
-      break;
-    case Claim::Outcome::started:
-      break;
-  }
-  const int64_t run_id = claim.run_id;
-  const std::string artifacts = claim.artifact_dir;
+  if (const auto said = say_claim(claim, label, store.path())) return *said;
   std::map<std::string, std::string> run_tags = tags;
   if (bf16_fell_back) run_tags["precision"] = "fp32: bf16 asked, no bf16 instructions";
-  store.set_tags(run_id, run_tags);
-  auto record_failure = [&](const std::string& message, const std::string& full) {
-    std::error_code ec;
-    std::filesystem::create_directories(artifacts, ec);
-    if (FILE* log = std::fopen((artifacts + "/error.log").c_str(), "w")) {  // the backtrace, if any, is here
-      std::fprintf(log, "%s\n\n%s\n", message.c_str(), full.c_str());
-      std::fclose(log);
-    }
-    store.finish_run(run_id, RunStatus::failed, message);
-    std::fprintf(stderr, "\nerror: [%s] run %lld failed: %s\n", label.c_str(), static_cast<long long>(run_id),
-                 message.c_str());
-    return Outcome::failed;
-  };
-  if (!ex) return record_failure(early_message, early_full);
-  try {
-    TrainerOptions options;
-    options.resume = claim.outcome == Claim::Outcome::resumed;
-    options.verbosity = verbosity;
-    options.comm = comm;
-    Trainer trainer(*ex, store, run_id, artifacts, seed, label, options);
-    TrainSummary s = trainer.run();
-    store.finish_run(run_id, RunStatus::finished);
-    if (std::isnan(s.accuracy))
-      std::printf(
-          "[%s] run %lld finished: test MSE %.5f vs mean-image baseline %.5f (%.1f%%), "
-          "%lld steps in %.1f s (%.1f img/s)\n",
-          label.c_str(), static_cast<long long>(run_id), s.test_mse, s.reference.mean_mse,
-          100.0 * s.test_mse / s.reference.mean_mse, static_cast<long long>(s.steps), s.seconds, s.images_per_s);
-    else
-      std::printf(
-          "[%s] run %lld finished: test accuracy %.4f, %lld parameters, %lld steps in %.1f s "
-          "(%.1f img/s)\n",
-          label.c_str(), static_cast<long long>(run_id), s.accuracy, static_cast<long long>(ex->participating),
-          static_cast<long long>(s.steps), s.seconds, s.images_per_s);
-    if (!s.graphs.empty()) std::printf("[%s] cuda graph: %s\n", label.c_str(), s.graphs.c_str());
-    const BaselineScores& r = s.reference;
-    if (!std::isnan(r.pca_mse) && std::isnan(s.accuracy))
-      std::printf("[%s] reference: PCA with the bottleneck's %lld floats %.5f (%.1f%% of the mean-image error)\n",
-                  label.c_str(), static_cast<long long>(r.pca_components), r.pca_mse, 100.0 * r.pca_mse / r.mean_mse);
-    if (!std::isnan(r.linear_accuracy) && !std::isnan(s.accuracy))
-      std::printf("[%s] reference: a linear (ridge) classifier on the raw input %.4f\n", label.c_str(),
-                  r.linear_accuracy);
-    // Data with a true hierarchy: the scores that matter, beside the random-merge floor.
-    const auto f1 = store.query(
-        "SELECT name, value FROM latest_metrics WHERE run_id = ? AND split = 'test' AND name IN "
-        "('cluster_f1', 'sibling_f1', 'random/cluster_f1', 'random/sibling_f1') ORDER BY name",
-        {run_id});
-    std::map<std::string, std::string> scores;
-    for (const auto& row : f1.rows) scores[row[0]] = row[1];
-    if (memory && verbosity >= 1)
-      std::printf("[%s] memory: peak %.0f MiB resident; estimated %.0f MiB before the first step (%+.0f%%)\n",
-                  label.c_str(), peak_resident_mib(), memory->total_mib(),
-                  100.0 * (memory->total_mib() / peak_resident_mib() - 1));
-    if (scores.count("cluster_f1"))
-      std::printf("[%s] hierarchy: cluster F1 %s (random merges %s), sibling F1 %s (random %s)\n", label.c_str(),
-                  scores["cluster_f1"].c_str(), scores["random/cluster_f1"].c_str(), scores["sibling_f1"].c_str(),
-                  scores["random/sibling_f1"].c_str());
-    return Outcome::finished;
-  } catch (const DatabaseCorrupt& e) {  // nothing more into that file: the run's checkpoint is its record
-    board_database_corrupt();
-    std::fprintf(stderr, "\nerror: [%s] run %lld stopped at a checkpoint in %s: %s\n", label.c_str(),
-                 static_cast<long long>(run_id), artifacts.c_str(), e.what());
-    return Outcome::failed;
-  } catch (const Interrupted&) {
-    store.finish_run(run_id, RunStatus::interrupted, "interrupted by a signal; htm run resumes it");
-    std::fprintf(stderr, "\n[%s] run %lld interrupted; recorded as such (running the same command resumes it)\n",
-                 label.c_str(), static_cast<long long>(run_id));
-    return Outcome::interrupted;
-  } catch (const std::exception& e) {
-    std::string full, message = one_line(e, &full);
-    const PluginFault fault = take_plugin_fault();
-    if (dynamic_cast<const NonFinite*>(&e) != nullptr)
-      message = "training diverged: " + message;
-    else if (fault.object != nullptr)
-      message = registry.describe(fault.object) + " failed: " + message;
-    return record_failure(message, full);
-  }
+  store.set_tags(claim.run_id, run_tags);
+  if (!ex) return record_failure(store, claim, label, early_message, early_full);
+  return train_claimed(*ex, store, claim, label, seed, registry, memory, verbosity, comm);
 }
 
 // The runs a request names (variants × seeds, repeats collapsed), every variant resolved first so

@@ -137,6 +137,10 @@ bool reference_metric(const std::string& m) {
   return m.size() >= 12 && m.compare(m.size() - 12, 12, "baseline_mse") == 0;
 }
 
+// Read in full on a study page's first load: the main metrics and the references drawn on them
+// (the others are named, and read once the page asks).
+bool first_drawn(const std::string& m) { return main_metric(m) || reference_metric(m); }
+
 // Every metric the runs logged, as split/name, sorted.
 std::vector<std::string> logged_metrics(ResultsStore& store, const std::vector<Run>& runs) {
   std::vector<int64_t> ids;
@@ -144,31 +148,28 @@ std::vector<std::string> logged_metrics(ResultsStore& store, const std::vector<R
   return store.metric_names(ids);
 }
 
-std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std::vector<std::string>& variants,
+struct Point {  // one logged value of a metric
+  int64_t step, run, rowid;
+  double value, time;  // time: seconds since its run started
+  int64_t epoch;       // -1: none logged
+};
+using Points = std::map<std::string, std::vector<std::vector<Point>>>;  // metric → variant → its points
+
+// The points `part` asks for. Read typed and unsorted: the index hands a run's rows over metric
+// by metric, so the metric's text is compared, not copied, on most rows. One read per split, as
+// split = ? AND name IN (...), so that the index seeks each series (a list of (split, name)
+// pairs, or an OR of splits, would read every row of each run).
+Points read_points(ResultsStore& store, const std::vector<Run>& runs, const std::vector<std::string>& variants,
                    ReportCurves part, const std::vector<std::string>& logged) {
   std::map<int64_t, size_t> variant_of;  // run → its variant's position
-  std::map<int64_t, double> started;     // run → when it started (wall time: seconds since then)
+  std::map<int64_t, double> started;     // run → when it started
   for (const Run& r : runs) {
     variant_of[r.id] = static_cast<size_t>(std::find(variants.begin(), variants.end(), r.variant) - variants.begin());
     started[r.id] = r.started;
   }
-  struct Point {
-    int64_t step, run, rowid;
-    double value, time;
-    int64_t epoch;  // -1: none logged
-  };
-  // metric → variant → every logged point. Read typed and unsorted: the index hands a run's rows
-  // over metric by metric, so the metric's text is compared, not copied, on most rows.
-  std::map<std::string, std::vector<std::vector<Point>>> data;
-  std::vector<std::vector<Point>>* current = nullptr;
-  std::string current_metric;
-  // main: the main metrics and their references read in full, the others named; rest: the others.
-  const auto first = [](const std::string& m) { return main_metric(m) || reference_metric(m); };
-  // One read per split, as split = ? AND name IN (...), so that the index seeks each series (a list
-  // of (split, name) pairs, or an OR of splits, would read every row of each run).
   std::map<std::string, std::vector<std::string>> wanted;  // split → names
   for (const std::string& m : logged)
-    if (part != ReportCurves::all && first(m) == (part == ReportCurves::main))
+    if (part != ReportCurves::all && first_drawn(m) == (part == ReportCurves::main))
       wanted[m.substr(0, m.find('/'))].push_back(m.substr(m.find('/') + 1));
   std::vector<std::pair<std::string, std::vector<SqlValue>>> reads;  // a condition, its values
   if (part == ReportCurves::all) reads.push_back({"", {}});
@@ -178,6 +179,9 @@ std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std:
     for (const std::string& name : names) in += in.empty() ? "?" : ", ?", params.push_back(name);
     reads.push_back({" AND split = ? AND name IN (" + in + ")", params});
   }
+  Points data;
+  std::vector<std::vector<Point>>* current = nullptr;
+  std::string current_metric;
   for (const auto& [condition, params] : reads)
     store.scan(
         "SELECT run_id, split || '/' || name, step, value, rowid, time, coalesce(epoch, -1) FROM metrics "
@@ -193,57 +197,67 @@ std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std:
           (*current)[variant_of[run]].push_back(
               {row.integer(2), run, row.integer(4), row.real(3), row.real(5) - started[run], row.integer(6)});
         });
+  return data;
+}
+
+// One variant's series of a metric: per step, the mean, min and max over runs of each run's last
+// value logged at that step, at most kPoints steps (evenly thinned, the last always kept). Widens
+// [*lo_all, *hi_all] to its values and sets *epochs where an epoch was logged.
+std::string variant_series(std::vector<Point>& points, const std::string& variant, double* lo_all, double* hi_all,
+                           bool* epochs) {
+  std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
+    return std::tie(a.step, a.run, a.rowid) < std::tie(b.step, b.run, b.rowid);
+  });
+  std::vector<double> step_all, mean_all, lo_v, hi_v, time_all, epoch_all;
+  for (size_t i = 0; i < points.size();) {
+    double sum = 0, mn = INFINITY, mx = -INFINITY, time = 0;
+    int64_t epoch = -1;
+    size_t n = 0, j = i;
+    for (; j < points.size() && points[j].step == points[i].step; ++j) {
+      if (j + 1 < points.size() && points[j + 1].step == points[j].step && points[j + 1].run == points[j].run)
+        continue;  // a later value of this run at this step replaces it
+      sum += points[j].value, mn = std::min(mn, points[j].value), mx = std::max(mx, points[j].value), ++n;
+      time += points[j].time, epoch = std::max(epoch, points[j].epoch);
+    }
+    step_all.push_back(static_cast<double>(points[i].step));
+    mean_all.push_back(sum / static_cast<double>(n));
+    lo_v.push_back(mn);
+    hi_v.push_back(mx);
+    time_all.push_back(time / static_cast<double>(n));
+    epoch_all.push_back(epoch < 0 ? NAN : static_cast<double>(epoch));
+    *epochs = *epochs || epoch >= 0;
+    i = j;
+  }
+  std::vector<double> steps, mean, lo, hi, time, epoch;
+  const size_t count = step_all.size(), stride = std::max<size_t>(1, (count + kPoints - 1) / kPoints);
+  for (size_t k = 0; k < count; ++k) {
+    if (k % stride != 0 && k + 1 != count) continue;
+    steps.push_back(step_all[k]);
+    mean.push_back(mean_all[k]);
+    lo.push_back(lo_v[k]);
+    hi.push_back(hi_v[k]);
+    time.push_back(time_all[k]);
+    epoch.push_back(epoch_all[k]);
+    *lo_all = std::min(*lo_all, lo_v[k]);
+    *hi_all = std::max(*hi_all, hi_v[k]);
+  }
+  return std::string("{\"variant\":") + quote(variant) + ",\"step\":" + numbers(steps) +
+         ",\"mean\":" + short_numbers(mean) + ",\"lo\":" + short_numbers(lo) + ",\"hi\":" + short_numbers(hi) +
+         ",\"time\":" + short_numbers(time) + (*epochs ? ",\"epoch\":" + numbers(epoch) : std::string()) + "}";
+}
+
+std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std::vector<std::string>& variants,
+                   ReportCurves part, const std::vector<std::string>& logged) {
+  Points data = read_points(store, runs, variants, part, logged);
   std::map<std::string, std::string> out;  // metric → its JSON, in the metrics' order
   for (auto& [metric, per_variant] : data) {
     std::string series = "[";
     double lo_all = INFINITY, hi_all = -INFINITY;
     bool epochs = false;
-    for (size_t v = 0; v < variants.size(); ++v) {
-      auto& points = per_variant[v];
-      if (points.empty()) continue;
-      // Per step: the mean, min and max over runs of each run's last value logged at that step.
-      std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
-        return std::tie(a.step, a.run, a.rowid) < std::tie(b.step, b.run, b.rowid);
-      });
-      std::vector<double> step_all, mean_all, lo_v, hi_v, time_all, epoch_all;
-      for (size_t i = 0; i < points.size();) {
-        double sum = 0, mn = INFINITY, mx = -INFINITY, time = 0;
-        int64_t epoch = -1;
-        size_t n = 0, j = i;
-        for (; j < points.size() && points[j].step == points[i].step; ++j) {
-          if (j + 1 < points.size() && points[j + 1].step == points[j].step && points[j + 1].run == points[j].run)
-            continue;  // a later value of this run at this step replaces it
-          sum += points[j].value, mn = std::min(mn, points[j].value), mx = std::max(mx, points[j].value), ++n;
-          time += points[j].time, epoch = std::max(epoch, points[j].epoch);
-        }
-        step_all.push_back(static_cast<double>(points[i].step));
-        mean_all.push_back(sum / static_cast<double>(n));
-        lo_v.push_back(mn);
-        hi_v.push_back(mx);
-        time_all.push_back(time / static_cast<double>(n));
-        epoch_all.push_back(epoch < 0 ? NAN : static_cast<double>(epoch));
-        epochs = epochs || epoch >= 0;
-        i = j;
-      }
-      // At most kPoints steps, evenly thinned, the last always kept.
-      std::vector<double> steps, mean, lo, hi, time, epoch;
-      const size_t count = step_all.size(), stride = std::max<size_t>(1, (count + kPoints - 1) / kPoints);
-      for (size_t k = 0; k < count; ++k) {
-        if (k % stride != 0 && k + 1 != count) continue;
-        steps.push_back(step_all[k]);
-        mean.push_back(mean_all[k]);
-        lo.push_back(lo_v[k]);
-        hi.push_back(hi_v[k]);
-        time.push_back(time_all[k]);
-        epoch.push_back(epoch_all[k]);
-        lo_all = std::min(lo_all, lo_v[k]);
-        hi_all = std::max(hi_all, hi_v[k]);
-      }
-      series += (series.size() > 1 ? "," : "") + std::string("{\"variant\":") + quote(variants[v]) +
-                ",\"step\":" + numbers(steps) + ",\"mean\":" + short_numbers(mean) + ",\"lo\":" + short_numbers(lo) +
-                ",\"hi\":" + short_numbers(hi) + ",\"time\":" + short_numbers(time) +
-                (epochs ? ",\"epoch\":" + numbers(epoch) : std::string()) + "}";
-    }
+    for (size_t v = 0; v < variants.size(); ++v)
+      if (!per_variant[v].empty())
+        series +=
+            (series.size() > 1 ? "," : "") + variant_series(per_variant[v], variants[v], &lo_all, &hi_all, &epochs);
     // A metric spanning decades (both ends positive, a ratio over 100) is offered on a log scale.
     const bool decades = lo_all > 0 && hi_all / lo_all > 100;
     out[metric] = "{\"metric\":" + quote(metric) + ",\"main\":" + (main_metric(metric) ? "true" : "false") +
@@ -251,7 +265,7 @@ std::string curves(ResultsStore& store, const std::vector<Run>& runs, const std:
   }
   if (part == ReportCurves::main)  // the others by name: the page asks for them once these are drawn
     for (const std::string& m : logged)
-      if (!first(m)) out[m] = "{\"metric\":" + quote(m) + ",\"deferred\":true}";
+      if (!first_drawn(m)) out[m] = "{\"metric\":" + quote(m) + ",\"deferred\":true}";
   std::string json = "[";
   for (const auto& [metric, text] : out) json += (json.size() > 1 ? "," : "") + text;
   return json + "]";
