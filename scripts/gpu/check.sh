@@ -28,6 +28,9 @@
 #                 the quickstart with and without graphs
 #   JOBS          build and test jobs (default: every core)
 #   HTM_BUILD_DIR the build folder (default: build-gpu)
+#   HTM_COMMIT    the commit the working tree is, for environment.txt: a copy of the tree (the
+#                 device tool's) can carry a .git that lags it, and `git log` then names an older
+#                 commit; pass HTM_COMMIT=$(git rev-parse HEAD) from the checkout it was copied from
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 OUT=$(mkdir -p "${1:-gpu-check}" && cd "${1:-gpu-check}" && pwd)
@@ -60,7 +63,7 @@ step() {
 
 {
   date -u +"%Y-%m-%d %H:%M UTC"
-  git log -1 --format='commit %H' 2> /dev/null
+  if [ -n "${HTM_COMMIT:-}" ]; then echo "commit $HTM_COMMIT (HTM_COMMIT)"; else git log -1 --format='commit %H (git log: the copy'"'"'s .git)' 2> /dev/null; fi
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 || echo "no nvidia-smi"
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
     "cxx11 abi", torch._C._GLIBCXX_USE_CXX11_ABI)' 2>&1
