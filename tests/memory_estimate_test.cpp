@@ -125,6 +125,30 @@ TEST(MemoryEstimate, EachMomentIsExtrapolatedAndTheLargestTaken) {
   EXPECT_DOUBLE_EQ(extrapolate_peak(other, 2, at4, 4, 8), 18) << "traces that differ: the line through the peaks";
 }
 
+// A run whose data and weights cannot fit is refused at the allocation that passes what is
+// available, by the allocating code whatever it is; freed tensors are not counted.
+TEST(MemoryEstimate, AnAllocationPastTheMemoryAvailableIsRefused) {
+  const AvailableMemory available{64, "HTM_MEMORY_AVAILABLE_MIB"};
+  {
+    AllocationLimit limit("study/v seed 0", available);
+    for (int i = 0; i < 32; ++i) torch::Tensor freed = torch::zeros({1 << 20});  // 4 MiB each, freed each time
+    EXPECT_LT(limit.counted_mib(), 1);
+    const torch::Tensor kept = torch::zeros({8 << 20});  // 32 MiB, kept
+    EXPECT_NEAR(limit.counted_mib(), 32, 1);
+    try {
+      torch::nn::Linear layer(4096, 4096);  // 64 MiB of weights: past 64 with the 32 kept
+      FAIL() << "allocated past the limit";
+    } catch (const MemoryRefused& e) {
+      EXPECT_STREQ(e.what(),
+                   "[study/v seed 0] needs more than the 64 MiB available (HTM_MEMORY_AVAILABLE_MIB) to be assembled: "
+                   "its data and weights held 32 MiB when 64 MiB more were asked to allocate; htm run --ignore-memory "
+                   "trains it anyway");
+    }
+  }
+  const torch::Tensor unlimited = torch::empty({32 << 20});  // 128 MiB: no limit once it is gone
+  EXPECT_EQ(unlimited.numel(), 32 << 20);
+}
+
 TEST(MemoryEstimate, HtmMemoryAvailableMibStandsForASmallerMachine) {
   setenv("HTM_MEMORY_AVAILABLE_MIB", "123", 1);
   const AvailableMemory simulated = available_memory();

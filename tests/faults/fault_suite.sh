@@ -368,6 +368,14 @@ section_input() {  # bad values and files: one clear line, non-zero exit, no cra
   [[ $rc == 1 && $(wc -l < in.log) == 1 ]] &&
     grep -q "^error: \[faults/learned seed 0\] needs about .* MiB (process with weights and data .*, more than the 50 MiB available (HTM_MEMORY_AVAILABLE_MIB); htm run --ignore-memory trains it anyway" in.log ||
     fail "memory estimate: exit $rc: $(cat in.log)"
+  # A width whose data and weights alone pass what is available is refused as they are allocated.
+  HTM_MEMORY_AVAILABLE_MIB=50 "$HTM" run "$STUDY" --variant learned --seed 0 --set model.dim=2048 \
+    $(run_args "$db" "$WORK/input-runs") > in.log 2>&1
+  rc=$?
+  n=$((n + 1))
+  [[ $rc == 1 && $(wc -l < in.log) == 1 ]] &&
+    grep -q "^error: \[faults/learned seed 0\] needs more than the 50 MiB available (HTM_MEMORY_AVAILABLE_MIB) to be assembled: its data and weights held [0-9]* MiB when [0-9]* MiB more were asked to allocate; htm run --ignore-memory trains it anyway" in.log ||
+    fail "memory at assembly: exit $rc: $(cat in.log)"
   HTM_MEMORY_AVAILABLE_MIB=50 "$HTM" run "$STUDY" --variant learned --seed 0 --set train.epochs=1 --ignore-memory \
     $(run_args "$WORK/forced.sqlite" "$WORK/input-runs") > in.log 2>&1 || fail "memory --ignore-memory: exit $?: $(tail -2 in.log)"
   "$HTM" run "$STUDY" --variant learned --seed 0 --force $(run_args "$WORK/forced.sqlite" "$WORK/input-runs") > in.log 2>&1

@@ -285,7 +285,13 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   board_attempt(label, variant, seed);  // a crash from here to the claim is this run's
   take_plugin_fault();
   try {
+    std::optional<AllocationLimit> limit;  // data and weights that cannot fit are refused as they are allocated
+    if (const AvailableMemory available = available_memory(); !ignore_memory && comm == nullptr && available.mib > 0)
+      limit.emplace(label, available);
     ex = assemble(config, registry, seed, comm != nullptr ? comm->info().local_rank : 0);
+  } catch (const MemoryRefused&) {
+    take_plugin_fault();  // refused as bad input, whatever code was allocating
+    throw;
   } catch (const std::exception& e) {
     const PluginFault fault = take_plugin_fault();
     if (fault.object == nullptr && dynamic_cast<const Error*>(&e) != nullptr) {

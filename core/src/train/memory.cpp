@@ -5,6 +5,8 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -208,6 +210,41 @@ AvailableMemory available_memory() {
   }
   return a;
 }
+
+class AllocationLimit::Watch final : public c10::MemoryReportingInfoBase {
+ public:
+  Watch(std::string label, AvailableMemory available) : label_(std::move(label)), available_(std::move(available)) {}
+#if TORCH_VERSION_MAJOR >= 2
+  void reportMemoryUsage(void*, int64_t bytes, size_t, size_t, c10::Device device) override {
+#else
+  void reportMemoryUsage(void*, int64_t bytes, int64_t, int64_t, c10::Device device) override {
+#endif
+    if (!device.is_cpu()) return;
+    const int64_t now = net_.fetch_add(bytes) + bytes;
+    if (bytes <= 0 || static_cast<double>(now) <= available_.mib * kMiB) return;
+    char text[160];
+    std::snprintf(text, sizeof text, "its data and weights held %.0f MiB when %.0f MiB more were asked to allocate",
+                  static_cast<double>(now - bytes) / kMiB, static_cast<double>(bytes) / kMiB);
+    throw MemoryRefused("[" + label_ + "] needs more than the " + std::to_string(std::lround(available_.mib)) +
+                        " MiB available (" + available_.source + ") to be assembled: " + text +
+                        "; htm run --ignore-memory trains it anyway");
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+  double counted_mib() const { return static_cast<double>(net_.load()) / kMiB; }
+
+ private:
+  std::string label_;
+  AvailableMemory available_;
+  std::atomic<int64_t> net_{0};
+};
+
+AllocationLimit::AllocationLimit(const std::string& label, const AvailableMemory& available)
+    : watch_(std::make_shared<Watch>(label, available)),
+      installed_(std::make_unique<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE, watch_)) {}
+
+AllocationLimit::~AllocationLimit() = default;
+
+double AllocationLimit::counted_mib() const { return watch_->counted_mib(); }
 
 std::string describe(const MemoryEstimate& e) {
   char text[400], rollouts[48] = "";

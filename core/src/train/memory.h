@@ -9,10 +9,16 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "htm/error.h"
 #include "train/experiment.h"
+
+namespace c10 {
+class DebugInfoGuard;
+}
 
 namespace htm {
 
@@ -68,6 +74,33 @@ struct AvailableMemory {
   std::string source;  ///< "MemAvailable" or "the cgroup's memory.max"
 };
 AvailableMemory available_memory();
+
+/// A run refused for memory: an htm::Error (bad input, nothing recorded) whatever code was
+/// allocating when it was raised, a plugin's included.
+class MemoryRefused : public Error {
+ public:
+  using Error::Error;
+};
+
+/// While one lives, the CPU tensors this thread allocates are counted, net of those it frees, and
+/// the allocation that takes the count past `available` throws MemoryRefused: a run whose data
+/// and weights alone do not fit is refused as they are allocated, before a page of them is
+/// written (and before the kernel's OOM killer would end the process). `label` names the run in
+/// the message. The refused block itself is not handed back: the process is about to refuse the
+/// run.
+class AllocationLimit {
+ public:
+  AllocationLimit(const std::string& label, const AvailableMemory& available);
+  ~AllocationLimit();
+  AllocationLimit(const AllocationLimit&) = delete;
+  AllocationLimit& operator=(const AllocationLimit&) = delete;
+  double counted_mib() const;  ///< allocated and not freed since it was made
+
+ private:
+  class Watch;
+  std::shared_ptr<Watch> watch_;
+  std::unique_ptr<c10::DebugInfoGuard> installed_;
+};
 
 /// "1.7 GiB (process with weights and data 301 MiB, gradients 22, AdamW moments 44, activations
 /// 1331 at batch 256, evaluation 410 at batch 256; references before training 527)"
