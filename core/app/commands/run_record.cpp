@@ -15,17 +15,6 @@
 namespace htm {
 namespace {
 
-std::string shell_output(const std::string& command) {
-  std::string out;
-  if (FILE* p = popen(command.c_str(), "r")) {
-    char buf[256];
-    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-    pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
-}
-
 std::string hostname() {
   char buf[256] = {0};
   gethostname(buf, sizeof buf - 1);
@@ -33,15 +22,6 @@ std::string hostname() {
 }
 
 }  // namespace
-
-std::string git_revision() {
-  const std::string dir = HTM_SOURCE_DIR;
-  std::string rev = shell_output("git -C '" + dir + "' rev-parse --short=12 HEAD 2>/dev/null");
-  if (rev.empty()) return "unknown";
-  if (!shell_output("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null").empty())
-    rev += "-dirty";
-  return rev;
-}
 
 RunInfo describe(const ResolvedConfig& config, const Registry& registry, const std::string& file, int64_t seed) {
   RunInfo info;

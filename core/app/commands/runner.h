@@ -55,7 +55,8 @@ int resume_run(int64_t run_id, const std::string& db, const std::vector<std::str
 /// built (its data missing, say).
 void print_memory_estimate(const ResolvedConfig& config, const Registry& registry);
 
-/// The checkout's git revision (with "-dirty" for uncommitted changes), or "unknown".
+/// The git revision this binary was built from (with "-dirty" where tracked files differed from
+/// it), or "unknown": fixed at build time (commands/build_revision.cpp).
 std::string git_revision();
 
 }  // namespace htm
