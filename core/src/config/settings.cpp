@@ -298,6 +298,11 @@ std::vector<HostSection> build_schema() {
                   "eager: the same draws without the graph (to check a graph against); off: neither "
                   "(docs/gpu.md)")
           .later()
+          .choice("recompute", &R::recompute, {{"off", RuntimeRecompute::off}, {"blocks", RuntimeRecompute::blocks}},
+                  "blocks: the transformer and refinement blocks keep only their inputs for backward, which runs "
+                  "each again with the same dropout masks (less memory; each block's forward runs twice); off: "
+                  "every activation kept (docs/performance.md)")
+          .later()
           .add("results", &R::results, Text(kDefaultResultsPath), "the results database")
           .add("artifacts", &R::artifacts, Text("results/runs"), "folder of per-run checkpoints and images")
           .add("checkpoint_every", &R::checkpoint_every, int64_t{0},

@@ -26,6 +26,8 @@ enum class RuntimePrecision { fp32, bf16 };
 enum class RuntimeKernels { native, portable, gpu };
 /// runtime.cuda_graph: the training step replayed as a CUDA graph (train/step_graph.h).
 enum class RuntimeCudaGraph { off, on, eager };
+/// runtime.recompute: what backward computes again instead of keeping (model/blocks.h).
+enum class RuntimeRecompute { off, blocks };
 enum class Architecture { htm, vit };
 enum class Unmerge { policy, mirror };
 enum class LrDecay { step, cosine };
@@ -114,6 +116,7 @@ struct RuntimeSettings {
   std::string device = "cpu";                           ///< "cpu", "cuda" or "cuda:N" (train/device.h)
   RuntimeKernels kernels = RuntimeKernels::native;      ///< native where built and on the CPU
   RuntimeCudaGraph cuda_graph = RuntimeCudaGraph::off;  ///< on: the step captured once per shape, then replayed
+  RuntimeRecompute recompute = RuntimeRecompute::off;   ///< blocks: their activations made again in backward
   std::string results;
   std::string artifacts;
   int64_t checkpoint_every = 0;   ///< steps between checkpoints besides each epoch's end; 0: none

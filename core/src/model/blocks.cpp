@@ -1,22 +1,91 @@
 // The transformer and refinement blocks (blocks.h).
 #include "model/blocks.h"
 
+#include <functional>
+
 #include <torch/torch.h>
 
 namespace htm {
+namespace {
 
-TransformerBlockImpl::TransformerBlockImpl(const ModelOptions& o) : dropout_(o.dropout) {
+using torch::autograd::variable_list;
+
+// What backward needs to run a block again: the block's computation and the global generator's
+// state before it ran.
+struct Again : torch::CustomClassHolder {
+  std::function<torch::Tensor(const variable_list&)> run;
+  torch::Tensor generator_state;
+};
+
+// `run` over (a, b, c) (b and c may be absent), keeping only those: backward runs it again with
+// gradients, from the generator state it first ran from, and hands their gradients back (the
+// parameters' gradients accumulate as in any backward).
+class Recomputed : public torch::autograd::Function<Recomputed> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& a,
+                               const c10::optional<torch::Tensor>& b, const c10::optional<torch::Tensor>& c,
+                               std::function<torch::Tensor(const variable_list&)> run) {
+    auto again = c10::make_intrusive<Again>();
+    again->generator_state = at::detail::getDefaultCPUGenerator().get_state();
+    const variable_list inputs = {a, b.value_or(torch::Tensor()), c.value_or(torch::Tensor())};
+    torch::Tensor out;
+    {
+      torch::NoGradGuard no_grad;
+      out = run(inputs);
+    }
+    again->run = std::move(run);
+    ctx->save_for_backward(inputs);
+    ctx->saved_data["again"] = c10::IValue::make_capsule(std::move(again));
+    return out;
+  }
+
+  static variable_list backward(torch::autograd::AutogradContext* ctx, variable_list grads) {
+    const auto again = c10::static_intrusive_pointer_cast<Again>(ctx->saved_data["again"].toCapsule());
+    variable_list inputs;
+    for (const auto& saved : ctx->get_saved_variables())
+      inputs.push_back(saved.defined() ? saved.detach().requires_grad_(saved.requires_grad()) : saved);
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    const torch::Tensor now = generator.get_state();
+    generator.set_state(again->generator_state);
+    torch::Tensor out;
+    {
+      torch::AutoGradMode enabled(true);
+      out = again->run(inputs);
+    }
+    generator.set_state(now);
+    torch::autograd::backward({out}, {grads[0]});
+    variable_list result;
+    for (const auto& input : inputs)
+      result.push_back(input.defined() && input.requires_grad() ? input.grad() : torch::Tensor());
+    result.push_back(torch::Tensor());  // `run`
+    return result;
+  }
+};
+
+// Whether a block runs under Recomputed: in training, with gradients, and asked to.
+bool recomputing(bool asked, bool training) { return asked && training && torch::GradMode::is_enabled(); }
+
+}  // namespace
+
+TransformerBlockImpl::TransformerBlockImpl(const ModelOptions& o)
+    : recompute_(o.recompute_blocks), dropout_(o.dropout) {
   norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
   attn_ = register_module("attn", Attention(o.dim, o.heads, o.dropout));
   mlp_ = register_module("mlp", ResidualMlp(o.dim, o.mlp_ratio, o.dropout));
 }
 
 torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x, torch::Tensor* attention) {
+  if (attention != nullptr || !recomputing(recompute_, is_training())) return compute(x, attention);
+  return Recomputed::apply(x, c10::optional<torch::Tensor>(), c10::optional<torch::Tensor>(),
+                           [this](const variable_list& in) { return compute(in[0], nullptr); });
+}
+
+torch::Tensor TransformerBlockImpl::compute(const torch::Tensor& x, torch::Tensor* attention) {
   auto h = norm_->forward(x);
   return mlp_->forward(x + fast_dropout(attn_->forward(h, h, attention), dropout_, is_training()));
 }
 
-RefineBlockImpl::RefineBlockImpl(const ModelOptions& o) : dropout_(o.dropout) {
+RefineBlockImpl::RefineBlockImpl(const ModelOptions& o) : recompute_(o.recompute_blocks), dropout_(o.dropout) {
   if (o.refinement == Refinement::cross_attention) {
     norm_q_ = register_module("norm_q", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
     norm_kv_ = register_module("norm_kv", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
@@ -31,6 +100,16 @@ std::pair<torch::Tensor, torch::Tensor> RefineBlockImpl::key_values(const torch:
 }
 
 torch::Tensor RefineBlockImpl::forward(const torch::Tensor& new_tokens, const torch::Tensor& keys,
+                                       const torch::Tensor& values) {
+  if (!recomputing(recompute_, is_training())) return compute(new_tokens, keys, values);
+  const auto given = [](const torch::Tensor& t) {
+    return t.defined() ? c10::optional<torch::Tensor>(t) : c10::nullopt;
+  };
+  return Recomputed::apply(new_tokens, given(keys), given(values),
+                           [this](const variable_list& in) { return compute(in[0], in[1], in[2]); });
+}
+
+torch::Tensor RefineBlockImpl::compute(const torch::Tensor& new_tokens, const torch::Tensor& keys,
                                        const torch::Tensor& values) {
   auto x = new_tokens;
   if (attn_) x = x + fast_dropout(attn_->attend(norm_q_->forward(x), keys, values), dropout_, is_training());

@@ -1,6 +1,8 @@
 // The model's two kinds of block (paper §4.4): the pre-norm transformer block that mixes a
 // population, and the refinement after a merge or unmerge (cross-attention of the new population
-// over the old one, then a residual MLP; or the MLP alone).
+// over the old one, then a residual MLP; or the MLP alone). With ModelOptions::recompute_blocks a
+// block in training keeps only its inputs for backward, which runs it again from the same state
+// of the global generator (its dropout masks' seeds), then puts the generator back.
 #pragma once
 
 #include <utility>
@@ -20,6 +22,8 @@ class TransformerBlockImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, torch::Tensor* attention = nullptr);
 
  private:
+  torch::Tensor compute(const torch::Tensor& x, torch::Tensor* attention);
+  bool recompute_;
   torch::nn::LayerNorm norm_{nullptr};
   Attention attn_{nullptr};
   double dropout_;
@@ -36,6 +40,8 @@ class RefineBlockImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& new_tokens, const torch::Tensor& keys, const torch::Tensor& values);
 
  private:
+  torch::Tensor compute(const torch::Tensor& new_tokens, const torch::Tensor& keys, const torch::Tensor& values);
+  bool recompute_;
   double dropout_;
   torch::nn::LayerNorm norm_q_{nullptr}, norm_kv_{nullptr};
   Attention attn_{nullptr};  ///< none: the MLP alone (model.refinement = "mlp")

@@ -39,6 +39,9 @@ struct ModelOptions {
   /// training and evaluation alike.
   LogProbForm log_prob_form = LogProbForm::exact;
   double logit_bound = 0;
+  /// The blocks keep only their inputs for backward, which runs them again (runtime.recompute):
+  /// how the pass is differentiated, not what it computes.
+  bool recompute_blocks = false;
 };
 
 }  // namespace htm

@@ -72,6 +72,7 @@ ModelOptions model_options(const ResolvedConfig& config, const BuildContext& ctx
   options.log_prob_form =
       config.settings.estimator.log_prob == EstimatorLogProb::paper ? LogProbForm::paper : LogProbForm::exact;
   options.logit_bound = config.settings.estimator.logit_bound;
+  options.recompute_blocks = config.settings.runtime.recompute == RuntimeRecompute::blocks;
   return options;
 }
 
