@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "config/experiment_config.h"
+#include "kernels/kernels.h"
 #include "plugins_util.h"
 #include "test_util.h"
 #include "train/experiment.h"
@@ -48,21 +49,28 @@ Result step(Experiment& ex) {
   return r;
 }
 
+// With each kernel set: their dropout masks are all drawn from seeds of the global generator.
 TEST(Recompute, TheBlocksGradientsAreThoseOfKeptActivationsAndTheGeneratorEndsWhereItWould) {
   const std::string dir = htm::testing::fresh_dir("recompute_same");
-  Experiment kept = trees(dir, "off"), again = trees(dir, "blocks");
-  const Result a = step(kept), b = step(again);
-  ASSERT_EQ(a.grads.size(), b.grads.size());
-  int compared = 0;
-  for (size_t i = 0; i < a.grads.size(); ++i) {
-    ASSERT_EQ(a.grads[i].defined(), b.grads[i].defined()) << i;
-    if (!a.grads[i].defined()) continue;
-    EXPECT_TRUE(torch::allclose(a.grads[i], b.grads[i], 1e-5, 1e-7))
-        << "parameter " << i << ": most difference " << (a.grads[i] - b.grads[i]).abs().max().item<double>();
-    compared += a.grads[i].abs().sum().item<double>() > 0;
+  for (const Kernels set : {Kernels::native, Kernels::portable, Kernels::gpu}) {
+    if (set == Kernels::native && !native_kernels_built()) continue;
+    KernelsScope scope(set);
+    Experiment kept = trees(dir, "off"), again = trees(dir, "blocks");
+    const Result a = step(kept), b = step(again);
+    ASSERT_EQ(a.grads.size(), b.grads.size());
+    int compared = 0;
+    for (size_t i = 0; i < a.grads.size(); ++i) {
+      ASSERT_EQ(a.grads[i].defined(), b.grads[i].defined()) << i;
+      if (!a.grads[i].defined()) continue;
+      EXPECT_TRUE(torch::allclose(a.grads[i], b.grads[i], 1e-5, 1e-7))
+          << kernels_name(set) << " parameter " << i << ": most difference "
+          << (a.grads[i] - b.grads[i]).abs().max().item<double>();
+      compared += a.grads[i].abs().sum().item<double>() > 0;
+    }
+    EXPECT_GT(compared, 10) << "gradients reached the blocks";
+    EXPECT_TRUE(torch::equal(a.generator_after, b.generator_after))
+        << kernels_name(set) << ": the recomputation drew from the generator";
   }
-  EXPECT_GT(compared, 10) << "gradients reached the blocks";
-  EXPECT_TRUE(torch::equal(a.generator_after, b.generator_after)) << "the recomputation drew from the generator";
 }
 
 TEST(Recompute, AStepHoldsLessMemoryAndAPassWithoutGradientsIsUnchanged) {
