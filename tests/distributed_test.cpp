@@ -144,6 +144,29 @@ TEST(DataParallel, TwoRanksOfHalfTheBatchMatchOneProcessOfTheWholeBatch) {
   EXPECT_FALSE(fs::exists(s / "two.sqlite-journal"));
 }
 
+// runtime.recompute = "blocks" on two ranks: each recomputed block draws its rank's rows of the
+// whole batch's masks again, and the gradients are summed once backward has ended (a nested
+// backward accumulates a parameter once per use of its block).
+TEST(DataParallel, TwoRanksRecomputingTheirBlocksMatchOneProcessThatKeepsThem) {
+  Scratch s;
+  const std::string variants = " --variant mlp --variant rloo";
+  auto [one_code, one_out] = htm("run " + study_options(s, "one.sqlite") + variants);
+  ASSERT_EQ(one_code, 0) << one_out;
+  auto [two_code, two_out] =
+      htm("run " + study_options(s, "two.sqlite") + variants + " --set 'runtime.recompute=\"blocks\"' --nproc 2");
+  ASSERT_EQ(two_code, 0) << two_out;
+  const Recorded one = read(s / "one.sqlite"), two = read(s / "two.sqlite");
+  ASSERT_EQ(one.loss.size(), 2u);
+  for (const auto& [variant, losses] : one.loss) {
+    SCOPED_TRACE(variant);
+    const auto& other = two.loss.at(variant);
+    ASSERT_EQ(other.size(), losses.size());
+    for (size_t i = 0; i < losses.size(); ++i)
+      EXPECT_NEAR(other[i], losses[i], kTolerance * std::max(1.0, std::abs(losses[i]))) << "step " << i + 1;
+    EXPECT_NEAR(two.test_mse.at(variant), one.test_mse.at(variant), kTolerance);
+  }
+}
+
 TEST(DataParallel, ARankThatDiesFailsTheRunWithinTheTimeout) {
   Scratch s;
   // A longer run, so rank 1 can be killed while training.

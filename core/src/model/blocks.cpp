@@ -5,16 +5,20 @@
 
 #include <torch/torch.h>
 
+#include "kernels/row_shard_scope.h"
+
 namespace htm {
 namespace {
 
 using torch::autograd::variable_list;
 
-// What backward needs to run a block again: the block's computation and the global generator's
-// state before it ran.
+// What backward needs to run a block again: the block's computation, the global generator's
+// state before it ran, and the rows of the batch this process held (a data-parallel rank's
+// masks are drawn for the whole batch and its rows kept, htm/row_shard.h).
 struct Again : torch::CustomClassHolder {
   std::function<torch::Tensor(const variable_list&)> run;
   torch::Tensor generator_state;
+  RowShard shard;
 };
 
 // `run` over (a, b, c) (b and c may be absent), keeping only those: backward runs it again with
@@ -27,6 +31,7 @@ class Recomputed : public torch::autograd::Function<Recomputed> {
                                std::function<torch::Tensor(const variable_list&)> run) {
     auto again = c10::make_intrusive<Again>();
     again->generator_state = at::detail::getDefaultCPUGenerator().get_state();
+    again->shard = current_row_shard();
     const variable_list inputs = {a, b.value_or(torch::Tensor()), c.value_or(torch::Tensor())};
     torch::Tensor out;
     {
@@ -50,6 +55,7 @@ class Recomputed : public torch::autograd::Function<Recomputed> {
     torch::Tensor out;
     {
       torch::AutoGradMode enabled(true);
+      RowShardScope rows(again->shard);
       out = again->run(inputs);
     }
     generator.set_state(now);
