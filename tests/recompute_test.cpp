@@ -8,6 +8,7 @@
 
 #include "config/experiment_config.h"
 #include "kernels/kernels.h"
+#include "model/blocks.h"
 #include "plugins_util.h"
 #include "test_util.h"
 #include "train/experiment.h"
@@ -70,6 +71,35 @@ TEST(Recompute, TheBlocksGradientsAreThoseOfKeptActivationsAndTheGeneratorEndsWh
     EXPECT_GT(compared, 10) << "gradients reached the blocks";
     EXPECT_TRUE(torch::equal(a.generator_after, b.generator_after))
         << kernels_name(set) << ": the recomputation drew from the generator";
+  }
+}
+
+// A block over tokens that carry no gradient (a parameter-free adapter's, say) keeps its
+// activations: its parameters get their gradients either way.
+TEST(Recompute, ABlockOverInputsWithoutGradientsStillTrainsItsParameters) {
+  ModelOptions o;
+  o.dim = 16;
+  o.heads = 2;
+  o.dropout = 0.0;
+  TransformerBlock kept(o);
+  o.recompute_blocks = true;
+  TransformerBlock again(o);
+  {
+    torch::NoGradGuard no_grad;
+    const auto from = kept->parameters(), to = again->parameters();
+    for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
+  }
+  for (const bool input_grad : {false, true}) {
+    const torch::Tensor x = torch::randn({2, 5, 16}).requires_grad_(input_grad);
+    kept->zero_grad();
+    again->zero_grad();
+    kept->forward(x).pow(2).sum().backward();
+    again->forward(x).pow(2).sum().backward();
+    const auto a = kept->parameters(), b = again->parameters();
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_TRUE(b[i].grad().defined()) << "input gradient " << input_grad << ", parameter " << i;
+      EXPECT_TRUE(torch::allclose(a[i].grad(), b[i].grad(), 1e-5, 1e-7)) << input_grad << " " << i;
+    }
   }
 }
 

@@ -68,8 +68,16 @@ class Recomputed : public torch::autograd::Function<Recomputed> {
   }
 };
 
-// Whether a block runs under Recomputed: in training, with gradients, and asked to.
-bool recomputing(bool asked, bool training) { return asked && training && torch::GradMode::is_enabled(); }
+// Whether a block runs under Recomputed: in training, with gradients, asked to, and with an input
+// that carries a gradient (Recomputed's output needs one to be differentiated at all: a block
+// over inputs that carry none, a parameter-free adapter's tokens, say, keeps its activations so
+// that its parameters still get theirs).
+bool recomputing(bool asked, bool training, std::initializer_list<const torch::Tensor*> inputs) {
+  if (!asked || !training || !torch::GradMode::is_enabled()) return false;
+  for (const torch::Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -81,7 +89,7 @@ TransformerBlockImpl::TransformerBlockImpl(const ModelOptions& o)
 }
 
 torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x, torch::Tensor* attention) {
-  if (attention != nullptr || !recomputing(recompute_, is_training())) return compute(x, attention);
+  if (attention != nullptr || !recomputing(recompute_, is_training(), {&x})) return compute(x, attention);
   return Recomputed::apply(x, c10::optional<torch::Tensor>(), c10::optional<torch::Tensor>(),
                            [this](const variable_list& in) { return compute(in[0], nullptr); });
 }
@@ -107,7 +115,7 @@ std::pair<torch::Tensor, torch::Tensor> RefineBlockImpl::key_values(const torch:
 
 torch::Tensor RefineBlockImpl::forward(const torch::Tensor& new_tokens, const torch::Tensor& keys,
                                        const torch::Tensor& values) {
-  if (!recomputing(recompute_, is_training())) return compute(new_tokens, keys, values);
+  if (!recomputing(recompute_, is_training(), {&new_tokens, &keys, &values})) return compute(new_tokens, keys, values);
   const auto given = [](const torch::Tensor& t) {
     return t.defined() ? c10::optional<torch::Tensor>(t) : c10::nullopt;
   };
