@@ -21,6 +21,23 @@ struct Again : torch::CustomClassHolder {
   RowShard shard;
 };
 
+// The global generator set to `state` for a scope, and put back as it was after it (an
+// exception included).
+class GeneratorAt {
+ public:
+  explicit GeneratorAt(const torch::Tensor& state)
+      : generator_(at::detail::getDefaultCPUGenerator()), was_(generator_.get_state()) {
+    generator_.set_state(state);
+  }
+  ~GeneratorAt() { generator_.set_state(was_); }
+  GeneratorAt(const GeneratorAt&) = delete;
+  GeneratorAt& operator=(const GeneratorAt&) = delete;
+
+ private:
+  at::Generator generator_;
+  torch::Tensor was_;
+};
+
 // `run` over (a, b, c) (b and c may be absent), keeping only those: backward runs it again with
 // gradients, from the generator state it first ran from, and hands their gradients back (the
 // parameters' gradients accumulate as in any backward).
@@ -49,16 +66,13 @@ class Recomputed : public torch::autograd::Function<Recomputed> {
     variable_list inputs;
     for (const auto& saved : ctx->get_saved_variables())
       inputs.push_back(saved.defined() ? saved.detach().requires_grad_(saved.requires_grad()) : saved);
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    const torch::Tensor now = generator.get_state();
-    generator.set_state(again->generator_state);
     torch::Tensor out;
     {
+      GeneratorAt replay(again->generator_state);
       torch::AutoGradMode enabled(true);
       RowShardScope rows(again->shard);
       out = again->run(inputs);
     }
-    generator.set_state(now);
     torch::autograd::backward({out}, {grads[0]});
     variable_list result;
     for (const auto& input : inputs)
