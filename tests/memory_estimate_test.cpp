@@ -103,7 +103,8 @@ TEST(MemoryEstimate, TheStepPeakExtrapolatedFromTinyBatchesIsThePeakAtTheBatch) 
 // Wide and short: the parameters' gradients, made last in backward, set a step's peak over a few
 // samples, the forward graph over many. The peak grows by 0.9 MiB a sample from 4 to 8 samples
 // and by 1.9 from 32 to 64, so a line through the peaks at 4 and 8 falls a third short at 64;
-// each moment extrapolated on its own does not.
+// each moment extrapolated on its own does not (on an AMD EPYC: 81 MiB by the line, 123.5
+// measured and estimated; the bounds leave room for other CPUs' kernels).
 TEST(MemoryEstimate, APeakThatMovesAsTheBatchGrowsIsFoundAtTheBatch) {
   const std::string dir = htm::testing::fresh_dir("memory_moves");
   Experiment ex = assemble(trees(dir, 64, 256), htm::testing::plugins(), 0);
@@ -111,9 +112,9 @@ TEST(MemoryEstimate, APeakThatMovesAsTheBatchGrowsIsFoundAtTheBatch) {
   ex.model->train();
   const double measured = step_peak_mib(ex, 64), at4 = step_peak_mib(ex, 4), at8 = step_peak_mib(ex, 8);
   const double through_the_peaks = at8 + (at8 - at4) / 4 * 56;
-  EXPECT_LT(through_the_peaks, 0.8 * measured)
+  EXPECT_LT(through_the_peaks, 0.85 * measured)
       << "the case this test is for: " << through_the_peaks << " vs " << measured;
-  EXPECT_NEAR(e.activations_mib, measured, 0.05 * measured) << e.activations_mib << " MiB vs " << measured;
+  EXPECT_NEAR(e.activations_mib, measured, 0.1 * measured) << e.activations_mib << " MiB vs " << measured;
 }
 
 TEST(MemoryEstimate, EachMomentIsExtrapolatedAndTheLargestTaken) {
