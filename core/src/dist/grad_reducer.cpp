@@ -30,7 +30,6 @@ struct GradientReducer::State {
   size_t next = 0;  ///< the next bucket to start: buckets start in order
   int64_t early = 0;
   bool in_backward = false;
-  bool overlap = true;  ///< false: no bucket starts before backward has ended
   std::mutex mutex;
 
   State(std::vector<at::Tensor> p, Communicator& c) : comm(c), params(std::move(p)) {}
@@ -58,7 +57,7 @@ struct GradientReducer::State {
 
   void ready(int64_t param) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (!in_backward || !overlap) return;
+    if (!in_backward) return;
     Bucket& bucket = buckets[bucket_of[param]];
     pack(bucket, slot_of[param]);
     --bucket.waiting;
@@ -66,10 +65,9 @@ struct GradientReducer::State {
   }
 };
 
-GradientReducer::GradientReducer(std::vector<at::Tensor> params, Communicator& comm, int64_t bucket_bytes, bool overlap)
+GradientReducer::GradientReducer(std::vector<at::Tensor> params, Communicator& comm, int64_t bucket_bytes)
     : state_(std::make_shared<State>(std::move(params), comm)) {
   State& s = *state_;
-  s.overlap = overlap;
   const int64_t n = static_cast<int64_t>(s.params.size());
   s.bucket_of.assign(n, -1);
   s.slot_of.assign(n, -1);

@@ -23,11 +23,7 @@ class GradientReducer {
   /// model's gradients are 22 MiB, which would make one bucket that can start only when
   /// backward has ended. 4 MiB gives six, of which `htm bench --nproc 2` measured four
   /// starting before backward ended.
-  /// `overlap` false: every bucket starts after backward (a backward that accumulates a
-  /// parameter's gradient more than once, as runtime.recompute's nested backwards do, would
-  /// otherwise send a bucket with part of its sum).
-  GradientReducer(std::vector<at::Tensor> params, Communicator& comm, int64_t bucket_bytes = 4 << 20,
-                  bool overlap = true);
+  GradientReducer(std::vector<at::Tensor> params, Communicator& comm, int64_t bucket_bytes = 4 << 20);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;

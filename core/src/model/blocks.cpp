@@ -2,6 +2,7 @@
 #include "model/blocks.h"
 
 #include <functional>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -12,11 +13,12 @@ namespace {
 
 using torch::autograd::variable_list;
 
-// What backward needs to run a block again: the block's computation, the global generator's
-// state before it ran, and the rows of the batch this process held (a data-parallel rank's
-// masks are drawn for the whole batch and its rows kept, htm/row_shard.h).
+// What backward needs to run a block again: the block's computation and parameters, the global
+// generator's state before it ran, and the rows of the batch this process held (a data-parallel
+// rank's masks are drawn for the whole batch and its rows kept, htm/row_shard.h).
 struct Again : torch::CustomClassHolder {
   std::function<torch::Tensor(const variable_list&)> run;
+  std::vector<torch::Tensor> parameters;
   torch::Tensor generator_state;
   RowShard shard;
 };
@@ -38,17 +40,19 @@ class GeneratorAt {
   torch::Tensor was_;
 };
 
-// `run` over (a, b, c) (b and c may be absent), keeping only those: backward runs it again with
-// gradients, from the generator state it first ran from, and hands their gradients back (the
-// parameters' gradients accumulate as in any backward).
+// `run` over (a, b, c) (b and c may be absent) with the block's `parameters`, keeping only the
+// inputs: backward runs it again with gradients, from the generator state it first ran from, and
+// returns the gradients of the inputs and of the parameters alike (the parameters are this
+// function's inputs, so autograd accumulates each once per backward, however many blocks use it).
 class Recomputed : public torch::autograd::Function<Recomputed> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& a,
                                const c10::optional<torch::Tensor>& b, const c10::optional<torch::Tensor>& c,
-                               std::function<torch::Tensor(const variable_list&)> run) {
+                               at::TensorList parameters, std::function<torch::Tensor(const variable_list&)> run) {
     auto again = c10::make_intrusive<Again>();
     again->generator_state = at::detail::getDefaultCPUGenerator().get_state();
     again->shard = current_row_shard();
+    again->parameters = parameters.vec();
     const variable_list inputs = {a, b.value_or(torch::Tensor()), c.value_or(torch::Tensor())};
     torch::Tensor out;
     {
@@ -73,25 +77,21 @@ class Recomputed : public torch::autograd::Function<Recomputed> {
       RowShardScope rows(again->shard);
       out = again->run(inputs);
     }
-    torch::autograd::backward({out}, {grads[0]});
-    variable_list result;
-    for (const auto& input : inputs)
-      result.push_back(input.defined() && input.requires_grad() ? input.grad() : torch::Tensor());
+    variable_list result = inputs;  // then the parameters, then `run`
+    result.insert(result.end(), again->parameters.begin(), again->parameters.end());
+    variable_list wanted;
+    for (const auto& t : result)
+      if (t.defined() && t.requires_grad()) wanted.push_back(t);
+    const variable_list found = torch::autograd::grad({out}, wanted, {grads[0]}, false, false, /*allow_unused=*/true);
+    size_t next = 0;
+    for (auto& t : result) t = t.defined() && t.requires_grad() ? found[next++] : torch::Tensor();
     result.push_back(torch::Tensor());  // `run`
     return result;
   }
 };
 
-// Whether a block runs under Recomputed: in training, with gradients, asked to, and with an input
-// that carries a gradient (Recomputed's output needs one to be differentiated at all: a block
-// over inputs that carry none, a parameter-free adapter's tokens, say, keeps its activations so
-// that its parameters still get theirs).
-bool recomputing(bool asked, bool training, std::initializer_list<const torch::Tensor*> inputs) {
-  if (!asked || !training || !torch::GradMode::is_enabled()) return false;
-  for (const torch::Tensor* t : inputs)
-    if (t->defined() && t->requires_grad()) return true;
-  return false;
-}
+// Whether a block runs under Recomputed: in training, with gradients, and asked to.
+bool recomputing(bool asked, bool training) { return asked && training && torch::GradMode::is_enabled(); }
 
 }  // namespace
 
@@ -103,8 +103,9 @@ TransformerBlockImpl::TransformerBlockImpl(const ModelOptions& o)
 }
 
 torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x, torch::Tensor* attention) {
-  if (attention != nullptr || !recomputing(recompute_, is_training(), {&x})) return compute(x, attention);
-  return Recomputed::apply(x, c10::optional<torch::Tensor>(), c10::optional<torch::Tensor>(),
+  if (attention != nullptr || !recomputing(recompute_, is_training())) return compute(x, attention);
+  const std::vector<torch::Tensor> own = parameters();
+  return Recomputed::apply(x, c10::optional<torch::Tensor>(), c10::optional<torch::Tensor>(), at::TensorList(own),
                            [this](const variable_list& in) { return compute(in[0], nullptr); });
 }
 
@@ -129,11 +130,12 @@ std::pair<torch::Tensor, torch::Tensor> RefineBlockImpl::key_values(const torch:
 
 torch::Tensor RefineBlockImpl::forward(const torch::Tensor& new_tokens, const torch::Tensor& keys,
                                        const torch::Tensor& values) {
-  if (!recomputing(recompute_, is_training(), {&new_tokens, &keys, &values})) return compute(new_tokens, keys, values);
+  if (!recomputing(recompute_, is_training())) return compute(new_tokens, keys, values);
   const auto given = [](const torch::Tensor& t) {
     return t.defined() ? c10::optional<torch::Tensor>(t) : c10::nullopt;
   };
-  return Recomputed::apply(new_tokens, given(keys), given(values),
+  const std::vector<torch::Tensor> own = parameters();
+  return Recomputed::apply(new_tokens, given(keys), given(values), at::TensorList(own),
                            [this](const variable_list& in) { return compute(in[0], in[1], in[2]); });
 }
 

@@ -45,9 +45,7 @@ TrainStep::TrainStep(Experiment& ex, at::Generator generator, Communicator* comm
     if (comm != nullptr) throw Error("estimator.replay is not supported in data-parallel training (--nproc)");
     replay_.emplace(estimating.replay_capacity);
   }
-  if (comm != nullptr)  // recomputed blocks accumulate a parameter's gradient once per use: sums after backward
-    reducer_ = std::make_unique<GradientReducer>(ex.model->parameters(), *comm, 4 << 20,
-                                                 ex.config.settings.runtime.recompute == RuntimeRecompute::off);
+  if (comm != nullptr) reducer_ = std::make_unique<GradientReducer>(ex.model->parameters(), *comm);
   if (ex.config.settings.runtime.cuda_graph != RuntimeCudaGraph::off) start_graphs();
 }
 
