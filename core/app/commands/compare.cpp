@@ -22,7 +22,6 @@ namespace htm {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-const char* const kPhases[] = {"explore", "confirm"};
 
 struct Sample {  // one seed's latest finished run
   int64_t run = 0, seed = 0;

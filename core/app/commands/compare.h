@@ -62,6 +62,7 @@ struct CompareRow {
 
 /// The runs of one phase. "explore": every run not tagged phase=confirm (the seeds variants were
 /// chosen on); "confirm": runs of `htm run --confirm` on the confirmation seeds. Never pooled.
+inline constexpr const char* kPhases[] = {"explore", "confirm"};
 struct PhaseTable {
   std::string phase;
   std::vector<CompareRow> rows;  ///< variants in first-run order

@@ -18,8 +18,6 @@ namespace po = boost::program_options;
 namespace htm {
 namespace {
 
-const char* const kPhases[] = {"explore", "confirm"};
-
 std::string fixed(double value, int digits = 5) {
   if (std::isnan(value)) return "";
   char buf[64];

@@ -42,24 +42,33 @@ double heap_in_use() {
   return static_cast<double>(info.uordblks + info.hblkhd);
 }
 
-// The heap in use while installed, above what it was at the start, sampled at each tensor
-// allocation the CPU allocator reports to c10's memory-reporting hook (the one torch's profiler
-// uses): the moments at which a pass's memory grows.
-class HeapWatch final : public c10::MemoryReportingInfoBase {
+}  // namespace
+
+// c10's memory-reporting hook (the one torch's profiler uses) narrowed to what the CPU allocator
+// reports: bytes allocated (> 0) or freed (< 0). Its totals are int64_t in libtorch 1.x and
+// size_t from 2.0 on.
+class CpuAllocations : public c10::MemoryReportingInfoBase {
  public:
-  HeapWatch() : start_(heap_in_use()) {}
-  // Its totals are int64_t in libtorch 1.x and size_t from 2.0 on.
 #if TORCH_VERSION_MAJOR >= 2
   void reportMemoryUsage(void*, int64_t bytes, size_t, size_t, c10::Device device) override {
 #else
   void reportMemoryUsage(void*, int64_t bytes, int64_t, int64_t, c10::Device device) override {
 #endif
-    if (bytes <= 0 || !device.is_cpu()) return;
-    const double now = heap_in_use();
-    std::lock_guard<std::mutex> lock(mutex_);
-    trace_.push_back(std::max(0.0, now - start_) / kMiB);
+    if (device.is_cpu()) on_cpu(bytes);
   }
   bool memoryProfilingEnabled() const override { return true; }
+
+ protected:
+  virtual void on_cpu(int64_t bytes) = 0;
+};
+
+namespace {
+
+// The heap in use while installed, above what it was at the start, sampled at each tensor
+// allocation: the moments at which a pass's memory grows.
+class HeapWatch final : public CpuAllocations {
+ public:
+  HeapWatch() : start_(heap_in_use()) {}
   HeapTrace trace() {
     std::lock_guard<std::mutex> lock(mutex_);
     HeapTrace all = trace_;
@@ -71,6 +80,13 @@ class HeapWatch final : public c10::MemoryReportingInfoBase {
   std::mutex mutex_;
   double start_;
   HeapTrace trace_;
+
+  void on_cpu(int64_t bytes) override {
+    if (bytes <= 0) return;
+    const double now = heap_in_use();
+    std::lock_guard<std::mutex> lock(mutex_);
+    trace_.push_back(std::max(0.0, now - start_) / kMiB);
+  }
 };
 
 }  // namespace
@@ -211,15 +227,17 @@ AvailableMemory available_memory() {
   return a;
 }
 
-class AllocationLimit::Watch final : public c10::MemoryReportingInfoBase {
+class AllocationLimit::Watch final : public CpuAllocations {
  public:
   Watch(std::string label, AvailableMemory available) : label_(std::move(label)), available_(std::move(available)) {}
-#if TORCH_VERSION_MAJOR >= 2
-  void reportMemoryUsage(void*, int64_t bytes, size_t, size_t, c10::Device device) override {
-#else
-  void reportMemoryUsage(void*, int64_t bytes, int64_t, int64_t, c10::Device device) override {
-#endif
-    if (!device.is_cpu()) return;
+  double counted_mib() const { return static_cast<double>(net_.load()) / kMiB; }
+
+ private:
+  std::string label_;
+  AvailableMemory available_;
+  std::atomic<int64_t> net_{0};
+
+  void on_cpu(int64_t bytes) override {
     const int64_t now = net_.fetch_add(bytes) + bytes;
     if (bytes <= 0 || static_cast<double>(now) <= available_.mib * kMiB) return;
     char text[160];
@@ -229,13 +247,6 @@ class AllocationLimit::Watch final : public c10::MemoryReportingInfoBase {
                         " MiB available (" + available_.source + ") to be assembled: " + text +
                         "; htm run --ignore-memory trains it anyway");
   }
-  bool memoryProfilingEnabled() const override { return true; }
-  double counted_mib() const { return static_cast<double>(net_.load()) / kMiB; }
-
- private:
-  std::string label_;
-  AvailableMemory available_;
-  std::atomic<int64_t> net_{0};
 };
 
 AllocationLimit::AllocationLimit(const std::string& label, const AvailableMemory& available)

@@ -3,8 +3,9 @@
 // trained parameter, plus the most a training step adds at the batch size (the forward pass's
 // graph kept for backward and backward's own buffers) and a pass without gradients at the
 // evaluation batch, each measured as the heap's peak: at its own size up to 8 samples, else over
-// 4 and 8 samples, each moment extrapolated linearly (extrapolate_peak); or, when it is more, what the reference scores
-// hold before training starts (docs/reliability.md checks the estimate against measured peaks).
+// 4 and 8 samples, each moment extrapolated linearly (extrapolate_peak); or, when it is more,
+// what the reference scores hold before training starts (docs/reliability.md checks the
+// estimate against measured peaks).
 #pragma once
 
 #include <algorithm>
@@ -84,10 +85,10 @@ class MemoryRefused : public Error {
 
 /// While one lives, the CPU tensors this thread allocates are counted, net of those it frees, and
 /// the allocation that takes the count past `available` throws MemoryRefused: a run whose data
-/// and weights alone do not fit is refused as they are allocated, before a page of them is
-/// written (and before the kernel's OOM killer would end the process). `label` names the run in
-/// the message. The refused block itself is not handed back: the process is about to refuse the
-/// run.
+/// and weights alone do not fit is refused at the allocation that passes what is available,
+/// before that tensor is written and before the kernel's OOM killer would end the process (the
+/// tensors allocated before it are written already). `label` names the run in the message. The
+/// refused block itself is not handed back: the process is about to refuse the run.
 class AllocationLimit {
  public:
   AllocationLimit(const std::string& label, const AvailableMemory& available);

@@ -29,8 +29,8 @@ ForwardHooks loss_hooks(std::vector<WeightedLoss>& losses, int64_t epoch, int64_
                         at::Generator generator);
 
 /// The weighted sum of the experiment's losses for one forward pass, per sample (B). Each
-/// term's batch mean is appended to `terms` as "loss/<name>" when given (not yet read). With the intermediate
-/// populations' reconstructions (ForwardResult::levels) and an `anytime` weight w > 0,
+/// term's batch mean is appended to `terms` as "loss/<name>" when given (not yet read). With the
+/// intermediate populations' reconstructions (ForwardResult::levels) and an `anytime` weight w > 0,
 /// the multi-resolution loss L_D + w · mean_d L_d, where L_d is the same sum for the
 /// reconstruction from level d given as the output alone (terms on the populations, such as
 /// sinkhorn's, count once, in L_D); mean_d L_d is appended as "loss/anytime".
