@@ -1,13 +1,20 @@
-// Set comparison (htm/sets.h): the Hungarian assignment against brute force, and the matched
-// and Chamfer errors' invariance to order and their gradients.
+// Set comparison (htm/sets.h): the Hungarian assignment against brute force, the device's
+// assignment (the gpu kernels') against the Hungarian one, and the matched and Chamfer errors'
+// invariance to order and their gradients.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include <torch/torch.h>
 
+#include "config/device.h"
 #include "htm/error.h"
 #include "htm/sets.h"
+#include "kernels/gpu.h"
+#include "kernels/kernels.h"
 #include "test_util.h"
 
 namespace htm {
@@ -66,6 +73,97 @@ TEST(SetErrors, GradientsReachThePrediction) {
     EXPECT_GT(prediction.grad().abs().sum().item<double>(), 0);
   }
   EXPECT_THROW(matched_mse(torch::rand({2, 5, 2}), torch::rand({2, 4, 2})), Error);
+}
+
+// The gpu kernels' assignment (dynamic programming over subsets, on the tensor's device) against
+// the Hungarian method: the same least cost always, the same assignment where costs do not tie.
+TEST(DeviceAssignment, CostsWhatTheHungarianAssignmentCostsAndIsTheSameWithoutTies) {
+  torch::manual_seed(4);
+  for (int64_t n : {1, 2, 3, 5, 8, 11, 16}) {
+    const int64_t B = n == 16 ? 3 : 12;
+    for (bool ties : {false, true}) {
+      auto cost = torch::rand({B, n, n}, torch::kDouble) * 10;
+      if (ties) cost = cost.floor();
+      const auto found = gpu::min_cost_assignment(cost);
+      ASSERT_EQ(found.sizes(), (std::vector<int64_t>{B, n}));
+      for (int64_t b = 0; b < B; ++b) {
+        const auto c = cost[b].contiguous();
+        const std::vector<double> flat(c.data_ptr<double>(), c.data_ptr<double>() + n * n);
+        const auto reference = hungarian(flat, n);
+        std::vector<int64_t> mine(found[b].data_ptr<int64_t>(), found[b].data_ptr<int64_t>() + n), sorted = mine;
+        std::sort(sorted.begin(), sorted.end());
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(sorted[i], i) << "not a permutation at n = " << n;
+        EXPECT_NEAR(assignment_cost(flat, n, mine), assignment_cost(flat, n, reference), 1e-9)
+            << "n = " << n << (ties ? ", integer costs" : "");
+        if (!ties) EXPECT_EQ(mine, reference) << "n = " << n << ", sample " << b;
+      }
+    }
+  }
+  // A batch over one launch's part (81 sets of 16) goes in parts: the same assignments.
+  auto many = torch::rand({90, 16, 16}, torch::kDouble);
+  EXPECT_TRUE(torch::equal(
+      gpu::min_cost_assignment(many),
+      torch::cat({gpu::min_cost_assignment(many.narrow(0, 0, 45)), gpu::min_cost_assignment(many.narrow(0, 45, 45))})));
+  EXPECT_THROW(gpu::min_cost_assignment(torch::rand({1, 17, 17})), Error);
+  EXPECT_THROW(gpu::min_cost_assignment(torch::rand({1, 3, 4})), Error);
+}
+
+TEST(DeviceAssignment, ANonFiniteCostGivesIndicesInRangeAndANonFiniteError) {
+  auto prediction = torch::rand({2, 6, 2});
+  prediction[1][3][0] = std::numeric_limits<float>::quiet_NaN();
+  KernelsScope kernels(Kernels::gpu);
+  const auto index = match_sets(prediction, torch::rand({2, 6, 2}));
+  EXPECT_GE(index.min().item<int64_t>(), 0);
+  EXPECT_LT(index.max().item<int64_t>(), 6);
+  const auto error = matched_mse(prediction, torch::rand({2, 6, 2}));
+  EXPECT_TRUE(std::isfinite(error[0].item<double>()));
+  EXPECT_TRUE(std::isnan(error[1].item<double>()));
+}
+
+// What the point-set loss gets: under the gpu kernels the device's matching, the Hungarian one's
+// otherwise; inside a capture, sets too large for the device are refused by name.
+TEST(DeviceAssignment, MatchedErrorsAgreeAcrossKernelsAndACaptureRefusesAHostMatching) {
+  torch::manual_seed(5);
+  auto prediction = torch::rand({4, 16, 2}, torch::requires_grad()), target = torch::rand({4, 16, 2});
+  auto error_and_gradient = [&](Kernels set) {
+    KernelsScope kernels(set);
+    auto value = matched_mse(prediction, target);
+    value.sum().backward();
+    auto grad = prediction.grad().clone();
+    prediction.mutable_grad().zero_();
+    return std::make_pair(value.detach(), grad);
+  };
+  const auto [host, host_grad] = error_and_gradient(Kernels::portable);
+  const auto [device, device_grad] = error_and_gradient(Kernels::gpu);
+  EXPECT_TRUE(torch::equal(host, device));
+  EXPECT_TRUE(torch::equal(host_grad, device_grad));
+  KernelsScope kernels(Kernels::gpu);
+  gpu::GraphDraws capture(/*fixed_rounds=*/true);
+  EXPECT_TRUE(matched_mse(prediction, target).defined());  // N = 16: on the device
+  try {
+    matched_mse(torch::rand({1, 17, 2}), torch::rand({1, 17, 2}));
+    FAIL() << "a host matching ran inside a capture";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("N = 17 elements runs on the host"), std::string::npos) << e.what();
+  }
+}
+
+// On a GPU (skipped where this libtorch has none or sees none): the same assignments as on the
+// CPU, with no tie among the costs, and a matched error whose value and gradient are the CPU's.
+TEST(DeviceAssignment, OnAGpuItTakesTheCpusAssignment) {
+  if (!cuda_usable()) GTEST_SKIP() << "skipped: this libtorch has no CUDA or sees no GPU";
+  torch::manual_seed(6);
+  auto cost = torch::rand({64, 16, 16}, torch::kDouble);
+  EXPECT_TRUE(torch::equal(gpu::min_cost_assignment(cost.cuda()).cpu(), gpu::min_cost_assignment(cost)));
+  KernelsScope kernels(Kernels::gpu);
+  auto prediction = torch::rand({8, 16, 2}), target = torch::rand({8, 16, 2});
+  auto on_gpu = prediction.cuda().requires_grad_();
+  auto value = matched_mse(on_gpu, target.cuda());
+  value.sum().backward();
+  EXPECT_TRUE(torch::allclose(value.cpu(), matched_mse(prediction, target), 1e-6, 1e-7));
+  auto on_cpu = prediction.clone().requires_grad_();
+  matched_mse(on_cpu, target).sum().backward();
+  EXPECT_TRUE(torch::allclose(on_gpu.grad().cpu(), on_cpu.grad(), 1e-6, 1e-7));
 }
 
 }  // namespace

@@ -4,11 +4,15 @@
 // "eager" (the graphs' draws without a graph) is the same run for the same seed; "on" without a
 // GPU is refused. The capture and replay themselves need a GPU (scripts/gpu/check.sh).
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
 #include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
 
 #include "config/device.h"
 #include "config/experiment_config.h"
@@ -18,6 +22,7 @@
 #include "kernels/portable.h"
 #include "plugins_util.h"
 #include "test_util.h"
+#include "train/device_graph.h"
 #include "train/experiment.h"
 #include "train/step.h"
 
@@ -75,17 +80,28 @@ TEST(StepGraph, GraphDrawsComeFromTheDevicesGeneratorAloneAndRepeatAfterItsSeed)
   EXPECT_FALSE(torch::equal(a, b));
 }
 
-// Steps of a tiny image model under runtime.cuda_graph = `mode` on `device` (not Trees: the
-// point-set loss matches on the host, which a capture refuses): each step's loss and a logged
-// step's metrics after it, and what the graphs did.
+// The tiny configs: noise images (mse), and Trees sets as experiments/htm/trees.toml's rloo_long
+// trains them (the point-set loss's matching, the exact log-probability, four rollouts, RLOO).
+const char* kTinyImages =
+    "[dataset]\nplugin = \"noise\"\nchannels = 1\nsize = 8\ntrain_size = 32\ntest_size = 8\n"
+    "[adapter]\nplugin = \"image\"\npatch = 2\nfourier_bands = 2\n[loss.mse]\n"
+    "[model]\ndim = 16\nheads = 2\nlayers = 3\nmlp_ratio = 2\ndropout = 0.1\n";
+std::string tiny_trees(int64_t tokens) {
+  return "[dataset]\nplugin = \"trees\"\ntokens = " + std::to_string(tokens) +
+         "\ntrain_size = 32\ntest_size = 8\n[adapter]\nplugin = \"points\"\n[loss.point_set]\n"
+         "[model]\ndim = 16\nheads = 2\nlayers = 3\nmlp_ratio = 2\nmerge_fraction = 1.0\n"
+         "[policy]\nplugin = \"learned\"\n"
+         "[estimator]\nlog_prob = \"exact\"\nreward = \"sample\"\nbaseline = \"rloo\"\nrollouts = 4\n";
+}
+
+// Steps of a tiny model (`body`: dataset to estimator) under runtime.cuda_graph = `mode` on
+// `device`: each step's loss and a logged step's metrics after it, and what the graphs did.
 std::vector<double> losses(const std::string& dir, const std::string& mode, uint64_t seed,
-                           const std::string& device = "cpu", int64_t steps = 3, std::string* graphs = nullptr) {
+                           const std::string& device = "cpu", int64_t steps = 3, std::string* graphs = nullptr,
+                           const std::string& body = kTinyImages) {
   const std::string path = dir + "/tiny.toml";
   std::ofstream(path) << "[experiment]\nname = \"graph\"\n"
-                      << "[dataset]\nplugin = \"noise\"\nchannels = 1\nsize = 8\ntrain_size = 32\ntest_size = 8\n"
-                      << "[adapter]\nplugin = \"image\"\npatch = 2\nfourier_bands = 2\n[loss.mse]\n"
-                      << "[model]\ndim = 16\nheads = 2\nlayers = 3\nmlp_ratio = 2\ndropout = 0.1\n"
-                      << "[train]\nbatch_size = 8\ncheckpoint = false\n"
+                      << body << "[train]\nbatch_size = 8\ncheckpoint = false\n"
                       << "[runtime]\nthreads = 1\nkernels = \"gpu\"\ncuda_graph = \"" << mode << "\"\n"
                       << "device = \"" << device << "\"\n";
   KernelsScope kernels(Kernels::gpu);  // what htm run sets from runtime.kernels (an earlier test may have set another)
@@ -111,6 +127,78 @@ std::vector<double> losses(const std::string& dir, const std::string& mode, uint
   return out;
 }
 
+// A stand-in for a CUDA graph on the CPU: it runs the work a capture would record, and refuses it
+// as CUDA refuses a capture that reads a device value on the host or copies between them: every
+// .item() and .to(device) htm's code calls (outside any torch op). A replay does nothing: the steps
+// after a capture are not computed, so only what the capture ran is checked. Not seen on a CPU:
+// data_ptr reads, and torch's own reads inside an op, which depend on its version and device
+// (1.13's CPU one_hot and repeat_interleave read; 2.x's CUDA ones, captured in lease 5, do not).
+// check.sh's capture on a GPU sees all of them.
+// The reads counted while one lives on this thread.
+struct HostReads {
+  int64_t count = 0;
+  std::vector<std::string> ops;  // the torch ops open on this thread, innermost last
+  at::CallbackHandle handle;
+  static thread_local HostReads* now;
+  HostReads() {
+    now = this;
+    handle = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(
+            [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+              const std::string name = fn.name();
+              const std::string caller = now->ops.empty() ? "" : now->ops.back();
+              if (name == "aten::item" && caller.rfind("aten::", 0) != 0) ++now->count;     // .item() in htm's code
+              if (name == "aten::to" && (caller.empty() || caller.rfind("htm::", 0) == 0))  // .to(device) there
+                for (const auto& input : fn.inputs()) now->count += input.isDevice() ? 1 : 0;
+              now->ops.push_back(name);
+              return nullptr;
+            },
+            [](const at::RecordFunction&, at::ObserverContext*) { now->ops.pop_back(); })
+            .needsInputs(true));
+  }
+  ~HostReads() { at::removeCallback(handle), now = nullptr; }
+  HostReads(const HostReads&) = delete;
+  HostReads& operator=(const HostReads&) = delete;
+};
+thread_local HostReads* HostReads::now = nullptr;
+
+class HostReadProbe final : public DeviceGraph {
+ public:
+  void eager(const std::function<void()>& work) override { work(); }
+  void capture(const std::function<void()>& work, DeviceGraph*) override {
+    HostReads reads;
+    work();
+    if (reads.count > 0)
+      throw Error("the step could not be captured: " + std::to_string(reads.count) +
+                  " reads or copies between host and device");
+  }
+  void replay() override {}
+};
+
+// Runs a test's steps with the probe standing in for CUDA graphs.
+class ProbedGraphs {
+ public:
+  ProbedGraphs() {
+    set_device_graph_maker([](const c10::Device&) { return std::make_unique<HostReadProbe>(); });
+  }
+  ~ProbedGraphs() { set_device_graph_maker({}); }
+};
+
+TEST(StepGraph, ACapturedStepReadsNothingOnTheHostForImagesOrTreesSetsThatTheDeviceMatches) {
+  const std::string dir = htm::testing::fresh_dir("probe");
+  ProbedGraphs probe;
+  std::string graphs;
+  // 2 warm-ups and a capture of the plain step (steps 0, 1, 3), and of the logged one (2, 5, 8).
+  losses(dir, "on", 1, "cpu", 9, &graphs);
+  EXPECT_NE(graphs.find("captured 2,"), std::string::npos) << "images: " << graphs;
+  losses(dir, "on", 1, "cpu", 9, &graphs, tiny_trees(16));
+  EXPECT_NE(graphs.find("captured 2,"), std::string::npos) << "Trees, 16 points: " << graphs;
+  // 32 points are matched on the host: the capture is refused and says why.
+  losses(dir, "on", 1, "cpu", 4, &graphs, tiny_trees(32));
+  EXPECT_NE(graphs.find("captured 0,"), std::string::npos) << graphs;
+  EXPECT_NE(graphs.find("N = 32 elements runs on the host"), std::string::npos) << graphs;
+}
+
 TEST(StepGraph, EagerModeIsTheSameRunForTheSameSeedAndOnIsRefusedWithoutAGpu) {
   const std::string dir = htm::testing::fresh_dir("run");
   const auto a = losses(dir, "eager", 1), b = losses(dir, "eager", 1), c = losses(dir, "eager", 2);
@@ -126,19 +214,24 @@ TEST(StepGraph, EagerModeIsTheSameRunForTheSameSeedAndOnIsRefusedWithoutAGpu) {
 
 // On a GPU (skipped where this libtorch has none or sees none): twelve steps captured and
 // replayed give the losses and metrics of the same steps run eagerly with the graphs' draws, to
-// float rounding (CUDA's gather and attention backward add in no fixed order, eager or not).
-// Every third step is logged: 8 steps of one graph (2 warm-ups, 6 replayed), 4 of the logged
-// one (2 warm-ups, 2 replayed).
+// float rounding (CUDA's gather and attention backward add in no fixed order, eager or not), for
+// images and for Trees sets (matched on the device, four rollouts, RLOO). Every third step is
+// logged: 8 steps of one graph (2 warm-ups, 6 replayed), 4 of the logged one (2 warm-ups, 2
+// replayed).
 TEST(StepGraph, OnAGpuTheReplayedStepsAreTheEagerOnes) {
   if (!cuda_usable()) GTEST_SKIP() << "skipped: this libtorch has no CUDA or sees no GPU";
   const std::string dir = htm::testing::fresh_dir("cuda");
-  std::string graphs;
-  const auto replayed = losses(dir, "on", 1, "cuda", 12, &graphs);
-  const auto eager = losses(dir, "eager", 1, "cuda", 12);
-  ASSERT_EQ(replayed.size(), eager.size());
-  for (size_t k = 0; k < eager.size(); ++k)
-    EXPECT_NEAR(replayed[k], eager[k], 1e-5 * std::abs(eager[k])) << "step " << k << "; " << graphs;
-  EXPECT_NE(graphs.find("captured 2, replayed 8 steps (0 done again eagerly), 4 eager"), std::string::npos) << graphs;
+  for (const std::string& body : {std::string(kTinyImages), tiny_trees(16)}) {
+    std::string graphs;
+    const auto replayed = losses(dir, "on", 1, "cuda", 12, &graphs, body);
+    const auto eager = losses(dir, "eager", 1, "cuda", 12, nullptr, body);
+    ASSERT_EQ(replayed.size(), eager.size());
+    for (size_t k = 0; k < eager.size(); ++k)
+      EXPECT_NEAR(replayed[k], eager[k], 1e-5 * std::abs(eager[k])) << "step " << k << "; " << graphs << "\n" << body;
+    EXPECT_NE(graphs.find("captured 2, replayed 8 steps (0 done again eagerly), 4 eager"), std::string::npos)
+        << graphs << "\n"
+        << body;
+  }
 }
 
 }  // namespace

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The checks a CUDA machine must pass (docs/gpu.md), in one script, most needed first:
 #   - build htm against the machine's libtorch (a CUDA one) without the native CPU kernels;
-#   - the kernel tests on the GPU (CudaKernels.*, GpuKernels.*, PortableKernels.*);
+#   - the kernel tests on the GPU (CudaKernels.*, GpuKernels.*, PortableKernels.*, StepGraph.*,
+#     DeviceAssignment.*, and a run resumed on the GPU with graphs: Resume.OnAGpu*);
 #   - `htm bench` at the paper's size on cuda, B = 64 and 8, fp32 eager and replayed from a CUDA
 #     graph (runtime.cuda_graph), bf16 replayed, with the GPU's peak allocated memory, beside the
 #     paper's official code (HTM_OFFICIAL) on the same GPU; the replays' losses against eager steps;
-#     the quickstart with and without graphs; the eager step with runtime.recompute = "blocks";
+#     the quickstart with and without graphs, Trees rloo_long with graphs; the eager step with
+#     runtime.recompute = "blocks";
 #   - a profile of one B = 64 step (the ops that take the time, in profile-top.txt), and the
 #     portable kernels on the same GPU;
 #   - the unit tests (on the host CPU: the portable kernels);
-#   - Trees `rloo_long` and the quickstart on cuda, 3 seeds each, and the PyTorch reference port.
+#   - Trees `rloo_long` (with graphs) and the quickstart on cuda, 3 seeds each, and the PyTorch
+#     reference port.
 # A step that fails is reported and the next one still runs; summary.txt lists them all.
 #
 # Usage: scripts/gpu/check.sh [OUT]          OUT: a folder for the logs (default: gpu-check)
@@ -24,8 +27,8 @@
 #                 peak_alloc_mib=…`); none is committed here (docs/gpu.md says how it was run)
 #   HTM_BUDGET    seconds for the whole script (0: none): a step that cannot finish in what is
 #                 left runs under a shorter limit, or is skipped below 20 s
-#   HTM_QUICK     1: only the build, the kernel tests, the bench table beside the official code and
-#                 the quickstart with and without graphs
+#   HTM_QUICK     1: only the build, the kernel tests, the bench table beside the official code,
+#                 the quickstart with and without graphs and Trees rloo_long with graphs
 #   JOBS          build and test jobs (default: every core)
 #   HTM_BUILD_DIR the build folder (default: build-gpu)
 #   HTM_COMMIT    the commit the working tree is, for environment.txt: a copy of the tree (the
@@ -100,7 +103,7 @@ cuda=(--set 'runtime.device="cuda"')
 
 # 2. The kernels on the GPU against the CPU and their definitions.
 step "kernel tests on the GPU" kernels.log 120 "$BUILD/tests/htm_tests" \
-  --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*:StepGraph.*'
+  --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*:StepGraph.*:DeviceAssignment.*:Resume.OnAGpu*'
 
 # 3. The paper-size step: htm (gpu kernels) beside the official code, fp32 and bf16.
 # smi NAME COMMAND...: runs COMMAND while nvidia-smi samples the GPU's used memory (the whole
@@ -158,8 +161,13 @@ if [ -f "$FASHION/train-images-idx3-ubyte.gz" ]; then
       --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" --set "dataset.root=\"$FASHION\"" \
       --set 'train.train_samples=4000' --quiet
   done
-  grep -hE "finished:|cuda graph:" "$OUT/runs.log" | tee -a "$OUT/summary.txt"
 fi
+# Trees rloo_long on cuda with graphs, one seed (the point-set matching on the device since
+# 2026-11-28; lease 4 ran it eagerly at 404 img/s a run, 3 at once).
+step "trees rloo_long cuda graph=on" runs.log 150 "$htm" run experiments/htm/policy.toml --variant rloo_long -s 0 \
+  --tag graph=on "${graph[@]}" --set "runtime.results=\"$OUT/graphs.sqlite\"" \
+  --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" --quiet
+grep -hE "finished:|cuda graph:" "$OUT/runs.log" | tee -a "$OUT/summary.txt"
 if [ "${HTM_QUICK:-0}" = 1 ]; then  # the bench table alone
   grep -hE "^(summary|memory|official|smi|graph) " "$OUT/bench.log" | tee -a "$OUT/summary.txt"
   exit 0
@@ -189,8 +197,8 @@ step "unit tests" unit.log 300 ctest --test-dir "$BUILD" -L unit -j "$JOBS" -E '
 
 # 6. Whole runs on cuda: 3 seeds each, at once on the one GPU (--jobs 3).
 results=(--set "runtime.results=\"$OUT/runs.sqlite\"" --set 'runtime.artifacts="/tmp/htm-gpu-runs"')
-step "trees rloo_long cuda x3" runs.log 300 "$htm" run experiments/htm/policy.toml --variant rloo_long \
-  -s 0 -s 1 -s 2 --jobs 3 "${results[@]}" "${cuda[@]}" --quiet
+step "trees rloo_long cuda graph x3" runs.log 300 "$htm" run experiments/htm/policy.toml --variant rloo_long \
+  -s 0 -s 1 -s 2 --jobs 3 "${results[@]}" "${cuda[@]}" "${graph[@]}" --quiet
 if [ -f "$FASHION/train-images-idx3-ubyte.gz" ]; then
   step "quickstart cuda x3" runs.log 300 "$htm" run experiments/quickstart.toml -s 0 -s 1 -s 2 --jobs 3 \
     "${results[@]}" "${cuda[@]}" --set "dataset.root=\"$FASHION\"" --set 'train.train_samples=10000' --quiet

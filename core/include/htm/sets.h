@@ -25,7 +25,10 @@ class NonFinite : public Error {
 std::vector<int64_t> hungarian(const std::vector<double>& cost, int64_t n);
 
 /// For each sample, the target element matched to each predicted one so that the summed squared
-/// distance is least: B×N int64. prediction and target: B×N×F. No gradient.
+/// distance is least: B×N int64. prediction and target: B×N×F. No gradient. Where the gpu kernels
+/// are in force for `prediction` (a GPU's tensor) and N ≤ 16, found on its device with no read-back
+/// (a CUDA graph can hold it); otherwise by hungarian() on the host. Where several assignments
+/// cost the least, the two may take different ones.
 at::Tensor match_sets(const at::Tensor& prediction, const at::Tensor& target);
 
 /// Per-sample mean squared error after the exact matching (B values, averaged over N·F like

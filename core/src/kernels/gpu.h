@@ -12,6 +12,8 @@
 //     not r): the same pairs, in the same order, as the portable sampler's r rounds on the same
 //     keys.
 //   - AdamW as a handful of multi-tensor (foreach) launches for all parameters.
+//   - The point-set loss's exact matching on the device (N ≤ 16), by dynamic programming over
+//     subsets in a few launches a layer, where the reference runs the Hungarian method on the host.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +51,10 @@ struct GraphFlag {
   at::Tensor raised;
   std::string what;
 };
+/// Whether a GraphDraws with fixed rounds (a capture: nothing may be read from or copied off the
+/// host) lives on this thread.
+bool capturing();
+
 /// This thread's flags raised since the last take_graph_flags(), which hands them over.
 std::vector<GraphFlag> take_graph_flags();
 
@@ -94,6 +100,17 @@ std::pair<at::Tensor, at::Tensor> sample_disjoint_pairs(const at::Tensor& logits
 /// rounds it took.
 std::pair<at::Tensor, at::Tensor> match_pairs(const at::Tensor& logits, const at::Tensor& noise, int64_t r,
                                               int64_t* rounds = nullptr);
+
+/// The most elements a set may have for min_cost_assignment (its work grows as N·2^N).
+constexpr int64_t kMaxDeviceAssignment = 16;
+
+/// The exact minimum-cost assignment of each sample's N×N cost (B×N×N, floating point, any
+/// device, N ≤ kMaxDeviceAssignment): B×N int64, the column of each row, found on cost's device
+/// with no read-back (dynamic programming over subsets of columns; gpu_assignment.cpp). Where
+/// several assignments cost the least it takes one of them, as the Hungarian method does, not
+/// necessarily the same one. A NaN or infinite cost gives some assignment in range (its total
+/// is not finite); an error only for a shape it does not take.
+at::Tensor min_cost_assignment(const at::Tensor& cost);
 
 /// One AdamW update of every parameter at once (each parameter's own state; one step for all).
 void adamw_update(std::vector<at::Tensor>& params, std::vector<at::Tensor>& exp_avg,

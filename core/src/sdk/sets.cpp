@@ -2,10 +2,13 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include <torch/torch.h>
 
 #include "htm/error.h"
+#include "kernels/gpu.h"
+#include "kernels/kernels.h"
 
 namespace htm {
 
@@ -67,11 +70,14 @@ at::Tensor match_sets(const at::Tensor& prediction, const at::Tensor& target) {
   check_sets(prediction, target, "match_sets");
   torch::NoGradGuard no_grad;
   const int64_t B = prediction.size(0), N = prediction.size(1);
-  // The assignment is a sequential algorithm: it runs on the host whatever the device.
-  auto cost = torch::cdist(prediction.detach().to(torch::kDouble), target.to(torch::kDouble))
-                  .pow(2)
-                  .to(torch::kCPU)  // host: the Hungarian algorithm
-                  .contiguous();
+  auto cost = torch::cdist(prediction.detach().to(torch::kDouble), target.to(torch::kDouble)).pow(2);
+  // The gpu kernels match small sets on the device, with no read-back (a CUDA graph can hold it);
+  // otherwise the Hungarian method runs on the host, whatever the device.
+  if (use_gpu(prediction) && N <= gpu::kMaxDeviceAssignment) return gpu::min_cost_assignment(cost);
+  if (gpu::capturing())
+    throw Error("the point-set matching of N = " + std::to_string(N) +
+                " elements runs on the host (on the device: N <= " + std::to_string(gpu::kMaxDeviceAssignment) + ")");
+  cost = cost.to(torch::kCPU).contiguous();  // host: the Hungarian algorithm
   auto index = torch::empty({B, N}, torch::kLong);
   auto idx = index.accessor<int64_t, 2>();
   for (int64_t b = 0; b < B; ++b) {

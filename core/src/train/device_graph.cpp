@@ -5,6 +5,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
@@ -89,7 +90,19 @@ class CudaGraph final : public DeviceGraph {
 }  // namespace
 #endif
 
+namespace {
+std::function<std::unique_ptr<DeviceGraph>(const c10::Device&)>& graph_maker() {
+  static std::function<std::unique_ptr<DeviceGraph>(const c10::Device&)> make;
+  return make;
+}
+}  // namespace
+
+void set_device_graph_maker(std::function<std::unique_ptr<DeviceGraph>(const c10::Device&)> make) {
+  graph_maker() = std::move(make);
+}
+
 std::unique_ptr<DeviceGraph> make_device_graph(const c10::Device& device) {
+  if (graph_maker()) return graph_maker()(device);
 #if HTM_CUDA_GRAPHS
   if (device.is_cuda()) return std::make_unique<CudaGraph>(device);
 #endif

@@ -27,6 +27,11 @@ class DeviceGraph {
 /// A graph on `device`, or null where it cannot have one (not CUDA, or a libtorch without CUDA).
 std::unique_ptr<DeviceGraph> make_device_graph(const c10::Device& device);
 
+/// For a test on a machine without CUDA: while set, make_device_graph() returns what `make`
+/// returns, for any device (tests/step_graph_test.cpp's stand-in runs the work a capture would
+/// record and refuses host reads as CUDA does). An empty function restores the default.
+void set_device_graph_maker(std::function<std::unique_ptr<DeviceGraph>(const c10::Device&)> make);
+
 /// Reseeds `device`'s default generator (its Philox offset back to 0): what a captured step draws.
 void seed_device_generator(const c10::Device& device, uint64_t seed);
 

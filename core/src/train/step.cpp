@@ -9,6 +9,7 @@
 #include "htm/sets.h"
 #include "kernels/gpu.h"
 #include "kernels/row_shard_scope.h"
+#include "train/step_graph.h"
 
 namespace htm {
 namespace {
@@ -31,6 +32,8 @@ BatchShare share_of_batch(Communicator& comm, const torch::Tensor& per_sample_lo
   if (stop_anywhere != nullptr) *stop_anywhere = sums[1] > 0;
   return {static_cast<double>(rows) / batch_rows, sums[0] / static_cast<double>(batch_rows), true};
 }
+
+TrainStep::~TrainStep() = default;
 
 TrainStep::TrainStep(Experiment& ex, at::Generator generator, Communicator* comm)
     : ex_(ex),

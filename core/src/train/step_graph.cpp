@@ -17,6 +17,7 @@
 #include "kernels/gpu.h"
 #include "train/device_graph.h"
 #include "train/step.h"
+#include "train/step_graph.h"
 
 namespace htm {
 
@@ -24,34 +25,6 @@ namespace {
 constexpr int kWarmups = 2;    // eager steps of a shape before its capture (cuBLAS, the allocator)
 constexpr size_t kGraphs = 6;  // shapes captured at most (stochastic depth: one per depth drawn; logged steps)
 }  // namespace
-
-struct TrainStep::CapturedStep {
-  std::unique_ptr<DeviceGraph> graph;
-  int warmups = 0;
-  bool ready = false;
-  Batch inputs;                                                // the graph reads its inputs here
-  std::vector<std::pair<torch::Tensor, torch::Tensor>> grads;  // each parameter's gradient, as written
-  // What the host reads after a replay, gathered by the graph itself into one float64 tensor: the
-  // mean loss, each check the capture left on the device, a logged step's metrics, then (ema) the
-  // baseline as it stood before the step.
-  torch::Tensor reads;
-  size_t flags = 0;
-  std::vector<std::string> metrics;  // their names
-};
-
-struct TrainStep::Graphs {
-  using Key = std::tuple<std::vector<int64_t>, std::vector<int64_t>, bool>;  // input shape, schedule, logged
-  RuntimeCudaGraph mode;
-  c10::Device device;
-  uint64_t seed = 0;    // this step's
-  std::string failure;  // why the run steps without graphs
-  bool told = false;    // and whether stderr was told
-  std::map<Key, CapturedStep> steps;
-  DeviceGraph* pool = nullptr;  // the first graph captured: the others share its memory pool
-  int64_t captured = 0, replayed = 0, redone = 0, eager = 0;
-};
-
-TrainStep::~TrainStep() = default;
 
 void TrainStep::start_graphs() {
   const RuntimeCudaGraph mode = ex_.config.settings.runtime.cuda_graph;
