@@ -99,11 +99,11 @@ TEST(DeviceAssignment, CostsWhatTheHungarianAssignmentCostsAndIsTheSameWithoutTi
       }
     }
   }
-  // A batch over one launch's part (81 sets of 16) goes in parts: the same assignments.
-  auto many = torch::rand({90, 16, 16}, torch::kDouble);
+  // A batch over one launch's part (162 sets of 16) goes in parts: the same assignments.
+  auto many = torch::rand({170, 16, 16}, torch::kDouble);
   EXPECT_TRUE(torch::equal(
       gpu::min_cost_assignment(many),
-      torch::cat({gpu::min_cost_assignment(many.narrow(0, 0, 45)), gpu::min_cost_assignment(many.narrow(0, 45, 45))})));
+      torch::cat({gpu::min_cost_assignment(many.narrow(0, 0, 85)), gpu::min_cost_assignment(many.narrow(0, 85, 85))})));
   EXPECT_THROW(gpu::min_cost_assignment(torch::rand({1, 17, 17})), Error);
   EXPECT_THROW(gpu::min_cost_assignment(torch::rand({1, 3, 4})), Error);
 }

@@ -3,13 +3,12 @@
 //
 // Dynamic programming over subsets of the targets: f_k(S), for a set S of k targets, is the least
 // cost of assigning predictions 0 … k−1 to S, and f_k(S) = min over j in S of f_{k−1}(S∖{j}) +
-// cost[k−1][j]. Layer k holds the C(N, k) sets of k targets; each layer is one gather, one add and
-// one minimum over the batch at once, so N layers forward and N steps back through the recorded
-// minima give every sample's assignment in about 8N launches and no read-back. The work is
-// N·2^(N−1) candidates a sample (8.4 million at N = 16, nothing on a GPU; the host's Hungarian
-// method is O(N³)), which is why it stops at kMaxDeviceAssignment.
+// cost[k−1][j]. Layer k holds the C(N, k) sets of k targets, each with its k members; a layer is
+// two gathers, an add and a minimum over the batch at once, so N layers forward and N steps back
+// through the recorded minima give every sample's assignment in about 9N launches and no
+// read-back. The work is N·2^(N−1) candidates a sample (524,288 at N = 16, nothing on a GPU; the
+// host's Hungarian method is O(N³)), which is why it stops at kMaxDeviceAssignment.
 #include <algorithm>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -26,11 +25,12 @@ namespace htm::gpu {
 
 namespace {
 
-// Layer k's sets in increasing order of their bit masks; for each set and target j, where the
-// set without j stands in layer k − 1 (0 where j is not in the set) and whether j is not in it.
+// Layer k's sets in increasing order of their bit masks, each with its k members in increasing
+// order: the member (a target) and where the set without it stands in layer k − 1.
 struct Layer {
-  torch::Tensor before;  // C(N,k)·N int64, flat
-  torch::Tensor absent;  // C(N,k)×N bool
+  torch::Tensor member;  // C(N,k)·k int64, flat
+  torch::Tensor before;  // likewise
+  int64_t k = 0;
 };
 
 std::vector<Layer> make_layers(int64_t n, const torch::Device& device) {
@@ -40,20 +40,20 @@ std::vector<Layer> make_layers(int64_t n, const torch::Device& device) {
     const int64_t k = __builtin_popcountll(static_cast<unsigned long long>(mask));
     position[mask] = count[k]++;
   }
-  std::vector<std::vector<int64_t>> before(n + 1);
-  std::vector<std::vector<uint8_t>> absent(n + 1);
+  std::vector<std::vector<int64_t>> member(n + 1), before(n + 1);
   for (int64_t mask = 0; mask < sets; ++mask) {
     const int64_t k = __builtin_popcountll(static_cast<unsigned long long>(mask));
-    for (int64_t j = 0; j < n; ++j) {
-      const bool in = (mask >> j) & 1;
-      before[k].push_back(in ? position[mask ^ (int64_t{1} << j)] : 0);
-      absent[k].push_back(in ? 0 : 1);
-    }
+    for (int64_t j = 0; j < n; ++j)
+      if ((mask >> j) & 1) {
+        member[k].push_back(j);
+        before[k].push_back(position[mask ^ (int64_t{1} << j)]);
+      }
   }
   std::vector<Layer> layers(n + 1);
   for (int64_t k = 1; k <= n; ++k) {
+    layers[k].member = torch::tensor(member[k], torch::kLong).to(device);
     layers[k].before = torch::tensor(before[k], torch::kLong).to(device);
-    layers[k].absent = torch::tensor(absent[k], torch::kUInt8).view({count[k], n}).to(torch::kBool).to(device);
+    layers[k].k = k;
   }
   return layers;
 }
@@ -86,34 +86,33 @@ torch::Tensor min_cost_assignment(const torch::Tensor& cost) {
   torch::NoGradGuard no_grad;
   if (n == 0) return torch::empty({B, 0}, cost.options().dtype(torch::kLong));
   const auto& layers = layers_for(n, cost.device());
-  // The widest layer's candidates, C(N, N/2)·N a sample, kept under 2^24 values a launch (128 MiB
-  // in double): an evaluation batch of 256 sets of 16 goes in four parts.
-  const int64_t widest = layers[n / 2 > 0 ? n / 2 : 1].absent.numel();
+  // The widest layer's candidates, C(N, N/2)·N/2 a sample, kept under 2^24 values a launch (128
+  // MiB in double): an evaluation batch of 256 sets of 16 goes in two parts.
+  const int64_t widest = layers[std::max<int64_t>(1, n / 2)].member.numel();
   const int64_t part = std::max<int64_t>(1, (int64_t{1} << 24) / widest);
   if (B > part) {
     std::vector<torch::Tensor> parts;
     for (const auto& some : cost.split(part)) parts.push_back(min_cost_assignment(some));
     return torch::cat(parts);
   }
-  const double inf = std::numeric_limits<double>::infinity();
-  auto least = torch::zeros({B, 1}, cost.options());  // f_0(∅) = 0
-  std::vector<torch::Tensor> choice(n + 1);           // the target taken last, per set
+  // Sets along the first dimension and samples along the second: each gather copies whole rows.
+  auto least = torch::zeros({1, B}, cost.options());  // f_0(∅) = 0
+  std::vector<torch::Tensor> choice(n + 1);           // which member was taken last, per set
   for (int64_t k = 1; k <= n; ++k) {
     const Layer& layer = layers[k];
-    auto candidates = least.index_select(1, layer.before).view({B, -1, n}) + cost.select(1, k - 1).unsqueeze(1);
-    // Filling replaces NaN too: a non-finite cost gives a non-finite total, never an index outside the set.
-    candidates.masked_fill_(layer.absent, inf);
-    std::tie(least, choice[k]) = candidates.min(2);
+    const auto row = cost.select(1, k - 1).t().contiguous();  // N×B: prediction k − 1 to each target
+    auto candidates = least.index_select(0, layer.before) + row.index_select(0, layer.member);
+    std::tie(least, choice[k]) = candidates.view({-1, k, B}).min(1);
   }
   // Back from the whole set: layer k's choice is the target of prediction k − 1.
   std::vector<torch::Tensor> taken(n);
-  auto set = torch::zeros({B, 1}, choice[n].options());
+  auto set = torch::zeros({1, B}, choice[n].options());
   for (int64_t k = n; k >= 1; --k) {
-    auto j = choice[k].gather(1, set);
-    taken[k - 1] = j;
-    set = layers[k].before.index_select(0, (set * n + j).view(-1)).view({B, 1});
+    const auto at = (set * k + choice[k].gather(0, set)).view(-1);  // the member's flat index
+    taken[k - 1] = layers[k].member.index_select(0, at);
+    set = layers[k].before.index_select(0, at).view({1, B});
   }
-  return torch::cat(taken, 1);
+  return torch::stack(taken, 1);
 }
 
 }  // namespace htm::gpu
