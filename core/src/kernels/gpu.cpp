@@ -2,6 +2,7 @@
 #include "kernels/gpu.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -105,13 +106,101 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
   return torch::linear(operand(x), operand(weight), operand(bias)).to(torch::kFloat);
 }
 
+namespace {
+
+// The product of linear(): a·wᵀ + b, operands in bf16 where `bf16`, the output fp32.
+torch::Tensor product(const torch::Tensor& a, const torch::Tensor& w, const torch::Tensor& b, bool bf16) {
+  if (!bf16) return torch::linear(a, w, b);
+  return torch::linear(a.to(torch::kBFloat16), w.to(torch::kBFloat16), b.to(torch::kBFloat16)).to(torch::kFloat);
+}
+
+// The gradients autograd gives product() (addmm on the 2-D view: AddmmBackward0's products, the
+// view's and the casts' backward), computed the same way from the same operands, so bit for bit
+// the same; each only where asked.
+std::array<torch::Tensor, 3> product_grads(const torch::Tensor& grad, const torch::Tensor& a, const torch::Tensor& w,
+                                           bool bf16, std::array<bool, 3> asked) {
+  const auto cast = [&](const torch::Tensor& t) { return bf16 ? t.to(torch::kBFloat16) : t; };
+  const auto back = [&](const torch::Tensor& t) { return bf16 ? t.to(torch::kFloat) : t; };
+  const auto g2 = cast(grad).reshape({-1, w.size(0)});
+  std::array<torch::Tensor, 3> out;
+  if (asked[0]) out[0] = back(g2.mm(cast(w)).view(a.sizes()));                           // mm_mat1_backward
+  if (asked[1]) out[1] = back(g2.t().mm(cast(a).reshape({-1, w.size(1)})));              // mm_mat2_backward, wᵀ's
+  if (asked[2]) out[2] = back(g2.sum(std::vector<int64_t>{0}, true).view({w.size(0)}));  // summed to b
+  return out;
+}
+
+// Whether a product of `x` takes the path the two Functions below reproduce: torch::linear's addmm
+// on a contiguous 2-D or 3-D input with a bias.
+bool reproducible(const torch::Tensor& x, const torch::Tensor& b) {
+  return b.defined() && x.is_contiguous() && (x.dim() == 2 || x.dim() == 3);
+}
+
+// linear(gelu(h)), keeping h alone: gelu(h) is computed again in backward (one elementwise pass)
+// instead of kept beside h, an MLP's widest activation (B×T×4C) held once instead of twice while
+// the step's activations wait for backward. The gradients are the unfused path's, bit for bit.
+class GeluLinear : public torch::autograd::Function<GeluLinear> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h,
+                               const torch::Tensor& weight, const torch::Tensor& bias, bool bf16) {
+    ctx->save_for_backward({h, weight});
+    ctx->saved_data["bf16"] = bf16;
+    return product(torch::gelu(h), weight, bias, bf16);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &h = saved[0], &weight = saved[1];
+    auto [da, dw, db] = product_grads(grads[0], torch::gelu(h), weight, ctx->saved_data["bf16"].toBool(),
+                                      {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+    return {da.defined() ? torch::gelu_backward(da, h) : torch::Tensor(), dw, db, torch::Tensor()};
+  }
+};
+
+// linear(layer_norm(x)), keeping x and the norm's parameters: the normalised tokens (and the
+// statistics) are computed again in backward instead of kept. Bit for bit the unfused path's.
+class NormLinear : public torch::autograd::Function<NormLinear> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
+                               const torch::Tensor& weight, const torch::Tensor& bias, double eps, bool bf16) {
+    ctx->save_for_backward({x, norm_weight, norm_bias, weight});
+    ctx->saved_data["eps"] = eps;
+    ctx->saved_data["bf16"] = bf16;
+    return product(torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps), weight, bias, bf16);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &nw = saved[1], &nb = saved[2], &weight = saved[3];
+    const std::vector<int64_t> shape{x.size(-1)};
+    auto [normed, mean, rstd] = at::native_layer_norm(x, shape, nw, nb, ctx->saved_data["eps"].toDouble());
+    const std::array<bool, 3> norm{ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)};
+    const bool to_norm = norm[0] || norm[1] || norm[2];
+    auto [dn, dw, db] = product_grads(grads[0], normed, weight, ctx->saved_data["bf16"].toBool(),
+                                      {to_norm, ctx->needs_input_grad(3), ctx->needs_input_grad(4)});
+    torch::Tensor dx, dnw, dnb;
+    if (to_norm) std::tie(dx, dnw, dnb) = at::native_layer_norm_backward(dn, x, shape, mean, rstd, nw, nb, norm);
+    return {dx, dnw, dnb, dw, db, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
 torch::Tensor gelu_linear(const torch::Tensor& h, const torch::Tensor& weight, const torch::Tensor& bias) {
-  return linear(torch::gelu(h), weight, bias);
+  if (!reproducible(h, bias) || !portable::in_training({&h, &weight, &bias}))
+    return linear(torch::gelu(h), weight, bias);
+  portable::count_product(h.numel() / weight.size(1), weight.size(0), weight.size(1),
+                          portable::in_training({&h, &weight}));
+  return GeluLinear::apply(h, weight, bias, in_bf16());
 }
 
 torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
                           double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
-  return linear(torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps), weight, bias);
+  if (!reproducible(x, bias) || !portable::in_training({&x, &norm_weight, &norm_bias, &weight, &bias}))
+    return linear(torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps), weight, bias);
+  portable::count_product(x.numel() / weight.size(1), weight.size(0), weight.size(1),
+                          portable::in_training({&x, &norm_weight, &norm_bias, &weight}));
+  return NormLinear::apply(x, norm_weight, norm_bias, weight, bias, eps, in_bf16());
 }
 
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads,
