@@ -28,7 +28,8 @@
 #   HTM_BUDGET    seconds for the whole script (0: none): a step that cannot finish in what is
 #                 left runs under a shorter limit, or is skipped below 20 s
 #   HTM_QUICK     1: only the build, the kernel tests, the bench table beside the official code,
-#                 the quickstart with and without graphs and Trees rloo_long with graphs
+#                 the quickstart with and without graphs, and Trees rloo_long (its step eager and
+#                 replayed, one run with graphs)
 #   JOBS          build and test jobs (default: every core)
 #   HTM_BUILD_DIR the build folder (default: build-gpu)
 #   HTM_COMMIT    the commit the working tree is, for environment.txt: a copy of the tree (the
@@ -163,7 +164,11 @@ if [ -f "$FASHION/train-images-idx3-ubyte.gz" ]; then
   done
 fi
 # Trees rloo_long on cuda with graphs, one seed (the point-set matching on the device since
-# 2026-11-28; lease 4 ran it eagerly at 404 img/s a run, 3 at once).
+# 2026-11-27; lease 1 ran it eagerly at 404 img/s a run, 3 at once), and its step alone, eager and
+# replayed: the run's time less its steps' is its evaluations'.
+trees=(--config experiments/htm/policy.toml --variant rloo_long)
+bench "htm bench cuda trees eager" "${trees[@]}"
+bench "htm bench cuda trees graph" "${trees[@]}" "${graph[@]}"
 step "trees rloo_long cuda graph=on" runs.log 150 "$htm" run experiments/htm/policy.toml --variant rloo_long -s 0 \
   --tag graph=on "${graph[@]}" --set "runtime.results=\"$OUT/graphs.sqlite\"" \
   --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" --quiet
