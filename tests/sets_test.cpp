@@ -104,6 +104,7 @@ TEST(DeviceAssignment, CostsWhatTheHungarianAssignmentCostsAndIsTheSameWithoutTi
   EXPECT_TRUE(torch::equal(
       gpu::min_cost_assignment(many),
       torch::cat({gpu::min_cost_assignment(many.narrow(0, 0, 85)), gpu::min_cost_assignment(many.narrow(0, 85, 85))})));
+  EXPECT_EQ(gpu::min_cost_assignment(torch::rand({0, 5, 5})).sizes(), (std::vector<int64_t>{0, 5}));
   EXPECT_THROW(gpu::min_cost_assignment(torch::rand({1, 17, 17})), Error);
   EXPECT_THROW(gpu::min_cost_assignment(torch::rand({1, 3, 4})), Error);
 }

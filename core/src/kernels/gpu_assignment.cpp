@@ -84,7 +84,7 @@ torch::Tensor min_cost_assignment(const torch::Tensor& cost) {
   if (n > kMaxDeviceAssignment)
     throw Error("min_cost_assignment: N = " + std::to_string(n) + " is over " + std::to_string(kMaxDeviceAssignment));
   torch::NoGradGuard no_grad;
-  if (n == 0) return torch::empty({B, 0}, cost.options().dtype(torch::kLong));
+  if (n == 0 || B == 0) return torch::empty({B, n}, cost.options().dtype(torch::kLong));
   const auto& layers = layers_for(n, cost.device());
   // The widest layer's candidates, C(N, N/2)·N/2 a sample, kept under 2^24 values a launch (128
   // MiB in double): an evaluation batch of 256 sets of 16 goes in two parts.
