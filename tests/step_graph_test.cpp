@@ -55,6 +55,16 @@ TEST(StepGraph, FixedRoundsTakeTheReadBackRoundsPairsAndFlagAMatchingLeftUnfinis
   EXPECT_TRUE(flags[0].raised.item<bool>());
   EXPECT_NE(flags[0].what.find("24 rounds left tokens unmatched at T = 64"), std::string::npos) << flags[0].what;
   EXPECT_TRUE(gpu::take_graph_flags().empty());
+  // ⌊T/2⌋ rounds always finish the matching (each matches at least the best pair left): the
+  // rounds stop there at small T (Trees' 16 tokens, then 8, 4, 2), the chain's worst case included.
+  EXPECT_EQ(gpu::graph_rounds(16), 8);
+  EXPECT_EQ(gpu::graph_rounds(2), 1);
+  EXPECT_EQ(gpu::graph_rounds(256), 32);
+  auto short_chain = chain.narrow(1, 0, 16).narrow(2, 0, 16).contiguous();
+  gpu::match_pairs(short_chain, torch::zeros_like(short_chain), 8);
+  auto finished = gpu::take_graph_flags();
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_FALSE(finished[0].raised.item<bool>()) << finished[0].what;
 }
 
 TEST(StepGraph, GraphDrawsComeFromTheDevicesGeneratorAloneAndRepeatAfterItsSeed) {

@@ -77,7 +77,7 @@ bool capturing() { return g_graph_draws && g_fixed_rounds; }
 int64_t graph_rounds(int64_t T) {
   int64_t bits = 0;
   while ((int64_t{1} << bits) < T) ++bits;
-  return std::max<int64_t>(8, 4 * bits);
+  return std::min(std::max<int64_t>(8, 4 * bits), T / 2);
 }
 
 at::Generator seeded_generator(uint64_t seed, const at::Device& device) {

@@ -59,7 +59,8 @@ bool capturing();
 std::vector<GraphFlag> take_graph_flags();
 
 /// The rounds the pair sampler runs under GraphDraws at T tokens: 4·⌈log₂ T⌉, at least 8 (the
-/// rounds of a matching grow about as log T; a test bounds them at T = 256).
+/// rounds of a matching grow about as log T; a test bounds them at T = 256), and never more than
+/// ⌊T/2⌋, which always finish it (each round matches at least the best pair left).
 int64_t graph_rounds(int64_t T);
 
 /// A generator on `device` seeded with `seed` (on CUDA: Philox, offset 0).
