@@ -27,6 +27,7 @@
 #include "config/experiment_config.h"
 #include "htm/error.h"
 #include "kernels/kernels.h"
+#include "kernels/precision.h"
 #include "plugins_util.h"
 #include "registry.h"
 #include "test_util.h"
@@ -87,6 +88,7 @@ std::string config_file(const std::string& dir, bool classify) {
 // One case: the overrides of an option combination, under one kernel set.
 std::string digest_of(const std::string& file, const std::vector<std::string>& overrides, Kernels kernels) {
   KernelsScope scope(kernels);
+  PrecisionScope fp32(Precision::fp32);  // a run earlier in this process may have left bf16 in force
   set_threads(1);
   try {
     ExperimentFile experiment = ExperimentFile::load(file, overrides);

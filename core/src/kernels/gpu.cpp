@@ -99,20 +99,24 @@ uint64_t next_seed(at::Generator generator) {
   return static_cast<uint64_t>(draw.item<int64_t>());
 }
 
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  portable::count_product(x.numel() / weight.size(1), weight.size(0), weight.size(1),
-                          portable::in_training({&x, &weight}));
-  if (!in_bf16()) return torch::linear(x, weight, bias);
-  return torch::linear(operand(x), operand(weight), operand(bias)).to(torch::kFloat);
-}
-
 namespace {
 
 // The product of linear(): a·wᵀ + b, operands in bf16 where `bf16`, the output fp32.
 torch::Tensor product(const torch::Tensor& a, const torch::Tensor& w, const torch::Tensor& b, bool bf16) {
   if (!bf16) return torch::linear(a, w, b);
-  return torch::linear(a.to(torch::kBFloat16), w.to(torch::kBFloat16), b.to(torch::kBFloat16)).to(torch::kFloat);
+  const auto bias = b.defined() ? b.to(torch::kBFloat16) : b;
+  return torch::linear(a.to(torch::kBFloat16), w.to(torch::kBFloat16), bias).to(torch::kFloat);
 }
+
+}  // namespace
+
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  portable::count_product(x.numel() / weight.size(1), weight.size(0), weight.size(1),
+                          portable::in_training({&x, &weight}));
+  return product(x, weight, bias, in_bf16());
+}
+
+namespace {
 
 // The gradients autograd gives product() (addmm on the 2-D view: AddmmBackward0's products, the
 // view's and the casts' backward), computed the same way from the same operands, so bit for bit
