@@ -153,14 +153,15 @@ worst = max((abs(x - y) / abs(y) for x, y in zip(a, b)), default=float("nan"))
 print(f"graph replays against eager steps (B=8): {len(a)} and {len(b)} losses, most relative difference {worst:.2e}")
 EOF
   tee -a "$OUT/summary.txt"
-# The quickstart on cuda with and without graphs, one seed each (4,000 images: 126 steps, a logged
-# step every 10): images/s and test MSE in runs.log.
+# The quickstart on cuda with and without graphs, one seed each, the run results/quickstart-cpu-*.csv
+# times on one CPU core (10,000 images: 314 steps, a logged step every 10): images/s and test MSE
+# in runs.log.
 if [ -f "$FASHION/train-images-idx3-ubyte.gz" ]; then
   for g in on off; do
     step "quickstart cuda graph=$g" runs.log 120 "$htm" run experiments/quickstart.toml -s 0 --tag "graph=$g" \
       --set "runtime.cuda_graph=\"$g\"" --set "runtime.results=\"$OUT/graphs.sqlite\"" \
       --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" --set "dataset.root=\"$FASHION\"" \
-      --set 'train.train_samples=4000' --quiet
+      --set 'train.train_samples=10000' --quiet
   done
 fi
 # Trees rloo_long on cuda with graphs, one seed (the point-set matching on the device since
@@ -205,8 +206,8 @@ results=(--set "runtime.results=\"$OUT/runs.sqlite\"" --set 'runtime.artifacts="
 step "trees rloo_long cuda graph x3" runs.log 300 "$htm" run experiments/htm/policy.toml --variant rloo_long \
   -s 0 -s 1 -s 2 --jobs 3 "${results[@]}" "${cuda[@]}" "${graph[@]}" --quiet
 if [ -f "$FASHION/train-images-idx3-ubyte.gz" ]; then
-  step "quickstart cuda x3" runs.log 300 "$htm" run experiments/quickstart.toml -s 0 -s 1 -s 2 --jobs 3 \
-    "${results[@]}" "${cuda[@]}" --set "dataset.root=\"$FASHION\"" --set 'train.train_samples=10000' --quiet
+  step "quickstart cuda graph x3" runs.log 300 "$htm" run experiments/quickstart.toml -s 0 -s 1 -s 2 --jobs 3 \
+    "${results[@]}" "${cuda[@]}" "${graph[@]}" --set "dataset.root=\"$FASHION\"" --set 'train.train_samples=10000' --quiet
 fi
 [ -f "$OUT/runs.sqlite" ] && "$htm" runs --db "$OUT/runs.sqlite" >> "$OUT/runs.log" 2>&1
 step "reference port B=64" bench.log 150 python3 bench/reference/reference.py --device cuda --steps 10 --batch 64
