@@ -173,7 +173,7 @@ bench "htm bench cuda trees graph" "${trees[@]}" "${graph[@]}"
 step "trees rloo_long cuda graph=on" runs.log 150 "$htm" run experiments/htm/policy.toml --variant rloo_long -s 0 \
   --tag graph=on "${graph[@]}" --set "runtime.results=\"$OUT/graphs.sqlite\"" \
   --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" --quiet
-grep -hE "finished:|cuda graph:" "$OUT/runs.log" | tee -a "$OUT/summary.txt"
+grep -hE "finished:|cuda graph:|\] time:" "$OUT/runs.log" | tee -a "$OUT/summary.txt"
 if [ "${HTM_QUICK:-0}" = 1 ]; then  # the bench table alone
   grep -hE "^(summary|memory|official|smi|graph) " "$OUT/bench.log" | tee -a "$OUT/summary.txt"
   exit 0

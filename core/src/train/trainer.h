@@ -62,6 +62,16 @@ struct TrainerOptions {
 
 class FusedAdamW;
 
+/// Where one process's part of a run went (a resumed run's earlier processes are not in it).
+struct RunTime {
+  int64_t steps = 0;
+  double step_seconds = 0;  ///< the training steps, their batches included
+  int64_t evaluations = 0;
+  double evaluation_seconds = 0;  ///< the test passes (every policy evaluated, the tree scores)
+  double seconds = 0;             ///< all of it: the rest is references, logging, checkpoints, pictures
+  bool resumed = false;           ///< the run began in an earlier process
+};
+
 struct TrainSummary {
   double test_mse = 0;  ///< reconstruction MSE on the test split at the full schedule
   double accuracy = std::numeric_limits<double>::quiet_NaN();  ///< test accuracy of a classifier
@@ -70,6 +80,7 @@ struct TrainSummary {
   double seconds = 0;
   double images_per_s = 0;
   std::string graphs;  ///< runtime.cuda_graph: what its graphs did (TrainStep::graph_summary)
+  RunTime time;
 };
 
 class Trainer {
