@@ -195,11 +195,7 @@ void print_finished(ResultsStore& store, int64_t run_id, const std::string& labe
     std::printf("[%s] run %lld finished: test accuracy %.4f, %lld parameters, %lld steps in %.1f s (%.1f img/s)\n",
                 label.c_str(), id, s.accuracy, static_cast<long long>(parameters), static_cast<long long>(s.steps),
                 s.seconds, s.images_per_s);
-  const RunTime& t = s.time;
-  std::printf("[%s] time%s: %lld steps %.1f s, %lld evaluation%s %.1f s, the rest %.1f s\n", label.c_str(),
-              t.resumed ? " (this process's part)" : "", static_cast<long long>(t.steps), t.step_seconds,
-              static_cast<long long>(t.evaluations), t.evaluations == 1 ? "" : "s", t.evaluation_seconds,
-              std::max(0.0, t.seconds - t.step_seconds - t.evaluation_seconds));
+  std::printf("[%s] time: %s\n", label.c_str(), describe(s.time).c_str());
   if (!s.graphs.empty()) std::printf("[%s] cuda graph: %s\n", label.c_str(), s.graphs.c_str());
   const BaselineScores& r = s.reference;
   if (!std::isnan(r.pca_mse) && std::isnan(s.accuracy))

@@ -74,6 +74,15 @@ void Trainer::progress(int64_t epoch, int64_t step, int64_t total_steps, double 
   std::fflush(stderr);
 }
 
+std::string describe(const RunTime& t) {
+  char line[200];
+  std::snprintf(line, sizeof line, "%s%lld steps %.1f s, %lld evaluation%s %.1f s, the rest %.1f s",
+                t.resumed ? "(this process's part) " : "", static_cast<long long>(t.steps), t.step_seconds,
+                static_cast<long long>(t.evaluations), t.evaluations == 1 ? "" : "s", t.evaluation_seconds,
+                std::max(0.0, t.seconds - t.step_seconds - t.evaluation_seconds));
+  return line;
+}
+
 // Where the loop stands, besides the checkpointed LoopState: the run's sizes, the data order's
 // random stream, the one training step (the optimisers, the estimator, replay), the clocks.
 struct Trainer::Loop {
@@ -112,8 +121,12 @@ TrainSummary Trainer::run() {
   summary.accuracy = loop.state.accuracy;
   summary.steps = step;
   summary.seconds = loop.seconds();
-  summary.time = {loop.steps_here, loop.step_seconds, loop.evaluations, loop.evaluation_seconds,
-                  loop.seconds() - loop.seconds_before, loop.seconds_before > 0};
+  summary.time = {loop.steps_here,
+                  loop.step_seconds,
+                  loop.evaluations,
+                  loop.evaluation_seconds,
+                  loop.seconds() - loop.seconds_before,
+                  loop.seconds_before > 0};
   summary.images_per_s = loop.state.images / std::max(1e-9, summary.seconds);
   summary.graphs = loop.step->graph_summary();
   return summary;
