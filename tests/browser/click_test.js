@@ -124,7 +124,9 @@ async function main() {
     const before = await lastYs();
     const slider = await (await page.$('#smoothing')).boundingBox();
     await page.mouse.click(slider.x + slider.width * 0.9, slider.y + slider.height / 2);
-    await page.waitForFunction(() => Charts.state.smooth > 0.5);
+    // The state changes at once, the charts at the next animation frame, which then writes the
+    // address: wait for the address (reading the lines after the state alone raced the redraw).
+    await page.waitForFunction(() => Charts.state.smooth > 0.5 && /smooth=0\.[5-9]/.test(location.search));
     const after = await lastYs();
     const changed = after.filter(([kind], i) => kind === 'line' && after[i][2] !== before[i][2]).length;
     const rawShown = after.filter(([kind, hidden]) => kind === 'raw' && !hidden).length;
