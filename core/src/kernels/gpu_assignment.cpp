@@ -95,12 +95,12 @@ torch::Tensor min_cost_assignment(const torch::Tensor& cost) {
     return torch::cat(parts);
   }
   // Sets along the first dimension and samples along the second: each gather copies whole rows.
-  auto least = torch::zeros({1, B}, cost.options());  // f_0(∅) = 0
-  std::vector<torch::Tensor> choice(n + 1);           // which member was taken last, per set
+  auto least = torch::zeros({1, B}, cost.options());       // f_0(∅) = 0
+  std::vector<torch::Tensor> choice(n + 1);                // which member was taken last, per set
+  const auto rows = cost.permute({1, 2, 0}).contiguous();  // N×N×B: rows[k − 1] is prediction k − 1's
   for (int64_t k = 1; k <= n; ++k) {
     const Layer& layer = layers[k];
-    const auto row = cost.select(1, k - 1).t().contiguous();  // N×B: prediction k − 1 to each target
-    auto candidates = least.index_select(0, layer.before) + row.index_select(0, layer.member);
+    auto candidates = least.index_select(0, layer.before) + rows[k - 1].index_select(0, layer.member);
     std::tie(least, choice[k]) = candidates.view({-1, k, B}).min(1);
   }
   // Back from the whole set: layer k's choice is the target of prediction k − 1.

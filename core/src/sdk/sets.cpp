@@ -60,7 +60,7 @@ namespace {
 
 void check_sets(const at::Tensor& prediction, const at::Tensor& target, const char* what) {
   if (prediction.dim() != 3 || prediction.sizes() != target.sizes())
-    throw Error(std::string(what) + ": prediction and target must both be B×N×F, got " + c10::str(prediction.sizes()) +
+    throw Error(std::string(what) + ": prediction and target must be B×N×F, got " + c10::str(prediction.sizes()) +
                 " and " + c10::str(target.sizes()));
 }
 

@@ -95,9 +95,7 @@ struct Trainer::Loop {
   Clock::time_point t0, last_checkpoint, last_heartbeat;
   double seconds_before = 0;  // training time before this process took over (a resumed run)
   double seconds() const { return seconds_before + seconds_since(t0); }
-  // Where this process's time went: the steps (their batches included) and the evaluations.
-  double step_seconds = 0, evaluation_seconds = 0;
-  int64_t steps_here = 0, evaluations = 0;
+  RunTime time;  // where this process's time went (its total and `resumed` set at the end)
 };
 
 TrainSummary Trainer::run() {
@@ -121,12 +119,9 @@ TrainSummary Trainer::run() {
   summary.accuracy = loop.state.accuracy;
   summary.steps = step;
   summary.seconds = loop.seconds();
-  summary.time = {loop.steps_here,
-                  loop.step_seconds,
-                  loop.evaluations,
-                  loop.evaluation_seconds,
-                  loop.seconds() - loop.seconds_before,
-                  loop.seconds_before > 0};
+  summary.time = loop.time;
+  summary.time.seconds = loop.seconds() - loop.seconds_before;
+  summary.time.resumed = loop.seconds_before > 0;
   summary.images_per_s = loop.state.images / std::max(1e-9, summary.seconds);
   summary.graphs = loop.step->graph_summary();
   return summary;
@@ -274,8 +269,8 @@ bool Trainer::train_batch(Loop& loop) {
   ++state.epoch_batches;
   state.running_loss = step == 1 ? loss_value : 0.9 * state.running_loss + 0.1 * loss_value;
   const double step_seconds = seconds_since(step_t0);
-  loop.step_seconds += step_seconds;
-  ++loop.steps_here;
+  loop.time.step_seconds += step_seconds;
+  ++loop.time.steps;
   const double step_ips = B / std::max(1e-9, step_seconds);
   state.images_per_s = step == 1 ? step_ips : 0.9 * state.images_per_s + 0.1 * step_ips;
   if (request.log) {
@@ -320,8 +315,8 @@ void Trainer::after_batch(Loop& loop, bool epoch_end) {
 void Trainer::log_eval(Loop& loop, int64_t step, int64_t epoch) {
   const auto eval_t0 = Clock::now();
   Eval e = evaluate();
-  loop.evaluation_seconds += seconds_since(eval_t0);
-  ++loop.evaluations;
+  loop.time.evaluation_seconds += seconds_since(eval_t0);
+  ++loop.time.evaluations;
   std::vector<Metric> m = e.metrics;
   if (!std::isnan(e.mse)) m.push_back({"mse", e.mse});
   if (!std::isnan(e.accuracy)) m.push_back({"accuracy", e.accuracy});
