@@ -16,6 +16,7 @@
 
 #include "config/device.h"
 #include "config/experiment_config.h"
+#include "host_reads.h"
 #include "htm/error.h"
 #include "kernels/gpu.h"
 #include "kernels/kernels.h"
@@ -143,35 +144,7 @@ std::vector<double> losses(const std::string& dir, const std::string& mode, uint
 // after a capture are not computed, so only what the capture ran is checked. Not seen on a CPU:
 // data_ptr reads, and torch's own reads inside an op, which depend on its version and device
 // (1.13's CPU one_hot and repeat_interleave read; 2.x's CUDA ones, captured in lease 5, do not).
-// check.sh's capture on a GPU sees all of them.
-// The reads counted while one lives on this thread.
-struct HostReads {
-  int64_t count = 0;
-  std::vector<std::string> ops;  // the torch ops open on this thread, innermost last
-  at::CallbackHandle handle;
-  static thread_local HostReads* now;
-  HostReads() {
-    now = this;
-    handle = at::addThreadLocalCallback(
-        at::RecordFunctionCallback(
-            [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-              const std::string name = fn.name();
-              const std::string caller = now->ops.empty() ? "" : now->ops.back();
-              if (name == "aten::item" && caller.rfind("aten::", 0) != 0) ++now->count;     // .item() in htm's code
-              if (name == "aten::to" && (caller.empty() || caller.rfind("htm::", 0) == 0))  // .to(device) there
-                for (const auto& input : fn.inputs()) now->count += input.isDevice() ? 1 : 0;
-              now->ops.push_back(name);
-              return nullptr;
-            },
-            [](const at::RecordFunction&, at::ObserverContext*) { now->ops.pop_back(); })
-            .needsInputs(true));
-  }
-  ~HostReads() { at::removeCallback(handle), now = nullptr; }
-  HostReads(const HostReads&) = delete;
-  HostReads& operator=(const HostReads&) = delete;
-};
-thread_local HostReads* HostReads::now = nullptr;
-
+// check.sh's capture on a GPU sees all of them (host_reads.h).
 class HostReadProbe final : public DeviceGraph {
  public:
   void eager(const std::function<void()>& work) override { work(); }

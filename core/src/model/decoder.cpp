@@ -31,7 +31,7 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
   {
     PluginScope scope(PluginKind::policy, &policy());
     decision = policy().choose_unmerges(ctx);
-    const bool range = std::exchange(values_checked_[1], &policy()) != &policy();
+    const bool range = values_checked_[1].insert(&policy()).second;
     check_decision(decision.index, "unmerge decision's index", B, r, T, range);
     check_log_prob(decision.log_prob, "unmerge decision's log_prob", B, r);
   }

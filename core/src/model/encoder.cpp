@@ -123,7 +123,7 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
     } else {
       decision = policy().choose_merges(ctx);
     }
-    const bool range = std::exchange(values_checked_[0], &policy()) != &policy();  // values: once per policy
+    const bool range = values_checked_[0].insert(&policy()).second;  // values: once per policy
     check_decision(decision.src, "merge decision's src", B, r, T, range);
     check_decision(decision.dst, "merge decision's dst", B, r, T, range);
     check_log_prob(decision.log_prob, "merge decision's log_prob", B, r);

@@ -58,7 +58,8 @@ void HtmModelImpl::reconstruct_head(ForwardResult& result, const std::vector<int
     result.leaf_loss = (ce * labelled).sum(1) / labelled.sum(1).clamp_min(1);
     if (!is_training()) {
       auto hits = (all_logits.argmax(-1) == all_targets).to(torch::kFloat) * labelled;
-      result.leaf_accuracy = hits.sum().item<double>() / std::max(1.0, labelled.sum().item<double>());
+      // float64 on the device, nothing read here (an evaluation reads it with its other results)
+      result.leaf_accuracy = hits.sum().to(torch::kDouble) / labelled.sum().clamp_min(1).to(torch::kDouble);
     }
   }
   RECORD_FUNCTION("htm::unlift", {});

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include <torch/nn/module.h>
@@ -197,9 +198,10 @@ class HtmModelImpl : public Model {
   std::shared_ptr<Policy> policy_;
   std::shared_ptr<Policy> switched_;  ///< deciding instead of policy_ when set
   bool greedy_merges_ = false;        ///< greedy_merges()
-  /// The policy whose merge [0] and unmerge [1] decisions had their index values checked once
-  /// (shapes are checked at every call; values cost two reductions, so once per policy).
-  const Policy* values_checked_[2] = {nullptr, nullptr};
+  /// The policies whose merge [0] and unmerge [1] decisions had their index values checked
+  /// (shapes are checked at every call; values cost two reductions read on the host, so once
+  /// per policy, not again after each switch: an evaluation under a graph reads nothing back).
+  std::set<const Policy*> values_checked_[2];
   std::shared_ptr<MergeOperator> merge_;
   // The parts the options chose (assembly.cpp). A part the architecture lacks is empty.
   TransformerBlock encoder_block_{nullptr}, decoder_block_{nullptr};  ///< none: no mixing

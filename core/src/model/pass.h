@@ -102,9 +102,10 @@ struct ForwardResult {
   /// under the unmerge policy (undefined when it learns nothing).
   std::vector<torch::Tensor> unmerge_log_probs;
   /// With the leaf/internal classifier: its per-sample cross-entropy (B) over the populations it
-  /// is taught on, and (in eval mode) the fraction of those tokens it classifies right.
+  /// is taught on, and (in eval mode) the fraction of those tokens it classifies right (a scalar
+  /// on the device).
   torch::Tensor leaf_loss;
-  double leaf_accuracy = 0;
+  torch::Tensor leaf_accuracy;
 };
 
 /// B: Σ of the draws' log-probabilities, of every draw or of those of one kind (undefined when

@@ -9,6 +9,8 @@
 #include "board/plugin_scope.h"
 #include "hierarchy/policy_metrics.h"
 #include "hierarchy/tree_scoring.h"
+#include "kernels/gpu.h"
+#include "train/eval_graph.h"
 #include "train/trainer.h"
 
 namespace htm {
@@ -23,19 +25,19 @@ Trainer::Eval Trainer::evaluate() {
     }
   } greedy_off{greedy ? htm_model : nullptr};
   if (greedy) htm_model->greedy_merges(true);
-  Eval e = evaluate_once();
+  Eval e = evaluate_once(greedy ? "greedy" : "trained");
   if (e.learned_trees) {
     for (const auto& m : reference_scores(eval_samples_)) e.metrics.push_back(m);
   }
   if (greedy) {  // the same weights drawing their merges, as without train.eval_greedy
     htm_model->greedy_merges(false);
-    append_under("sampled/", evaluate_once(), e);
+    append_under("sampled/", evaluate_once("sampled"), e);
     htm_model->greedy_merges(true);
   }
   // The same weights deciding with each of train.eval_policies instead (the "switch").
   for (const auto& [name, policy] : ex_.eval_policies) {
     PolicySwitch under(*htm_model, policy);
-    append_under("under/" + name + "/", evaluate_once(), e);
+    append_under("under/" + name + "/", evaluate_once("under/" + name), e);
   }
   return e;
 }
@@ -46,18 +48,51 @@ void Trainer::append_under(const std::string& prefix, const Eval& under, Eval& e
   for (const auto& m : under.metrics) e.metrics.push_back({prefix + m.name, m.value});
 }
 
-Trainer::Eval Trainer::evaluate_once() {
+namespace {
+
+// One evaluation batch's pass, its losses and what the host reads of them, on the device.
+EvalBatch eval_pass(Experiment& ex, const Batch& batch, at::Generator generator, ForwardHooks& hooks) {
+  EvalBatch e;
+  auto out = ex.model->forward(batch.input, ex.schedule, generator, &hooks);
+  const auto zero = torch::zeros({}, batch.input.options().dtype(torch::kDouble));
+  std::vector<torch::Tensor> reads{zero, zero};
+  if (out.output.sizes() == batch.input.sizes()) {
+    reads[0] = ex.model->reconstruction_error(out.output, batch.input).sum();
+    e.reconstructed = true;
+  } else if (out.output.dim() == 2 && batch.labels.defined()) {
+    reads[0] = (out.output.argmax(1) == batch.labels).sum();
+    e.classified = true;
+  }
+  if (out.leaf_loss.defined()) reads[1] = out.leaf_accuracy, e.leaf = true;
+  std::vector<PendingMetric> terms;
+  training_objective(ex.losses, out, batch, 0, 0, false, false, &terms);
+  if (out.leaf_loss.defined()) terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean()});
+  for (const auto& t : terms) reads.push_back(t.value), e.terms.push_back(t.name);
+  for (auto& r : reads) r = r.to(torch::kDouble).reshape({});
+  e.reads = torch::stack(reads);
+  if (batch.tree.defined()) e.merges = out.merges;
+  return e;
+}
+
+}  // namespace
+
+Trainer::Eval Trainer::evaluate_once(const std::string& policy) {
   torch::NoGradGuard no_grad;
   ex_.model->eval();
   const int64_t n = eval_samples_;
   const int64_t bs = ex_.config.settings.train.eval_batch_size;
-  // A fixed generator: the same model evaluates to the same number.
+  // A fixed generator: the same model evaluates to the same number (with runtime.cuda_graph, on
+  // the same device: each batch's draws are seeded from it).
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) + 7919);
+  const EvalGraphs::Pass pass = [this, gen](const Batch& batch) {
+    ForwardHooks hooks = loss_hooks(ex_.losses, 0, 0, false, generator_);
+    hooks.tree = batch.tree;
+    return eval_pass(ex_, batch, gen, hooks);
+  };
   double error_sum = 0, leaf_hits = 0;
   int64_t reconstructed = 0, correct = 0, labelled = 0;
   std::map<std::string, double> loss_sums;
   TreeScoreMean learned;
-  ForwardHooks eval_hooks = loss_hooks(ex_.losses, 0, 0, false, generator_);
   for (int64_t i = 0; i < n; i += bs) {
     // One process stops mid-evaluation; data-parallel ranks stop together at the next step.
     if (options_.comm == nullptr && interrupt_requested()) throw Interrupted();
@@ -66,26 +101,24 @@ Trainer::Eval Trainer::evaluate_once() {
       PluginScope scope(PluginKind::dataset, ex_.dataset.get());
       batch = on_device(ex_.dataset->get(Split::test, torch::arange(i, std::min(n, i + bs))), ex_.device);
     }
-    eval_hooks.tree = batch.tree;
-    auto out = ex_.model->forward(batch.input, ex_.schedule, gen, &eval_hooks);
+    EvalBatch b;
+    if (eval_graphs_) {
+      b = eval_graphs_->run(policy, batch, gpu::next_seed(gen), pass);
+    } else {
+      b = pass(batch);
+      read_on_host(b);
+    }
     const int64_t B = batch.input.size(0);
-    if (out.output.sizes() == batch.input.sizes()) {
-      error_sum += ex_.model->reconstruction_error(out.output, batch.input).sum().item<double>();
-      reconstructed += B;
-    } else if (out.output.dim() == 2 && batch.labels.defined()) {
-      correct += (out.output.argmax(1) == batch.labels).sum().item<int64_t>();
-      labelled += B;
-    }
-    if (batch.tree.defined() && !out.merges.empty()) {
+    const double* v = b.values.data();
+    if (b.reconstructed) error_sum += v[0], reconstructed += B;
+    if (b.classified) correct += static_cast<int64_t>(v[0]), labelled += B;
+    if (b.leaf) leaf_hits += v[1] * static_cast<double>(B);
+    for (size_t k = 0; k < b.terms.size(); ++k) loss_sums[b.terms[k]] += v[2 + k] * static_cast<double>(B);
+    if (!b.merges.empty()) {
       const auto truth = true_trees(batch.tree);
-      const auto predicted = merge_trees(out.merges, batch.input.size(1), batch.input.size(0));
-      for (size_t b = 0; b < truth.size(); ++b) learned.add(predicted[b], truth[b]);
+      const auto predicted = merge_trees(b.merges, batch.input.size(1), batch.input.size(0));
+      for (size_t k = 0; k < truth.size(); ++k) learned.add(predicted[k], truth[k]);
     }
-    if (out.leaf_loss.defined()) leaf_hits += out.leaf_accuracy * static_cast<double>(B);
-    std::vector<PendingMetric> terms;
-    training_objective(ex_.losses, out, batch, 0, 0, false, false, &terms);
-    if (out.leaf_loss.defined()) terms.push_back({"loss/leaf_classifier", out.leaf_loss.mean()});
-    for (const auto& t : read_metrics(terms)) loss_sums[t.name] += t.value * static_cast<double>(B);
   }
   ex_.model->train();
   Eval e;

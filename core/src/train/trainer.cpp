@@ -18,6 +18,7 @@
 #include "htm/error.h"
 #include "train/baselines.h"
 #include "train/estimator/estimator.h"
+#include "train/eval_graph.h"
 #include "train/optimizer.h"
 #include "train/schedules.h"
 #include "train/step.h"
@@ -60,7 +61,12 @@ Trainer::Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, st
       generator_(at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed))),
       eval_samples_(
           samples_limit(experiment.config.settings.train.eval_samples, experiment.dataset->size(Split::test))),
-      options_(std::move(options)) {}
+      options_(std::move(options)) {
+  const RuntimeCudaGraph graphs = experiment.config.settings.runtime.cuda_graph;
+  if (graphs != RuntimeCudaGraph::off) eval_graphs_ = std::make_unique<EvalGraphs>(graphs, experiment.device);
+}
+
+Trainer::~Trainer() = default;
 
 void Trainer::progress(int64_t epoch, int64_t step, int64_t total_steps, double loss, double rho, int64_t depth,
                        double images_per_s, double elapsed_s, bool final_line) {
@@ -124,6 +130,7 @@ TrainSummary Trainer::run() {
   summary.time.resumed = loop.seconds_before > 0;
   summary.images_per_s = loop.state.images / std::max(1e-9, summary.seconds);
   summary.graphs = loop.step->graph_summary();
+  if (eval_graphs_ && !eval_graphs_->summary().empty()) summary.graphs += "; evaluation: " + eval_graphs_->summary();
   return summary;
 }
 

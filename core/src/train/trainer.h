@@ -61,6 +61,7 @@ struct TrainerOptions {
 };
 
 class FusedAdamW;
+class EvalGraphs;
 
 /// Where one process's part of a run went (a resumed run's earlier processes are not in it).
 struct RunTime {
@@ -94,6 +95,7 @@ class Trainer {
           std::string label);
   Trainer(Experiment& experiment, ResultsStore& store, int64_t run_id, std::string artifact_dir, int64_t seed,
           std::string label, TrainerOptions options);
+  ~Trainer();
   TrainSummary run();
   /// The step a resumed run continued from (0: it started afresh).
   int64_t resumed_from() const { return resumed_from_; }
@@ -124,8 +126,9 @@ class Trainer {
   };
   /// One evaluation with the trained policy, then one with each of train.eval_policies.
   Eval evaluate();
-  /// One pass over the evaluation samples with the policy deciding now.
-  Eval evaluate_once();
+  /// One pass over the evaluation samples with the policy deciding now, named `policy` (its
+  /// batches' graphs under runtime.cuda_graph).
+  Eval evaluate_once(const std::string& policy);
   /// Appends `under`'s mse, accuracy and metrics to e's metrics, each name prefixed.
   static void append_under(const std::string& prefix, const Eval& under, Eval& e);
   void log_policy_spread(int64_t step, int64_t epoch);
@@ -166,6 +169,7 @@ class Trainer {
   at::Generator generator_;
   int64_t eval_samples_;  ///< test samples each evaluation reads
   std::vector<Metric> reference_scores_;
+  std::unique_ptr<EvalGraphs> eval_graphs_;  ///< runtime.cuda_graph's evaluation batches (eval_graph.h)
   TrainerOptions options_;
   int64_t resumed_from_ = 0;
 };
