@@ -33,7 +33,8 @@ namespace htm::gpu {
 /// device's default generator as it stands (the step seeds it once), with no per-call seed and no
 /// draw of the run's CPU generator. With `fixed_rounds` (a capture) the pair sampler also runs a
 /// fixed number of rounds with no read-back, raising a device flag (take_graph_flags()) where
-/// they did not finish the matching; given the same noise it takes the same pairs either way.
+/// they did not finish the matching (none where they cannot fall short: ⌊T/2⌋ rounds); given the
+/// same noise it takes the same pairs either way.
 class GraphDraws {
  public:
   explicit GraphDraws(bool fixed_rounds = false);
