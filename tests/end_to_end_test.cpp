@@ -138,6 +138,32 @@ TEST(EndToEnd, APluginThatThrowsMidRunMarksTheRunFailedAndKeepsItsMetrics) {
   EXPECT_EQ(cell(store, "PRAGMA integrity_check"), "ok");
 }
 
+// The trainer reads a step's loss once the next step is under way (TrainStep::read_loss_later):
+// a run whose loss turns NaN still stops naming the first step whose loss was not finite, even
+// when the step after it fails first, and keeps what it recorded before.
+TEST(EndToEnd, ADivergedRunNamesItsFirstStepWhoseLossWasNotFinite) {
+  HTM_SKIP_WITHOUT_FASHION_MNIST();
+  const std::string dir = htm::testing::fresh_dir("diverge");
+  Registry registry({HTM_PLUGIN_DIR, HTM_TEST_PLUGIN_DIR});
+  RunRequest request;
+  // Calls 1 and 2 are the memory estimate's; 3 to 6 the run's steps 1 to 4, of which step 3 is
+  // the first NaN (call 5) and step 4 throws (call 6). Logged every 4th step: steps 1-3 are read
+  // later.
+  request.file = tiny_experiment(dir, "[loss.throwing]\nfail_after = 5\nnan_after = 4\n");
+  request.overrides = {"train.log_every=4"};
+  EXPECT_EQ(run_experiment(request, registry), 1);
+  ResultsStore store(dir + "/htm.sqlite");
+  EXPECT_EQ(cell(store, "SELECT status FROM runs"), "failed");
+  EXPECT_THAT(cell(store, "SELECT error FROM runs"), ::testing::HasSubstr("training diverged at step 3"));
+  // Without the step that throws: step 3 is named at step 4's read.
+  request.file = tiny_experiment(dir, "[loss.throwing]\nfail_after = 99\nnan_after = 4\n");
+  request.rerun = true;
+  EXPECT_EQ(run_experiment(request, registry), 1);
+  EXPECT_THAT(cell(store, "SELECT error FROM runs ORDER BY id DESC"),
+              ::testing::HasSubstr("training diverged at step 3"));
+  EXPECT_EQ(cell(store, "PRAGMA integrity_check"), "ok");
+}
+
 TEST(EndToEnd, AnInterruptBeforeARunStartsLeavesItUnstarted) {
   HTM_SKIP_WITHOUT_FASHION_MNIST();
   const std::string dir = htm::testing::fresh_dir("interrupt");

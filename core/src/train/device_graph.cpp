@@ -5,11 +5,13 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/core/Generator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "htm/error.h"
 
@@ -108,6 +110,26 @@ std::unique_ptr<DeviceGraph> make_device_graph(const c10::Device& device) {
 #endif
   (void)device;
   return nullptr;
+}
+
+LaterRead::LaterRead(const at::Tensor& scalar) {
+  const auto value = scalar.detach().to(at::kDouble).reshape({});
+  if (value.device().is_cpu()) {
+    host_ = value;
+    return;
+  }
+  host_ = value.to(at::kCPU, /*non_blocking=*/true);  // host: into pinned memory, queued on the device's stream
+  const auto type = value.device().type();
+  copied_ = std::make_shared<c10::Event>(type);
+  copied_->record(c10::impl::getDeviceGuardImpl(type)->getStream(value.device()));
+}
+
+double LaterRead::value() {
+  if (copied_)  // (c10::Event has no wait in libtorch 1.13; query() in both)
+    while (!copied_->query()) std::this_thread::yield();
+  const double v = host_.item<double>();
+  host_ = at::Tensor(), copied_.reset();
+  return v;
 }
 
 void seed_device_generator(const c10::Device& device, uint64_t seed) {

@@ -5,7 +5,9 @@
 #include <functional>
 #include <memory>
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <c10/core/Event.h>
 
 namespace htm {
 
@@ -31,6 +33,24 @@ std::unique_ptr<DeviceGraph> make_device_graph(const c10::Device& device);
 /// returns, for any device (tests/step_graph_test.cpp's stand-in runs the work a capture would
 /// record and refuses host reads as CUDA does). An empty function restores the default.
 void set_device_graph_maker(std::function<std::unique_ptr<DeviceGraph>(const c10::Device&)> make);
+
+/// A scalar on a device, read on the host later without waiting for the work queued after it:
+/// its copy to the host is queued at once (on a GPU into pinned memory, marked by an event) and
+/// value() waits for that copy alone. The trainer reads a step's loss so, once the next step is
+/// under way: the host prepares a step while the device runs the one before. On the CPU it
+/// holds the value.
+class LaterRead {
+ public:
+  LaterRead() = default;
+  explicit LaterRead(const at::Tensor& scalar);
+  bool pending() const { return host_.defined(); }
+  /// The value (float64), waiting for its copy; the read is then done (pending() is false).
+  double value();
+
+ private:
+  at::Tensor host_;
+  std::shared_ptr<c10::Event> copied_;
+};
 
 /// Reseeds `device`'s default generator (its Philox offset back to 0): what a captured step draws.
 void seed_device_generator(const c10::Device& device, uint64_t seed);

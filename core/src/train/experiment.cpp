@@ -159,8 +159,13 @@ int64_t matching_vit_dim(const ResolvedConfig& config, const PluginFactory& plug
 }  // namespace
 
 Batch on_device(Batch batch, const c10::Device& device) {
-  for (torch::Tensor* t : {&batch.input, &batch.labels, &batch.tree})
-    if (t->defined()) *t = t->to(device);
+  for (torch::Tensor* t : {&batch.input, &batch.labels, &batch.tree}) {
+    if (!t->defined()) continue;
+    // To a GPU from pinned memory, queued without waiting: the host does not wait for the steps
+    // still running there (the pinned block is not reused before its copy is done).
+    const bool queued = !device.is_cpu() && t->device().is_cpu();
+    *t = queued ? t->pin_memory().to(device, /*non_blocking=*/true) : t->to(device);
+  }
   return batch;
 }
 

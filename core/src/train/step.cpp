@@ -73,7 +73,12 @@ StepReport TrainStep::eager_step(const StepRequest& request) {
   backward(total);
   if (phase_ended) phase_ended();
   update(request, report);
-  report.loss = pass.share.split ? pass.share.batch_loss : pass.per_sample.mean().item<double>();
+  if (pass.share.split)
+    report.loss = pass.share.batch_loss;
+  else if (loss_later_ && !request.log)
+    report.loss_later = LaterRead(pass.per_sample.detach().mean());
+  else
+    report.loss = pass.per_sample.mean().item<double>();
   return report;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "store/metric.h"
+#include "train/device_graph.h"
 #include "train/estimator/estimator.h"
 #include "train/estimator/replay.h"
 #include "train/experiment.h"
@@ -42,7 +43,10 @@ struct StepRequest {
 };
 
 struct StepReport {
-  double loss = 0;                     ///< the whole batch's mean loss
+  double loss = 0;  ///< the whole batch's mean loss (unless loss_later holds it)
+  /// With TrainStep::read_loss_later(): the loss, its read to the host queued (device_graph.h);
+  /// `loss` is then not set. A step whose metrics are read (logged) reads its loss too.
+  LaterRead loss_later;
   std::vector<Metric> terms;           ///< with StepRequest::log: the batch's metrics, the whole batch's means
   std::vector<PendingMetric> pending;  ///< the pass's metrics until the step reads them into terms
   bool stop_anywhere = false;          ///< data-parallel: some process was asked to stop
@@ -60,6 +64,10 @@ class TrainStep {
   /// (estimator.policy_lr · lr / train.lr).
   void set_lr(double lr);
   StepReport operator()(const StepRequest& request);
+  /// Whether the steps leave their loss for the caller to read later (StepReport::loss_later)
+  /// instead of waiting for the device to read it: the trainer's, which reads it once the next
+  /// step is under way. Off by default (`htm bench` times each step to its end).
+  void read_loss_later(bool later) { loss_later_ = later; }
   /// A step without its update: forward, objective and backward leave in each parameter's
   /// gradient what the step would apply (the memory estimate measures this; train/memory.h).
   void gradients(const StepRequest& request);
@@ -132,6 +140,7 @@ class TrainStep {
   at::Generator generator_;
   std::unique_ptr<Graphs> graphs_;
   bool capturing_ = false;  ///< a CUDA graph is being captured: nothing is read on the host
+  bool loss_later_ = false;
   Communicator* comm_;
   FusedAdamW optimizer_, policy_optimizer_;
   Estimator estimator_;

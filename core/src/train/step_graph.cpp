@@ -140,6 +140,13 @@ StepReport TrainStep::replay(CapturedStep& c, const StepRequest& request) {
     if (into.defined()) into.copy_(from);
   c.graph->replay();
   for (auto& [param, grad] : c.grads) param.mutable_grad() = grad;
+  if (loss_later_ && c.flags == 0 && c.metrics.empty()) {  // nothing to decide on the host now
+    StepReport report;
+    report.loss_later = LaterRead(c.reads[0]);  // queued before the next replay rewrites it
+    update(request, report);
+    --g.eager, ++g.replayed;
+    return report;
+  }
   const auto host = c.reads.cpu();  // host: the step's one read
   const double* value = host.data_ptr<double>();
   const size_t before = 1 + c.flags + c.metrics.size();  // where the baseline's value was put

@@ -97,6 +97,9 @@ struct Trainer::Loop {
   at::Generator data_gen;
   std::unique_ptr<TrainStep> step;  // shared with `htm bench`
   LoopState state;
+  // A step whose loss is still on its way to the host (TrainStep::read_loss_later), and its number.
+  LaterRead pending_loss;
+  int64_t pending_step = 0;
   bool stop_agreed = false;  // data-parallel: every rank stops at the same step
   Clock::time_point t0, last_checkpoint, last_heartbeat;
   double seconds_before = 0;  // training time before this process took over (a resumed run)
@@ -113,6 +116,7 @@ TrainSummary Trainer::run() {
       const bool epoch_end = train_batch(loop);
       after_batch(loop, epoch_end);
     }
+    settle(loop);
   } catch (const DatabaseCorrupt&) {
     store_broken_ = true;
     if (ex_.config.settings.train.checkpoint) checkpoint(loop);
@@ -156,6 +160,7 @@ Trainer::Loop Trainer::plan() {
                   ", train.train_samples " + std::to_string(loop.n_train) + ")");
   }
   loop.step = std::make_unique<TrainStep>(ex_, generator_, comm);
+  loop.step->read_loss_later(true);
   return loop;
 }
 
@@ -262,24 +267,33 @@ bool Trainer::train_batch(Loop& loop) {
   request.step = step;
   request.log = (step + 1) % std::max<int64_t>(1, train.log_every) == 0 || step + 1 == loop.total_steps;
   request.stop_here = comm != nullptr && interrupt_requested();
-  StepReport report = (*loop.step)(request);
+  StepReport report;
+  try {
+    report = (*loop.step)(request);
+  } catch (...) {
+    settle(loop);  // a step before this one that diverged is the first to name
+    throw;
+  }
   if (comm != nullptr) loop.stop_agreed = report.stop_anywhere;
 
   // ---- bookkeeping
   ++step;
   ++state.batch;
   state.images += B;
-  const double loss_value = report.loss;
-  if (!std::isfinite(loss_value))
-    throw Error("training diverged at step " + std::to_string(step) + ": the loss is " + std::to_string(loss_value));
-  state.epoch_loss += loss_value;
-  ++state.epoch_batches;
-  state.running_loss = step == 1 ? loss_value : 0.9 * state.running_loss + 0.1 * loss_value;
+  settle(loop);  // the step before: its loss read now that this one is under way
   const double step_seconds = seconds_since(step_t0);
   loop.time.step_seconds += step_seconds;
   ++loop.time.steps;
   const double step_ips = B / std::max(1e-9, step_seconds);
   state.images_per_s = step == 1 ? step_ips : 0.9 * state.images_per_s + 0.1 * step_ips;
+  const bool epoch_end = state.batch == loop.steps_per_epoch || step == loop.total_steps;
+  if (report.loss_later.pending() && !request.log) {  // read at the next step, or before what needs it
+    loop.pending_loss = std::move(report.loss_later);
+    loop.pending_step = step;
+    return epoch_end;
+  }
+  const double loss_value = report.loss_later.pending() ? report.loss_later.value() : report.loss;
+  account(loop, loss_value, step);
   if (request.log) {
     std::vector<Metric>& terms = report.terms;
     terms.push_back({"loss", loss_value});
@@ -291,7 +305,20 @@ bool Trainer::train_batch(Loop& loop) {
     progress(epoch, step, loop.total_steps, state.running_loss, rho, depth, state.images_per_s, loop.seconds(),
              step == loop.total_steps);
   }
-  return state.batch == loop.steps_per_epoch || step == loop.total_steps;
+  return epoch_end;
+}
+
+void Trainer::settle(Loop& loop) {
+  if (loop.pending_loss.pending()) account(loop, loop.pending_loss.value(), loop.pending_step);
+}
+
+void Trainer::account(Loop& loop, double loss, int64_t step) {
+  LoopState& state = loop.state;
+  if (!std::isfinite(loss))
+    throw Error("training diverged at step " + std::to_string(step) + ": the loss is " + std::to_string(loss));
+  state.epoch_loss += loss;
+  ++state.epoch_batches;
+  state.running_loss = step == 1 ? loss : 0.9 * state.running_loss + 0.1 * loss;
 }
 
 void Trainer::after_batch(Loop& loop, bool epoch_end) {
@@ -299,6 +326,7 @@ void Trainer::after_batch(Loop& loop, bool epoch_end) {
   const RuntimeSettings& runtime = ex_.config.settings.runtime;
   const int64_t step = loop.state.step, epoch = loop.state.epoch;
   const bool eval_now = train.eval_every > 0 && step % train.eval_every == 0 && step != loop.total_steps;
+  if (eval_now || epoch_end) settle(loop);  // the epoch's loss, and a divergence, before evaluating
   if (eval_now) log_eval(loop, step, epoch);
   if (epoch_end) {  // ---- evaluation at the full schedule
     store_.log_metrics(run_id_, step, epoch, "train",
@@ -316,7 +344,10 @@ void Trainer::after_batch(Loop& loop, bool epoch_end) {
     store_.heartbeat(run_id_);
     loop.last_heartbeat = Clock::now();
   }
-  if (options_.after_step) options_.after_step(step);
+  if (options_.after_step) {
+    settle(loop);
+    options_.after_step(step);
+  }
 }
 
 void Trainer::log_eval(Loop& loop, int64_t step, int64_t epoch) {
@@ -342,6 +373,7 @@ void Trainer::log_eval(Loop& loop, int64_t step, int64_t epoch) {
 }
 
 void Trainer::checkpoint(Loop& loop) {
+  settle(loop);  // the state written is the steps' whole state
   loop.state.seconds = loop.seconds();
   TrainStep& step = *loop.step;
   save_checkpoint(loop.state, step.optimizer(), step.policy_optimizer(), step.estimator(), loop.data_gen);

@@ -115,6 +115,11 @@ class Trainer {
   bool train_batch(Loop& loop);
   /// Evaluation when due, the checkpoint, the heartbeat on the run's claim.
   void after_batch(Loop& loop, bool epoch_end);
+  /// The loss of the step left pending (TrainStep::read_loss_later) read and accounted for.
+  void settle(Loop& loop);
+  /// Step `step`'s loss into the epoch's and the running loss; a loss that is not finite stops
+  /// the run ("training diverged at step N").
+  void account(Loop& loop, double loss, int64_t step);
   void log_eval(Loop& loop, int64_t step, int64_t epoch);
   void checkpoint(Loop& loop);
 
