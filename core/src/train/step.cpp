@@ -198,14 +198,21 @@ void TrainStep::backward(const torch::Tensor& total) {
 void TrainStep::update(const StepRequest& request, StepReport& report) {
   RECORD_FUNCTION("htm::optimizer", {});
   if (request.log) {  // per-block gradient norms, before clipping: where the signal reaches
+    std::vector<std::string> names;
+    std::vector<torch::Tensor> norms;  // each block's, read at once
     for (const auto& child : ex_.model->named_children()) {
       const auto params = child.value()->parameters();
       if (params.empty()) continue;
-      std::vector<torch::Tensor> norms;
+      std::vector<torch::Tensor> grads;
       for (const auto& p : params)
-        if (p.grad().defined()) norms.push_back(p.grad().norm());
-      const double norm = norms.empty() ? 0.0 : torch::stack(norms).norm().item<double>();
-      report.terms.push_back({"grad_norm/" + child.key(), norm});
+        if (p.grad().defined()) grads.push_back(p.grad());
+      names.push_back("grad_norm/" + child.key());
+      norms.push_back(grads.empty() ? torch::zeros({}, params[0].options())
+                                    : torch::stack(at::_foreach_norm(grads)).norm());  // one launch for the block
+    }
+    if (!norms.empty()) {
+      const auto host = torch::stack(norms).to(torch::kDouble).cpu();  // host: a logged step's one read of them
+      for (size_t k = 0; k < names.size(); ++k) report.terms.push_back({names[k], host[k].item<double>()});
     }
   }
   const double clip = ex_.config.settings.train.grad_clip;
