@@ -14,6 +14,7 @@ namespace htm {
 // The reads counted while one lives on this thread.
 struct HostReads {
   int64_t count = 0;
+  int64_t dispatched = 0;        // torch ops called outside any other torch op (a GPU's launches, about)
   std::vector<std::string> ops;  // the torch ops open on this thread, innermost last
   at::CallbackHandle handle;
   static inline thread_local HostReads* now = nullptr;
@@ -27,6 +28,7 @@ struct HostReads {
               if (name == "aten::item" && caller.rfind("aten::", 0) != 0) ++now->count;     // .item() in htm's code
               if (name == "aten::to" && (caller.empty() || caller.rfind("htm::", 0) == 0))  // .to(device) there
                 for (const auto& input : fn.inputs()) now->count += input.isDevice() ? 1 : 0;
+              if (name.rfind("aten::", 0) == 0 && caller.rfind("aten::", 0) != 0) ++now->dispatched;
               now->ops.push_back(name);
               return nullptr;
             },

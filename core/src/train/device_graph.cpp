@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
@@ -52,6 +53,11 @@ class CudaGraph final : public DeviceGraph {
       }
       try {
         graph_.capture_end();
+#if HTM_CUDA_GRAPH_NODES
+        size_t n = 0;  // kept by keep_graph until counted, then instantiated as capture_end would
+        if (cudaGraphGetNodes(graph_.raw_cuda_graph(), nullptr, &n) == cudaSuccess) nodes_ = static_cast<int64_t>(n);
+        graph_.instantiate();
+#endif
       } catch (const std::exception& e) {
         if (failure.empty()) failure = e.what();
       }
@@ -65,6 +71,7 @@ class CudaGraph final : public DeviceGraph {
   }
 
   void replay() override { graph_.replay(); }
+  int64_t nodes() const override { return nodes_; }
 
  private:
   // `work` with the side stream current, after the current stream's work and before its next.
@@ -86,7 +93,12 @@ class CudaGraph final : public DeviceGraph {
 
   c10::Device device_;
   at::cuda::CUDAStream side_;
+#if HTM_CUDA_GRAPH_NODES
+  at::cuda::CUDAGraph graph_{/*keep_graph=*/true};
+#else
   at::cuda::CUDAGraph graph_;
+#endif
+  int64_t nodes_ = -1;
 };
 
 }  // namespace
@@ -98,6 +110,13 @@ std::function<std::unique_ptr<DeviceGraph>(const c10::Device&)>& graph_maker() {
   return make;
 }
 }  // namespace
+
+std::string describe_nodes(const std::vector<int64_t>& nodes) {
+  std::string s;
+  for (int64_t n : nodes)
+    if (n >= 0) s += (s.empty() ? " (" : ", ") + std::to_string(n);
+  return s.empty() ? s : s + " nodes)";
+}
 
 void set_device_graph_maker(std::function<std::unique_ptr<DeviceGraph>(const c10::Device&)> make) {
   graph_maker() = std::move(make);

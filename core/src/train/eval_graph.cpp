@@ -93,13 +93,15 @@ bool EvalGraphs::capture(Captured& c, const std::string& key, const Batch& batch
   c.ready = true;
   if (pool_ == nullptr) pool_ = c.graph.get();
   ++captured_;
+  nodes_.push_back(c.graph->nodes());
   return true;
 }
 
 std::string EvalGraphs::summary() const {
   if (mode_ != RuntimeCudaGraph::on) return "";
-  std::string s = "captured " + std::to_string(captured_) + ", replayed " + std::to_string(replayed_) + " batches (" +
-                  std::to_string(redone_) + " done again eagerly), " + std::to_string(eager_) + " eager";
+  std::string s = "captured " + std::to_string(captured_) + describe_nodes(nodes_) + ", replayed " +
+                  std::to_string(replayed_) + " batches (" + std::to_string(redone_) + " done again eagerly), " +
+                  std::to_string(eager_) + " eager";
   for (const auto& [key, why] : failures_) s += "; '" + key + "' not captured: " + why;
   return s;
 }

@@ -70,6 +70,7 @@ class EvalGraphs {
   std::map<std::string, std::string> failures_;  // key → why it runs without graphs
   DeviceGraph* pool_ = nullptr;                  // the first graph captured: the others share its pool
   int64_t captured_ = 0, replayed_ = 0, redone_ = 0, eager_ = 0;
+  std::vector<int64_t> nodes_;  // each capture's nodes, where the torch says
 };
 
 /// An EvalBatch's reads on the host (one read), into its values.

@@ -49,9 +49,9 @@ void TrainStep::seed_step() {
 std::string TrainStep::graph_summary() const {
   if (!graphs_) return "";
   if (graphs_->mode == RuntimeCudaGraph::eager) return "eager (the graphs' draws, no graph)";
-  std::string s = "captured " + std::to_string(graphs_->captured) + ", replayed " + std::to_string(graphs_->replayed) +
-                  " steps (" + std::to_string(graphs_->redone) + " done again eagerly), " +
-                  std::to_string(graphs_->eager) + " eager";
+  std::string s = "captured " + std::to_string(graphs_->captured) + describe_nodes(graphs_->nodes) + ", replayed " +
+                  std::to_string(graphs_->replayed) + " steps (" + std::to_string(graphs_->redone) +
+                  " done again eagerly), " + std::to_string(graphs_->eager) + " eager";
   if (!graphs_->failure.empty()) s += "; " + graphs_->failure + ": the run went on without graphs";
   return s;
 }
@@ -129,6 +129,7 @@ bool TrainStep::capture(CapturedStep& c, const StepRequest& request) {
   c.ready = true;
   if (g.pool == nullptr) g.pool = c.graph.get();
   ++g.captured;
+  g.nodes.push_back(c.graph->nodes());
   return true;
 }
 

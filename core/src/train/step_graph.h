@@ -40,6 +40,7 @@ struct TrainStep::Graphs {
   std::map<Key, CapturedStep> steps;
   DeviceGraph* pool = nullptr;  // the first graph captured: the others share its memory pool
   int64_t captured = 0, replayed = 0, redone = 0, eager = 0;
+  std::vector<int64_t> nodes;  // each capture's nodes, where the torch says (DeviceGraph::nodes)
 };
 
 }  // namespace htm
