@@ -94,7 +94,7 @@ step configure build.log 300 cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BU
   tail -40 "$OUT/build.log"
   exit 1
 }
-grep -E "HTM_CUDA_STATS_OK" "$BUILD/CMakeCache.txt" >> "$OUT/summary.txt"
+grep -E "HTM_CUDA_(STATS|GRAPHS|GRAPH_NODES)_OK" "$BUILD/CMakeCache.txt" >> "$OUT/summary.txt"
 step build build.log 1800 cmake --build "$BUILD" -j "$JOBS" || {
   grep -B2 -A12 -m3 "error" "$OUT/build.log" | tail -60
   exit 1
