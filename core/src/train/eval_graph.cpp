@@ -80,7 +80,7 @@ bool EvalGraphs::capture(Captured& c, const std::string& key, const Batch& batch
           c.flags = checks.size() - 1;
           c.out.reads = torch::cat(checks);
         },
-        pool_);
+        shared_ != nullptr ? shared_ : pool_);
   } catch (const Error& e) {
     gpu::take_graph_flags();
     graphs_.erase({key, batch.input.sizes().vec()});  // c with it

@@ -45,6 +45,10 @@ class EvalGraphs {
   /// done again eagerly, with the same draws, where a replay's checks failed; eager for a key
   /// whose capture failed (said once on stderr). `pass` must read nothing but its batch.
   EvalBatch run(const std::string& key, const Batch& batch, uint64_t seed, const Pass& pass);
+  /// The training step graphs' pool (TrainStep::graph_pool), which captures from now on share:
+  /// a batch's results are read before any other graph runs, so one pool holds the larger of the
+  /// two graphs' memory instead of both (null: the evaluation graphs share a pool of their own).
+  void share_pool(DeviceGraph* pool) { shared_ = pool; }
 
   /// "captured 3, replayed 570 batches (0 done again eagerly), 6 eager", and each key that
   /// could not be captured, with why.
@@ -69,6 +73,7 @@ class EvalGraphs {
   std::map<Key, Captured> graphs_;
   std::map<std::string, std::string> failures_;  // key → why it runs without graphs
   DeviceGraph* pool_ = nullptr;                  // the first graph captured: the others share its pool
+  DeviceGraph* shared_ = nullptr;                // the step graphs', when there is one
   int64_t captured_ = 0, replayed_ = 0, redone_ = 0, eager_ = 0;
   std::vector<int64_t> nodes_;  // each capture's nodes, where the torch says
 };

@@ -78,6 +78,9 @@ class TrainStep {
   /// runtime.cuda_graph: what the graphs did so far ("captured 1, replayed 9 steps, ..."); empty
   /// when it is off.
   std::string graph_summary() const;
+  /// runtime.cuda_graph: the graph whose memory pool the step graphs share (null before the first
+  /// capture, or without graphs), for other graphs of the run to share it too.
+  DeviceGraph* graph_pool() const;
 
   FusedAdamW& optimizer() { return optimizer_; }
   FusedAdamW& policy_optimizer() { return policy_optimizer_; }

@@ -46,6 +46,8 @@ void TrainStep::seed_step() {
   seed_device_generator(graphs_->device, graphs_->seed);
 }
 
+DeviceGraph* TrainStep::graph_pool() const { return graphs_ ? graphs_->pool : nullptr; }
+
 std::string TrainStep::graph_summary() const {
   if (!graphs_) return "";
   if (graphs_->mode == RuntimeCudaGraph::eager) return "eager (the graphs' draws, no graph)";

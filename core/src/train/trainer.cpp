@@ -352,6 +352,7 @@ void Trainer::after_batch(Loop& loop, bool epoch_end) {
 
 void Trainer::log_eval(Loop& loop, int64_t step, int64_t epoch) {
   const auto eval_t0 = Clock::now();
+  if (eval_graphs_) eval_graphs_->share_pool(loop.step->graph_pool());
   Eval e = evaluate();
   loop.time.evaluation_seconds += seconds_since(eval_t0);
   ++loop.time.evaluations;
