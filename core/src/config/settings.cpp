@@ -293,8 +293,9 @@ std::vector<HostSection> build_schema() {
           .later()
           .choice("cuda_graph", &R::cuda_graph,
                   {{"off", RuntimeCudaGraph::off}, {"on", RuntimeCudaGraph::on}, {"eager", RuntimeCudaGraph::eager}},
-                  "on: a training step on a GPU is captured once per shape as a CUDA graph and replayed (one "
-                  "launch instead of thousands; its draws from the device's generator seeded once a step); "
+                  "on: a training step and an evaluation batch on a GPU are captured once per shape as CUDA "
+                  "graphs and replayed (one launch instead of thousands; their draws from the device's "
+                  "generator seeded once a step or batch); "
                   "eager: the same draws without the graph (to check a graph against); off: neither "
                   "(docs/gpu.md)")
           .later()
