@@ -198,6 +198,33 @@ TEST(StepGraph, EagerModeIsTheSameRunForTheSameSeedAndOnIsRefusedWithoutAGpu) {
   }
 }
 
+// A value read later is the value it was when the read was asked for, whatever the device is
+// given after it: on a GPU its copy waits for the work queued before it (a chain of products, not
+// waited for) and is done before the work queued after (a fill); on the CPU it is kept as it was.
+TEST(LaterRead, ReadsTheValueAsItWasWhenAskedForOnTheCpuAndOnAGpu) {
+  std::vector<torch::Device> devices{torch::kCPU};
+  if (cuda_usable()) devices.emplace_back(torch::kCUDA);
+  for (const auto& device : devices) {
+    const int64_t n = device.is_cpu() ? 64 : 2048;
+    torch::manual_seed(1);
+    const auto x0 = torch::randn({n, n}, torch::kDouble).to(device);  // float64: the read keeps no alias
+    const auto w = (torch::randn({n, n}, torch::kDouble) * (2.0 / std::sqrt(static_cast<double>(n)))).to(device);
+    const auto chain = [&] {
+      auto x = x0;
+      for (int k = 0; k < 30; ++k) x = torch::tanh(x.mm(w));
+      return x.sum();
+    };
+    const double expected = chain().item<double>();
+    ASSERT_GT(std::abs(expected), 1.0) << "the chain keeps its scale";
+    auto sum = chain();  // queued, not waited for
+    LaterRead later(sum);
+    EXPECT_TRUE(later.pending());
+    sum.fill_(-1.0);
+    EXPECT_EQ(later.value(), expected) << device;
+    EXPECT_FALSE(later.pending());
+  }
+}
+
 // On a GPU (skipped where this libtorch has none or sees none): twelve steps captured and
 // replayed give the losses and metrics of the same steps run eagerly with the graphs' draws, to
 // float rounding (CUDA's gather and attention backward add in no fixed order, eager or not), for

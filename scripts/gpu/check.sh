@@ -104,7 +104,7 @@ cuda=(--set 'runtime.device="cuda"')
 
 # 2. The kernels on the GPU against the CPU and their definitions.
 step "kernel tests on the GPU" kernels.log 120 "$BUILD/tests/htm_tests" \
-  --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*:StepGraph.*:EvalGraph*:DeviceAssignment.*:Resume.OnAGpu*'
+  --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*:StepGraph.*:EvalGraph*:LaterRead.*:DeviceAssignment.*:Resume.OnAGpu*'
 
 # 3. The paper-size step: htm (gpu kernels) beside the official code, fp32 and bf16.
 # smi NAME COMMAND...: runs COMMAND while nvidia-smi samples the GPU's used memory (the whole

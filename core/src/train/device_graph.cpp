@@ -134,7 +134,7 @@ std::unique_ptr<DeviceGraph> make_device_graph(const c10::Device& device) {
 LaterRead::LaterRead(const at::Tensor& scalar) {
   const auto value = scalar.detach().to(at::kDouble).reshape({});
   if (value.device().is_cpu()) {
-    host_ = value;
+    host_ = value.clone();  // as it is now, whatever is done to `scalar` after
     return;
   }
   host_ = value.to(at::kCPU, /*non_blocking=*/true);  // host: into pinned memory, queued on the device's stream
