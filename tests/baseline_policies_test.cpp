@@ -6,7 +6,9 @@
 
 #include <torch/torch.h>
 
+#include "htm/greedy_pairs.h"
 #include "htm/policy.h"
+#include "kernels/kernels.h"
 #include "plugins_util.h"
 #include "registry.h"
 #include "test_util.h"
@@ -396,6 +398,32 @@ TEST(TomePolicy, RefusesBadParameters) {
               ::testing::AllOf(::testing::HasSubstr("\"tokens\""), ::testing::HasSubstr("\"keys\""),
                                ::testing::HasSubstr("values")));
   EXPECT_THAT(build_error("tome", Params({{"temperature", -0.5}})), ::testing::HasSubstr("temperature"));
+}
+
+// htm::greedy_disjoint_pairs (SDK 6.1), nearest's merges: under the gpu kernels found in rounds on
+// the logits' device, the pairs the host scan (htm::greedy_pairs) takes, in its order, wherever
+// every logit is finite: integer logits (many ties), symmetric ones (distances) or not, r from 0
+// to T/2; under the others, the scan itself.
+TEST(GreedyDisjointPairs, TheDeviceRoundsTakeTheHostScansPairsInItsOrder) {
+  for (int64_t T : {2, 3, 5, 16, 33})
+    for (int64_t seed = 0; seed < 6; ++seed) {
+      torch::manual_seed(seed);
+      auto logits = (torch::randn({4, T, T}) * 2).round();
+      if (seed % 2) logits = logits + logits.transpose(1, 2);
+      for (int64_t r : {int64_t{0}, int64_t{1}, T / 2}) {
+        const auto [scan_src, scan_dst] = htm::greedy_pairs(logits, r);
+        for (Kernels set : {Kernels::gpu, Kernels::portable}) {
+          KernelsScope scope(set);
+          const auto [src, dst] = htm::greedy_disjoint_pairs(logits, r);
+          ASSERT_TRUE(torch::equal(src, scan_src) && torch::equal(dst, scan_dst))
+              << "T " << T << " seed " << seed << " r " << r << (set == Kernels::gpu ? " gpu" : " portable");
+        }
+      }
+    }
+  EXPECT_NE(htm::testing::error_of([] {
+              htm::greedy_disjoint_pairs(torch::zeros({2, 3, 4}), 1);
+            }).find("greedy_disjoint_pairs: logits must be B×T×T"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -100,11 +100,13 @@ const char* kTinyImages =
     "[dataset]\nplugin = \"noise\"\nchannels = 1\nsize = 8\ntrain_size = 32\ntest_size = 8\n"
     "[adapter]\nplugin = \"image\"\npatch = 2\nfourier_bands = 2\n[loss.mse]\n"
     "[model]\ndim = 16\nheads = 2\nlayers = 3\nmlp_ratio = 2\ndropout = 0.1\n";
-std::string tiny_trees(int64_t tokens) {
+std::string tiny_trees(int64_t tokens, const std::string& policy = "learned") {
   return "[dataset]\nplugin = \"trees\"\ntokens = " + std::to_string(tokens) +
          "\ntrain_size = 32\ntest_size = 8\n[adapter]\nplugin = \"points\"\n[loss.point_set]\n"
          "[model]\ndim = 16\nheads = 2\nlayers = 3\nmlp_ratio = 2\nmerge_fraction = 1.0\n"
-         "[policy]\nplugin = \"learned\"\n"
+         "[policy]\nplugin = \"" +
+         policy +
+         "\"\n"
          "[estimator]\nlog_prob = \"exact\"\nreward = \"sample\"\nbaseline = \"rloo\"\nrollouts = 4\n";
 }
 
@@ -179,6 +181,9 @@ TEST(StepGraph, ACapturedStepReadsNothingOnTheHostForImagesOrTreesSetsThatTheDev
   EXPECT_NE(graphs.find("captured 2,"), std::string::npos) << "images: " << graphs;
   losses(dir, "on", 1, "cpu", 9, &graphs, tiny_trees(16));
   EXPECT_NE(graphs.find("captured 2,"), std::string::npos) << "Trees, 16 points: " << graphs;
+  // The nearest baseline's greedy pairs, found on the device (htm::greedy_disjoint_pairs).
+  losses(dir, "on", 1, "cpu", 9, &graphs, tiny_trees(16, "nearest"));
+  EXPECT_NE(graphs.find("captured 2,"), std::string::npos) << "Trees, nearest: " << graphs;
   // 32 points are matched on the host: the capture is refused and says why.
   losses(dir, "on", 1, "cpu", 4, &graphs, tiny_trees(32));
   EXPECT_NE(graphs.find("captured 0,"), std::string::npos) << graphs;

@@ -15,7 +15,7 @@ namespace htm {
 /// newer headers may call what an older host lacks, so the registry refuses a plugin whose minor
 /// is above its own, and accepts one built on older headers of the same major.
 constexpr int kSdkAbiVersion = 6;
-constexpr int kSdkAbiMinor = 0;
+constexpr int kSdkAbiMinor = 1;  // 6.1: greedy_disjoint_pairs
 
 enum class PluginKind { policy, merge, loss, adapter, dataset };
 

@@ -127,6 +127,14 @@ torch::Tensor bound_logits(const torch::Tensor& logits, double bound);
 /// logit_bound). Returns {src, dst}, each B×r int64.
 std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tensor& logits, int64_t r,
                                                               at::Generator generator, double logit_bound = 0);
+/// The r best disjoint pairs per sample, deterministically: the best logit among the ordered
+/// pairs of unused tokens, then the next, ties to the lower flat index i·T + j; the diagonal is
+/// never chosen. Wherever every logit is finite, the pairs greedy_pairs(logits, r) takes
+/// (htm/greedy_pairs.h, a scan on the host), found on the logits' device where the gpu kernels
+/// are in force (in rounds of mutual best pairs, nothing read back under a CUDA graph: a greedy
+/// policy's step can be captured); elsewhere by that scan, which refuses non-finite logits it
+/// would need (htm::NonFinite). logits: B×T×T. Returns {src, dst}, each B×r int64. SDK 6.1.
+std::pair<torch::Tensor, torch::Tensor> greedy_disjoint_pairs(const torch::Tensor& logits, int64_t r);
 /// The paper's sampler, one pair at a time: O(r·T²). Same distribution; kept as the reference.
 std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(const torch::Tensor& logits, int64_t r,
                                                                          at::Generator generator,

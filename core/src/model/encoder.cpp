@@ -8,7 +8,6 @@
 
 #include "board/plugin_scope.h"
 #include "htm/error.h"
-#include "htm/greedy_pairs.h"
 #include "model/model.h"
 #include "model/plugin_calls.h"
 
@@ -73,7 +72,7 @@ torch::Tensor HtmModelImpl::encode(ForwardResult& result, torch::Tensor x, const
 MergeDecision HtmModelImpl::greedy_decision(const MergeContext& ctx) {
   auto logits = policy().merge_logits(ctx);
   if (!logits.defined() || (logits.max() == logits.min()).item<bool>()) return policy().choose_merges(ctx);
-  auto [src, dst] = greedy_pairs(logits, ctx.r);  // the bound is monotone: the same pairs
+  auto [src, dst] = greedy_disjoint_pairs(logits, ctx.r);  // the bound is monotone: the same pairs
   return {src, dst, pair_log_prob(logits, src, dst, ctx.log_prob_form, ctx.logit_bound)};
 }
 

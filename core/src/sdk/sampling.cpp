@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "htm/error.h"
+#include "htm/greedy_pairs.h"
 #include "htm/layers.h"
 #include "htm/policy.h"
 #include "kernels/gpu.h"
@@ -51,11 +52,11 @@ RowShardScope::~RowShardScope() { g_row_shard = previous_; }
 
 namespace {
 
-void check_pairs_args(const torch::Tensor& logits, int64_t r) {
+void check_pairs_args(const torch::Tensor& logits, int64_t r, const char* what = "sample_disjoint_pairs") {
   const bool square = logits.dim() == 3 && logits.size(1) == logits.size(2);
-  if (!square) throw Error("sample_disjoint_pairs: logits must be B×T×T");
+  if (!square) throw Error(std::string(what) + ": logits must be B×T×T");
   if (r < 0 || 2 * r > logits.size(1))
-    throw Error("sample_disjoint_pairs: cannot draw " + std::to_string(r) + " disjoint pairs from " +
+    throw Error(std::string(what) + ": cannot draw " + std::to_string(r) + " disjoint pairs from " +
                 std::to_string(logits.size(1)) + " tokens");
 }
 
@@ -87,6 +88,16 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tenso
 #endif
   if (use_gpu(values)) return gpu::sample_disjoint_pairs(values, r, generator);
   return portable::sample_disjoint_pairs(values, r, generator);
+}
+
+std::pair<torch::Tensor, torch::Tensor> greedy_disjoint_pairs(const torch::Tensor& logits, int64_t r) {
+  check_pairs_args(logits, r, "greedy_disjoint_pairs");
+  torch::NoGradGuard no_grad;
+  auto values = logits.detach().to(torch::kFloat);
+  // No noise: the rounds' keys are the logits, and their ties go to the lower flat index, as the
+  // scan's do.
+  if (use_gpu(values)) return gpu::match_pairs(values, torch::zeros_like(values), r);
+  return greedy_pairs(values, r);
 }
 
 std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(const torch::Tensor& logits, int64_t r,

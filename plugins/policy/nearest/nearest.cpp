@@ -6,7 +6,6 @@
 #include <torch/torch.h>
 
 #include "htm/error.h"
-#include "htm/greedy_pairs.h"
 #include "htm/pair_distances.h"
 #include "htm/policy.h"
 #include "htm/sets.h"
@@ -46,7 +45,7 @@ class NearestPolicy : public htm::Policy {
       auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator, ctx.logit_bound);
       return {src, dst, torch::Tensor()};
     }
-    auto [src, dst] = htm::greedy_pairs(logits, ctx.r);
+    auto [src, dst] = htm::greedy_disjoint_pairs(logits, ctx.r);  // on the device where the gpu kernels run
     return {torch::minimum(src, dst), torch::maximum(src, dst), torch::Tensor()};  // d is symmetric
   }
 
