@@ -420,6 +420,21 @@ TEST(GreedyDisjointPairs, TheDeviceRoundsTakeTheHostScansPairsInItsOrder) {
         }
       }
     }
+  // A block of the pairs: ToMe's even rows into odd columns (a strided view on the device), and
+  // rows and columns in no steps (placed by index).
+  for (const auto& [rows, cols] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+           {{0, 2, 4, 6, 8}, {1, 3, 5, 7}}, {{0, 3, 4}, {1, 2, 6, 7}}})
+    for (int64_t seed = 0; seed < 4; ++seed) {
+      torch::manual_seed(seed);
+      const int64_t R = static_cast<int64_t>(rows.size()), C = static_cast<int64_t>(cols.size());
+      const auto scores = (torch::randn({3, R, C}) * 2).round();
+      for (int64_t r = 0; r <= 3; ++r) {
+        const auto [scan_src, scan_dst] = htm::greedy_pairs(scores, r, rows, cols, 9);
+        KernelsScope scope(Kernels::gpu);
+        const auto [src, dst] = htm::greedy_disjoint_pairs(scores, r, rows, cols, 9);
+        ASSERT_TRUE(torch::equal(src, scan_src) && torch::equal(dst, scan_dst)) << "seed " << seed << " r " << r;
+      }
+    }
   EXPECT_NE(htm::testing::error_of([] {
               htm::greedy_disjoint_pairs(torch::zeros({2, 3, 4}), 1);
             }).find("greedy_disjoint_pairs: logits must be B×T×T"),

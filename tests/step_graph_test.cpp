@@ -181,9 +181,11 @@ TEST(StepGraph, ACapturedStepReadsNothingOnTheHostForImagesOrTreesSetsThatTheDev
   EXPECT_NE(graphs.find("captured 2,"), std::string::npos) << "images: " << graphs;
   losses(dir, "on", 1, "cpu", 9, &graphs, tiny_trees(16));
   EXPECT_NE(graphs.find("captured 2,"), std::string::npos) << "Trees, 16 points: " << graphs;
-  // The nearest baseline's greedy pairs, found on the device (htm::greedy_disjoint_pairs).
-  losses(dir, "on", 1, "cpu", 9, &graphs, tiny_trees(16, "nearest"));
-  EXPECT_NE(graphs.find("captured 2,"), std::string::npos) << "Trees, nearest: " << graphs;
+  // The nearest and tome baselines' greedy pairs, found on the device (htm::greedy_disjoint_pairs).
+  for (const std::string policy : {"nearest", "tome"}) {
+    losses(dir, "on", 1, "cpu", 9, &graphs, tiny_trees(16, policy));
+    EXPECT_NE(graphs.find("captured 2,"), std::string::npos) << "Trees, " << policy << ": " << graphs;
+  }
   // 32 points are matched on the host: the capture is refused and says why.
   losses(dir, "on", 1, "cpu", 4, &graphs, tiny_trees(32));
   EXPECT_NE(graphs.find("captured 0,"), std::string::npos) << graphs;

@@ -100,6 +100,42 @@ std::pair<torch::Tensor, torch::Tensor> greedy_disjoint_pairs(const torch::Tenso
   return greedy_pairs(values, r);
 }
 
+std::pair<torch::Tensor, torch::Tensor> greedy_disjoint_pairs(const torch::Tensor& scores, int64_t r,
+                                                              const std::vector<int64_t>& row_token,
+                                                              const std::vector<int64_t>& col_token, int64_t T) {
+  const int64_t R = static_cast<int64_t>(row_token.size()), C = static_cast<int64_t>(col_token.size());
+  if (scores.dim() != 3 || scores.size(1) != R || scores.size(2) != C)
+    throw Error("greedy_disjoint_pairs: scores must be B×" + std::to_string(R) + "×" + std::to_string(C) +
+                " (the rows' and columns' tokens)");
+  if (r < 0 || r > std::min(R, C))
+    throw Error("greedy_disjoint_pairs: cannot take " + std::to_string(r) + " disjoint pairs from " +
+                std::to_string(R) + " × " + std::to_string(C) + " tokens");
+  torch::NoGradGuard no_grad;
+  auto values = scores.detach().to(torch::kFloat);
+  if (!use_gpu(values)) return greedy_pairs(values, r, row_token, col_token, T);
+  // The block placed in a T×T of −∞ (never a pair while a finite one is left: r ≤ min(R, C) are),
+  // its order by a·C + c the same as by the flat index when the tokens increase. Tokens in steps
+  // (ToMe's) are a strided view of it, nothing copied from the host.
+  auto full = torch::full({values.size(0), T, T}, -std::numeric_limits<float>::infinity(), values.options());
+  const auto stride = [](const std::vector<int64_t>& t) {  // the step of an arithmetic run, or 0
+    const int64_t step = t.size() > 1 ? t[1] - t[0] : 1;
+    for (size_t k = 1; k < t.size(); ++k)
+      if (t[k] - t[k - 1] != step || step <= 0) return int64_t{0};
+    return step;
+  };
+  const int64_t row_step = stride(row_token), col_step = stride(col_token);
+  if (R > 0 && C > 0 && row_step > 0 && col_step > 0) {
+    full.slice(1, row_token[0], row_token[0] + row_step * (R - 1) + 1, row_step)
+        .slice(2, col_token[0], col_token[0] + col_step * (C - 1) + 1, col_step)
+        .copy_(values);
+  } else {
+    const auto rows = torch::tensor(row_token, torch::kLong).to(values.device());  // host: the block's layout
+    const auto cols = torch::tensor(col_token, torch::kLong).to(values.device());  // host: the block's layout
+    full.index_put_({torch::indexing::Slice(), rows.view({-1, 1}), cols.view({1, -1})}, values);
+  }
+  return gpu::match_pairs(full, torch::zeros_like(full), r);
+}
+
 std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs_sequential(const torch::Tensor& logits, int64_t r,
                                                                          at::Generator generator, double logit_bound) {
   check_pairs_args(logits, r);

@@ -57,7 +57,10 @@ class TomePolicy : public htm::Policy {
     const int64_t T = ctx.tokens.size(1);
     std::vector<int64_t> even((T + 1) / 2), odd(T / 2);
     for (int64_t k = 0; k < T; ++k) (k % 2 == 0 ? even[k / 2] : odd[k / 2]) = k;
-    auto [src, dst] = htm::greedy_pairs(similarity, ctx.r, even, odd, T);
+    // At temperature 0 on the device where the gpu kernels run (a capturable step); the sampled
+    // scan's noise is drawn on the run's generator and scanned on the host.
+    auto [src, dst] = temperature_ > 0 ? htm::greedy_pairs(similarity, ctx.r, even, odd, T)
+                                       : htm::greedy_disjoint_pairs(similarity, ctx.r, even, odd, T);
     return {src, dst, torch::Tensor()};
   }
 
