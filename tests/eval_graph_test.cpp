@@ -118,8 +118,12 @@ class EvalGraph : public ::testing::Test {
   int replays = 0;
 };
 
+// Images; Trees under three policies; Trees evaluated greedily (train.eval_greedy: the greedy,
+// the sampled and, greedily, the random policy's, whose equal logits fall back to its own draw).
 const std::vector<std::pair<std::string, std::string>> kBodies{
-    {kTinyImages, ""}, {kTinyTrees, "eval_policies = [\"oracle\", \"random\"]\n"}};
+    {kTinyImages, ""},
+    {kTinyTrees, "eval_policies = [\"oracle\", \"random\"]\n"},
+    {kTinyTrees, "eval_greedy = true\neval_policies = [\"random\"]\n"}};
 
 TEST_F(EvalGraph, ReplayedEvaluationsScoreWhatEagerOnesScoreForImagesAndTreesUnderEveryPolicy) {
   for (const auto& [body, train] : kBodies) {
@@ -129,7 +133,7 @@ TEST_F(EvalGraph, ReplayedEvaluationsScoreWhatEagerOnesScoreForImagesAndTreesUnd
     const Evaluated on = evaluate(dir, "on", body, train);
     ASSERT_FALSE(eager.metrics.empty());
     EXPECT_EQ(on.metrics, eager.metrics) << on.graphs;
-    // Per policy, three evaluations: the batches of 16 warm up twice, then are captured and
+    // Per policy (three for Trees), three evaluations: the batches of 16 warm up twice, then are captured and
     // replayed 4 times; the batch of 8 warms up twice and is replayed once.
     const int keys = body == kTinyImages ? 1 : 3;
     // Each capture's nodes: the stand-in counts the torch ops its work called outside any other.

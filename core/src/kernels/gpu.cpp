@@ -73,6 +73,7 @@ GraphDraws::GraphDraws(bool fixed_rounds) : previous_(g_graph_draws), previous_f
 GraphDraws::~GraphDraws() { g_graph_draws = previous_, g_fixed_rounds = previous_fixed_; }
 std::vector<GraphFlag> take_graph_flags() { return std::exchange(g_flags, {}); }
 bool capturing() { return g_graph_draws && g_fixed_rounds; }
+bool drawing_as_graph() { return g_graph_draws; }
 
 int64_t graph_rounds(int64_t T) {
   int64_t bits = 0;

@@ -55,6 +55,9 @@ struct GraphFlag {
 /// Whether a GraphDraws with fixed rounds (a capture: nothing may be read from or copied off the
 /// host) lives on this thread.
 bool capturing();
+/// Whether a GraphDraws lives on this thread (runtime.cuda_graph "on" or "eager": a step or an
+/// evaluation that draws, and reads, as a graph can).
+bool drawing_as_graph();
 
 /// This thread's flags raised since the last take_graph_flags(), which hands them over.
 std::vector<GraphFlag> take_graph_flags();

@@ -8,6 +8,7 @@
 
 #include "board/plugin_scope.h"
 #include "htm/error.h"
+#include "kernels/gpu.h"
 #include "model/model.h"
 #include "model/plugin_calls.h"
 
@@ -71,7 +72,17 @@ torch::Tensor HtmModelImpl::encode(ForwardResult& result, torch::Tensor x, const
 // would be the tokens' index order.
 MergeDecision HtmModelImpl::greedy_decision(const MergeContext& ctx) {
   auto logits = policy().merge_logits(ctx);
-  if (!logits.defined() || (logits.max() == logits.min()).item<bool>()) return policy().choose_merges(ctx);
+  if (!logits.defined()) return policy().choose_merges(ctx);
+  if (gpu::drawing_as_graph()) {
+    // Under runtime.cuda_graph nothing is read back: both decisions made, one chosen on the
+    // device. The drawn one's log-probability is the logits' (an evaluation reads neither).
+    const MergeDecision drawn = policy().choose_merges(ctx);
+    auto [src, dst] = greedy_disjoint_pairs(logits, ctx.r);
+    const auto alike = logits.max() == logits.min();
+    src = torch::where(alike, drawn.src, src), dst = torch::where(alike, drawn.dst, dst);
+    return {src, dst, pair_log_prob(logits, src, dst, ctx.log_prob_form, ctx.logit_bound)};
+  }
+  if ((logits.max() == logits.min()).item<bool>()) return policy().choose_merges(ctx);
   auto [src, dst] = greedy_disjoint_pairs(logits, ctx.r);  // the bound is monotone: the same pairs
   return {src, dst, pair_log_prob(logits, src, dst, ctx.log_prob_form, ctx.logit_bound)};
 }
