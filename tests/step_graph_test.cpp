@@ -100,6 +100,13 @@ const char* kTinyImages =
     "[dataset]\nplugin = \"noise\"\nchannels = 1\nsize = 8\ntrain_size = 32\ntest_size = 8\n"
     "[adapter]\nplugin = \"image\"\npatch = 2\nfourier_bands = 2\n[loss.mse]\n"
     "[model]\ndim = 16\nheads = 2\nlayers = 3\nmlp_ratio = 2\ndropout = 0.1\n";
+// The tiny images without dropout, whose blocks may be recomputed under a graph (runtime.recompute).
+std::string tiny_images_without_dropout() {
+  std::string body = kTinyImages;
+  return body.replace(body.find("dropout = 0.1"), 13, "dropout = 0.0");
+}
+const char* kRecompute = "recompute = \"blocks\"\n";
+
 std::string tiny_trees(int64_t tokens, const std::string& policy = "learned") {
   return "[dataset]\nplugin = \"trees\"\ntokens = " + std::to_string(tokens) +
          "\ntrain_size = 32\ntest_size = 8\n[adapter]\nplugin = \"points\"\n[loss.point_set]\n"
@@ -114,12 +121,13 @@ std::string tiny_trees(int64_t tokens, const std::string& policy = "learned") {
 // `device`: each step's loss and a logged step's metrics after it, and what the graphs did.
 std::vector<double> losses(const std::string& dir, const std::string& mode, uint64_t seed,
                            const std::string& device = "cpu", int64_t steps = 3, std::string* graphs = nullptr,
-                           const std::string& body = kTinyImages) {
+                           const std::string& body = kTinyImages, const std::string& runtime = "") {
   const std::string path = dir + "/tiny.toml";
   std::ofstream(path) << "[experiment]\nname = \"graph\"\n"
                       << body << "[train]\nbatch_size = 8\ncheckpoint = false\n"
                       << "[runtime]\nthreads = 1\nkernels = \"gpu\"\ncuda_graph = \"" << mode << "\"\n"
-                      << "device = \"" << device << "\"\n";
+                      << "device = \"" << device << "\"\n"
+                      << runtime;
   KernelsScope kernels(Kernels::gpu);  // what htm run sets from runtime.kernels (an earlier test may have set another)
   ExperimentFile experiment = ExperimentFile::load(path, {});
   const ResolvedConfig config = experiment.resolve(experiment.variants()[0], htm::testing::plugins());
@@ -181,6 +189,9 @@ TEST(StepGraph, ACapturedStepReadsNothingOnTheHostForImagesOrTreesSetsThatTheDev
   EXPECT_NE(graphs.find("captured 2,"), std::string::npos) << "images: " << graphs;
   losses(dir, "on", 1, "cpu", 9, &graphs, tiny_trees(16));
   EXPECT_NE(graphs.find("captured 2,"), std::string::npos) << "Trees, 16 points: " << graphs;
+  // Blocks recomputed in backward (no dropout: nothing to draw again), their backward in the capture.
+  losses(dir, "on", 1, "cpu", 9, &graphs, tiny_images_without_dropout(), kRecompute);
+  EXPECT_NE(graphs.find("captured 2,"), std::string::npos) << "recomputed blocks: " << graphs;
   // The nearest and tome baselines' greedy pairs, found on the device (htm::greedy_disjoint_pairs).
   for (const std::string policy : {"nearest", "tome"}) {
     losses(dir, "on", 1, "cpu", 9, &graphs, tiny_trees(16, policy));
@@ -235,16 +246,18 @@ TEST(LaterRead, ReadsTheValueAsItWasWhenAskedForOnTheCpuAndOnAGpu) {
 // On a GPU (skipped where this libtorch has none or sees none): twelve steps captured and
 // replayed give the losses and metrics of the same steps run eagerly with the graphs' draws, to
 // float rounding (CUDA's gather and attention backward add in no fixed order, eager or not), for
-// images and for Trees sets (matched on the device, four rollouts, RLOO). Every third step is
+// images, for Trees sets (matched on the device, four rollouts, RLOO) and for images whose blocks
+// are recomputed in backward (runtime.recompute, no dropout). Every third step is
 // logged: 8 steps of one graph (2 warm-ups, 6 replayed), 4 of the logged one (2 warm-ups, 2
 // replayed).
 TEST(StepGraph, OnAGpuTheReplayedStepsAreTheEagerOnes) {
   if (!cuda_usable()) GTEST_SKIP() << "skipped: this libtorch has no CUDA or sees no GPU";
   const std::string dir = htm::testing::fresh_dir("cuda");
-  for (const std::string& body : {std::string(kTinyImages), tiny_trees(16)}) {
+  for (const auto& [body, runtime] : std::vector<std::pair<std::string, std::string>>{
+           {kTinyImages, ""}, {tiny_trees(16), ""}, {tiny_images_without_dropout(), kRecompute}}) {
     std::string graphs;
-    const auto replayed = losses(dir, "on", 1, "cuda", 12, &graphs, body);
-    const auto eager = losses(dir, "eager", 1, "cuda", 12, nullptr, body);
+    const auto replayed = losses(dir, "on", 1, "cuda", 12, &graphs, body, runtime);
+    const auto eager = losses(dir, "eager", 1, "cuda", 12, nullptr, body, runtime);
     ASSERT_EQ(replayed.size(), eager.size());
     for (size_t k = 0; k < eager.size(); ++k)
       EXPECT_NEAR(replayed[k], eager[k], 1e-5 * std::abs(eager[k])) << "step " << k << "; " << graphs << "\n" << body;

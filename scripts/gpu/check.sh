@@ -140,6 +140,13 @@ done
 for B in 64 8; do
   bench "htm bench cuda fp32 recompute B=$B" --set "train.batch_size=$B" --set 'runtime.recompute="blocks"'
 done
+# Without dropout the recomputed blocks combine with a graph: its pool with and without them (B=64,
+# model.dropout=0 both; the full check only: the official code keeps its 0.1).
+if [ "${HTM_QUICK:-0}" != 1 ]; then
+  bench "htm bench cuda fp32 graph nodrop B=64" --set "train.batch_size=64" --set 'model.dropout=0' "${graph[@]}"
+  bench "htm bench cuda fp32 graph recompute nodrop B=64" --set "train.batch_size=64" --set 'model.dropout=0' \
+    --set 'runtime.recompute="blocks"' "${graph[@]}"
+fi
 # The graph's replays against the same steps run eagerly with its draws: the same losses to rounding.
 bench "htm bench cuda fp32 graph-eager B=8" --set "train.batch_size=8" --set 'runtime.cuda_graph="eager"'
 losses_of() {  # the losses line of the bench step named $1

@@ -122,12 +122,14 @@ void check_estimator(const EstimatorSettings& estimator, const Node* table, cons
 
 // runtime.recompute draws a block's dropout masks again from the global generator's state; a
 // CUDA graph's masks come from the device's generator as it stands, which it cannot replay.
-void check_runtime(const RuntimeSettings& runtime, const Node* table, const Where& start) {
-  if (runtime.recompute == RuntimeRecompute::off || runtime.cuda_graph == RuntimeCudaGraph::off) return;
+// Without dropout (model.dropout = 0) a block draws nothing, and the two combine.
+void check_runtime(const RuntimeSettings& runtime, double dropout, const Node* table, const Where& start) {
+  if (runtime.recompute == RuntimeRecompute::off || runtime.cuda_graph == RuntimeCudaGraph::off || dropout == 0) return;
   const Node* at = table ? table->find("recompute") : nullptr;
   fail(at ? at->value_at : start,
        "'runtime.recompute' = \"blocks\" cannot be combined with 'runtime.cuda_graph' = \"on\" or \"eager\": the "
-       "graph's dropout masks come from the device's generator as it stands, which a recomputation cannot replay");
+       "graph's dropout masks come from the device's generator as it stands, which a recomputation cannot replay "
+       "(with model.dropout = 0 there are none, and they combine)");
 }
 
 const Manifest& find_manifest(const PluginCatalog& catalog, PluginKind kind, const std::string& name, const Where& at) {
@@ -300,7 +302,7 @@ ResolvedConfig ExperimentFile::resolve(const std::string& variant, const PluginC
   check_seed_phases(resolved.settings.experiment, config.find("experiment"), start);
   check_model_shape(resolved.settings.model, config.find("model"), start);
   check_estimator(resolved.settings.estimator, config.find("estimator"), start);
-  check_runtime(resolved.settings.runtime, config.find("runtime"), start);
+  check_runtime(resolved.settings.runtime, resolved.settings.model.dropout, config.find("runtime"), start);
   resolved.experiment = name;
   for (const config::Slot& slot : config::slots())
     resolved.*slot.choice = resolve_slot(slot, config.find(slot.section), start, catalog);
