@@ -421,7 +421,7 @@ TEST(GreedyDisjointPairs, TheDeviceRoundsTakeTheHostScansPairsInItsOrder) {
       }
     }
   // A block of the pairs: ToMe's even rows into odd columns (a strided view on the device), and
-  // rows and columns in no steps (placed by index).
+  // rows and columns in no steps (the host scan itself).
   for (const auto& [rows, cols] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
            {{0, 2, 4, 6, 8}, {1, 3, 5, 7}}, {{0, 3, 4}, {1, 2, 6, 7}}})
     for (int64_t seed = 0; seed < 4; ++seed) {

@@ -136,8 +136,9 @@ std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tenso
 /// would need (htm::NonFinite). logits: B×T×T. Returns {src, dst}, each B×r int64. SDK 6.1.
 std::pair<torch::Tensor, torch::Tensor> greedy_disjoint_pairs(const torch::Tensor& logits, int64_t r);
 /// The same over a B×R×C block of the T tokens' pairs: row a scores token row_token[a] merged
-/// into each token col_token[c] (both increasing, disjoint: ToMe's even and odd tokens), as
-/// greedy_pairs(scores, r, row_token, col_token, T) takes them, with r at most min(R, C). SDK 6.1.
+/// into each token col_token[c], as greedy_pairs(scores, r, row_token, col_token, T) takes them,
+/// with r at most min(R, C); on the device where both token lists increase in steps (ToMe's even
+/// and odd tokens), by that scan otherwise. SDK 6.1.
 std::pair<torch::Tensor, torch::Tensor> greedy_disjoint_pairs(const torch::Tensor& scores, int64_t r,
                                                               const std::vector<int64_t>& row_token,
                                                               const std::vector<int64_t>& col_token, int64_t T);

@@ -73,17 +73,16 @@ torch::Tensor HtmModelImpl::encode(ForwardResult& result, torch::Tensor x, const
 MergeDecision HtmModelImpl::greedy_decision(const MergeContext& ctx) {
   auto logits = policy().merge_logits(ctx);
   if (!logits.defined()) return policy().choose_merges(ctx);
-  if (gpu::drawing_as_graph()) {
-    // Under runtime.cuda_graph nothing is read back: both decisions made, one chosen on the
-    // device. The drawn one's log-probability is the logits' (an evaluation reads neither).
+  // Under runtime.cuda_graph nothing is read back: both decisions are made and one is chosen on
+  // the device (the drawn one's log-probability then the logits'; an evaluation reads neither).
+  const bool on_device = gpu::drawing_as_graph();
+  if (!on_device && (logits.max() == logits.min()).item<bool>()) return policy().choose_merges(ctx);
+  auto [src, dst] = greedy_disjoint_pairs(logits, ctx.r);  // the bound is monotone: the same pairs
+  if (on_device) {
     const MergeDecision drawn = policy().choose_merges(ctx);
-    auto [src, dst] = greedy_disjoint_pairs(logits, ctx.r);
     const auto alike = logits.max() == logits.min();
     src = torch::where(alike, drawn.src, src), dst = torch::where(alike, drawn.dst, dst);
-    return {src, dst, pair_log_prob(logits, src, dst, ctx.log_prob_form, ctx.logit_bound)};
   }
-  if ((logits.max() == logits.min()).item<bool>()) return policy().choose_merges(ctx);
-  auto [src, dst] = greedy_disjoint_pairs(logits, ctx.r);  // the bound is monotone: the same pairs
   return {src, dst, pair_log_prob(logits, src, dst, ctx.log_prob_form, ctx.logit_bound)};
 }
 

@@ -112,27 +112,21 @@ std::pair<torch::Tensor, torch::Tensor> greedy_disjoint_pairs(const torch::Tenso
                 std::to_string(R) + " × " + std::to_string(C) + " tokens");
   torch::NoGradGuard no_grad;
   auto values = scores.detach().to(torch::kFloat);
-  if (!use_gpu(values)) return greedy_pairs(values, r, row_token, col_token, T);
-  // The block placed in a T×T of −∞ (never a pair while a finite one is left: r ≤ min(R, C) are),
-  // its order by a·C + c the same as by the flat index when the tokens increase. Tokens in steps
-  // (ToMe's) are a strided view of it, nothing copied from the host.
-  auto full = torch::full({values.size(0), T, T}, -std::numeric_limits<float>::infinity(), values.options());
-  const auto stride = [](const std::vector<int64_t>& t) {  // the step of an arithmetic run, or 0
-    const int64_t step = t.size() > 1 ? t[1] - t[0] : 1;
+  const auto step = [](const std::vector<int64_t>& t) {  // the step of an increasing arithmetic run, or 0
+    const int64_t d = t.size() > 1 ? t[1] - t[0] : 1;
     for (size_t k = 1; k < t.size(); ++k)
-      if (t[k] - t[k - 1] != step || step <= 0) return int64_t{0};
-    return step;
+      if (t[k] - t[k - 1] != d || d <= 0) return int64_t{0};
+    return d;
   };
-  const int64_t row_step = stride(row_token), col_step = stride(col_token);
-  if (R > 0 && C > 0 && row_step > 0 && col_step > 0) {
-    full.slice(1, row_token[0], row_token[0] + row_step * (R - 1) + 1, row_step)
-        .slice(2, col_token[0], col_token[0] + col_step * (C - 1) + 1, col_step)
-        .copy_(values);
-  } else {
-    const auto rows = torch::tensor(row_token, torch::kLong).to(values.device());  // host: the block's layout
-    const auto cols = torch::tensor(col_token, torch::kLong).to(values.device());  // host: the block's layout
-    full.index_put_({torch::indexing::Slice(), rows.view({-1, 1}), cols.view({1, -1})}, values);
-  }
+  const int64_t row_step = step(row_token), col_step = step(col_token);
+  if (!use_gpu(values) || R == 0 || C == 0 || row_step == 0 || col_step == 0)
+    return greedy_pairs(values, r, row_token, col_token, T);
+  // The block, a strided view of a T×T of −∞ (never a pair while a finite one is left: r ≤
+  // min(R, C) are), nothing copied from the host; its order by a·C + c is the flat index's.
+  auto full = torch::full({values.size(0), T, T}, -std::numeric_limits<float>::infinity(), values.options());
+  full.slice(1, row_token[0], row_token[0] + row_step * (R - 1) + 1, row_step)
+      .slice(2, col_token[0], col_token[0] + col_step * (C - 1) + 1, col_step)
+      .copy_(values);
   return gpu::match_pairs(full, torch::zeros_like(full), r);
 }
 

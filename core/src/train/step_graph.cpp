@@ -143,28 +143,26 @@ StepReport TrainStep::replay(CapturedStep& c, const StepRequest& request) {
     if (into.defined()) into.copy_(from);
   c.graph->replay();
   for (auto& [param, grad] : c.grads) param.mutable_grad() = grad;
-  if (loss_later_ && c.flags == 0 && c.metrics.empty()) {  // nothing to decide on the host now
-    StepReport report;
-    report.loss_later = LaterRead(c.reads[0]);  // queued before the next replay rewrites it
-    update(request, report);
-    --g.eager, ++g.replayed;
-    return report;
-  }
-  const auto host = c.reads.cpu();  // host: the step's one read
-  const double* value = host.data_ptr<double>();
-  const size_t before = 1 + c.flags + c.metrics.size();  // where the baseline's value was put
-  for (size_t k = 1; k <= c.flags; ++k)
-    if (value[k] > 0) {  // the same step again, eagerly, same draws
-      if (static_cast<size_t>(host.numel()) > before) estimator_.restore_baseline(value[before], value[before + 1] > 0);
-      seed_device_generator(g.device, g.seed);
-      ++g.redone;
-      gpu::GraphDraws draws;
-      return eager_step(request);
-    }
   StepReport report;
-  for (size_t k = 0; k < c.metrics.size(); ++k) report.terms.push_back({c.metrics[k], value[1 + c.flags + k]});
+  if (loss_later_ && c.flags == 0 && c.metrics.empty()) {  // nothing to decide on the host now
+    report.loss_later = LaterRead(c.reads[0]);             // queued before the next replay rewrites it
+  } else {
+    const auto host = c.reads.cpu();  // host: the step's one read
+    const double* value = host.data_ptr<double>();
+    const size_t before = 1 + c.flags + c.metrics.size();  // where the baseline's value was put
+    for (size_t k = 1; k <= c.flags; ++k)
+      if (value[k] > 0) {  // the same step again, eagerly, same draws
+        if (static_cast<size_t>(host.numel()) > before)
+          estimator_.restore_baseline(value[before], value[before + 1] > 0);
+        seed_device_generator(g.device, g.seed);
+        ++g.redone;
+        gpu::GraphDraws draws;
+        return eager_step(request);
+      }
+    for (size_t k = 0; k < c.metrics.size(); ++k) report.terms.push_back({c.metrics[k], value[1 + c.flags + k]});
+    report.loss = value[0];
+  }
   update(request, report);  // a logged step's gradient norms, after its metrics (as an eager step)
-  report.loss = value[0];
   --g.eager, ++g.replayed;
   return report;
 }

@@ -134,7 +134,8 @@ TrainSummary Trainer::run() {
   summary.time.resumed = loop.seconds_before > 0;
   summary.images_per_s = loop.state.images / std::max(1e-9, summary.seconds);
   summary.graphs = loop.step->graph_summary();
-  if (eval_graphs_ && !eval_graphs_->summary().empty()) summary.graphs += "; evaluation: " + eval_graphs_->summary();
+  if (const std::string evaluation = eval_graphs_ ? eval_graphs_->summary() : ""; !evaluation.empty())
+    summary.graphs += "; evaluation: " + evaluation;
   return summary;
 }
 
