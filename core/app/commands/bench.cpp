@@ -36,6 +36,7 @@
 #endif
 #include "kernels/row_shard_scope.h"
 #include "train/experiment.h"
+#include "train/launch_count.h"
 #include "train/memory.h"
 #include "train/optimizer.h"
 #include "train/step.h"
@@ -63,10 +64,12 @@ struct StepTiming {
   int64_t flops = 0;  ///< through htm::gemm in one step
   double peak_mib = 0;
   double before_mib = 0, forward_mib = 0, backward_mib = 0, optimizer_mib = 0;  ///< one more step, by phase
-  double gpu_peak_mib = -1;     ///< on a GPU: the allocator's most allocated over the timed steps (-2: not built)
-  double gpu_reserved_mib = 0;  ///< and the most it held (a CUDA graph's pool counts here, not above)
-  std::string graphs;           ///< runtime.cuda_graph: what the graphs did (TrainStep::graph_summary)
-  std::vector<double> losses;   ///< each timed step's loss
+  double gpu_peak_mib = -1;       ///< on a GPU: the allocator's most allocated over the timed steps (-2: not built)
+  double gpu_reserved_mib = 0;    ///< and the most it held (a CUDA graph's pool counts here, not above)
+  std::string graphs;             ///< runtime.cuda_graph: what the graphs did (TrainStep::graph_summary)
+  std::vector<double> losses;     ///< each timed step's loss
+  std::vector<int64_t> launches;  ///< an eager step's ops that run work, by phase (LaunchCount)
+  int64_t host_reads = 0;         ///< and its values read to the host
 };
 
 // One warm-up step, one profiled into `profile` (if named), then `steps` timed ones: forward at
@@ -105,6 +108,14 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
   if (!profile.empty()) {
     torch::autograd::profiler::RecordProfile guard(profile);
     step();
+  }
+  if (!world && ex.config.settings.runtime.cuda_graph == RuntimeCudaGraph::off) {  // what an eager step launches
+    LaunchCount count;
+    train_step.phase_ended = [&] { count.next_phase(); };
+    step();
+    train_step.phase_ended = nullptr;
+    t.launches = count.phases();
+    t.host_reads = count.host_reads();
   }
   const c10::Device device = ex.device;
   if (device.is_cuda() && gpu_memory_stats_built()) reset_gpu_peak(device);
@@ -164,6 +175,12 @@ void memory_line(const std::string& what, const StepTiming& t) {
       "memory   %-28s resident MiB: %.0f before the step; peak %.0f in forward, %.0f in backward, "
       "%.0f in the optimiser\n",
       what.c_str(), t.before_mib, t.forward_mib, t.backward_mib, t.optimizer_mib);
+  if (t.launches.size() == 3)
+    std::printf(
+        "launches %-28s %lld in one eager step: forward %lld, backward %lld, optimiser %lld (torch ops that run "
+        "work: about a GPU's kernel launches); %lld values read to the host\n",
+        what.c_str(), (long long)(t.launches[0] + t.launches[1] + t.launches[2]), (long long)t.launches[0],
+        (long long)t.launches[1], (long long)t.launches[2], (long long)t.host_reads);
   if (t.graphs.empty()) return;
   std::printf("graph    %-28s cuda_graph: %s\n", what.c_str(), t.graphs.c_str());
   std::string losses;  // a graph's replays against "eager": the same numbers, bit for bit

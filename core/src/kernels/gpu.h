@@ -11,7 +11,8 @@
 //   - The pair sampler as a greedy matching found in rounds of mutual best pairs (a few rounds,
 //     not r): the same pairs, in the same order, as the portable sampler's r rounds on the same
 //     keys.
-//   - AdamW as a handful of multi-tensor (foreach) launches for all parameters.
+//   - AdamW as a handful of multi-tensor (foreach) launches for all parameters, and the
+//     gradients of parameters used at several depths summed likewise, not one add a use.
 //   - The point-set loss's exact matching on the device (N ≤ 16), by dynamic programming over
 //     subsets in a few launches a layer, where the reference runs the Hungarian method on the host.
 #pragma once
@@ -116,6 +117,29 @@ constexpr int64_t kMaxDeviceAssignment = 16;
 /// necessarily the same one. A NaN or infinite cost gives some assignment in range (its total
 /// is not finite); an error only for a shape it does not take.
 at::Tensor min_cost_assignment(const at::Tensor& cost);
+
+/// Before `root`'s backward: every parameter used more than once in its graph receives its
+/// gradients on one node that sums them for all parameters at once (a few foreach launches,
+/// one round per use) where autograd would add each as it arrives (a launch each), in the
+/// order autograd would have added them (gpu_gradients.cpp). Returns the launches saved: the
+/// adds no longer made one at a time (0 where nothing is shared). For a plain backward() of
+/// `root` only: the rewritten graph's topological numbers no longer prune a backward given
+/// its inputs, and every shared parameter's gradient arrives at the end of backward.
+int64_t sum_shared_gradients_at_once(const at::Tensor& root);
+
+/// Whether the trainer's backward under the gpu kernels sums shared gradients at once (the
+/// default), and a scope that sets it on this thread (the tests compare the two).
+bool summing_shared_gradients();
+class SharedGradientsScope {
+ public:
+  explicit SharedGradientsScope(bool at_once);
+  ~SharedGradientsScope();
+  SharedGradientsScope(const SharedGradientsScope&) = delete;
+  SharedGradientsScope& operator=(const SharedGradientsScope&) = delete;
+
+ private:
+  bool previous_;
+};
 
 /// One AdamW update of every parameter at once (each parameter's own state; one step for all).
 void adamw_update(std::vector<at::Tensor>& params, std::vector<at::Tensor>& exp_avg,

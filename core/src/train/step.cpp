@@ -189,10 +189,12 @@ void TrainStep::backward(const torch::Tensor& total) {
   RECORD_FUNCTION("htm::backward", {});
   optimizer_.zero_grad();
   policy_optimizer_.zero_grad();
-  if (reducer_)
-    reducer_->backward(total);
-  else
-    total.backward();
+  if (reducer_) {
+    reducer_->backward(total);  // each parameter's gradient as soon as it is whole, for the reducer
+    return;
+  }
+  if (use_gpu(total) && gpu::summing_shared_gradients()) gpu::sum_shared_gradients_at_once(total);
+  total.backward();
 }
 
 void TrainStep::update(const StepRequest& request, StepReport& report) {

@@ -1,0 +1,153 @@
+// The gradients of shared parameters summed at once under the gpu kernels (kernels/gpu.h,
+// gpu_gradients.cpp): the same gradients as autograd's own adds, bit for bit, in fewer launches;
+// and LaunchCount (train/launch_count.h), which counts them.
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "config/experiment_config.h"
+#include "htm/error.h"
+#include "kernels/gpu.h"
+#include "kernels/kernels.h"
+#include "plugins_util.h"
+#include "test_util.h"
+#include "train/experiment.h"
+#include "train/launch_count.h"
+#include "train/step.h"
+
+namespace htm {
+namespace {
+
+// A consumer that gives its input no gradient (autograd then adds nothing for that use).
+class NoGradient : public torch::autograd::Function<NoGradient> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext*, const torch::Tensor& x) { return x * 2; }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*, torch::autograd::variable_list) {
+    return {torch::Tensor()};
+  }
+};
+
+// w used four times (one use with no gradient, terms of very different sizes, so the order of
+// the adds shows in the bits), b twice through one add (whose backward hands the same tensor to
+// both), c once; the loss's gradients with and without the rewrite.
+std::vector<torch::Tensor> hand_made(bool at_once, int64_t* saved) {
+  auto w = torch::tensor({1.5f, -2.25f, 3.0f}).requires_grad_();
+  auto b = torch::tensor({0.5f, 0.25f, -1.0f}).requires_grad_();
+  auto c = torch::tensor({2.0f}).requires_grad_();
+  const auto big = torch::tensor({1e8f, 3e7f, -2e8f}), small = torch::tensor({1.0f, 0.3f, 7.0f});
+  auto loss = (w * big).sum() + (w * small).sum() + (w * -big).sum() + NoGradient::apply(w).sum() +
+              (b + b).pow(2).sum() + (c * w.sum()).sum();
+  *saved = at_once ? gpu::sum_shared_gradients_at_once(loss) : 0;
+  loss.backward();
+  return {w.grad(), b.grad(), c.grad()};
+}
+
+TEST(GpuGradients, AHandMadeGraphGetsAutogradsSumsBitForBitUndefinedAndSharedGradientsIncluded) {
+  int64_t saved_on = 0, saved_off = 0;
+  const auto on = hand_made(true, &saved_on), off = hand_made(false, &saved_off);
+  // w: 5 uses (4 products and the sum c multiplies), b: 2 (its add's two inputs); c alone is left.
+  EXPECT_EQ(saved_on, (5 - 1) + (2 - 1));
+  for (size_t i = 0; i < on.size(); ++i) {
+    ASSERT_TRUE(on[i].defined() && off[i].defined()) << i;
+    EXPECT_TRUE(torch::equal(on[i], off[i])) << i << ": " << on[i] << " against " << off[i];
+  }
+  // Rewritten once: a second look at the same graph finds nothing left to sum.
+  auto w = torch::ones({2}).requires_grad_();
+  auto loss = (w * 2).sum() + (w * 3).sum();
+  EXPECT_EQ(gpu::sum_shared_gradients_at_once(loss), 1);
+  EXPECT_EQ(gpu::sum_shared_gradients_at_once(loss), 0);
+  loss.backward();
+  EXPECT_TRUE(torch::equal(w.grad(), torch::full({2}, 5.0f)));
+  EXPECT_EQ(gpu::sum_shared_gradients_at_once(torch::ones({1})), 0);  // no graph: nothing to do
+}
+
+Experiment tiny_trees(const std::string& dir) {
+  std::ofstream(dir + "/g.toml") << "[dataset]\nplugin = \"trees\"\ntokens = 16\ntrain_size = 64\ntest_size = 16\n"
+                                 << "[adapter]\nplugin = \"points\"\n[loss.point_set]\n"
+                                 << "[model]\ndim = 16\nheads = 2\nlayers = 4\ndropout = 0.2\n"
+                                 << "[estimator]\nrollouts = 2\nbaseline = \"rloo\"\n"
+                                 << "[train]\nbatch_size = 8\n[runtime]\nthreads = 1\n";
+  ExperimentFile file = ExperimentFile::load(dir + "/g.toml", {});
+  return assemble(file.resolve(file.variants()[0], htm::testing::plugins()), htm::testing::plugins(), 0);
+}
+
+struct Step {
+  std::vector<torch::Tensor> grads;
+  std::vector<int64_t> launches;  // forward, backward (LaunchCount: a GPU's launches, about)
+};
+
+Step trees_step(bool at_once) {
+  KernelsScope kernels(Kernels::gpu);
+  gpu::SharedGradientsScope scope(at_once);
+  Experiment ex = tiny_trees(htm::testing::fresh_dir("gpu_gradients"));
+  ex.model->train();
+  torch::manual_seed(7);
+  StepRequest request;
+  request.batch = ex.dataset->get(Split::train, torch::arange(8));
+  request.batch_rows = 8;
+  request.schedule = ex.schedule;
+  TrainStep train_step(ex, at::make_generator<at::CPUGeneratorImpl>(3));
+  Step s;
+  {
+    LaunchCount count;
+    train_step.phase_ended = [&] { count.next_phase(); };
+    train_step(request);  // the trainer's step: its gradients stay in the parameters
+    s.launches = count.phases();
+  }
+  for (const auto& p : ex.model->parameters()) s.grads.push_back(p.grad());
+  return s;
+}
+
+// Trees at 16 points: the blocks are used at each of the 4 depths, so most parameters have 4
+// gradients to sum.
+TEST(GpuGradients, ATreesStepsGradientsAreAutogradsBitForBitInFewerLaunches) {
+  const Step off = trees_step(false), on = trees_step(true);
+  ASSERT_EQ(on.grads.size(), off.grads.size());
+  int64_t reached = 0;
+  for (size_t i = 0; i < on.grads.size(); ++i) {
+    ASSERT_EQ(on.grads[i].defined(), off.grads[i].defined()) << i;
+    if (!on.grads[i].defined()) continue;
+    EXPECT_TRUE(torch::equal(on.grads[i], off.grads[i]))
+        << "parameter " << i << ": most difference " << (on.grads[i] - off.grads[i]).abs().max().item<double>();
+    reached += on.grads[i].abs().sum().item<double>() > 0;
+  }
+  EXPECT_GT(reached, 40);
+  // The same forward; in backward each shared parameter's 3 adds become a share of 3 foreach
+  // launches.
+  ASSERT_GE(on.launches.size(), 2u);
+  ASSERT_GE(off.launches.size(), 2u);
+  EXPECT_EQ(on.launches[0], off.launches[0]);
+  EXPECT_LT(on.launches[1], off.launches[1] - 150) << on.launches[1] << " against " << off.launches[1];
+  std::cout << "[ gpu kernels, one tiny Trees step's backward: " << off.launches[1]
+            << " launches with autograd's adds, " << on.launches[1] << " with the shared gradients summed at once ]\n";
+}
+
+// What LaunchCount counts: one for an op that runs work, composite or not; none for views, no-op
+// conversions and allocations; host reads apart; phases in order.
+TEST(LaunchCount, CountsTheOpsThatRunWorkOnceEachAndTheirPhases) {
+  auto a = torch::randn({4, 3}), w = torch::randn({5, 3}), b = torch::randn({5});
+  std::vector<torch::Tensor> many = {a.clone(), a.clone(), a.clone()};
+  LaunchCount count;
+  auto v = a.view({3, 4}).reshape({12}).to(torch::kFloat).contiguous().unsqueeze(1).transpose(0, 1);  // none
+  auto e = torch::empty({8});  // an allocation: none
+  EXPECT_EQ(count.launches(), 0);
+  auto y = torch::linear(a, w, b);  // one (its addmm), not its transpose
+  auto s = a + 1;                   // one
+  EXPECT_EQ(count.launches(), 2);
+  count.next_phase();
+  at::_foreach_add_(many, 1.0);                // one, though a CPU loops over the tensors
+  auto copied = a.t().contiguous();            // one: the copy a maybe-view makes
+  const double read = s.sum().item<double>();  // one (the sum), and a read
+  EXPECT_EQ(count.phases(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(count.host_reads(), 1);
+  EXPECT_EQ(count.launches(), 5);
+  EXPECT_THROW(LaunchCount another, Error);
+  (void)v, (void)e, (void)y, (void)copied, (void)read;
+}
+
+}  // namespace
+}  // namespace htm
