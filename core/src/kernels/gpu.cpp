@@ -296,23 +296,30 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
   // columns of matched tokens leave `both` in place (no B×T² copy per round).
   auto both = torch::maximum(rank, rank.transpose(1, 2));  // B×T×T, symmetric
   const auto tokens = torch::arange(T, longs).unsqueeze(0);
-  auto matched = torch::full({B, T}, -1, longs);  // the rank of each token's pair, −1 while unmatched
-  const int64_t unmatched_at_end = B * (T % 2);   // a complete graph: at most one token left per sample
+  const int64_t unmatched_at_end = B * (T % 2);  // a complete graph: at most one token left per sample
   // Under GraphDraws a fixed number of rounds and no read-back; whether they finished is a flag.
   const int64_t fixed = g_fixed_rounds ? graph_rounds(T) : 0;
+  // Each round's best partner and whether it was mutual, for the end: a token whose row is all
+  // taken (−1) points anywhere and may seem mutual with another such token, but its best is −1,
+  // which the end leaves out, and its row and column are −1 already. So a round is 5 launches.
+  std::vector<torch::Tensor> bests, mutuals;
   int64_t round = 0;
   for (bool more = T > 1; more;) {
     auto [best, choice] = both.max(2);  // B×T
-    auto mutual = (choice.gather(1, choice) == tokens).logical_and_(best >= 0);
-    matched = torch::where(mutual, best, matched);
+    auto mutual = choice.gather(1, choice) == tokens;
     both.masked_fill_(mutual.unsqueeze(2).logical_or(mutual.unsqueeze(1)), -1);
-    // Read back every few rounds (the rounds after the last match change nothing).
+    bests.push_back(best), mutuals.push_back(mutual);
+    // Read back every few rounds (the rounds after the last match change nothing): done when no
+    // pair of free tokens is left (every pair of two free tokens has a rank ≥ 0).
     ++round;
     if (fixed > 0)
       more = round < fixed;
     else if (round % 4 == 0)
-      more = (matched < 0).sum().item<int64_t>() > unmatched_at_end;
+      more = (both.amax() >= 0).item<bool>();
   }
+  // The rank of each token's pair, −1 while unmatched: a matched token's mutual best.
+  auto matched =
+      T > 1 ? torch::where(torch::stack(mutuals), torch::stack(bests), -1).amax(0) : torch::full({B, T}, -1, longs);
   if (fixed > 0 && fixed < T / 2)  // ⌊T/2⌋ rounds always finish: nothing to check
     g_flags.push_back(
         {(matched < 0).sum() > unmatched_at_end,
