@@ -314,6 +314,8 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
     ++round;
     if (fixed > 0)
       more = round < fixed;
+    else if (round >= T / 2)  // ⌊T/2⌋ rounds always finish (each matches the best pair left)
+      more = false;
     else if (round % 4 == 0)
       more = (both.amax() >= 0).item<bool>();
   }

@@ -187,14 +187,16 @@ torch::Tensor without_diagonal(const torch::Tensor& logits) {
   return logits.masked_fill(eye, -std::numeric_limits<float>::infinity());
 }
 
-// B×r×T: 1 where token t was drawn before draw k (by any of `drawn`, each B×r).
-torch::Tensor drawn_before(std::initializer_list<torch::Tensor> drawn, int64_t T) {
-  torch::Tensor now;
-  for (const auto& index : drawn) {
-    auto hot = torch::one_hot(index, T);
-    now = now.defined() ? now + hot : hot;
-  }
-  return now.cumsum(1) - now;
+// B×r×T: whether token t is still free at draw k (not taken by any of `drawn`, each B×r, before
+// it), or with `taken` the opposite. From the draw that took each token (r where none did): a
+// fill, a scatter each and a comparison, with no read back.
+torch::Tensor free_at_draw(std::initializer_list<torch::Tensor> drawn, int64_t T, bool taken = false) {
+  const torch::Tensor& first = *drawn.begin();
+  const int64_t B = first.size(0), r = first.size(1);
+  auto taken_at = torch::full({B, T}, r, first.options());
+  const auto order = torch::arange(r, first.options());
+  for (const auto& index : drawn) taken_at.scatter_(1, index, order.expand({B, r}));
+  return taken ? taken_at.unsqueeze(1) < order.view({1, r, 1}) : taken_at.unsqueeze(1) >= order.view({1, r, 1});
 }
 
 }  // namespace
@@ -210,9 +212,9 @@ torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& sr
   // product, O(r·T²) per sample like the draw itself, never a B×r×T×T tensor. In double, shifted
   // by each sample's largest logit, so the later (smaller) normalisers keep their precision.
   auto top = std::get<0>(masked.detach().view({B, T * T}).max(1)).view({B, 1, 1});
-  auto weights = (masked - top).to(torch::kDouble).exp();              // B×T×T
-  auto unused = 1.0 - drawn_before({src, dst}, T).to(torch::kDouble);  // B×r×T
-  auto normaliser = (torch::bmm(unused, weights) * unused).sum(2);     // B×r
+  auto weights = (masked - top).to(torch::kDouble).exp();           // B×T×T
+  auto unused = free_at_draw({src, dst}, T).to(torch::kDouble);     // B×r×T
+  auto normaliser = (torch::bmm(unused, weights) * unused).sum(2);  // B×r
   auto chosen = masked.view({B, T * T}).gather(1, src * T + dst);
   return chosen - (normaliser.clamp_min(1e-300).log() + top.view({B, 1})).to(logits.scalar_type());
 }
@@ -220,8 +222,8 @@ torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& sr
 torch::Tensor token_log_prob(const torch::Tensor& scores, const torch::Tensor& index, LogProbForm form) {
   const int64_t T = scores.size(1), r = index.size(1);
   if (form == LogProbForm::paper) return torch::log_softmax(scores, 1).gather(1, index);
-  if (r == T) return {};                                   // all T chosen: one outcome, nothing decided
-  auto drawn = drawn_before({index}, T).to(torch::kBool);  // B×r×T
+  if (r == T) return {};                                  // all T chosen: one outcome, nothing decided
+  auto drawn = free_at_draw({index}, T, /*taken=*/true);  // B×r×T
   auto normaliser =
       torch::logsumexp(scores.unsqueeze(1).masked_fill(drawn, -std::numeric_limits<float>::infinity()), 2);
   return scores.gather(1, index) - normaliser;

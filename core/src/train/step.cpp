@@ -122,9 +122,17 @@ TrainStep::Pass TrainStep::forward(const StepRequest& request, StepReport& repor
   pass.batch = request.batch;
   const int64_t K = estimator_.rollouts();
   if (K > 1) {  // K adjacent copies of each input, each drawing its own decisions
-    pass.batch.input = pass.batch.input.repeat_interleave(K, 0);
-    if (pass.batch.labels.defined()) pass.batch.labels = pass.batch.labels.repeat_interleave(K, 0);
-    if (pass.batch.tree.defined()) pass.batch.tree = pass.batch.tree.repeat_interleave(K, 0);
+    // One copy each (repeat_interleave's would be several launches and, on a GPU, a read back).
+    auto repeated = [K](const torch::Tensor& t) {
+      auto sizes = t.sizes().vec();
+      sizes.insert(sizes.begin() + 1, K);
+      auto shape = t.sizes().vec();
+      shape[0] *= K;
+      return t.unsqueeze(1).expand(sizes).reshape(shape);
+    };
+    pass.batch.input = repeated(pass.batch.input);
+    if (pass.batch.labels.defined()) pass.batch.labels = repeated(pass.batch.labels);
+    if (pass.batch.tree.defined()) pass.batch.tree = repeated(pass.batch.tree);
   }
   const int64_t rows = request.batch.input.size(0);
   {
