@@ -225,5 +225,30 @@ TEST(CrashRecord, CountsCrashesAtOneStepAndHoldsTheRunAtTheSecond) {
   EXPECT_EQ(store.record_crash(first.run_id, me, 9, "crashed elsewhere"), 1) << "another step starts the count again";
 }
 
+// A sibling process may settle a crashed child's row as killed (its owner is gone) before the
+// supervisor records the crash: the crash is recorded all the same (the fault suite's crash
+// section saw 'killed' under load, and the study's exit code became the child's signal's).
+TEST(CrashRecord, ACrashIsRecordedOverAKilledSettlementOfTheSameOwner) {
+  const std::string dir = htm::testing::fresh_dir("crash_record_killed");
+  ResultsStore store(dir + "/db.sqlite");
+  RunInfo info;
+  info.experiment = "e";
+  info.variant = "v";
+  info.config_hash = "h";
+  const Claim first = store.claim_run(info, false);
+  const int64_t me = RunOwner::self().pid;
+  store.query("UPDATE runs SET status = 'killed' WHERE id = ?", {first.run_id}, true);  // what settle_stale writes
+  EXPECT_EQ(store.record_crash(first.run_id, me + 1, 5, "crashed: SIGSEGV"), 0) << "another process's run";
+  EXPECT_EQ(store.record_crash(first.run_id, me, 5, "crashed: SIGSEGV at step 5"), 1);
+  auto row = store.query("SELECT status, error FROM runs WHERE id = ?", {first.run_id});
+  EXPECT_EQ(row.rows[0][0], "failed");
+  EXPECT_EQ(row.rows[0][1], "crashed: SIGSEGV at step 5");
+  // Resumed since (another owner): no longer the supervisor's to say.
+  const Claim resumed = store.claim_run(info, false);
+  ASSERT_EQ(resumed.outcome, Claim::Outcome::resumed);
+  store.query("UPDATE runs SET status = 'killed', owner_pid = ? WHERE id = ?", {me + 1, first.run_id}, true);
+  EXPECT_EQ(store.record_crash(first.run_id, me, 5, "crashed: SIGSEGV at step 5"), 0);
+}
+
 }  // namespace
 }  // namespace htm

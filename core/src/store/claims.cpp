@@ -136,13 +136,16 @@ int64_t ResultsStore::crash(int64_t run_id, int64_t owner_pid, int64_t step, con
             over_own_outcome
                 ? "UPDATE runs SET status = 'failed', ended_at = ?, error = ? || coalesce('; then ' || error, '') "
                   "WHERE id = ? AND status IN ('running', 'failed', 'interrupted') AND owner_pid = ?"
-                : "UPDATE runs SET status = 'failed', ended_at = ?, error = ? WHERE id = ? AND status = 'running' "
-                  "AND owner_pid = ?")
+                : "UPDATE runs SET status = 'failed', ended_at = ?, error = ? WHERE id = ? AND status IN "
+                  "('running', 'killed') AND owner_pid = ?")
       .bind_real(1, now_seconds())
       .bind_text(2, message)
       .bind_int(3, run_id)
       .bind_int(4, owner_pid)
       .run();
+  // 'killed' too: another htm process (a sibling job starting, `htm run` beside it) may find the
+  // dead child's row before its supervisor does and settle it as killed (settle_stale); the
+  // supervisor saw how it died and says so. A run resumed since has another owner.
   if (sqlite3_changes(db_) == 0) {  // recorded by the process itself, or taken over: not ours to say
     transaction.commit();
     return 0;
