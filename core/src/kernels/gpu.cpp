@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -98,6 +101,22 @@ uint64_t next_seed(at::Generator generator) {
   auto draw = torch::empty({1}, torch::TensorOptions(torch::kLong).device(generator.device()));
   draw.random_(std::numeric_limits<int64_t>::max(), generator);
   return static_cast<uint64_t>(draw.item<int64_t>());
+}
+
+torch::Tensor device_constant(const std::string& what, int64_t n, const torch::Device& device,
+                              const std::function<torch::Tensor()>& make) {
+  static std::mutex mutex;
+  static auto* made = new std::map<std::tuple<std::string, int64_t, std::string>, torch::Tensor>();
+  const auto key = std::make_tuple(what, n, device.str());
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto found = made->find(key); found != made->end()) return found->second;
+  }
+  torch::NoGradGuard no_grad;
+  auto value = make();
+  if (capturing()) return value;  // made inside a capture: its memory is the graph's, not kept
+  std::lock_guard<std::mutex> lock(mutex);
+  return made->emplace(key, value).first->second;
 }
 
 namespace {
@@ -279,15 +298,21 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
   // Every ordered pair's rank as one int64, larger = taken first by the greedy rule: a finite key
   // beats any pair whose key is −∞ (those go by noise alone), then the key's value (its float
   // bits made order-preserving), then the lower flat index (the portable arg-max's first).
+  // In int64: finite·2⁶² + (key bits, order-preserving, in [−2³¹, 2³¹))·2³⁰ + the constant
+  // base, whose off-diagonal entries are 2⁶¹ + T²−1−(flat index) (the 2⁶¹ moves the bits into
+  // [0, 2³²)·2³⁰) and whose diagonal keeps a pair of one token below every other rank (at most
+  // −2³⁰, never overflowing): two adds with alphas on a cached base.
   auto keys = logits + noise;
   auto finite = keys > kMinusInf;
   auto value = torch::where(finite, keys, noise) + 0.0f;  // −0 → +0: equal floats, equal bits
   auto bits = value.contiguous().view(torch::kInt).to(torch::kLong);
-  auto ordered = torch::where(bits < 0, bits ^ 0x7fffffff, bits) + (int64_t{1} << 31);  // [0, 2³²)
-  auto flat = torch::arange(T * T, longs).view({1, T, T});
-  auto rank =
-      finite.to(torch::kLong) * (int64_t{1} << 62) + ordered * (int64_t{1} << 30) + torch::rsub(flat, T * T - 1);
-  rank.diagonal(0, 1, 2).fill_(-1);
+  auto ordered = torch::where(bits < 0, bits ^ 0x7fffffff, bits);
+  const auto base = device_constant("pair ranks' base", T, logits.device(), [&] {
+    auto b = torch::rsub(torch::arange(T * T, longs), T * T - 1 + (int64_t{1} << 61)).view({1, T, T});
+    b.diagonal(0, 1, 2).fill_(std::numeric_limits<int64_t>::min() + (int64_t{1} << 61));
+    return b;
+  });
+  auto rank = torch::add(base, ordered, int64_t{1} << 30).add_(finite, int64_t{1} << 62);
 
   // Greedy matching on the pairs' best orientation: in each round every token points to its best
   // remaining partner, and mutual choices are matched (each is the best pair left at both its
@@ -295,7 +320,8 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
   // token keeps its pair's rank, whose low 30 bits name the pair's taken orientation; the rows and
   // columns of matched tokens leave `both` in place (no B×T² copy per round).
   auto both = torch::maximum(rank, rank.transpose(1, 2));  // B×T×T, symmetric
-  const auto tokens = torch::arange(T, longs).unsqueeze(0);
+  const auto tokens =
+      device_constant("token indices", T, logits.device(), [&] { return torch::arange(T, longs).unsqueeze(0); });
   const int64_t unmatched_at_end = B * (T % 2);  // a complete graph: at most one token left per sample
   // Under GraphDraws a fixed number of rounds and no read-back; whether they finished is a flag.
   const int64_t fixed = g_fixed_rounds ? graph_rounds(T) : 0;

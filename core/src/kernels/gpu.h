@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -95,6 +96,13 @@ at::Tensor gumbel_like(const at::Tensor& like, at::Generator generator);
 
 /// Standard normal noise shaped like `like`, likewise.
 at::Tensor normal_like(const at::Tensor& like, at::Generator generator);
+
+/// A constant tensor of `device` (an index table, a mask), made by `make` once per (what, n,
+/// device) and kept for the process: a step's constants cost no launches after its first. One
+/// first made inside a capture (capturing()) is returned but not kept, its memory being the
+/// graph's; the eager steps before a capture make them.
+at::Tensor device_constant(const std::string& what, int64_t n, const at::Device& device,
+                           const std::function<at::Tensor()>& make);
 
 /// r disjoint pairs per sample from B×T×T float logits (already bounded), with Gumbel keys on
 /// the device: match_pairs(logits, gumbel noise, r).

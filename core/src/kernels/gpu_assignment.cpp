@@ -30,6 +30,7 @@ namespace {
 struct Layer {
   torch::Tensor member;  // C(N,k)·k int64, flat
   torch::Tensor before;  // likewise
+  torch::Tensor both;    // C(N,k)·k × 2: member and before side by side (one gather going back)
 };
 
 std::vector<Layer> make_layers(int64_t n, const torch::Device& device) {
@@ -52,6 +53,7 @@ std::vector<Layer> make_layers(int64_t n, const torch::Device& device) {
   for (int64_t k = 1; k <= n; ++k) {
     layers[k].member = torch::tensor(member[k], torch::kLong).to(device);
     layers[k].before = torch::tensor(before[k], torch::kLong).to(device);
+    layers[k].both = torch::stack({layers[k].member, layers[k].before}, 1);
   }
   return layers;
 }
@@ -108,8 +110,9 @@ torch::Tensor min_cost_assignment(const torch::Tensor& cost) {
   auto set = torch::zeros({1, B}, choice[n].options());
   for (int64_t k = n; k >= 1; --k) {
     const auto at = (set * k + choice[k].gather(0, set)).view(-1);  // the member's flat index
-    taken[k - 1] = layers[k].member.index_select(0, at);
-    set = layers[k].before.index_select(0, at).view({1, B});
+    const auto row = layers[k].both.index_select(0, at);            // B × (member, before)
+    taken[k - 1] = row.select(1, 0);
+    set = row.select(1, 1).view({1, B});
   }
   return torch::stack(taken, 1);
 }

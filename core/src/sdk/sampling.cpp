@@ -183,7 +183,9 @@ namespace {
 
 // The logits with the diagonal (a token merged into itself) at −∞.
 torch::Tensor without_diagonal(const torch::Tensor& logits) {
-  auto eye = torch::eye(logits.size(1), logits.options().dtype(torch::kBool));
+  const int64_t T = logits.size(1);
+  const auto eye = gpu::device_constant("diagonal", T, logits.device(),
+                                        [&] { return torch::eye(T, logits.options().dtype(torch::kBool)); });
   return logits.masked_fill(eye, -std::numeric_limits<float>::infinity());
 }
 
