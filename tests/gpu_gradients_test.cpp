@@ -1,7 +1,8 @@
 // The gradients of shared parameters summed at once under the gpu kernels (kernels/gpu.h,
 // gpu_gradients.cpp): the same gradients as autograd's own adds, bit for bit, in fewer launches;
-// and LaunchCount (train/launch_count.h), which counts them.
+// and LaunchCount (train/launch_count.h), which counts them, and MemoryCensus beside it.
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -18,6 +19,7 @@
 #include "test_util.h"
 #include "train/experiment.h"
 #include "train/launch_count.h"
+#include "train/memory_census.h"
 #include "train/step.h"
 
 namespace htm {
@@ -107,6 +109,7 @@ Step trees_step(bool at_once, const std::string& device = "cpu") {
 // Trees at 16 points: the blocks are used at each of the 4 depths, so most parameters have 4
 // gradients to sum.
 TEST(GpuGradients, ATreesStepsGradientsAreAutogradsBitForBitInFewerLaunches) {
+  trees_step(true);  // the first step makes the constants (gpu::device_constant) both then share
   const Step off = trees_step(false), on = trees_step(true);
   ASSERT_EQ(on.grads.size(), off.grads.size());
   int64_t reached = 0;
@@ -169,6 +172,29 @@ TEST(LaunchCount, CountsTheOpsThatRunWorkOnceEachAndTheirPhases) {
   EXPECT_EQ(count.launches(), 5);
   EXPECT_THROW(LaunchCount another, Error);
   (void)v, (void)e, (void)y, (void)copied, (void)read;
+}
+
+// What MemoryCensus counts: the tensors made while it lives, by scope and op; the peak and what
+// was alive at it; frees; nothing made before it began.
+TEST(MemoryCensus, NamesTheTensorsAliveAtThePeakByWhereTheyWereMade) {
+  auto before = torch::ones({1 << 18});  // 1 MiB made earlier: not counted, even when freed
+  MemoryCensus census;
+  torch::Tensor kept;
+  {
+    RECORD_FUNCTION("htm::census_test", {});
+    kept = torch::ones({1 << 20});                         // 4 MiB
+    auto passing = torch::zeros({1 << 21}).add_(1).sum();  // 8 MiB, gone before the end
+  }
+  before = torch::Tensor();
+  EXPECT_EQ(census.live_bytes(), int64_t{1} << 22);  // the 4 MiB kept
+  EXPECT_GE(census.peak_bytes(), (int64_t{1} << 22) + (int64_t{1} << 23));
+  const auto sites = census.at_peak();
+  ASSERT_GE(sites.size(), 2u);
+  EXPECT_EQ(sites[0].where, "htm::census_test aten::zeros");
+  EXPECT_EQ(sites[0].bytes, int64_t{1} << 23);
+  EXPECT_EQ(sites[1].where, "htm::census_test aten::ones");
+  EXPECT_EQ(sites[1].bytes, int64_t{1} << 22);
+  EXPECT_THROW(MemoryCensus another, Error);
 }
 
 }  // namespace

@@ -38,6 +38,7 @@
 #include "train/experiment.h"
 #include "train/launch_count.h"
 #include "train/memory.h"
+#include "train/memory_census.h"
 #include "train/optimizer.h"
 #include "train/step.h"
 #include "train/trainer.h"
@@ -70,13 +71,15 @@ struct StepTiming {
   std::vector<double> losses;     ///< each timed step's loss
   std::vector<int64_t> launches;  ///< an eager step's ops that run work, by phase (LaunchCount)
   int64_t host_reads = 0;         ///< and its values read to the host
+  int64_t census_peak = -1;       ///< --census: one eager step's most tensor bytes alive at once
+  std::vector<MemoryCensus::Site> census;  ///< and those at the peak, by site
 };
 
 // One warm-up step, one profiled into `profile` (if named), then `steps` timed ones: forward at
 // the full schedule, the losses and the estimator's surrogate, backward (data-parallel:
 // gradients summed as they come), AdamW.
 StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::string& profile,
-                         const std::optional<WorldInfo>& world) {
+                         const std::optional<WorldInfo>& world, bool census = false) {
   const int64_t batch = data.input.size(0);
   std::unique_ptr<Communicator> comm;
   StepRequest request;
@@ -116,6 +119,14 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
     train_step.phase_ended = nullptr;
     t.launches = count.phases();
     t.host_reads = count.host_reads();
+  }
+  if (census && !world && ex.config.settings.runtime.cuda_graph == RuntimeCudaGraph::off) {
+    const c10::Device where =
+        ex.device.is_cuda() && !ex.device.has_index() ? c10::Device(c10::DeviceType::CUDA, 0) : ex.device;
+    MemoryCensus count(where.str());
+    step();
+    t.census_peak = count.peak_bytes();
+    t.census = count.at_peak();
   }
   const c10::Device device = ex.device;
   if (device.is_cuda() && gpu_memory_stats_built()) reset_gpu_peak(device);
@@ -181,6 +192,21 @@ void memory_line(const std::string& what, const StepTiming& t) {
         "work: about a GPU's kernel launches); %lld values read to the host\n",
         what.c_str(), (long long)(t.launches[0] + t.launches[1] + t.launches[2]), (long long)t.launches[0],
         (long long)t.launches[1], (long long)t.launches[2], (long long)t.host_reads);
+  if (t.census_peak >= 0) {
+    constexpr double kMiB = 1024.0 * 1024.0;
+    std::printf(
+        "census   %-28s one eager step's tensors: at most %.1f MiB alive at once (above what was alive "
+        "before it); at that moment, by where they were made:\n",
+        what.c_str(), t.census_peak / kMiB);
+    int64_t rest = 0;
+    for (size_t i = 0; i < t.census.size(); ++i) {
+      if (i < 20)
+        std::printf("census   %9.1f MiB  %s\n", t.census[i].bytes / kMiB, t.census[i].where.c_str());
+      else
+        rest += t.census[i].bytes;
+    }
+    if (rest > 0) std::printf("census   %9.1f MiB  %zu other sites\n", rest / kMiB, t.census.size() - 20);
+  }
   if (t.graphs.empty()) return;
   std::printf("graph    %-28s cuda_graph: %s\n", what.c_str(), t.graphs.c_str());
   std::string losses;  // a graph's replays against "eager": the same numbers, bit for bit
@@ -299,7 +325,10 @@ po::options_description bench_options(BenchArgs& a) {
       "gemm", "only the GEMM rates: fp32 and bf16 through htm's oneDNN GEMMs and through torch::mm")(
       "scaling",
       "also the step at T = 64, 256, 1024 (each in its own process) and the sampler up to T = 4096, "
-      "with fitted exponents")("step-only", "the training step's summary line alone (no GEMM rates, no sampler)");
+      "with fitted exponents")("step-only", "the training step's summary line alone (no GEMM rates, no sampler)")(
+      "census",
+      "also one step's memory census: the most tensor memory alive at once on the run's device, and what "
+      "held it, by the htm scope, autograd node and torch op that made it");
   return opts;
 }
 
@@ -419,7 +448,7 @@ int cmd_bench(const Args& args) {
   if (T >= 2 && !world && !step_only) time_sampler(ex, batch, T, gen);
 
   // ---- training steps
-  const StepTiming t = time_training(ex, c.data, steps, world ? "" : profile, world);
+  const StepTiming t = time_training(ex, c.data, steps, world ? "" : profile, world, vm.count("census") > 0);
   if (world) {
     if (world->rank != 0) return 0;  // rank 0 speaks for the group
     std::fflush(stdout);

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "htm/layers.h"
@@ -120,6 +121,7 @@ torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weig
 
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads,
                               double dropout, bool training) {
+  RECORD_FUNCTION("htm::attention", {});  // its own scope in a profile and a memory census
   TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "fused_attention: q, k, v must be 3-D");
   TORCH_CHECK(q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat && v.scalar_type() == torch::kFloat,
               "fused_attention: float tensors only");

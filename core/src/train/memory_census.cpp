@@ -1,0 +1,147 @@
+// MemoryCensus (memory_census.h): a memory reporter installed as the thread's profiler state
+// (the allocators report each allocation and free to it, with its pointer), and a RecordFunction
+// callback that keeps each thread's open scopes, so an allocation is named by what made it.
+#include "train/memory_census.h"
+
+#include <ATen/record_function.h>
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+#include "htm/error.h"
+
+namespace htm {
+
+struct MemoryCensus::State {
+  std::string device;
+  std::mutex mutex;
+  std::unordered_map<void*, std::pair<int64_t, int>> live;  // pointer → (bytes, site)
+  std::map<std::string, int> site_of;
+  std::vector<std::string> sites;
+  int64_t live_bytes = 0, peak_bytes = 0, snapshot_bytes = -1;
+  std::vector<int64_t> snapshot;  // bytes by site at the last peak taken
+
+  int site(const std::string& where) {
+    auto [it, added] = site_of.emplace(where, static_cast<int>(sites.size()));
+    if (added) sites.push_back(where);
+    return it->second;
+  }
+  void take_snapshot() {
+    snapshot.assign(sites.size(), 0);
+    for (const auto& [ptr, entry] : live) snapshot[entry.second] += entry.first;
+    snapshot_bytes = live_bytes;
+  }
+};
+
+namespace {
+
+std::atomic<bool> g_active{false};
+
+// Each thread's open scopes: htm's, autograd's nodes, torch ops.
+thread_local std::vector<std::string> t_scopes;
+
+std::string where_now() {
+  std::string htm_scope = "(outside htm's scopes)", node, op;
+  for (const auto& s : t_scopes) {
+    if (s.rfind("htm::", 0) == 0)
+      htm_scope = s;
+    else if (s.rfind("autograd::engine::evaluate_function: ", 0) == 0)
+      node = s.substr(std::strlen("autograd::engine::evaluate_function: "));
+    else if (op.empty() && s.rfind("aten::", 0) == 0)
+      op = s;
+  }
+  std::string where = htm_scope;
+  if (!node.empty()) where += " " + node;
+  if (!op.empty()) where += " " + op;
+  return where;
+}
+
+std::unique_ptr<at::ObserverContext> scope_opened(const at::RecordFunction& fn) {
+  t_scopes.emplace_back(fn.name());
+  return nullptr;
+}
+
+void scope_closed(const at::RecordFunction&, at::ObserverContext*) {
+  if (!t_scopes.empty()) t_scopes.pop_back();
+}
+
+#if TORCH_VERSION_MAJOR >= 2
+using Total = size_t;  // the reporter's totals became unsigned in torch 2
+#else
+using Total = int64_t;
+#endif
+
+class Reporter : public c10::MemoryReportingInfoBase {
+ public:
+  explicit Reporter(std::shared_ptr<MemoryCensus::State> state) : state_(std::move(state)) {}
+  void reportMemoryUsage(void* ptr, int64_t bytes, Total, Total, c10::Device device) override {
+    if (device.str() != state_->device) return;
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (bytes > 0) {
+      state_->live[ptr] = {bytes, state_->site(where_now())};
+      state_->live_bytes += bytes;
+      state_->peak_bytes = std::max(state_->peak_bytes, state_->live_bytes);
+      if (state_->live_bytes >= state_->snapshot_bytes + (int64_t{1} << 20)) state_->take_snapshot();
+    } else if (auto found = state_->live.find(ptr); found != state_->live.end()) {
+      state_->live_bytes -= found->second.first;
+      state_->live.erase(found);
+    }
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+
+ private:
+  std::shared_ptr<MemoryCensus::State> state_;
+};
+
+struct Installed {
+  at::CallbackHandle callback = 0;
+  std::unique_ptr<c10::DebugInfoGuard> guard;
+};
+thread_local std::unique_ptr<Installed> t_installed;
+
+}  // namespace
+
+MemoryCensus::MemoryCensus(const std::string& device) : state_(std::make_shared<State>()) {
+  if (g_active.exchange(true)) throw Error("MemoryCensus: one at a time");
+  state_->device = device;
+  t_installed = std::make_unique<Installed>();
+  t_installed->callback = at::addGlobalCallback(at::RecordFunctionCallback(scope_opened, scope_closed));
+  t_installed->guard =
+      std::make_unique<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE, std::make_shared<Reporter>(state_));
+}
+
+MemoryCensus::~MemoryCensus() {
+  t_installed->guard.reset();
+  at::removeCallback(t_installed->callback);
+  t_installed.reset();
+  g_active = false;
+}
+
+int64_t MemoryCensus::live_bytes() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->live_bytes;
+}
+
+int64_t MemoryCensus::peak_bytes() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->peak_bytes;
+}
+
+std::vector<MemoryCensus::Site> MemoryCensus::at_peak() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::vector<Site> out;
+  for (size_t i = 0; i < state_->snapshot.size(); ++i)
+    if (state_->snapshot[i] > 0) out.push_back({state_->sites[i], state_->snapshot[i]});
+  std::sort(out.begin(), out.end(), [](const Site& a, const Site& b) { return a.bytes > b.bytes; });
+  return out;
+}
+
+}  // namespace htm
