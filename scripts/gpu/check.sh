@@ -130,7 +130,7 @@ official() {
 }
 graph=(--set 'runtime.cuda_graph="on"')
 for B in 64 8; do
-  bench "htm bench cuda fp32 B=$B" --set "train.batch_size=$B"
+  bench "htm bench cuda fp32 B=$B" --set "train.batch_size=$B" --census  # what holds the memory (bench.log)
   bench "htm bench cuda fp32 graph B=$B" --set "train.batch_size=$B" "${graph[@]}"
   official "$B"
   bench "htm bench cuda bf16 graph B=$B" --set "train.batch_size=$B" --set 'runtime.precision="bf16"' "${graph[@]}"
@@ -182,7 +182,8 @@ step "trees rloo_long cuda graph=on" runs.log 150 "$htm" run experiments/htm/pol
   --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" --quiet
 grep -hE "finished:|cuda graph:|\] time:" "$OUT/runs.log" | tee -a "$OUT/summary.txt"
 if [ "${HTM_QUICK:-0}" = 1 ]; then  # the bench table alone
-  grep -hE "^(summary|memory|launches|official|smi|graph) " "$OUT/bench.log" | tee -a "$OUT/summary.txt"
+  grep -hE "^(summary|memory|launches|official|smi|graph) |^census .*one eager step" "$OUT/bench.log" |
+    tee -a "$OUT/summary.txt"
   exit 0
 fi
 
@@ -219,7 +220,8 @@ fi
 [ -f "$OUT/runs.sqlite" ] && "$htm" runs --db "$OUT/runs.sqlite" >> "$OUT/runs.log" 2>&1
 step "reference port B=64" bench.log 150 python3 bench/reference/reference.py --device cuda --steps 10 --batch 64
 
-grep -hE "^(summary|memory|launches|reference|official|smi|graph) " "$OUT/bench.log" | tee -a "$OUT/summary.txt"
+grep -hE "^(summary|memory|launches|reference|official|smi|graph) |^census .*one eager step" "$OUT/bench.log" |
+  tee -a "$OUT/summary.txt"
 grep -E "tests passed|tests failed" "$OUT/unit.log" 2> /dev/null | tee -a "$OUT/summary.txt"
 grep -A20 "FAILED TEST\|The following tests FAILED" "$OUT/kernels.log" "$OUT/unit.log" 2> /dev/null | head -40 |
   tee -a "$OUT/summary.txt"

@@ -6,7 +6,6 @@
 #include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
-#include <torch/version.h>
 
 #include <algorithm>
 #include <atomic>
@@ -73,16 +72,14 @@ void scope_closed(const at::RecordFunction&, at::ObserverContext*) {
   if (!t_scopes.empty()) t_scopes.pop_back();
 }
 
-#if TORCH_VERSION_MAJOR >= 2
-using Total = size_t;  // the reporter's totals became unsigned in torch 2
-#else
-using Total = int64_t;
-#endif
-
 class Reporter : public c10::MemoryReportingInfoBase {
  public:
   explicit Reporter(std::shared_ptr<MemoryCensus::State> state) : state_(std::move(state)) {}
-  void reportMemoryUsage(void* ptr, int64_t bytes, Total, Total, c10::Device device) override {
+  // The totals are int64_t in torch 1.13 and size_t in later torches: one of the two overrides
+  // the allocator's call, whichever the linked torch declares.
+  void reportMemoryUsage(void* ptr, int64_t bytes, int64_t, int64_t, c10::Device device) { report(ptr, bytes, device); }
+  void reportMemoryUsage(void* ptr, int64_t bytes, size_t, size_t, c10::Device device) { report(ptr, bytes, device); }
+  void report(void* ptr, int64_t bytes, const c10::Device& device) {
     if (device.str() != state_->device) return;
     std::lock_guard<std::mutex> lock(state_->mutex);
     if (bytes > 0) {
