@@ -30,7 +30,14 @@
 namespace htm {
 namespace {
 
+// Caps the captured sampler's rounds for a scope (runtime.graph_rounds).
+struct RoundsCap {
+  explicit RoundsCap(int64_t cap) { gpu::set_graph_rounds_cap(cap); }
+  ~RoundsCap() { gpu::set_graph_rounds_cap(0); }
+};
+
 TEST(StepGraph, FixedRoundsTakeTheReadBackRoundsPairsAndFlagAMatchingLeftUnfinished) {
+  RoundsCap cap(24);  // fewer than 64 tokens' ⌊T/2⌋ = 32
   torch::manual_seed(3);
   auto logits = torch::randn({4, 64, 64});
   auto noise = -torch::empty({4, 64, 64}).exponential_().log();
@@ -46,7 +53,7 @@ TEST(StepGraph, FixedRoundsTakeTheReadBackRoundsPairsAndFlagAMatchingLeftUnfinis
     EXPECT_FALSE(flags[0].raised.item<bool>()) << flags[0].what;
   }
   // A chain whose every link outweighs the one before: each round matches only its last free
-  // link, so 32 pairs take 32 rounds, more than graph_rounds(64) = 24.
+  // link, so 32 pairs take 32 rounds, more than the 24 the cap allows.
   auto chain = torch::full({1, 64, 64}, -1e9);
   for (int64_t i = 0; i + 1 < 64; ++i) chain[0][i][i + 1] = chain[0][i + 1][i] = static_cast<double>(i);
   gpu::GraphDraws draws(/*fixed_rounds=*/true);
@@ -60,7 +67,19 @@ TEST(StepGraph, FixedRoundsTakeTheReadBackRoundsPairsAndFlagAMatchingLeftUnfinis
   // rounds stop there at small T (Trees' 16 tokens, then 8, 4, 2), the chain's worst case included.
   EXPECT_EQ(gpu::graph_rounds(16), 8);
   EXPECT_EQ(gpu::graph_rounds(2), 1);
-  EXPECT_EQ(gpu::graph_rounds(256), 32);
+  EXPECT_EQ(gpu::graph_rounds(256), 24);
+  {
+    RoundsCap none(0);  // by default: ⌊T/2⌋, which always finish
+    EXPECT_EQ(gpu::graph_rounds(256), 128);
+    EXPECT_EQ(gpu::graph_rounds(49), 24);
+    // The chain's 32 pairs in its 32 rounds, nothing to check: the pairs of the rounds read back.
+    auto [all_src, all_dst] = gpu::match_pairs(chain, torch::zeros_like(chain), 32);
+    EXPECT_TRUE(gpu::take_graph_flags().empty());
+    gpu::GraphDraws read_back(/*fixed_rounds=*/false);
+    auto [back_src, back_dst] = gpu::match_pairs(chain, torch::zeros_like(chain), 32);
+    EXPECT_TRUE(torch::equal(all_src, back_src) && torch::equal(all_dst, back_dst));
+  }
+  gpu::set_graph_rounds_cap(24);
   // There the capture has nothing to check, so it raises no flag, and its pairs are the pairs of
   // the rounds read back.
   auto short_chain = chain.narrow(1, 0, 16).narrow(2, 0, 16).contiguous();

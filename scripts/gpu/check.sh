@@ -135,6 +135,11 @@ for B in 64 8; do
   official "$B"
   bench "htm bench cuda bf16 graph B=$B" --set "train.batch_size=$B" --set 'runtime.precision="bf16"' "${graph[@]}"
 done
+# The captured sampler's rounds capped at 32 (lease 5 ran 4 log2 T: 32, 28, 24, ... at most T/2,
+# enough for this untrained model's near-random logits), against the floor(T/2) of the default,
+# which a trained policy needs: what the robust default costs here.
+bench "htm bench cuda fp32 graph rounds-capped B=64" --set "train.batch_size=64" --set 'runtime.graph_rounds=32' \
+  "${graph[@]}"
 # The eager step with the blocks recomputed in backward (runtime.recompute): its allocated memory
 # against the official code's, the target being half.
 for B in 64 8; do

@@ -26,6 +26,7 @@
 #include "dist/grad_reducer.h"
 #include "htm/error.h"
 #include "htm/policy.h"
+#include "kernels/gpu.h"
 #include "kernels/kernels.h"
 #include "kernels/precision.h"
 #include "model/model.h"
@@ -425,6 +426,7 @@ int cmd_bench(const Args& args) {
   Experiment& ex = c.ex;
   const RuntimeSettings& runtime = ex.config.settings.runtime;
   use_kernels(runtime.kernels);
+  gpu::set_graph_rounds_cap(runtime.graph_rounds);
   const RuntimePrecision precision = set_precision(runtime.precision, runtime.device);
   const char* given_peak = std::getenv("HTM_BENCH_GEMM_PEAK");  // a parent measured it, in our precision
   GemmRates peak;

@@ -32,6 +32,7 @@
 #include "htm/merge.h"
 #include "htm/policy.h"
 #include "htm/sets.h"
+#include "kernels/gpu.h"
 #include "process/launch.h"
 #include "process/signals.h"
 #include "process/supervise.h"
@@ -79,6 +80,7 @@ bool apply_runtime(const RuntimeSettings& runtime, const Communicator* comm) {
     threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / comm->info().local_world);
   set_threads(threads);
   use_kernels(runtime.kernels);
+  gpu::set_graph_rounds_cap(runtime.graph_rounds);
   return set_precision(runtime.precision, runtime.device) != runtime.precision;
 }
 

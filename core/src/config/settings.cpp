@@ -299,6 +299,12 @@ std::vector<HostSection> build_schema() {
                   "eager: the same draws without the graph (to check a graph against); off: neither "
                   "(docs/gpu.md)")
           .later()
+          .add("graph_rounds", &R::graph_rounds, int64_t{0},
+               "the rounds a captured pair sampler runs at most (0: floor(T/2), which always finish the "
+               "matching; a trained policy needs about that many); fewer are quicker where the policy's "
+               "logits are near random, and a step whose matching needs more is done again eagerly (docs/gpu.md)",
+               at_least(0))
+          .later()
           .choice("recompute", &R::recompute, {{"off", RuntimeRecompute::off}, {"blocks", RuntimeRecompute::blocks}},
                   "blocks: the transformer and refinement blocks keep only their inputs for backward, which runs "
                   "each again with the same dropout masks (less memory; each block's forward runs twice); off: "

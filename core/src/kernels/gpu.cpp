@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -78,11 +79,14 @@ std::vector<GraphFlag> take_graph_flags() { return std::exchange(g_flags, {}); }
 bool capturing() { return g_graph_draws && g_fixed_rounds; }
 bool drawing_as_graph() { return g_graph_draws; }
 
+std::atomic<int64_t> g_rounds_cap{0};
+
 int64_t graph_rounds(int64_t T) {
-  int64_t bits = 0;
-  while ((int64_t{1} << bits) < T) ++bits;
-  return std::min(std::max<int64_t>(8, 4 * bits), T / 2);
+  const int64_t cap = g_rounds_cap.load(std::memory_order_relaxed);
+  return cap > 0 ? std::min(cap, T / 2) : T / 2;
 }
+
+void set_graph_rounds_cap(int64_t cap) { g_rounds_cap.store(std::max<int64_t>(0, cap), std::memory_order_relaxed); }
 
 at::Generator seeded_generator(uint64_t seed, const at::Device& device) {
   if (device.is_cpu()) return at::detail::createCPUGenerator(seed);

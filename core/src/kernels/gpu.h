@@ -64,10 +64,14 @@ bool drawing_as_graph();
 /// This thread's flags raised since the last take_graph_flags(), which hands them over.
 std::vector<GraphFlag> take_graph_flags();
 
-/// The rounds the pair sampler runs under GraphDraws at T tokens: 4·⌈log₂ T⌉, at least 8 (the
-/// rounds of a matching grow about as log T; a test bounds them at T = 256), and never more than
-/// ⌊T/2⌋, which always finish it (each round matches at least the best pair left).
+/// The rounds the pair sampler runs with fixed rounds (a capture) at T tokens: ⌊T/2⌋, which always
+/// finish the matching (each round matches at least the best pair left), or the cap set by
+/// set_graph_rounds_cap() (runtime.graph_rounds) where that is fewer. Random logits finish in
+/// about 2·log₂ T rounds, but a trained policy's logits make a few tokens everyone's best
+/// partner, and its matchings then take nearly ⌊T/2⌋ (results/sampler-rounds-cpu-2026-11-28.csv).
 int64_t graph_rounds(int64_t T);
+/// The most rounds a captured sampler runs (0: ⌊T/2⌋); for the whole process.
+void set_graph_rounds_cap(int64_t cap);
 
 /// A generator on `device` seeded with `seed` (on CUDA: Philox, offset 0).
 at::Generator seeded_generator(uint64_t seed, const at::Device& device);
