@@ -197,13 +197,18 @@ TEST(RunBoard, AChildsRunStepAndPluginAreWhatItsSupervisorReads) {
   std::filesystem::remove(path);
 }
 
-TEST(CrashRecord, CountsCrashesAtOneStepAndHoldsTheRunAtTheSecond) {
-  const std::string dir = htm::testing::fresh_dir("crash_record");
-  ResultsStore store(dir + "/db.sqlite");
+// A run's identity for the crash records' tests.
+RunInfo crash_run() {
   RunInfo info;
   info.experiment = "e";
   info.variant = "v";
   info.config_hash = "h";
+  return info;
+}
+
+TEST(CrashRecord, CountsCrashesAtOneStepAndHoldsTheRunAtTheSecond) {
+  ResultsStore store(htm::testing::fresh_dir("crash_record") + "/db.sqlite");
+  const RunInfo info = crash_run();
   const Claim first = store.claim_run(info, false);
   const int64_t me = RunOwner::self().pid;
   EXPECT_EQ(store.record_crash(first.run_id, me + 1, 5, "crashed: SIGSEGV"), 0) << "another process's run";
@@ -229,12 +234,8 @@ TEST(CrashRecord, CountsCrashesAtOneStepAndHoldsTheRunAtTheSecond) {
 // supervisor records the crash: the crash is recorded all the same (the fault suite's crash
 // section saw 'killed' under load, and the study's exit code became the child's signal's).
 TEST(CrashRecord, ACrashIsRecordedOverAKilledSettlementOfTheSameOwner) {
-  const std::string dir = htm::testing::fresh_dir("crash_record_killed");
-  ResultsStore store(dir + "/db.sqlite");
-  RunInfo info;
-  info.experiment = "e";
-  info.variant = "v";
-  info.config_hash = "h";
+  ResultsStore store(htm::testing::fresh_dir("crash_record_killed") + "/db.sqlite");
+  const RunInfo info = crash_run();
   const Claim first = store.claim_run(info, false);
   const int64_t me = RunOwner::self().pid;
   store.query("UPDATE runs SET status = 'killed' WHERE id = ?", {first.run_id}, true);  // what settle_stale writes
