@@ -113,7 +113,10 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
     torch::autograd::profiler::RecordProfile guard(profile);
     step();
   }
-  if (!world && ex.config.settings.runtime.cuda_graph == RuntimeCudaGraph::off) {  // what an eager step launches
+  // One more eager step each (not where the steps are replayed, nor on a rank): what it launches,
+  // and with --census what holds its memory.
+  const bool eager = !world && ex.config.settings.runtime.cuda_graph == RuntimeCudaGraph::off;
+  if (eager) {
     LaunchCount count;
     train_step.phase_ended = [&] { count.next_phase(); };
     step();
@@ -121,7 +124,7 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
     t.launches = count.phases();
     t.host_reads = count.host_reads();
   }
-  if (census && !world && ex.config.settings.runtime.cuda_graph == RuntimeCudaGraph::off) {
+  if (eager && census) {
     const c10::Device where =
         ex.device.is_cuda() && !ex.device.has_index() ? c10::Device(c10::DeviceType::CUDA, 0) : ex.device;
     MemoryCensus count(where.str());

@@ -14,10 +14,10 @@
 // engine's sums bit for bit wherever the consumers ran in it (GpuGradients.* checks a Trees
 // step, the golden gpu digests the rest).
 #include <algorithm>
-#include <map>
 #include <memory>
-#include <set>
 #include <tuple>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -87,9 +87,9 @@ SharedGradientsScope::~SharedGradientsScope() { g_at_once = previous_; }
 int64_t sum_shared_gradients_at_once(const at::Tensor& root) {
   if (!root.defined() || !root.grad_fn()) return 0;
   // Every edge into a parameter's AccumulateGrad, found from the root.
-  std::map<Node*, std::vector<Use>> uses;
+  std::unordered_map<Node*, std::vector<Use>> uses;
   std::vector<Node*> order;  // the parameters as first met, for a stable output order
-  std::set<Node*> seen;
+  std::unordered_set<Node*> seen;
   std::vector<Node*> todo{root.grad_fn().get()};
   while (!todo.empty()) {
     Node* node = todo.back();

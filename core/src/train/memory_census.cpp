@@ -20,7 +20,7 @@
 namespace htm {
 
 struct MemoryCensus::State {
-  std::string device;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
   std::mutex mutex;
   std::unordered_map<void*, std::pair<int64_t, int>> live;  // pointer → (bytes, site)
   std::map<std::string, int> site_of;
@@ -80,7 +80,7 @@ class Reporter : public c10::MemoryReportingInfoBase {
   void reportMemoryUsage(void* ptr, int64_t bytes, int64_t, int64_t, c10::Device device) { report(ptr, bytes, device); }
   void reportMemoryUsage(void* ptr, int64_t bytes, size_t, size_t, c10::Device device) { report(ptr, bytes, device); }
   void report(void* ptr, int64_t bytes, const c10::Device& device) {
-    if (device.str() != state_->device) return;
+    if (device != state_->device) return;
     std::lock_guard<std::mutex> lock(state_->mutex);
     if (bytes > 0) {
       state_->live[ptr] = {bytes, state_->site(where_now())};
@@ -98,27 +98,26 @@ class Reporter : public c10::MemoryReportingInfoBase {
   std::shared_ptr<MemoryCensus::State> state_;
 };
 
-struct Installed {
+}  // namespace
+
+// The callback and the reporter, for the census's life (the guard on the thread that made it).
+struct MemoryCensus::Installed {
   at::CallbackHandle callback = 0;
   std::unique_ptr<c10::DebugInfoGuard> guard;
 };
-thread_local std::unique_ptr<Installed> t_installed;
 
-}  // namespace
-
-MemoryCensus::MemoryCensus(const std::string& device) : state_(std::make_shared<State>()) {
+MemoryCensus::MemoryCensus(const std::string& device)
+    : state_(std::make_shared<State>()), installed_(std::make_unique<Installed>()) {
   if (g_active.exchange(true)) throw Error("MemoryCensus: one at a time");
-  state_->device = device;
-  t_installed = std::make_unique<Installed>();
-  t_installed->callback = at::addGlobalCallback(at::RecordFunctionCallback(scope_opened, scope_closed));
-  t_installed->guard =
+  state_->device = c10::Device(device);
+  installed_->callback = at::addGlobalCallback(at::RecordFunctionCallback(scope_opened, scope_closed));
+  installed_->guard =
       std::make_unique<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE, std::make_shared<Reporter>(state_));
 }
 
 MemoryCensus::~MemoryCensus() {
-  t_installed->guard.reset();
-  at::removeCallback(t_installed->callback);
-  t_installed.reset();
+  installed_->guard.reset();
+  at::removeCallback(installed_->callback);
   g_active = false;
 }
 

@@ -38,7 +38,9 @@ class MemoryCensus {
   struct State;
 
  private:
+  struct Installed;
   std::shared_ptr<State> state_;
+  std::unique_ptr<Installed> installed_;
 };
 
 }  // namespace htm
