@@ -358,12 +358,13 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
          "the pair sampler's " + std::to_string(fixed) + " rounds left tokens unmatched at T = " + std::to_string(T)});
   if (rounds != nullptr) *rounds = round;
 
-  // Greedy takes its pairs in decreasing rank: the r best of the matching, in order, each counted
-  // at its taken orientation's first token.
+  // Greedy takes its pairs in decreasing rank: the r best of the matching, in order. A matched
+  // pair's rank stands at both its tokens, and no two pairs share one (the low bits name the
+  // pair), so the 2r largest are the r best pairs, each twice in a row: every other one is taken,
+  // and its low 30 bits name the taken orientation.
   constexpr int64_t kFlatBits = (int64_t{1} << 30) - 1;
-  auto taken = [&](const torch::Tensor& pair_rank) { return torch::rsub(pair_rank.bitwise_and(kFlatBits), T * T - 1); };
-  auto head = matched.masked_fill(taken(matched).div(T, "floor") != tokens, -1);
-  auto best = taken(std::get<0>(head.topk(r, 1, /*largest=*/true, /*sorted=*/true)));  // B×r
+  auto twice = std::get<0>(matched.topk(2 * r, 1, /*largest=*/true, /*sorted=*/true));     // B×2r
+  auto best = torch::rsub(twice.slice(1, 0, 2 * r, 2).bitwise_and(kFlatBits), T * T - 1);  // B×r
   return {best.div(T, "floor"), best.remainder(T)};
 }
 

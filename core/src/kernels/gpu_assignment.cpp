@@ -4,10 +4,11 @@
 // Dynamic programming over subsets of the targets: f_k(S), for a set S of k targets, is the least
 // cost of assigning predictions 0 … k−1 to S, and f_k(S) = min over j in S of f_{k−1}(S∖{j}) +
 // cost[k−1][j]. Layer k holds the C(N, k) sets of k targets, each with its k members; a layer is
-// two gathers, an add and a minimum over the batch at once, so N layers forward and N steps back
-// through the recorded minima give every sample's assignment in about 9N launches and no
-// read-back. The work is N·2^(N−1) candidates a sample (524,288 at N = 16, nothing on a GPU; the
-// host's Hungarian method is O(N³)), which is why it stops at kMaxDeviceAssignment.
+// a gather (of both terms from one store of the costs and every layer's minima), an add and a
+// minimum over the batch at once, so N layers forward and N steps back through the recorded
+// minima give every sample's assignment in about 6N launches and no read-back. The work is N·2^(N−1) candidates a
+// sample (524,288 at N = 16, nothing on a GPU; the host's Hungarian method is O(N³)), which is why it stops at
+// kMaxDeviceAssignment.
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -31,7 +32,16 @@ struct Layer {
   torch::Tensor member;  // C(N,k)·k int64, flat
   torch::Tensor before;  // likewise
   torch::Tensor both;    // C(N,k)·k × 2: member and before side by side (one gather going back)
+  torch::Tensor pick;    // 2·C(N,k)·k: the rows of the store (below) each candidate adds
+  int64_t at = 0;        // where the layer's minima stand in the store
 };
+
+// The store's rows: the N×N costs (prediction-major), then f_0, f_1, …, f_N, C(N, k) rows each.
+int64_t minima_at(int64_t n, int64_t k) {
+  int64_t at = n * n, sets = 1;  // C(n, 0)
+  for (int64_t i = 0; i < k; ++i) at += sets, sets = sets * (n - i) / (i + 1);
+  return at;
+}
 
 std::vector<Layer> make_layers(int64_t n, const torch::Device& device) {
   const int64_t sets = int64_t{1} << n;
@@ -54,7 +64,11 @@ std::vector<Layer> make_layers(int64_t n, const torch::Device& device) {
     layers[k].member = torch::tensor(member[k], torch::kLong).to(device);
     layers[k].before = torch::tensor(before[k], torch::kLong).to(device);
     layers[k].both = torch::stack({layers[k].member, layers[k].before}, 1);
+    layers[k].at = minima_at(n, k);
+    // f_{k−1}(S∖{j}) first, then cost[k−1][j]: the add's operands in the order they always had.
+    layers[k].pick = torch::cat({layers[k].before + minima_at(n, k - 1), layers[k].member + (k - 1) * n});
   }
+  layers[0].at = minima_at(n, 0);
   return layers;
 }
 
@@ -97,20 +111,26 @@ torch::Tensor min_cost_assignment(const torch::Tensor& cost) {
     return torch::cat(parts);
   }
   // Sets along the first dimension and samples along the second: each gather copies whole rows.
-  auto least = torch::zeros({1, B}, cost.options());       // f_0(∅) = 0
-  std::vector<torch::Tensor> choice(n + 1);                // which member was taken last, per set
-  const auto rows = cost.permute({1, 2, 0}).contiguous();  // N×N×B: rows[k − 1] is prediction k − 1's
+  // One store holds the costs and every layer's minima, so a layer gathers both its terms at once.
+  auto store = torch::empty({minima_at(n, n) + 1, B}, cost.options());
+  store.narrow(0, 0, n * n).view({n, n, B}).copy_(cost.permute({1, 2, 0}));  // prediction-major
+  store.narrow(0, layers[0].at, 1).zero_();                                  // f_0(∅) = 0
+  std::vector<torch::Tensor> choice(n + 1);                                  // which member was taken last, per set
   for (int64_t k = 1; k <= n; ++k) {
     const Layer& layer = layers[k];
-    auto candidates = least.index_select(0, layer.before) + rows[k - 1].index_select(0, layer.member);
-    std::tie(least, choice[k]) = candidates.view({-1, k, B}).min(1);
+    const int64_t candidates = layer.member.numel();
+    const auto terms = store.index_select(0, layer.pick);
+    const auto sum = terms.narrow(0, 0, candidates) + terms.narrow(0, candidates, candidates);
+    auto least = store.narrow(0, layer.at, candidates / k);
+    choice[k] = torch::empty({candidates / k, B}, cost.options().dtype(torch::kLong));
+    at::min_out(least, choice[k], sum.view({-1, k, B}), 1);
   }
   // Back from the whole set: layer k's choice is the target of prediction k − 1.
   std::vector<torch::Tensor> taken(n);
   auto set = torch::zeros({1, B}, choice[n].options());
   for (int64_t k = n; k >= 1; --k) {
-    const auto at = (set * k + choice[k].gather(0, set)).view(-1);  // the member's flat index
-    const auto row = layers[k].both.index_select(0, at);            // B × (member, before)
+    const auto at = torch::add(choice[k].gather(0, set), set, k).view(-1);  // the member's flat index
+    const auto row = layers[k].both.index_select(0, at);                    // B × (member, before)
     taken[k - 1] = row.select(1, 0);
     set = row.select(1, 1).view({1, B});
   }

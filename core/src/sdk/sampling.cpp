@@ -190,15 +190,19 @@ torch::Tensor without_diagonal(const torch::Tensor& logits) {
 }
 
 // B×r×T: whether token t is still free at draw k (not taken by any of `drawn`, each B×r, before
-// it), or with `taken` the opposite. From the draw that took each token (r where none did): a
-// fill, a scatter each and a comparison, with no read back.
-torch::Tensor free_at_draw(std::initializer_list<torch::Tensor> drawn, int64_t T, bool taken = false) {
+// it), or with `taken` the opposite, as `dtype` (1 or 0). From the draw that took each token (r
+// where none did): a fill, a scatter each and a comparison, with no read back.
+torch::Tensor free_at_draw(std::initializer_list<torch::Tensor> drawn, int64_t T, bool taken = false,
+                           torch::ScalarType dtype = torch::kBool) {
   const torch::Tensor& first = *drawn.begin();
   const int64_t B = first.size(0), r = first.size(1);
   auto taken_at = torch::full({B, T}, r, first.options());
-  const auto order = torch::arange(r, first.options());
+  const auto order = gpu::device_constant("draw order", r, first.device(),
+                                          [&] { return torch::arange(r, first.options().dtype(torch::kLong)); });
   for (const auto& index : drawn) taken_at.scatter_(1, index, order.expand({B, r}));
-  return taken ? taken_at.unsqueeze(1) < order.view({1, r, 1}) : taken_at.unsqueeze(1) >= order.view({1, r, 1});
+  auto out = torch::empty({B, r, T}, first.options().dtype(dtype));
+  return taken ? at::lt_out(out, taken_at.unsqueeze(1), order.view({1, r, 1}))
+               : at::ge_out(out, taken_at.unsqueeze(1), order.view({1, r, 1}));
 }
 
 }  // namespace
@@ -207,17 +211,18 @@ torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& sr
                             LogProbForm form, double logit_bound) {
   const int64_t B = logits.size(0), T = logits.size(1);
   auto masked = without_diagonal(bound_logits(logits, logit_bound));
-  if (form == LogProbForm::paper) return torch::log_softmax(masked.view({B, T * T}), 1).gather(1, src * T + dst);
+  if (form == LogProbForm::paper)
+    return torch::log_softmax(masked.view({B, T * T}), 1).gather(1, torch::add(dst, src, T));
 
   // Draw k's normaliser is Σ over pairs (i, j) of unused tokens, i ≠ j, of exp(logit): with u_k
   // the unused-token indicator, u_kᵀ E u_k for E = exp(logits) with a zero diagonal — one batched
   // product, O(r·T²) per sample like the draw itself, never a B×r×T×T tensor. In double, shifted
   // by each sample's largest logit, so the later (smaller) normalisers keep their precision.
   auto top = std::get<0>(masked.detach().view({B, T * T}).max(1)).view({B, 1, 1});
-  auto weights = (masked - top).to(torch::kDouble).exp();           // B×T×T
-  auto unused = free_at_draw({src, dst}, T).to(torch::kDouble);     // B×r×T
-  auto normaliser = (torch::bmm(unused, weights) * unused).sum(2);  // B×r
-  auto chosen = masked.view({B, T * T}).gather(1, src * T + dst);
+  auto weights = (masked - top).to(torch::kDouble).exp();                    // B×T×T
+  auto unused = free_at_draw({src, dst}, T, false, torch::kDouble);          // B×r×T
+  auto normaliser = (torch::bmm(unused, weights) * unused).sum(2);           // B×r
+  auto chosen = masked.view({B, T * T}).gather(1, torch::add(dst, src, T));  // src·T + dst
   return chosen - (normaliser.clamp_min(1e-300).log() + top.view({B, 1})).to(logits.scalar_type());
 }
 
