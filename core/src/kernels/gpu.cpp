@@ -163,6 +163,13 @@ bool reproducible(const torch::Tensor& x, const torch::Tensor& b) {
   return b.defined() && x.is_contiguous() && (x.dim() == 2 || x.dim() == 3);
 }
 
+// Whether the activation a Function below would compute again in backward (shaped like `x`) is
+// worth it: at least kRecomputeBytes in fp32. Below that the memory saved is small and the launch
+// in backward is not: a small model's step (Trees at width 16, the quickstart's later layers) is
+// bound by its launches, not by its memory.
+constexpr int64_t kRecomputeBytes = int64_t{1} << 20;
+bool worth_recomputing(const torch::Tensor& x) { return x.numel() * 4 >= kRecomputeBytes; }
+
 // linear(gelu(h)), keeping h alone: gelu(h) is computed again in backward (one elementwise pass)
 // instead of kept beside h, an MLP's widest activation (B×T×4C) held once instead of twice while
 // the step's activations wait for backward. The gradients are the unfused path's, bit for bit.
@@ -215,7 +222,7 @@ class NormLinear : public torch::autograd::Function<NormLinear> {
 }  // namespace
 
 torch::Tensor gelu_linear(const torch::Tensor& h, const torch::Tensor& weight, const torch::Tensor& bias) {
-  if (!reproducible(h, bias) || !portable::in_training({&h, &weight, &bias}))
+  if (!reproducible(h, bias) || !worth_recomputing(h) || !portable::in_training({&h, &weight, &bias}))
     return linear(torch::gelu(h), weight, bias);
   portable::count_product(h.numel() / weight.size(1), weight.size(0), weight.size(1),
                           portable::in_training({&h, &weight}));
@@ -224,7 +231,8 @@ torch::Tensor gelu_linear(const torch::Tensor& h, const torch::Tensor& weight, c
 
 torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
                           double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
-  if (!reproducible(x, bias) || !portable::in_training({&x, &norm_weight, &norm_bias, &weight, &bias}))
+  if (!reproducible(x, bias) || !worth_recomputing(x) ||
+      !portable::in_training({&x, &norm_weight, &norm_bias, &weight, &bias}))
     return linear(torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps), weight, bias);
   portable::count_product(x.numel() / weight.size(1), weight.size(0), weight.size(1),
                           portable::in_training({&x, &norm_weight, &norm_bias, &weight}));

@@ -81,6 +81,9 @@ at::Generator seeded_generator(uint64_t seed, const at::Device& device);
 uint64_t next_seed(at::Generator generator);
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+/// linear(gelu(h)) and linear(layer_norm(x)): in training, where the activation between the two
+/// is at least 1 MiB in fp32, it is computed again in backward instead of kept (the unfused
+/// gradients bit for bit); below that the unfused ops, one launch fewer in backward.
 at::Tensor gelu_linear(const at::Tensor& h, const at::Tensor& weight, const at::Tensor& bias);
 at::Tensor norm_linear(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
                        const at::Tensor& weight, const at::Tensor& bias);
