@@ -376,6 +376,25 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
   return {best.div(T, "floor"), best.remainder(T)};
 }
 
+void clip_gradients(const std::vector<torch::Tensor>& params, double max_norm) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return;
+  torch::NoGradGuard no_grad;
+  // clip_grad_norm_'s arithmetic: the norm of the gradients' norms, max_norm / (norm + 1e-6) at
+  // most 1, every gradient multiplied by it.
+  const auto total = grads.size() == 1 ? grads[0].norm(2) : torch::stack(at::_foreach_norm(grads)).norm(2);
+  const auto scale = torch::clamp(max_norm / (total + 1e-6), c10::nullopt, 1.0);
+  // _foreach_mul_.Tensor, found by name: a torch before 2.1 has none (nor its C++ declaration).
+  static const auto by_tensor = c10::Dispatcher::singleton().findSchema({"aten::_foreach_mul_", "Tensor"});
+  if (by_tensor.has_value()) {
+    by_tensor->typed<void(at::TensorList, const at::Tensor&)>().call(grads, scale);
+    return;
+  }
+  for (auto& g : grads) g.mul_(scale);
+}
+
 void adamw_update(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& exp_avg,
                   std::vector<torch::Tensor>& exp_avg_sq, const std::vector<torch::Tensor>& grads, const AdamWStep& s) {
   if (params.empty()) return;

@@ -156,6 +156,12 @@ class SharedGradientsScope {
   bool previous_;
 };
 
+/// The gradients of `params` scaled as torch::nn::utils::clip_grad_norm_ scales them (to a total
+/// 2-norm of at most max_norm), with nothing read to the host: the norms in one multi-tensor
+/// launch, the scale in one more where the torch has a multi-tensor multiply by a tensor (2.1
+/// and later; else one launch a gradient). torch's own reads the norm back, a wait for the device.
+void clip_gradients(const std::vector<at::Tensor>& params, double max_norm);
+
 /// One AdamW update of every parameter at once (each parameter's own state; one step for all).
 void adamw_update(std::vector<at::Tensor>& params, std::vector<at::Tensor>& exp_avg,
                   std::vector<at::Tensor>& exp_avg_sq, const std::vector<at::Tensor>& grads, const AdamWStep& step);

@@ -226,7 +226,13 @@ void TrainStep::update(const StepRequest& request, StepReport& report) {
     }
   }
   const double clip = ex_.config.settings.train.grad_clip;
-  if (clip > 0) torch::nn::utils::clip_grad_norm_(ex_.model->parameters(), clip);
+  if (clip > 0) {
+    const auto params = ex_.model->parameters();
+    if (!params.empty() && use_gpu(params[0]))
+      gpu::clip_gradients(params, clip);  // nothing read back: the host goes on to the next step
+    else
+      torch::nn::utils::clip_grad_norm_(params, clip);
+  }
   optimizer_.step();
   policy_optimizer_.step();
 }
