@@ -153,6 +153,48 @@ TEST(GpuGradientsOnAGpu, TheSumsAreAutogradsThereToo) {
 
 // What LaunchCount counts: one for an op that runs work, composite or not; none for views, no-op
 // conversions and allocations; host reads apart; phases in order.
+// Clipping on the device scales the gradients as torch's clip_grad_norm_ does, and reads nothing
+// back (torch's reads the norm: a wait for the device every step). On a GPU too where there is
+// one (there the multi-tensor multiply by a tensor, found by name, does the scaling).
+TEST(GpuGradients, ClippingScalesAsTorchDoesAndReadsNothingBack) {
+  std::vector<torch::Device> devices{torch::kCPU};
+  if (cuda_usable()) devices.emplace_back(torch::kCUDA, 0);
+  for (const auto& device : devices)
+    for (const double max_norm : {0.5, 1e6}) {  // clipped, and left alone (the scale clamped to 1)
+      torch::manual_seed(6);
+      std::vector<torch::Tensor> init = {torch::randn({50}), torch::randn({7, 3}), torch::randn({4})};
+      std::vector<torch::Tensor> grads0 = {torch::randn({50}), torch::randn({7, 3}), torch::randn({4})};
+      std::vector<std::vector<torch::Tensor>> sets(2);
+      for (auto& set : sets)
+        for (size_t i = 0; i < init.size(); ++i) {
+          set.push_back(init[i].to(device).requires_grad_(true));
+          set.back().mutable_grad() = grads0[i].to(device);
+        }
+      sets[0].push_back(torch::zeros({2}, torch::TensorOptions(device)).requires_grad_(true));  // no gradient
+      int64_t torch_reads = 0, device_reads = 0;
+      {
+        LaunchCount count;
+        torch::nn::utils::clip_grad_norm_(sets[1], max_norm);
+        torch_reads = count.host_reads();
+      }
+      {
+        LaunchCount count;
+        gpu::clip_gradients(sets[0], max_norm);
+        device_reads = count.host_reads();
+      }
+      const std::string what = device.str() + ", max norm " + std::to_string(max_norm);
+      EXPECT_EQ(device_reads, 0) << what;
+      EXPECT_GE(torch_reads, 1) << what;
+      double norm = 0;
+      for (size_t i = 0; i < init.size(); ++i) {
+        EXPECT_TRUE(torch::allclose(sets[0][i].grad(), sets[1][i].grad(), 1e-6, 0)) << what << ", tensor " << i;
+        norm += sets[0][i].grad().pow(2).sum().item<double>();
+      }
+      if (max_norm < 1) EXPECT_NEAR(std::sqrt(norm), max_norm, 1e-5) << what;
+      if (max_norm > 1) EXPECT_TRUE(torch::equal(sets[0][0].grad(), grads0[0].to(device))) << what;
+    }
+}
+
 TEST(LaunchCount, CountsTheOpsThatRunWorkOnceEachAndTheirPhases) {
   auto a = torch::randn({4, 3}), w = torch::randn({5, 3}), b = torch::randn({5});
   std::vector<torch::Tensor> many = {a.clone(), a.clone(), a.clone()};
