@@ -386,12 +386,19 @@ void clip_gradients(const std::vector<torch::Tensor>& params, double max_norm) {
   // most 1, every gradient multiplied by it.
   const auto total = grads.size() == 1 ? grads[0].norm(2) : torch::stack(at::_foreach_norm(grads)).norm(2);
   const auto scale = torch::clamp(max_norm / (total + 1e-6), c10::nullopt, 1.0);
-  // _foreach_mul_.Tensor, found by name: a torch before 2.1 has none (nor its C++ declaration).
-  static const auto by_tensor = c10::Dispatcher::singleton().findSchema({"aten::_foreach_mul_", "Tensor"});
-  if (by_tensor.has_value()) {
-    by_tensor->typed<void(at::TensorList, const at::Tensor&)>().call(grads, scale);
-    return;
-  }
+  // _foreach_mul_.Tensor, found by name: a torch before 2.1 has none (nor its C++ declaration);
+  // one whose signature differed would refuse the typed handle, and the loop does it then.
+  using MulByTensor = void(at::TensorList, const at::Tensor&);
+  static const auto by_tensor = []() -> c10::optional<c10::TypedOperatorHandle<MulByTensor>> {
+    const auto op = c10::Dispatcher::singleton().findSchema({"aten::_foreach_mul_", "Tensor"});
+    if (!op.has_value()) return c10::nullopt;
+    try {
+      return op->typed<MulByTensor>();
+    } catch (const c10::Error&) {
+      return c10::nullopt;
+    }
+  }();
+  if (by_tensor.has_value()) return by_tensor->call(grads, scale);
   for (auto& g : grads) g.mul_(scale);
 }
 
