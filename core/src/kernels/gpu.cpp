@@ -317,7 +317,8 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
   auto keys = logits + noise;
   auto finite = keys > kMinusInf;
   auto value = torch::where(finite, keys, noise) + 0.0f;  // −0 → +0: equal floats, equal bits
-  auto bits = value.contiguous().view(torch::kInt).to(torch::kLong);
+  // In int32 (the add below widens them): half the bytes, and no copy to int64 first.
+  auto bits = value.contiguous().view(torch::kInt);
   auto ordered = torch::where(bits < 0, bits ^ 0x7fffffff, bits);
   const auto base = device_constant("pair ranks' base", T, logits.device(), [&] {
     auto b = torch::rsub(torch::arange(T * T, longs), T * T - 1 + (int64_t{1} << 61)).view({1, T, T});
