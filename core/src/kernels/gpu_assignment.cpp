@@ -6,9 +6,9 @@
 // cost[k−1][j]. Layer k holds the C(N, k) sets of k targets, each with its k members; a layer is
 // a gather (of both terms from one store of the costs and every layer's minima), an add and a
 // minimum over the batch at once, so N layers forward and N steps back through the recorded
-// minima give every sample's assignment in about 6N launches and no read-back. The work is N·2^(N−1) candidates a
-// sample (524,288 at N = 16, nothing on a GPU; the host's Hungarian method is O(N³)), which is why it stops at
-// kMaxDeviceAssignment.
+// minima give every sample's assignment in about 6N launches and no read-back. The work is
+// N·2^(N−1) candidates a sample (524,288 at N = 16, nothing on a GPU; the host's Hungarian method
+// is O(N³)), which is why it stops at kMaxDeviceAssignment.
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -29,11 +29,10 @@ namespace {
 // Layer k's sets in increasing order of their bit masks, each with its k members in increasing
 // order: the member (a target) and where the set without it stands in layer k − 1.
 struct Layer {
-  torch::Tensor member;  // C(N,k)·k int64, flat
-  torch::Tensor before;  // likewise
-  torch::Tensor both;    // C(N,k)·k × 2: member and before side by side (one gather going back)
-  torch::Tensor pick;    // 2·C(N,k)·k: the rows of the store (below) each candidate adds
-  int64_t at = 0;        // where the layer's minima stand in the store
+  torch::Tensor both;      // C(N,k)·k × 2 int64: member and before side by side (one gather going back)
+  torch::Tensor pick;      // 2·C(N,k)·k: the rows of the store (below) each candidate adds
+  int64_t at = 0;          // where the layer's minima stand in the store
+  int64_t candidates = 0;  // C(N,k)·k
 };
 
 // The store's rows: the N×N costs (prediction-major), then f_0, f_1, …, f_N, C(N, k) rows each.
@@ -61,14 +60,13 @@ std::vector<Layer> make_layers(int64_t n, const torch::Device& device) {
   }
   std::vector<Layer> layers(n + 1);
   for (int64_t k = 1; k <= n; ++k) {
-    layers[k].member = torch::tensor(member[k], torch::kLong).to(device);
-    layers[k].before = torch::tensor(before[k], torch::kLong).to(device);
-    layers[k].both = torch::stack({layers[k].member, layers[k].before}, 1);
-    layers[k].at = minima_at(n, k);
+    const auto members = torch::tensor(member[k], torch::kLong), befores = torch::tensor(before[k], torch::kLong);
+    layers[k].both = torch::stack({members, befores}, 1).to(device);
     // f_{k−1}(S∖{j}) first, then cost[k−1][j]: the add's operands in the order they always had.
-    layers[k].pick = torch::cat({layers[k].before + minima_at(n, k - 1), layers[k].member + (k - 1) * n});
+    layers[k].pick = torch::cat({befores + minima_at(n, k - 1), members + (k - 1) * n}).to(device);
+    layers[k].at = minima_at(n, k);
+    layers[k].candidates = members.numel();
   }
-  layers[0].at = minima_at(n, 0);
   return layers;
 }
 
@@ -103,7 +101,7 @@ torch::Tensor min_cost_assignment(const torch::Tensor& cost) {
   // The widest layer's candidates (C(N, k)·k a sample, 102,960 at N = 16) kept under 2^24 values a
   // launch (128 MiB in double): an evaluation batch of 256 sets of 16 goes in two parts.
   int64_t widest = 1;
-  for (int64_t k = 1; k <= n; ++k) widest = std::max(widest, layers[k].member.numel());
+  for (int64_t k = 1; k <= n; ++k) widest = std::max(widest, layers[k].candidates);
   const int64_t part = std::max<int64_t>(1, (int64_t{1} << 24) / widest);
   if (B > part) {
     std::vector<torch::Tensor> parts;
@@ -114,11 +112,11 @@ torch::Tensor min_cost_assignment(const torch::Tensor& cost) {
   // One store holds the costs and every layer's minima, so a layer gathers both its terms at once.
   auto store = torch::empty({minima_at(n, n) + 1, B}, cost.options());
   store.narrow(0, 0, n * n).view({n, n, B}).copy_(cost.permute({1, 2, 0}));  // prediction-major
-  store.narrow(0, layers[0].at, 1).zero_();                                  // f_0(∅) = 0
+  store.narrow(0, minima_at(n, 0), 1).zero_();                               // f_0(∅) = 0
   std::vector<torch::Tensor> choice(n + 1);                                  // which member was taken last, per set
   for (int64_t k = 1; k <= n; ++k) {
     const Layer& layer = layers[k];
-    const int64_t candidates = layer.member.numel();
+    const int64_t candidates = layer.candidates;
     const auto terms = store.index_select(0, layer.pick);
     const auto sum = terms.narrow(0, 0, candidates) + terms.narrow(0, candidates, candidates);
     auto least = store.narrow(0, layer.at, candidates / k);
