@@ -18,6 +18,7 @@
 #include "config/experiment_config.h"
 #include "host_reads.h"
 #include "htm/error.h"
+#include "kernels/fused_linear.h"
 #include "kernels/gpu.h"
 #include "kernels/kernels.h"
 #include "kernels/portable.h"
@@ -125,6 +126,14 @@ std::string tiny_images_without_dropout() {
   return body.replace(body.find("dropout = 0.1"), 13, "dropout = 0.0");
 }
 const char* kRecompute = "recompute = \"blocks\"\n";
+// Images wide enough for the gpu kernels to recompute their first MLPs under runtime.recompute =
+// "mlp" (8·64 tokens × 512 hidden: 1 MiB), at dropout 0.1: nothing in an MLP is drawn.
+std::string wide_images() {
+  std::string body = kTinyImages;
+  body.replace(body.find("size = 8"), 8, "size = 16");
+  return body.replace(body.find("dim = 16"), 8, "dim = 128").replace(body.find("mlp_ratio = 2"), 13, "mlp_ratio = 4");
+}
+const char* kRecomputeMlps = "recompute = \"mlp\"\n";
 
 std::string tiny_trees(int64_t tokens, const std::string& policy = "learned") {
   return "[dataset]\nplugin = \"trees\"\ntokens = " + std::to_string(tokens) +
@@ -150,6 +159,7 @@ std::vector<double> losses(const std::string& dir, const std::string& mode, uint
   KernelsScope kernels(Kernels::gpu);  // what htm run sets from runtime.kernels (an earlier test may have set another)
   ExperimentFile experiment = ExperimentFile::load(path, {});
   const ResolvedConfig config = experiment.resolve(experiment.variants()[0], htm::testing::plugins());
+  RecomputeMlpsScope mlps(config.settings.runtime.recompute == RuntimeRecompute::mlp);  // as htm run sets it
   torch::manual_seed(0);
   Experiment ex = assemble(config, htm::testing::plugins(), 0);
   TrainStep step(ex, at::make_generator<at::CPUGeneratorImpl>(seed));
@@ -211,6 +221,8 @@ TEST(StepGraph, ACapturedStepReadsNothingOnTheHostForImagesOrTreesSetsThatTheDev
   // Blocks recomputed in backward (no dropout: nothing to draw again), their backward in the capture.
   losses(dir, "on", 1, "cpu", 9, &graphs, tiny_images_without_dropout(), kRecompute);
   EXPECT_NE(graphs.find("captured 2,"), std::string::npos) << "recomputed blocks: " << graphs;
+  losses(dir, "on", 1, "cpu", 9, &graphs, wide_images(), kRecomputeMlps);
+  EXPECT_NE(graphs.find("captured 2,"), std::string::npos) << "recomputed MLPs: " << graphs;
   // The nearest and tome baselines' greedy pairs, found on the device (htm::greedy_disjoint_pairs).
   for (const std::string policy : {"nearest", "tome"}) {
     losses(dir, "on", 1, "cpu", 9, &graphs, tiny_trees(16, policy));
@@ -265,15 +277,19 @@ TEST(LaterRead, ReadsTheValueAsItWasWhenAskedForOnTheCpuAndOnAGpu) {
 // On a GPU (skipped where this libtorch has none or sees none): twelve steps captured and
 // replayed give the losses and metrics of the same steps run eagerly with the graphs' draws, to
 // float rounding (CUDA's gather and attention backward add in no fixed order, eager or not), for
-// images, for Trees sets (matched on the device, four rollouts, RLOO) and for images whose blocks
-// are recomputed in backward (runtime.recompute, no dropout). Every third step is
+// images, for Trees sets (matched on the device, four rollouts, RLOO), for images whose blocks
+// are recomputed in backward (runtime.recompute = "blocks", no dropout) and for wider ones whose
+// MLPs are ("mlp", dropout 0.1). Every third step is
 // logged: 8 steps of one graph (2 warm-ups, 6 replayed), 4 of the logged one (2 warm-ups, 2
 // replayed).
 TEST(StepGraph, OnAGpuTheReplayedStepsAreTheEagerOnes) {
   if (!cuda_usable()) GTEST_SKIP() << "skipped: this libtorch has no CUDA or sees no GPU";
   const std::string dir = htm::testing::fresh_dir("cuda");
-  for (const auto& [body, runtime] : std::vector<std::pair<std::string, std::string>>{
-           {kTinyImages, ""}, {tiny_trees(16), ""}, {tiny_images_without_dropout(), kRecompute}}) {
+  for (const auto& [body, runtime] :
+       std::vector<std::pair<std::string, std::string>>{{kTinyImages, ""},
+                                                        {tiny_trees(16), ""},
+                                                        {tiny_images_without_dropout(), kRecompute},
+                                                        {wide_images(), kRecomputeMlps}}) {
     std::string graphs;
     const auto replayed = losses(dir, "on", 1, "cuda", 12, &graphs, body, runtime);
     const auto eager = losses(dir, "eager", 1, "cuda", 12, nullptr, body, runtime);

@@ -6,8 +6,8 @@
 #   - `htm bench` at the paper's size on cuda, B = 64 and 8, fp32 eager and replayed from a CUDA
 #     graph (runtime.cuda_graph), bf16 replayed, with the GPU's peak allocated memory, beside the
 #     paper's official code (HTM_OFFICIAL) on the same GPU; the replays' losses against eager steps;
-#     the quickstart with and without graphs, Trees rloo_long with graphs; the eager step with
-#     runtime.recompute = "blocks";
+#     the quickstart with and without graphs, Trees rloo_long with graphs; the graph's step with
+#     runtime.recompute = "mlp" (and, in the full check, the eager one with "blocks");
 #   - a profile of one B = 64 step (the ops that take the time, in profile-top.txt), and the
 #     portable kernels on the same GPU;
 #   - the unit tests (on the host CPU: the portable kernels);
@@ -140,14 +140,20 @@ done
 # which a trained policy needs: what the robust default costs here.
 bench "htm bench cuda fp32 graph rounds-capped B=64" --set "train.batch_size=64" --set 'runtime.graph_rounds=32' \
   "${graph[@]}"
-# The eager step with the blocks recomputed in backward (runtime.recompute): its allocated memory
-# against the official code's, the issue's target being half.
+# The graph's step with its MLPs' hidden activations made again in backward (runtime.recompute =
+# "mlp": nothing drawn, so at dropout 0.1): its time and allocated memory against the official
+# code's, the issue's memory target being half.
 for B in 64 8; do
-  bench "htm bench cuda fp32 recompute B=$B" --set "train.batch_size=$B" --set 'runtime.recompute="blocks"'
+  bench "htm bench cuda fp32 graph recompute-mlp B=$B" --set "train.batch_size=$B" --set 'runtime.recompute="mlp"' \
+    "${graph[@]}"
 done
-# Without dropout the recomputed blocks combine with a graph: its pool with and without them (B=64,
+# The eager step with the blocks recomputed in backward (runtime.recompute = "blocks"); without
+# dropout the recomputed blocks combine with a graph: its pool with and without them (B=64,
 # model.dropout=0 both; the full check only: the official code keeps its 0.1).
 if [ "${HTM_QUICK:-0}" != 1 ]; then
+  for B in 64 8; do
+    bench "htm bench cuda fp32 recompute B=$B" --set "train.batch_size=$B" --set 'runtime.recompute="blocks"'
+  done
   bench "htm bench cuda fp32 graph nodrop B=64" --set "train.batch_size=64" --set 'model.dropout=0' "${graph[@]}"
   bench "htm bench cuda fp32 graph recompute nodrop B=64" --set "train.batch_size=64" --set 'model.dropout=0' \
     --set 'runtime.recompute="blocks"' "${graph[@]}"

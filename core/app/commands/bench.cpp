@@ -428,7 +428,7 @@ int cmd_bench(const Args& args) {
   set_threads(threads);  // after assembly: the file's runtime.threads is not what is timed
   Experiment& ex = c.ex;
   const RuntimeSettings& runtime = ex.config.settings.runtime;
-  use_kernels(runtime.kernels);
+  use_kernels(runtime.kernels, runtime.recompute);
   gpu::set_graph_rounds_cap(runtime.graph_rounds);
   const RuntimePrecision precision = set_precision(runtime.precision, runtime.device);
   const char* given_peak = std::getenv("HTM_BENCH_GEMM_PEAK");  // a parent measured it, in our precision

@@ -79,7 +79,7 @@ bool apply_runtime(const RuntimeSettings& runtime, const Communicator* comm) {
   if (threads == 0 && comm != nullptr)
     threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / comm->info().local_world);
   set_threads(threads);
-  use_kernels(runtime.kernels);
+  use_kernels(runtime.kernels, runtime.recompute);
   gpu::set_graph_rounds_cap(runtime.graph_rounds);
   return set_precision(runtime.precision, runtime.device) != runtime.precision;
 }

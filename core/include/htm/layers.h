@@ -54,6 +54,13 @@ class AttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Attention);
 
+/// fc2(GELU(fc1(norm(x)))): a pre-norm MLP's body from a plugin's own modules (its parameters
+/// and names), through the kernels in force, which keep less of it for backward than the modules
+/// one by one (x and fc1's output; under runtime.recompute = "mlp" x alone). The same values and
+/// gradients as the modules one by one.
+torch::Tensor norm_mlp(const torch::Tensor& x, const torch::nn::LayerNormImpl& norm, const LinearImpl& fc1,
+                       const LinearImpl& fc2);
+
 /// Pre-norm token MLP with residual: x + Dropout(W2 GELU(W1 LN(x))).
 class ResidualMlpImpl : public torch::nn::Module {
  public:

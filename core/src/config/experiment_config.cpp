@@ -120,12 +120,18 @@ void check_estimator(const EstimatorSettings& estimator, const Node* table, cons
   }
 }
 
-// runtime.recompute draws a block's dropout masks again from the global generator's state; a
-// CUDA graph's masks come from the device's generator as it stands, which it cannot replay.
-// Without dropout (model.dropout = 0) a block draws nothing, and the two combine.
+// runtime.recompute = "blocks" draws a block's dropout masks again from the global generator's
+// state; a CUDA graph's masks come from the device's generator as it stands, which it cannot
+// replay. Without dropout (model.dropout = 0) a block draws nothing, and the two combine; "mlp"
+// draws nothing at all. "mlp" is the native and gpu kernels' (the portable ones are the ops apart).
 void check_runtime(const RuntimeSettings& runtime, double dropout, const Node* table, const Where& start) {
-  if (runtime.recompute == RuntimeRecompute::off || runtime.cuda_graph == RuntimeCudaGraph::off || dropout == 0) return;
   const Node* at = table ? table->find("recompute") : nullptr;
+  if (runtime.recompute == RuntimeRecompute::mlp && runtime.kernels == RuntimeKernels::portable)
+    fail(at ? at->value_at : start,
+         "'runtime.recompute' = \"mlp\" needs the native or gpu kernels ('runtime.kernels'): the portable ones are "
+         "the reference, each op apart, and keep every activation");
+  if (runtime.recompute != RuntimeRecompute::blocks || runtime.cuda_graph == RuntimeCudaGraph::off || dropout == 0)
+    return;
   fail(at ? at->value_at : start,
        "'runtime.recompute' = \"blocks\" cannot be combined with 'runtime.cuda_graph' = \"on\" or \"eager\": the "
        "graph's dropout masks come from the device's generator as it stands, which a recomputation cannot replay "

@@ -305,10 +305,14 @@ std::vector<HostSection> build_schema() {
                "logits are near random, and a step whose matching needs more is done again eagerly (docs/gpu.md)",
                at_least(0))
           .later()
-          .choice("recompute", &R::recompute, {{"off", RuntimeRecompute::off}, {"blocks", RuntimeRecompute::blocks}},
-                  "blocks: the transformer and refinement blocks keep only their inputs for backward, which runs "
-                  "each again with the same dropout masks (less memory; each block's forward runs twice); off: "
-                  "every activation kept (docs/performance.md)")
+          .choice(
+              "recompute", &R::recompute,
+              {{"off", RuntimeRecompute::off}, {"mlp", RuntimeRecompute::mlp}, {"blocks", RuntimeRecompute::blocks}},
+              "mlp: each MLP keeps only its input for backward, which computes its hidden activation again "
+              "(nothing drawn: combines with runtime.cuda_graph at any dropout; fc1's product runs twice); "
+              "blocks: the transformer and refinement blocks keep only their inputs for backward, which runs "
+              "each again with the same dropout masks (less memory still; each block's forward runs twice); "
+              "off: every activation kept (docs/performance.md)")
           .later()
           .add("results", &R::results, Text(kDefaultResultsPath), "the results database")
           .add("artifacts", &R::artifacts, Text("results/runs"), "folder of per-run checkpoints and images")

@@ -27,7 +27,7 @@ enum class RuntimeKernels { native, portable, gpu };
 /// runtime.cuda_graph: the training step replayed as a CUDA graph (train/step_graph.h).
 enum class RuntimeCudaGraph { off, on, eager };
 /// runtime.recompute: what backward computes again instead of keeping (model/blocks.h).
-enum class RuntimeRecompute { off, blocks };
+enum class RuntimeRecompute { off, mlp, blocks };
 enum class Architecture { htm, vit };
 enum class Unmerge { policy, mirror };
 enum class LrDecay { step, cosine };
@@ -117,7 +117,7 @@ struct RuntimeSettings {
   RuntimeKernels kernels = RuntimeKernels::native;      ///< native where built and on the CPU
   RuntimeCudaGraph cuda_graph = RuntimeCudaGraph::off;  ///< on: the step captured once per shape, then replayed
   int64_t graph_rounds = 0;  ///< a captured pair sampler's rounds at most; 0: ⌊T/2⌋ (kernels/gpu.h graph_rounds())
-  RuntimeRecompute recompute = RuntimeRecompute::off;  ///< blocks: their activations made again in backward
+  RuntimeRecompute recompute = RuntimeRecompute::off;  ///< mlp / blocks: their activations made again in backward
   std::string results;
   std::string artifacts;
   int64_t checkpoint_every = 0;   ///< steps between checkpoints besides each epoch's end; 0: none

@@ -1,4 +1,4 @@
-// An MLP's two ends, through the kernels in force (kernels/kernels.h). The native ones are single
+// An MLP's two ends, and its whole body, through the kernels in force (kernels/kernels.h). The native ones are single
 // autograd nodes: each keeps one activation for backward where the ops apart keep two, and
 // recomputes the other there, with the same values and gradients as the ops apart, bit for bit
 // in fp32. The portable ones are the ops apart.
@@ -15,5 +15,28 @@ at::Tensor gelu_linear(const at::Tensor& h, const at::Tensor& weight, const at::
 /// tokens (and the norm's statistics) are recomputed in backward.
 at::Tensor norm_linear(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
                        const at::Tensor& weight, const at::Tensor& bias);
+
+/// linear(gelu(linear(layer_norm(x), w1, b1)), w2, b2): an MLP's whole body. norm_linear then
+/// gelu_linear, except under runtime.recompute = "mlp" in training, where the native and gpu
+/// kernels keep x alone and compute the rest again in backward (fc1's product twice; the same
+/// values and gradients bit for bit; the gpu ones only where the hidden activation is ≥ 1 MiB).
+at::Tensor norm_mlp(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
+                    const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2);
+
+/// Whether norm_mlp keeps its input alone (runtime.recompute = "mlp"); off by default.
+bool recompute_mlps();
+void set_recompute_mlps(bool on);
+
+/// Holds a choice for a scope and restores the previous one (tests compare the two).
+class RecomputeMlpsScope {
+ public:
+  explicit RecomputeMlpsScope(bool on);
+  ~RecomputeMlpsScope();
+  RecomputeMlpsScope(const RecomputeMlpsScope&) = delete;
+  RecomputeMlpsScope& operator=(const RecomputeMlpsScope&) = delete;
+
+ private:
+  bool previous_;
+};
 
 }  // namespace htm

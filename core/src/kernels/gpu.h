@@ -87,6 +87,12 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
 at::Tensor gelu_linear(const at::Tensor& h, const at::Tensor& weight, const at::Tensor& bias);
 at::Tensor norm_linear(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
                        const at::Tensor& weight, const at::Tensor& bias);
+/// linear(gelu(linear(layer_norm(x), w1, b1)), w2, b2) under runtime.recompute = "mlp": in
+/// training, where the hidden activation is at least 1 MiB in fp32, x alone is kept and the rest
+/// computed again in backward (fc1's product twice; the gradients of the ops apart bit for bit);
+/// below that norm_linear then gelu_linear.
+at::Tensor norm_mlp(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
+                    const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2);
 
 /// Multi-head attention without a mask; dropout p on the weights, drawn from stream (seed, first).
 at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t heads, double p,

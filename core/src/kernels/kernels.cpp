@@ -30,6 +30,7 @@ namespace {
 std::atomic<Kernels> g_kernels{HTM_NATIVE_KERNELS ? Kernels::native : Kernels::portable};
 std::atomic<Precision> g_precision{Precision::fp32};
 std::atomic<int64_t> g_gemm_flops{0};
+std::atomic<bool> g_recompute_mlps{false};
 
 // A missing bias is a constant zero: Function::apply cannot take an undefined tensor.
 torch::Tensor bias_or_zeros(const torch::Tensor& bias, const torch::Tensor& weight) {
@@ -117,6 +118,25 @@ torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weig
   if (!ours(x, weight) || !norm_weight.defined() || !norm_bias.defined())
     return linear(torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps), weight, bias);
   return HTM_NATIVE_OR_PORTABLE(x, norm_linear(x, norm_weight, norm_bias, eps, weight, bias_or_zeros(bias, weight)));
+}
+
+bool recompute_mlps() { return g_recompute_mlps.load(std::memory_order_relaxed); }
+void set_recompute_mlps(bool on) { g_recompute_mlps.store(on, std::memory_order_relaxed); }
+RecomputeMlpsScope::RecomputeMlpsScope(bool on) : previous_(recompute_mlps()) { set_recompute_mlps(on); }
+RecomputeMlpsScope::~RecomputeMlpsScope() { set_recompute_mlps(previous_); }
+
+torch::Tensor norm_mlp(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
+                       double eps, const torch::Tensor& w1, const torch::Tensor& b1, const torch::Tensor& w2,
+                       const torch::Tensor& b2) {
+  const bool fused = recompute_mlps() && ours(x, w1) && w2.size(1) == w1.size(0) && norm_weight.defined() &&
+                     norm_bias.defined() && portable::in_training({&x, &norm_weight, &norm_bias, &w1, &b1, &w2, &b2});
+#if HTM_NATIVE_KERNELS
+  if (fused && use_native(x))
+    return native::norm_mlp(x, norm_weight, norm_bias, eps, w1, bias_or_zeros(b1, w1), w2, bias_or_zeros(b2, w2));
+#endif
+  if (fused && use_gpu(x))
+    return gpu::norm_mlp(x, norm_weight, norm_bias, eps, w1, bias_or_zeros(b1, w1), w2, bias_or_zeros(b2, w2));
+  return gelu_linear(norm_linear(x, norm_weight, norm_bias, eps, w1, b1), w2, b2);
 }
 
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads,

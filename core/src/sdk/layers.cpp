@@ -64,9 +64,13 @@ ResidualMlpImpl::ResidualMlpImpl(int64_t dim, int64_t ratio, double dropout) : d
   fc2_ = register_module("fc2", Linear(ratio * dim, dim));
 }
 
+torch::Tensor norm_mlp(const torch::Tensor& x, const torch::nn::LayerNormImpl& norm, const LinearImpl& fc1,
+                       const LinearImpl& fc2) {
+  return norm_mlp(x, norm.weight, norm.bias, norm.options.eps(), fc1.weight, fc1.bias, fc2.weight, fc2.bias);
+}
+
 torch::Tensor ResidualMlpImpl::forward(const torch::Tensor& x) {
-  auto h = norm_linear(x, norm_->weight, norm_->bias, norm_->options.eps(), fc1_->weight, fc1_->bias);
-  return x + fast_dropout(gelu_linear(h, fc2_->weight, fc2_->bias), dropout_, is_training());
+  return x + fast_dropout(norm_mlp(x, *norm_, *fc1_, *fc2_), dropout_, is_training());
 }
 
 TokenMlpImpl::TokenMlpImpl(int64_t in, int64_t hidden, int64_t out, bool residual_form) {
@@ -81,9 +85,8 @@ TokenMlpImpl::TokenMlpImpl(int64_t in, int64_t hidden, int64_t out, bool residua
 }
 
 torch::Tensor TokenMlpImpl::forward(const torch::Tensor& x) {
-  auto h = norm_ ? norm_linear(x, norm_->weight, norm_->bias, norm_->options.eps(), fc1_->weight, fc1_->bias)
-                 : fc1_->forward(x);
-  return gelu_linear(h, fc2_->weight, fc2_->bias);
+  if (norm_) return norm_mlp(x, *norm_, *fc1_, *fc2_);
+  return gelu_linear(fc1_->forward(x), fc2_->weight, fc2_->bias);
 }
 
 }  // namespace htm

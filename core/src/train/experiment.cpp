@@ -12,6 +12,7 @@
 #include "htm/error.h"
 #include "htm/merge.h"
 #include "htm/policy.h"
+#include "kernels/fused_linear.h"
 #include "kernels/kernels.h"
 #include "kernels/precision.h"
 #include "model/vit.h"
@@ -23,7 +24,8 @@ void set_threads(int64_t threads) {
   at::set_num_threads(static_cast<int>(n));
 }
 
-void use_kernels(RuntimeKernels kernels) {
+void use_kernels(RuntimeKernels kernels, RuntimeRecompute recompute) {
+  set_recompute_mlps(recompute == RuntimeRecompute::mlp);
   switch (kernels) {
     case RuntimeKernels::native:
       set_kernels(Kernels::native);

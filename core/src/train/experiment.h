@@ -61,8 +61,9 @@ inline int64_t samples_limit(int64_t requested, int64_t available) {
 /// Threads for torch: `threads`, or every core when it is 0.
 void set_threads(int64_t threads);
 
-/// Puts runtime.kernels in force for the SDK's kernels (kernels/kernels.h).
-void use_kernels(RuntimeKernels kernels);
+/// Puts runtime.kernels in force for the SDK's kernels (kernels/kernels.h), and whether they
+/// recompute the MLPs' hidden activations (runtime.recompute = "mlp": kernels/fused_linear.h).
+void use_kernels(RuntimeKernels kernels, RuntimeRecompute recompute = RuntimeRecompute::off);
 
 /// Puts runtime.precision in force for the SDK's matrix products (kernels/precision.h). bf16 on a
 /// CPU without bf16 instructions falls back to fp32 with a note on stderr (once); on a GPU it

@@ -115,7 +115,10 @@ class ImageAdapter : public htm::Adapter {
     auto features = patch_queries_ ? pos_patches_ : positions_.view({positions_.size(0), -1}).t();
     auto q = query_->forward(features).unsqueeze(0);                              // 1×Q×C
     auto y = q + attn_->forward(norm_q_->forward(q), norm_kv_->forward(tokens));  // B×Q×C
-    y = torch::tanh(head_->forward(y));  // B×P×channels, or B×T×(channels·n²) channel-major
+    // The head (LN, Linear, GELU, Linear) as one MLP body: it keeps less for backward (htm/layers.h).
+    const auto& head = *head_;
+    y = torch::tanh(htm::norm_mlp(y, *head[0]->as<torch::nn::LayerNorm>(), *head[1]->as<htm::Linear>(),
+                                  *head[3]->as<htm::Linear>()));  // B×P×channels, or B×T×(channels·n²) channel-major
     if (!patch_queries_) return y.transpose(1, 2).reshape({B, channels_, height_, width_});
     return y.view({B, height_ / n, width_ / n, channels_, n, n})
         .permute({0, 3, 1, 4, 2, 5})

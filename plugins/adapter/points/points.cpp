@@ -62,8 +62,7 @@ class PointsAdapter : public htm::Adapter {
 
   // B×T×C → B×T×F in [-1, 1]; T may differ from N (generation decodes as many as it finds).
   torch::Tensor unlift(const torch::Tensor& tokens) override {
-    auto h = torch::gelu(unlift_in_->forward(unlift_norm_->forward(tokens)));
-    return torch::tanh(unlift_out_->forward(h));
+    return torch::tanh(htm::norm_mlp(tokens, *unlift_norm_, *unlift_in_, *unlift_out_));
   }
 
   torch::Tensor reconstruction_error(const torch::Tensor& output, const torch::Tensor& input) override {

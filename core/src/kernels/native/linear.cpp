@@ -18,13 +18,14 @@ namespace {
 // A contiguous 2-D tensor (fp32 or bf16) as a GEMM operand.
 Operand operand(const torch::Tensor& t) { return {t.data_ptr(), t.size(1), t.scalar_type() == torch::kBFloat16}; }
 
-// y = x Wᵀ + b over rows×in x: forward's GEMM. In bf16, x is rounded once here and its bf16
-// copy is what backward keeps (half the memory of the fp32 one); the dtype of what was saved
-// tells backward which GEMMs to run. Returns {y (rows×out), x kept, W kept}.
+// y = x Wᵀ + b over rows×in x: forward's GEMM. In bf16 (by default the precision in force), x is
+// rounded once here and its bf16 copy is what backward keeps (half the memory of the fp32 one);
+// the dtype of what was saved tells backward which GEMMs to run. Returns {y (rows×out), x kept,
+// W kept}.
 std::array<torch::Tensor, 3> linear_product(const torch::Tensor& x2, const torch::Tensor& weight,
-                                            const torch::Tensor& bias) {
+                                            const torch::Tensor& bias,
+                                            bool bf16 = matmul_precision() == Precision::bf16) {
   const int64_t rows = x2.size(0), in = weight.size(1), out = weight.size(0);
-  const bool bf16 = matmul_precision() == Precision::bf16;
   auto x = bf16 ? bf16_copy(x2) : x2.contiguous();
   // The weight stays the fp32 parameter (no copy kept per use: the encoder's are used at every
   // depth); against a bf16 x, gemm() rounds it into a per-thread buffer, here and in backward.
@@ -106,6 +107,7 @@ class GeluLinearFunction : public torch::autograd::Function<GeluLinearFunction> 
     auto g = grads[0].reshape({h.size(0), w.size(0)}).contiguous();
     auto [da, dw, db] =
         linear_grads(g, a, w, {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+    a.reset();  // let go before gelu's gradient is made: the adapter's head runs this at the step's peak
     torch::Tensor dh;
     if (da.defined()) dh = torch::gelu_backward(da, h).view(with_last(grads[0], w.size(1)));
     return {dh, dw, db};
@@ -150,6 +152,66 @@ class NormLinearFunction : public torch::autograd::Function<NormLinearFunction> 
   }
 };
 
+// The whole MLP, linear(gelu(linear(layer_norm(x)))), keeping x alone (runtime.recompute =
+// "mlp"): backward computes the normalised tokens, the hidden activation and its gelu again (fc1's
+// GEMM once more), the values NormLinearFunction and GeluLinearFunction keep or compute, so the
+// gradients are theirs bit for bit; the B×T×4C hidden activation is not held until backward.
+class NormMlpFunction : public torch::autograd::Function<NormMlpFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
+                               const torch::Tensor& w1, const torch::Tensor& b1, const torch::Tensor& w2,
+                               const torch::Tensor& b2, double eps) {
+    const int64_t C = x.size(-1);
+    const bool bf16 = matmul_precision() == Precision::bf16;
+    auto x2 = x.reshape({x.numel() / C, C}).contiguous();
+    auto normed = std::get<0>(torch::native_layer_norm(x2, {C}, norm_weight, norm_bias, eps));
+    auto h = std::get<0>(linear_product(normed, w1, b1, bf16));
+    auto [y, kept_a, kept_w2] = linear_product(torch::gelu(h), w2, b2, bf16);
+    ctx->save_for_backward({x2, norm_weight, norm_bias, w1.contiguous(), b1, kept_w2});
+    ctx->saved_data["eps"] = eps;
+    ctx->saved_data["bf16"] = bf16;
+    return y.view(with_last(x, w2.size(0)));
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &nw = saved[1], &nb = saved[2], &w1 = saved[3], &b1 = saved[4], &w2 = saved[5];
+    const int64_t C = x.size(1);
+    const bool bf16 = ctx->saved_data["bf16"].toBool();
+    const std::array<bool, 5> need{ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2),
+                                   ctx->needs_input_grad(3), ctx->needs_input_grad(4), ctx->needs_input_grad(5),
+                                   ctx->needs_input_grad(6)};
+    const bool to_h = need[0] || need[1] || need[2];
+    // Each activation is let go as soon as the next is made: this node's backward is the first to
+    // run after the step's whole forward (the adapter's head), so its own tensors add to the peak.
+    auto [normed, mean, rstd] = torch::native_layer_norm(x, {C}, nw, nb, ctx->saved_data["eps"].toDouble());
+    auto product = linear_product(normed, w1, b1, bf16);  // {h, normed as fc1 took it, w1}
+    normed.reset();
+    torch::Tensor h = std::move(product[0]), a = torch::gelu(h);
+    if (bf16) a = bf16_copy(a);
+    auto g = grads[0].reshape({x.size(0), w2.size(0)}).contiguous();
+    auto [da, dw2, db2] = linear_grads(g, a, w2, {to_h, need[3], need[4]});
+    a.reset();
+    torch::Tensor dx, dnw, dnb, dw1, db1;
+    if (to_h) {
+      auto dh = torch::gelu_backward(da, h);
+      da.reset(), h.reset();
+      auto first = linear_grads(dh, product[1], product[2], {need[0], need[1], need[2]});
+      dh.reset(), product[1].reset();
+      dw1 = first[1], db1 = first[2];
+      if (need[0]) {
+        std::tie(dx, dnw, dnb) = torch::native_layer_norm_backward(
+            first[0], x, {C}, mean, rstd, nw, nb,
+            {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+        if (dx.defined()) dx = dx.view(with_last(grads[0], C));
+      }
+    }
+    return {dx, dnw, dnb, dw1, db1, dw2, db2, torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 torch::Tensor bf16_copy(const torch::Tensor& x) {
@@ -179,6 +241,12 @@ torch::Tensor gelu_linear(const torch::Tensor& h, const torch::Tensor& weight, c
 torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
                           double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
   return NormLinearFunction::apply(x, norm_weight, norm_bias, weight, bias, eps);
+}
+
+torch::Tensor norm_mlp(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
+                       double eps, const torch::Tensor& w1, const torch::Tensor& b1, const torch::Tensor& w2,
+                       const torch::Tensor& b2) {
+  return NormMlpFunction::apply(x, norm_weight, norm_bias, w1, b1, w2, b2, eps);
 }
 
 }  // namespace native

@@ -20,6 +20,9 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
 at::Tensor gelu_linear(const at::Tensor& h, const at::Tensor& weight, const at::Tensor& bias);
 at::Tensor norm_linear(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
                        const at::Tensor& weight, const at::Tensor& bias);
+/// linear(gelu(linear(layer_norm(x), w1, b1)), w2, b2), keeping x alone for backward.
+at::Tensor norm_mlp(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
+                    const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2);
 
 /// softmax(QKᵀ/√d)V with dropout p on the weights (p = 0: none); row n of the whole batch's
 /// B×h×Tq weights is masked by draw stream counter_bits(seed, first + n) (softmax_rows.h).
