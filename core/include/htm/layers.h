@@ -43,6 +43,11 @@ class AttentionImpl : public torch::nn::Module {
                         torch::Tensor* keys = nullptr);
   /// Projects B×Tk×C tokens to keys and values (each B×Tk×C).
   std::pair<torch::Tensor, torch::Tensor> key_values(const torch::Tensor& kv_tokens);
+  /// key_values(norm(kv_tokens)) as one product (the kernels' norm_linear): the normalised tokens
+  /// are computed again in backward instead of kept, kv_tokens are kept instead (less memory where
+  /// the caller keeps kv_tokens anyway). The same values and gradients as the two calls apart.
+  std::pair<torch::Tensor, torch::Tensor> norm_key_values(const torch::Tensor& kv_tokens,
+                                                          const torch::nn::LayerNormImpl& norm);
   /// Attention given precomputed keys/values.
   torch::Tensor attend(const torch::Tensor& q_tokens, const torch::Tensor& keys, const torch::Tensor& values,
                        torch::Tensor* weights = nullptr);
@@ -56,8 +61,8 @@ TORCH_MODULE(Attention);
 
 /// fc2(GELU(fc1(norm(x)))): a pre-norm MLP's body from a plugin's own modules (its parameters
 /// and names), through the kernels in force, which keep less of it for backward than the modules
-/// one by one (x and fc1's output; under runtime.recompute = "mlp" x alone). The same values and
-/// gradients as the modules one by one.
+/// one by one (x and fc1's output where they are large; under runtime.recompute = "mlp" x alone).
+/// The same values and gradients as the modules one by one.
 torch::Tensor norm_mlp(const torch::Tensor& x, const torch::nn::LayerNormImpl& norm, const LinearImpl& fc1,
                        const LinearImpl& fc2);
 

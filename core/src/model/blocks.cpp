@@ -123,9 +123,11 @@ RefineBlockImpl::RefineBlockImpl(const ModelOptions& o) : recompute_(o.recompute
   mlp_ = register_module("mlp", ResidualMlp(o.dim, o.mlp_ratio, o.dropout));
 }
 
+// The layer keeps old_tokens for its whole pass (the draw's population), so the keys and values
+// keep them rather than their normalised copy.
 std::pair<torch::Tensor, torch::Tensor> RefineBlockImpl::key_values(const torch::Tensor& old_tokens) {
   if (!attn_) return {};  // the MLP alone
-  return attn_->key_values(norm_kv_->forward(old_tokens));
+  return attn_->norm_key_values(old_tokens, *norm_kv_);
 }
 
 torch::Tensor RefineBlockImpl::forward(const torch::Tensor& new_tokens, const torch::Tensor& keys,

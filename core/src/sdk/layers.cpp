@@ -33,6 +33,12 @@ std::pair<torch::Tensor, torch::Tensor> AttentionImpl::key_values(const torch::T
   return {kv[0], kv[1]};
 }
 
+std::pair<torch::Tensor, torch::Tensor> AttentionImpl::norm_key_values(const torch::Tensor& kv_tokens,
+                                                                       const torch::nn::LayerNormImpl& norm) {
+  auto kv = norm_linear(kv_tokens, norm.weight, norm.bias, norm.options.eps(), kv_->weight, kv_->bias).chunk(2, -1);
+  return {kv[0], kv[1]};
+}
+
 torch::Tensor AttentionImpl::attend(const torch::Tensor& q_tokens, const torch::Tensor& keys,
                                     const torch::Tensor& values, torch::Tensor* weights) {
   if (weights == nullptr)
