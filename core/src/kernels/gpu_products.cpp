@@ -82,9 +82,20 @@ class GeluLinear : public torch::autograd::Function<GeluLinear> {
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &h = saved[0], &weight = saved[1];
-    auto [da, dw, db] = product_grads(grads[0], torch::gelu(h), weight, ctx->saved_data["bf16"].toBool(),
-                                      {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
-    return {da.defined() ? torch::gelu_backward(da, h) : torch::Tensor(), dw, db, torch::Tensor()};
+    const bool bf16 = ctx->saved_data["bf16"].toBool();
+    // gelu(h) is let go before the input's gradient is made, which gelu's gradient then
+    // overwrites: h and one activation at once (the adapter's head runs this at the step's peak).
+    torch::Tensor dw, db, dh;
+    if (ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
+      const auto weights = product_grads(grads[0], torch::gelu(h), weight, bf16,
+                                         {false, ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+      dw = weights[1], db = weights[2];
+    }
+    if (ctx->needs_input_grad(0)) {
+      dh = product_grads(grads[0], h, weight, bf16, {true, false, false})[0];  // h: gelu(h)'s shape
+      at::gelu_backward_out(dh, dh, h);
+    }
+    return {dh, dw, db, torch::Tensor()};
   }
 };
 
@@ -110,6 +121,7 @@ class NormLinear : public torch::autograd::Function<NormLinear> {
     const bool to_norm = norm[0] || norm[1] || norm[2];
     auto [dn, dw, db] = product_grads(grads[0], normed, weight, ctx->saved_data["bf16"].toBool(),
                                       {to_norm, ctx->needs_input_grad(3), ctx->needs_input_grad(4)});
+    normed.reset();  // let go before the norm's gradient is made (this may run at the step's peak)
     torch::Tensor dx, dnw, dnb;
     if (to_norm) std::tie(dx, dnw, dnb) = at::native_layer_norm_backward(dn, x, shape, mean, rstd, nw, nb, norm);
     return {dx, dnw, dnb, dw, db, torch::Tensor(), torch::Tensor()};
@@ -163,24 +175,38 @@ class NormMlp : public torch::autograd::Function<NormMlp> {
     const std::array<bool, 3> norm{ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)};
     const bool to_norm = norm[0] || norm[1] || norm[2];
     const bool to_h = to_norm || ctx->needs_input_grad(3) || ctx->needs_input_grad(4);
-    // Each activation is let go as soon as what follows it is made (the caching allocator reuses
-    // it at once): at the step's peak these add to everything forward kept.
-    auto [normed, mean, rstd] = at::native_layer_norm(x, shape, nw, nb, ctx->saved_data["eps"].toDouble());
-    auto h = product(normed, w1, b1, bf16);
-    if (!to_h) normed.reset();
-    auto second =
-        product_grads(grads[0], torch::gelu(h), w2, bf16, {to_h, ctx->needs_input_grad(5), ctx->needs_input_grad(6)});
+    // At most two activations at once (the caching allocator reuses each at once): at the step's
+    // peak these add to everything forward kept. h is made again and the normalised tokens let go;
+    // fc2's weight gradients come from gelu(h), let go before fc2's input gradient is made, which
+    // gelu's gradient then overwrites; the normalised tokens are made once more for fc1's weight
+    // gradients (one norm, cheaper than holding them meanwhile).
+    const double eps = ctx->saved_data["eps"].toDouble();
+    auto h = product(std::get<0>(at::native_layer_norm(x, shape, nw, nb, eps)), w1, b1, bf16);
+    torch::Tensor dw2, db2;
+    if (ctx->needs_input_grad(5) || ctx->needs_input_grad(6)) {
+      const auto weights = product_grads(grads[0], torch::gelu(h), w2, bf16,
+                                         {false, ctx->needs_input_grad(5), ctx->needs_input_grad(6)});
+      dw2 = weights[1], db2 = weights[2];
+    }
     torch::Tensor dx, dnw, dnb, dw1, db1;
     if (to_h) {
-      auto dh = torch::gelu_backward(second[0], h);
-      second[0].reset(), h.reset();
-      auto first = product_grads(dh, normed, w1, bf16, {to_norm, ctx->needs_input_grad(3), ctx->needs_input_grad(4)});
-      dh.reset(), normed.reset();
-      dw1 = first[1], db1 = first[2];
-      if (to_norm)
-        std::tie(dx, dnw, dnb) = at::native_layer_norm_backward(first[0], x, shape, mean, rstd, nw, nb, norm);
+      auto dh = product_grads(grads[0], h, w2, bf16, {true, false, false})[0];  // h: gelu(h)'s shape
+      at::gelu_backward_out(dh, dh, h);
+      h.reset();
+      auto [normed, mean, rstd] = at::native_layer_norm(x, shape, nw, nb, eps);
+      if (ctx->needs_input_grad(3) || ctx->needs_input_grad(4)) {
+        const auto weights =
+            product_grads(dh, normed, w1, bf16, {false, ctx->needs_input_grad(3), ctx->needs_input_grad(4)});
+        dw1 = weights[1], db1 = weights[2];
+      }
+      normed.reset();
+      if (to_norm) {
+        auto dn = product_grads(dh, x, w1, bf16, {true, false, false})[0];  // x: the normalised tokens' shape
+        dh.reset();
+        std::tie(dx, dnw, dnb) = at::native_layer_norm_backward(dn, x, shape, mean, rstd, nw, nb, norm);
+      }
     }
-    return {dx, dnw, dnb, dw1, db1, second[1], second[2], torch::Tensor(), torch::Tensor()};
+    return {dx, dnw, dnb, dw1, db1, dw2, db2, torch::Tensor(), torch::Tensor()};
   }
 };
 

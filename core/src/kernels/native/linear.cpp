@@ -55,6 +55,16 @@ std::array<torch::Tensor, 3> linear_grads(const torch::Tensor& g, const torch::T
   return grads;
 }
 
+// g·W alone (linear_grads' first), g rounded to bf16 where the input was: for a caller that let the
+// input go before.
+torch::Tensor linear_input_grad(const torch::Tensor& g, const torch::Tensor& w, bool bf16) {
+  const int64_t rows = g.size(0), in = w.size(1), out = w.size(0);
+  const torch::Tensor gb = bf16 ? bf16_copy(g) : g;
+  auto dx = torch::empty({rows, in}, g.options());
+  gemm(false, false, rows, in, out, 1.0f, operand(gb), operand(w), 0.0f, dx.data_ptr<float>(), in);
+  return dx;
+}
+
 // `t` with its last dimension `last` instead.
 std::vector<int64_t> with_last(const torch::Tensor& t, int64_t last) {
   std::vector<int64_t> shape = t.sizes().vec();
@@ -102,14 +112,21 @@ class GeluLinearFunction : public torch::autograd::Function<GeluLinearFunction> 
                                                  torch::autograd::variable_list grads) {
     auto saved = ctx->get_saved_variables();
     const auto &h = saved[0], &w = saved[1];
-    auto a = torch::gelu(h);
-    if (ctx->saved_data["bf16"].toBool()) a = bf16_copy(a);
+    // gelu(h) is let go before the input gradient is made, which gelu's gradient then overwrites:
+    // h and one activation at once (the adapter's head runs this at the step's peak).
     auto g = grads[0].reshape({h.size(0), w.size(0)}).contiguous();
-    auto [da, dw, db] =
-        linear_grads(g, a, w, {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
-    a.reset();  // let go before gelu's gradient is made: the adapter's head runs this at the step's peak
-    torch::Tensor dh;
-    if (da.defined()) dh = torch::gelu_backward(da, h).view(with_last(grads[0], w.size(1)));
+    torch::Tensor dw, db, dh;
+    if (ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
+      auto a = torch::gelu(h);
+      if (ctx->saved_data["bf16"].toBool()) a = bf16_copy(a);
+      const auto weights = linear_grads(g, a, w, {false, ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+      dw = weights[1], db = weights[2];
+    }
+    if (ctx->needs_input_grad(0)) {
+      dh = linear_input_grad(g, w, ctx->saved_data["bf16"].toBool());
+      torch::gelu_backward_out(dh, dh, h);
+      dh = dh.view(with_last(grads[0], w.size(1)));
+    }
     return {dh, dw, db};
   }
 };
@@ -141,6 +158,7 @@ class NormLinearFunction : public torch::autograd::Function<NormLinearFunction> 
     auto g = grads[0].reshape({x.size(0), w.size(0)}).contiguous();
     const bool to_x = ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2);
     auto [dn, dw, db] = linear_grads(g, normed, w, {to_x, ctx->needs_input_grad(3), ctx->needs_input_grad(4)});
+    normed.reset();  // let go before the norm's gradient is made (this may run at the step's peak)
     torch::Tensor dx, dnw, dnb;
     if (to_x) {
       std::tie(dx, dnw, dnb) = torch::native_layer_norm_backward(
@@ -165,10 +183,14 @@ class NormMlpFunction : public torch::autograd::Function<NormMlpFunction> {
     const int64_t C = x.size(-1);
     const bool bf16 = matmul_precision() == Precision::bf16;
     auto x2 = x.reshape({x.numel() / C, C}).contiguous();
-    auto normed = std::get<0>(torch::native_layer_norm(x2, {C}, norm_weight, norm_bias, eps));
-    auto h = std::get<0>(linear_product(normed, w1, b1, bf16));
-    auto [y, kept_a, kept_w2] = linear_product(torch::gelu(h), w2, b2, bf16);
-    ctx->save_for_backward({x2, norm_weight, norm_bias, w1.contiguous(), b1, kept_w2});
+    torch::Tensor a;  // gelu(h), with neither the normalised tokens nor h still held
+    {
+      auto h = std::get<0>(
+          linear_product(std::get<0>(torch::native_layer_norm(x2, {C}, norm_weight, norm_bias, eps)), w1, b1, bf16));
+      a = torch::gelu(h);
+    }
+    auto y = std::get<0>(linear_product(a, w2, b2, bf16));
+    ctx->save_for_backward({x2, norm_weight, norm_bias, w1.contiguous(), b1, w2.contiguous()});
     ctx->saved_data["eps"] = eps;
     ctx->saved_data["bf16"] = bf16;
     return y.view(with_last(x, w2.size(0)));
@@ -184,26 +206,37 @@ class NormMlpFunction : public torch::autograd::Function<NormMlpFunction> {
                                    ctx->needs_input_grad(3), ctx->needs_input_grad(4), ctx->needs_input_grad(5),
                                    ctx->needs_input_grad(6)};
     const bool to_h = need[0] || need[1] || need[2];
-    // Each activation is let go as soon as the next is made: this node's backward is the first to
-    // run after the step's whole forward (the adapter's head), so its own tensors add to the peak.
-    auto [normed, mean, rstd] = torch::native_layer_norm(x, {C}, nw, nb, ctx->saved_data["eps"].toDouble());
-    auto product = linear_product(normed, w1, b1, bf16);  // {h, normed as fc1 took it, w1}
-    normed.reset();
-    torch::Tensor h = std::move(product[0]), a = torch::gelu(h);
-    if (bf16) a = bf16_copy(a);
+    // At most two activations at once: this node's backward is the first to run after the step's
+    // whole forward (the adapter's head), so its own tensors add to the step's peak. h is made again
+    // and the normalised tokens let go; fc2's weight gradients are taken from gelu(h), let go before
+    // fc2's input gradient is made, which gelu's gradient then overwrites; the normalised tokens are
+    // made once more for fc1's weight gradients (a norm is cheaper than holding them meanwhile).
+    const double eps = ctx->saved_data["eps"].toDouble();
+    auto h = std::get<0>(linear_product(std::get<0>(torch::native_layer_norm(x, {C}, nw, nb, eps)), w1, b1, bf16));
     auto g = grads[0].reshape({x.size(0), w2.size(0)}).contiguous();
-    auto [da, dw2, db2] = linear_grads(g, a, w2, {to_h, need[3], need[4]});
-    a.reset();
+    torch::Tensor dw2, db2;
+    if (need[3] || need[4]) {
+      auto a = torch::gelu(h);
+      if (bf16) a = bf16_copy(a);
+      const auto weights = linear_grads(g, a, w2, {false, need[3], need[4]});
+      dw2 = weights[1], db2 = weights[2];
+    }
     torch::Tensor dx, dnw, dnb, dw1, db1;
     if (to_h) {
-      auto dh = torch::gelu_backward(da, h);
-      da.reset(), h.reset();
-      auto first = linear_grads(dh, product[1], product[2], {need[0], need[1], need[2]});
-      dh.reset(), product[1].reset();
-      dw1 = first[1], db1 = first[2];
+      auto dh = linear_input_grad(g, w2, bf16);
+      torch::gelu_backward_out(dh, dh, h);
+      h.reset();
+      auto [normed, mean, rstd] = torch::native_layer_norm(x, {C}, nw, nb, eps);
+      if (need[1] || need[2]) {
+        const auto weights = linear_grads(dh, bf16 ? bf16_copy(normed) : normed, w1, {false, need[1], need[2]});
+        dw1 = weights[1], db1 = weights[2];
+      }
+      normed.reset();
       if (need[0]) {
+        auto dn = linear_input_grad(dh, w1, bf16);
+        dh.reset();
         std::tie(dx, dnw, dnb) = torch::native_layer_norm_backward(
-            first[0], x, {C}, mean, rstd, nw, nb,
+            dn, x, {C}, mean, rstd, nw, nb,
             {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
         if (dx.defined()) dx = dx.view(with_last(grads[0], C));
       }
