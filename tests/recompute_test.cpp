@@ -11,6 +11,7 @@
 
 #include "config/experiment_config.h"
 #include "htm/error.h"
+#include "htm/layers.h"
 #include "kernels/fused_linear.h"
 #include "kernels/gpu.h"
 #include "kernels/kernels.h"
@@ -190,6 +191,52 @@ TEST(Recompute, TheGpuKernelsProductsKeepSmallActivations) {
     EXPECT_EQ(norm.find("NormLinear") != std::string::npos, false) << rows << ": " << norm;  // x ≤ 256 KiB
     EXPECT_EQ(gelu.find("GeluLinear") != std::string::npos, rows == 64) << rows << ": " << gelu;
   }
+}
+
+// Two products of one norm (a self-attention's queries and keys with values) keep x alone: the
+// values and gradients of the norm and the two products apart, bit for bit (the normalised tokens'
+// gradient is the sum of two, as autograd makes it), with the native and the gpu kernels, in fp32
+// and bf16, holding the normalised tokens less.
+TEST(Recompute, TwoProductsOfOneNormGiveTheOpsApartsGradientsBitForBitAndHoldLess) {
+  std::vector<Kernels> sets{Kernels::gpu};
+  if (native_kernels_built()) sets.push_back(Kernels::native);
+  for (const Kernels k : sets)
+    for (const bool bf16 : {false, true}) {
+      if (bf16 && k == Kernels::native && !cpu_has_bf16()) continue;
+      const std::string what = kernels_name(k) + (bf16 ? " bf16" : " fp32");
+      KernelsScope kernels(k);
+      PrecisionScope precision(bf16 ? Precision::bf16 : Precision::fp32);
+      torch::manual_seed(6);
+      const auto leaf = [](std::vector<int64_t> sizes) { return torch::randn(sizes).requires_grad_(); };
+      // x 16·64·256 values: 1 MiB in fp32, from which the gpu kernels keep it alone.
+      const std::vector<torch::Tensor> inputs{leaf({16, 64, 256}), leaf({256}),      leaf({256}), leaf({256, 256}),
+                                              leaf({256}),         leaf({512, 256}), leaf({512})};
+      const auto up1 = torch::randn({16, 64, 256}), up2 = torch::randn({16, 64, 512});
+      std::vector<torch::Tensor> outputs, grads[2];
+      double held[2];
+      for (int fused = 0; fused < 2; ++fused) {
+        for (const auto& t : inputs) t.mutable_grad() = torch::Tensor();
+        AllocationLimit counting("test", {1e9, "test"});
+        torch::Tensor y1, y2;
+        if (fused) {
+          std::tie(y1, y2) =
+              norm_linear2(inputs[0], inputs[1], inputs[2], 1e-5, inputs[3], inputs[4], inputs[5], inputs[6]);
+        } else {
+          const auto h = torch::layer_norm(inputs[0], {256}, inputs[1], inputs[2], 1e-5);
+          y1 = linear(h, inputs[3], inputs[4]), y2 = linear(h, inputs[5], inputs[6]);
+        }
+        held[fused] = counting.counted_mib();
+        torch::autograd::backward({y1, y2}, {up1, up2});
+        outputs.push_back(torch::cat({y1.detach(), y2.detach()}, -1));
+        for (const auto& t : inputs) grads[fused].push_back(t.grad().clone());
+      }
+      EXPECT_TRUE(torch::equal(outputs[0], outputs[1])) << what;
+      for (size_t i = 0; i < inputs.size(); ++i)
+        EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << what << ", input " << i;
+      // The normalised tokens: 1 MiB in fp32 (the ops apart keep them once, or a bf16 copy per product).
+      EXPECT_LT(held[1], held[0] - 0.9) << what << ": " << held[1] << " MiB against " << held[0];
+      std::printf("[ norm ] %s: %.3f MiB held until backward, %.3f apart\n", what.c_str(), held[1], held[0]);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

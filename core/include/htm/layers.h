@@ -51,6 +51,16 @@ class AttentionImpl : public torch::nn::Module {
   /// Attention given precomputed keys/values.
   torch::Tensor attend(const torch::Tensor& q_tokens, const torch::Tensor& keys, const torch::Tensor& values,
                        torch::Tensor* weights = nullptr);
+  /// Self-attention of norm(x): forward(norm(x), norm(x), weights), with the norm and the query and
+  /// key/value products as one node where the weights are not asked for (the kernels'
+  /// norm_linear2: x is kept for backward, not its normalised copy too). The same values and
+  /// gradients.
+  torch::Tensor norm_forward(const torch::Tensor& x, const torch::nn::LayerNormImpl& norm,
+                             torch::Tensor* weights = nullptr);
+  /// attend(norm(q_tokens), keys, values) with the norm and the query product as one (norm_linear):
+  /// q_tokens are kept for backward, not their normalised copy too. The same values and gradients.
+  torch::Tensor norm_attend(const torch::Tensor& q_tokens, const torch::nn::LayerNormImpl& norm,
+                            const torch::Tensor& keys, const torch::Tensor& values);
 
  private:
   int64_t heads_;

@@ -4,6 +4,8 @@
 // in fp32. The portable ones are the ops apart.
 #pragma once
 
+#include <utility>
+
 #include <ATen/core/Tensor.h>
 
 namespace htm {
@@ -15,6 +17,14 @@ at::Tensor gelu_linear(const at::Tensor& h, const at::Tensor& weight, const at::
 /// tokens (and the norm's statistics) are recomputed in backward.
 at::Tensor norm_linear(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
                        const at::Tensor& weight, const at::Tensor& bias);
+
+/// linear(layer_norm(x), w1, b1) and linear(layer_norm(x), w2, b2): two products of one norm (a
+/// self-attention's queries, and its keys with values). The native and gpu kernels keep x alone
+/// (the gpu ones where x is ≥ 1 MiB) and compute the normalised tokens again in backward, the same
+/// values and gradients bit for bit; the portable ones are the ops apart.
+std::pair<at::Tensor, at::Tensor> norm_linear2(const at::Tensor& x, const at::Tensor& norm_weight,
+                                               const at::Tensor& norm_bias, double eps, const at::Tensor& w1,
+                                               const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2);
 
 /// linear(gelu(linear(layer_norm(x), w1, b1)), w2, b2): an MLP's whole body. norm_linear then
 /// gelu_linear, except under runtime.recompute = "mlp" in training, where the native and gpu

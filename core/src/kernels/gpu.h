@@ -87,6 +87,12 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
 at::Tensor gelu_linear(const at::Tensor& h, const at::Tensor& weight, const at::Tensor& bias);
 at::Tensor norm_linear(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
                        const at::Tensor& weight, const at::Tensor& bias);
+/// linear(layer_norm(x), w1, b1) and linear(layer_norm(x), w2, b2): in training, where x is at least
+/// 1 MiB in fp32, x alone is kept and the normalised tokens computed again in backward (the
+/// gradients of the ops apart bit for bit); below that the ops apart.
+std::pair<at::Tensor, at::Tensor> norm_linear2(const at::Tensor& x, const at::Tensor& norm_weight,
+                                               const at::Tensor& norm_bias, double eps, const at::Tensor& w1,
+                                               const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2);
 /// linear(gelu(linear(layer_norm(x), w1, b1)), w2, b2) under runtime.recompute = "mlp": in
 /// training, where the hidden activation is at least 1 MiB in fp32, x alone is kept and the rest
 /// computed again in backward (fc1's product twice; the gradients of the ops apart bit for bit);

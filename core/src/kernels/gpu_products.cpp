@@ -150,6 +150,47 @@ torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weig
 
 namespace {
 
+// linear(layer_norm(x), w1, b1) and linear(layer_norm(x), w2, b2), one norm for both (a
+// self-attention's queries and its keys with values), keeping x and the norm's parameters: the
+// normalised tokens are computed again in backward, where the two products' gradients of them are
+// summed (two terms: the sum autograd makes, bit for bit) before the norm's backward.
+class NormLinear2 : public torch::autograd::Function<NormLinear2> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                                                const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
+                                                const torch::Tensor& w1, const torch::Tensor& b1,
+                                                const torch::Tensor& w2, const torch::Tensor& b2, double eps,
+                                                bool bf16) {
+    ctx->save_for_backward({x, norm_weight, norm_bias, w1, w2});
+    ctx->saved_data["eps"] = eps;
+    ctx->saved_data["bf16"] = bf16;
+    const auto normed = torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps);
+    return {product(normed, w1, b1, bf16), product(normed, w2, b2, bf16)};
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &nw = saved[1], &nb = saved[2], &w1 = saved[3], &w2 = saved[4];
+    const bool bf16 = ctx->saved_data["bf16"].toBool();
+    const std::vector<int64_t> shape{x.size(-1)};
+    auto [normed, mean, rstd] = at::native_layer_norm(x, shape, nw, nb, ctx->saved_data["eps"].toDouble());
+    const std::array<bool, 3> norm{ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)};
+    const bool to_norm = norm[0] || norm[1] || norm[2];
+    auto first =
+        product_grads(grads[0], normed, w1, bf16, {to_norm, ctx->needs_input_grad(3), ctx->needs_input_grad(4)});
+    auto second =
+        product_grads(grads[1], normed, w2, bf16, {to_norm, ctx->needs_input_grad(5), ctx->needs_input_grad(6)});
+    normed.reset();
+    torch::Tensor dx, dnw, dnb;
+    if (to_norm) {
+      first[0].add_(second[0]);
+      second[0].reset();
+      std::tie(dx, dnw, dnb) = at::native_layer_norm_backward(first[0], x, shape, mean, rstd, nw, nb, norm);
+    }
+    return {dx, dnw, dnb, first[1], first[2], second[1], second[2], torch::Tensor(), torch::Tensor()};
+  }
+};
+
 // linear(gelu(linear(layer_norm(x)))), the whole MLP keeping x alone (runtime.recompute = "mlp"):
 // backward computes the normalised tokens, the hidden activation and its gelu again (fc1's product
 // once more) and takes NormLinear's and GeluLinear's gradients from them, bit for bit. Nothing in
@@ -211,6 +252,22 @@ class NormMlp : public torch::autograd::Function<NormMlp> {
 };
 
 }  // namespace
+
+std::pair<torch::Tensor, torch::Tensor> norm_linear2(const torch::Tensor& x, const torch::Tensor& norm_weight,
+                                                     const torch::Tensor& norm_bias, double eps,
+                                                     const torch::Tensor& w1, const torch::Tensor& b1,
+                                                     const torch::Tensor& w2, const torch::Tensor& b2) {
+  if (!reproducible(x, b1) || !b2.defined() || !worth_recomputing(x) ||
+      !portable::in_training({&x, &norm_weight, &norm_bias, &w1, &b1, &w2, &b2})) {
+    const auto normed = torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps);
+    return {linear(normed, w1, b1), linear(normed, w2, b2)};
+  }
+  const int64_t rows = x.numel() / w1.size(1);
+  portable::count_product(rows, w1.size(0), w1.size(1), true);
+  portable::count_product(rows, w2.size(0), w2.size(1), true);
+  auto y = NormLinear2::apply(x, norm_weight, norm_bias, w1, b1, w2, b2, eps, bf16_products());
+  return {y[0], y[1]};
+}
 
 torch::Tensor norm_mlp(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
                        double eps, const torch::Tensor& w1, const torch::Tensor& b1, const torch::Tensor& w2,

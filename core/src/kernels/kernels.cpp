@@ -120,6 +120,21 @@ torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weig
   return HTM_NATIVE_OR_PORTABLE(x, norm_linear(x, norm_weight, norm_bias, eps, weight, bias_or_zeros(bias, weight)));
 }
 
+std::pair<torch::Tensor, torch::Tensor> norm_linear2(const torch::Tensor& x, const torch::Tensor& norm_weight,
+                                                     const torch::Tensor& norm_bias, double eps,
+                                                     const torch::Tensor& w1, const torch::Tensor& b1,
+                                                     const torch::Tensor& w2, const torch::Tensor& b2) {
+  const bool fused = ours(x, w1) && ours(x, w2) && norm_weight.defined() && norm_bias.defined();
+#if HTM_NATIVE_KERNELS
+  if (fused && use_native(x))
+    return native::norm_linear2(x, norm_weight, norm_bias, eps, w1, bias_or_zeros(b1, w1), w2, bias_or_zeros(b2, w2));
+#endif
+  if (fused && use_gpu(x))
+    return gpu::norm_linear2(x, norm_weight, norm_bias, eps, w1, bias_or_zeros(b1, w1), w2, bias_or_zeros(b2, w2));
+  const auto normed = torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps);
+  return {linear(normed, w1, b1), linear(normed, w2, b2)};
+}
+
 bool recompute_mlps() { return g_recompute_mlps.load(std::memory_order_relaxed); }
 void set_recompute_mlps(bool on) { g_recompute_mlps.store(on, std::memory_order_relaxed); }
 RecomputeMlpsScope::RecomputeMlpsScope(bool on) : previous_(recompute_mlps()) { set_recompute_mlps(on); }

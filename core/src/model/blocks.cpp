@@ -110,8 +110,7 @@ torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x, torch::Tenso
 }
 
 torch::Tensor TransformerBlockImpl::compute(const torch::Tensor& x, torch::Tensor* attention) {
-  auto h = norm_->forward(x);
-  return mlp_->forward(x + fast_dropout(attn_->forward(h, h, attention), dropout_, is_training()));
+  return mlp_->forward(x + fast_dropout(attn_->norm_forward(x, *norm_, attention), dropout_, is_training()));
 }
 
 RefineBlockImpl::RefineBlockImpl(const ModelOptions& o) : recompute_(o.recompute_blocks), dropout_(o.dropout) {
@@ -144,7 +143,7 @@ torch::Tensor RefineBlockImpl::forward(const torch::Tensor& new_tokens, const to
 torch::Tensor RefineBlockImpl::compute(const torch::Tensor& new_tokens, const torch::Tensor& keys,
                                        const torch::Tensor& values) {
   auto x = new_tokens;
-  if (attn_) x = x + fast_dropout(attn_->attend(norm_q_->forward(x), keys, values), dropout_, is_training());
+  if (attn_) x = x + fast_dropout(attn_->norm_attend(x, *norm_q_, keys, values), dropout_, is_training());
   return mlp_->forward(x);
 }
 

@@ -57,6 +57,24 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& q_tokens, const torch::
   return out_->forward(y.transpose(1, 2).reshape({B, Tq, C}));
 }
 
+torch::Tensor AttentionImpl::norm_forward(const torch::Tensor& x, const torch::nn::LayerNormImpl& norm,
+                                          torch::Tensor* weights) {
+  if (weights != nullptr) {
+    const auto h = torch::layer_norm(x, {x.size(-1)}, norm.weight, norm.bias, norm.options.eps());
+    return forward(h, h, weights);
+  }
+  auto [q, kv] =
+      norm_linear2(x, norm.weight, norm.bias, norm.options.eps(), q_->weight, q_->bias, kv_->weight, kv_->bias);
+  const auto k_v = kv.chunk(2, -1);
+  return out_->forward(fused_attention(q, k_v[0], k_v[1], heads_, dropout_, is_training()));
+}
+
+torch::Tensor AttentionImpl::norm_attend(const torch::Tensor& q_tokens, const torch::nn::LayerNormImpl& norm,
+                                         const torch::Tensor& keys, const torch::Tensor& values) {
+  const auto q = norm_linear(q_tokens, norm.weight, norm.bias, norm.options.eps(), q_->weight, q_->bias);
+  return out_->forward(fused_attention(q, keys, values, heads_, dropout_, is_training()));
+}
+
 torch::Tensor AttentionImpl::forward(const torch::Tensor& q_tokens, const torch::Tensor& kv_tokens,
                                      torch::Tensor* weights, torch::Tensor* keys) {
   auto [k, v] = key_values(kv_tokens);

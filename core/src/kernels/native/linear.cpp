@@ -170,6 +170,54 @@ class NormLinearFunction : public torch::autograd::Function<NormLinearFunction> 
   }
 };
 
+// linear(layer_norm(x), w1, b1) and linear(layer_norm(x), w2, b2), one norm for both (a
+// self-attention's queries and its keys with values): keeps x and the norm's parameters, not the
+// normalised tokens the two products would keep. Backward sums the two products' gradients of the
+// normalised tokens (two terms: the sum autograd makes, bit for bit) before the norm's backward.
+class NormLinear2Function : public torch::autograd::Function<NormLinear2Function> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                                                const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
+                                                const torch::Tensor& w1, const torch::Tensor& b1,
+                                                const torch::Tensor& w2, const torch::Tensor& b2, double eps) {
+    const int64_t C = x.size(-1);
+    const bool bf16 = matmul_precision() == Precision::bf16;
+    auto x2 = x.reshape({x.numel() / C, C}).contiguous();
+    auto normed = std::get<0>(torch::native_layer_norm(x2, {C}, norm_weight, norm_bias, eps));
+    auto y1 = std::get<0>(linear_product(normed, w1, b1, bf16));
+    auto y2 = std::get<0>(linear_product(normed, w2, b2, bf16));
+    ctx->save_for_backward({x2, norm_weight, norm_bias, w1.contiguous(), w2.contiguous()});
+    ctx->saved_data["eps"] = eps;
+    ctx->saved_data["bf16"] = bf16;
+    return {y1.view(with_last(x, w1.size(0))), y2.view(with_last(x, w2.size(0)))};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &nw = saved[1], &nb = saved[2], &w1 = saved[3], &w2 = saved[4];
+    const int64_t C = x.size(1);
+    auto [normed, mean, rstd] = torch::native_layer_norm(x, {C}, nw, nb, ctx->saved_data["eps"].toDouble());
+    if (ctx->saved_data["bf16"].toBool()) normed = bf16_copy(normed);
+    const bool to_x = ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2);
+    auto g1 = grads[0].reshape({x.size(0), w1.size(0)}).contiguous();
+    auto g2 = grads[1].reshape({x.size(0), w2.size(0)}).contiguous();
+    auto [dn1, dw1, db1] = linear_grads(g1, normed, w1, {to_x, ctx->needs_input_grad(3), ctx->needs_input_grad(4)});
+    auto [dn2, dw2, db2] = linear_grads(g2, normed, w2, {to_x, ctx->needs_input_grad(5), ctx->needs_input_grad(6)});
+    normed.reset();
+    torch::Tensor dx, dnw, dnb;
+    if (to_x) {
+      dn1.add_(dn2);
+      dn2.reset();
+      std::tie(dx, dnw, dnb) = torch::native_layer_norm_backward(
+          dn1, x, {C}, mean, rstd, nw, nb,
+          {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+      if (dx.defined()) dx = dx.view(with_last(grads[0], C));
+    }
+    return {dx, dnw, dnb, dw1, db1, dw2, db2, torch::Tensor()};
+  }
+};
+
 // The whole MLP, linear(gelu(linear(layer_norm(x)))), keeping x alone (runtime.recompute =
 // "mlp"): backward computes the normalised tokens, the hidden activation and its gelu again (fc1's
 // GEMM once more), the values NormLinearFunction and GeluLinearFunction keep or compute, so the
@@ -280,6 +328,14 @@ torch::Tensor norm_mlp(const torch::Tensor& x, const torch::Tensor& norm_weight,
                        double eps, const torch::Tensor& w1, const torch::Tensor& b1, const torch::Tensor& w2,
                        const torch::Tensor& b2) {
   return NormMlpFunction::apply(x, norm_weight, norm_bias, w1, b1, w2, b2, eps);
+}
+
+std::pair<torch::Tensor, torch::Tensor> norm_linear2(const torch::Tensor& x, const torch::Tensor& norm_weight,
+                                                     const torch::Tensor& norm_bias, double eps,
+                                                     const torch::Tensor& w1, const torch::Tensor& b1,
+                                                     const torch::Tensor& w2, const torch::Tensor& b2) {
+  auto y = NormLinear2Function::apply(x, norm_weight, norm_bias, w1, b1, w2, b2, eps);
+  return {y[0], y[1]};
 }
 
 }  // namespace native

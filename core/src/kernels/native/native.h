@@ -20,6 +20,10 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
 at::Tensor gelu_linear(const at::Tensor& h, const at::Tensor& weight, const at::Tensor& bias);
 at::Tensor norm_linear(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
                        const at::Tensor& weight, const at::Tensor& bias);
+/// linear(layer_norm(x), w1, b1) and linear(layer_norm(x), w2, b2), keeping x alone for backward.
+std::pair<at::Tensor, at::Tensor> norm_linear2(const at::Tensor& x, const at::Tensor& norm_weight,
+                                               const at::Tensor& norm_bias, double eps, const at::Tensor& w1,
+                                               const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2);
 /// linear(gelu(linear(layer_norm(x), w1, b1)), w2, b2), keeping x alone for backward.
 at::Tensor norm_mlp(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
                     const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2);
