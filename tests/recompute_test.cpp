@@ -26,11 +26,11 @@
 namespace htm {
 namespace {
 
-Experiment trees(const std::string& dir, const std::string& recompute, int64_t dim = 32) {
+Experiment trees(const std::string& dir, const std::string& recompute, int64_t dim = 32, double entropy = 0) {
   std::ofstream(dir + "/r.toml") << "[dataset]\nplugin = \"trees\"\ntokens = 16\ntrain_size = 64\ntest_size = 16\n"
                                  << "[adapter]\nplugin = \"points\"\n[loss.point_set]\n"
                                  << "[model]\ndim = " << dim << "\nheads = 2\nlayers = 4\ndropout = 0.2\n"
-                                 << "[estimator]\nrollouts = 2\nbaseline = \"rloo\"\n"
+                                 << "[estimator]\nrollouts = 2\nbaseline = \"rloo\"\nentropy = " << entropy << "\n"
                                  << "[train]\nbatch_size = 8\n"
                                  << "[runtime]\nthreads = 1\nrecompute = \"" << recompute << "\"\n";
   ExperimentFile file = ExperimentFile::load(dir + "/r.toml", {});
@@ -237,6 +237,26 @@ TEST(Recompute, TwoProductsOfOneNormGiveTheOpsApartsGradientsBitForBitAndHoldLes
       EXPECT_LT(held[1], held[0] - 0.9) << what << ": " << held[1] << " MiB against " << held[0];
       std::printf("[ norm ] %s: %.3f MiB held until backward, %.3f apart\n", what.c_str(), held[1], held[0]);
     }
+}
+
+// Without an entropy bonus (estimator.entropy = 0) a policy's entropy is a diagnostic: detached
+// once reported, so its B×T×T intermediates are not held until backward; with one it keeps its
+// graph. The gradients are the same either way where the bonus is 0 (GoldenModel, a Trees run).
+TEST(Recompute, AnEntropyWithoutABonusKeepsNoGraph) {
+  const std::string dir = htm::testing::fresh_dir("entropy_graph");
+  for (const double bonus : {0.0, 0.1}) {
+    Experiment ex = trees(dir, "off", 32, bonus);
+    ex.model->train();
+    const Batch batch = ex.dataset->get(Split::train, torch::arange(8));
+    const auto out = ex.model->forward(batch.input, ex.schedule, at::make_generator<at::CPUGeneratorImpl>(1));
+    int reported = 0;
+    for (const auto& draw : out.draws) {
+      if (!draw.entropy.defined()) continue;
+      ++reported;
+      EXPECT_EQ(draw.entropy.requires_grad(), bonus > 0) << "bonus " << bonus << ", depth " << draw.depth;
+    }
+    EXPECT_GT(reported, 0) << "the learned policy reports its entropy";
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -137,6 +137,8 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
     check_decision(decision.dst, "merge decision's dst", B, r, T, range);
     check_log_prob(decision.log_prob, "merge decision's log_prob", B, r);
   }
+  // No entropy bonus: the entropy is a diagnostic, and its B×T×T intermediates go at once.
+  if (!options_.entropy_gradients && decision.entropy.defined()) decision.entropy = decision.entropy.detach();
   Draw draw = Draw::merge(depth, x, decision);
 
   torch::Tensor merged;

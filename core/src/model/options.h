@@ -42,6 +42,9 @@ struct ModelOptions {
   /// The blocks keep only their inputs for backward, which runs them again (runtime.recompute):
   /// how the pass is differentiated, not what it computes.
   bool recompute_blocks = false;
+  /// Whether a policy's entropy keeps its graph for backward (estimator.entropy > 0). Without an
+  /// entropy bonus it is detached once reported: its B×T×T intermediates are let go at once.
+  bool entropy_gradients = true;
 };
 
 }  // namespace htm

@@ -75,6 +75,7 @@ ModelOptions model_options(const ResolvedConfig& config, const BuildContext& ctx
       config.settings.estimator.log_prob == EstimatorLogProb::paper ? LogProbForm::paper : LogProbForm::exact;
   options.logit_bound = config.settings.estimator.logit_bound;
   options.recompute_blocks = config.settings.runtime.recompute == RuntimeRecompute::blocks;
+  options.entropy_gradients = config.settings.estimator.entropy > 0;
   return options;
 }
 
