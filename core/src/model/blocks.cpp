@@ -122,8 +122,8 @@ RefineBlockImpl::RefineBlockImpl(const ModelOptions& o) : recompute_(o.recompute
   mlp_ = register_module("mlp", ResidualMlp(o.dim, o.mlp_ratio, o.dropout));
 }
 
-// The layer keeps old_tokens for its whole pass (the draw's population), so the keys and values
-// keep them rather than their normalised copy.
+// The norm keeps old_tokens for its backward anyway: through norm_linear the keys and values keep
+// only them, not their normalised copy as well.
 std::pair<torch::Tensor, torch::Tensor> RefineBlockImpl::key_values(const torch::Tensor& old_tokens) {
   if (!attn_) return {};  // the MLP alone
   return attn_->norm_key_values(old_tokens, *norm_kv_);

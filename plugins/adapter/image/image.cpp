@@ -114,7 +114,7 @@ class ImageAdapter : public htm::Adapter {
     const int64_t B = tokens.size(0), n = patch_;
     auto features = patch_queries_ ? pos_patches_ : positions_.view({positions_.size(0), -1}).t();
     auto q = query_->forward(features).unsqueeze(0);                  // 1×Q×C
-    auto [keys, values] = attn_->norm_key_values(tokens, *norm_kv_);  // the tokens are the pass's own: kept
+    auto [keys, values] = attn_->norm_key_values(tokens, *norm_kv_);  // keeps the tokens, not their norm too
     auto y = q + attn_->attend(norm_q_->forward(q), keys, values);    // B×Q×C
     // The head (LN, Linear, GELU, Linear) as one MLP body: it keeps less for backward (htm/layers.h).
     const auto& head = *head_;
