@@ -56,7 +56,7 @@ class BilinearPolicy : public Policy {
 
  private:
   torch::Tensor logits_of(const torch::Tensor& tokens) {
-    return bilinear_pair_logits(norm_->forward(view(tokens.detach())), query_, key_, head_weight_);
+    return bilinear_pair_logits(view(tokens.detach()), *norm_, query_, key_, head_weight_);
   }
 
   torch::nn::LayerNorm norm_{nullptr};

@@ -171,5 +171,9 @@ torch::Tensor pair_entropy(const torch::Tensor& logits, double logit_bound = 0);
 /// weights folded into the queries so only one B×T×T matrix is formed.
 torch::Tensor bilinear_pair_logits(const torch::Tensor& x, Linear& query, Linear& key,
                                    const torch::Tensor& head_weight);
+/// bilinear_pair_logits(norm(x), query, key, head_weight) with the norm and the two products as one
+/// node: x is kept for backward, not its normalised copy too (the same values and gradients).
+torch::Tensor bilinear_pair_logits(const torch::Tensor& x, const torch::nn::LayerNormImpl& norm, Linear& query,
+                                   Linear& key, const torch::Tensor& head_weight);
 
 }  // namespace htm

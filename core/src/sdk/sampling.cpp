@@ -13,6 +13,7 @@
 #include "htm/greedy_pairs.h"
 #include "htm/layers.h"
 #include "htm/policy.h"
+#include "kernels/fused_linear.h"
 #include "kernels/gpu.h"
 #include "kernels/kernels.h"
 #include "kernels/portable.h"
@@ -239,11 +240,28 @@ torch::Tensor token_log_prob(const torch::Tensor& scores, const torch::Tensor& i
   return scores.gather(1, index) - normaliser;
 }
 
+namespace {
+
+// Σ_h w_h q_h·k_h / √d from the projected queries and keys (B×T×C each).
+torch::Tensor bilinear_of(const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& head_weight) {
+  const int64_t B = queries.size(0), T = queries.size(1), C = queries.size(2), heads = head_weight.size(0);
+  const int64_t d = C / heads;
+  auto q = queries.view({B, T, heads, d}) * head_weight.view({1, 1, heads, 1});
+  return torch::bmm(q.view({B, T, C}), keys.transpose(1, 2)) / std::sqrt(static_cast<double>(d));
+}
+
+}  // namespace
+
 torch::Tensor bilinear_pair_logits(const torch::Tensor& x, Linear& query, Linear& key,
                                    const torch::Tensor& head_weight) {
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), heads = head_weight.size(0), d = C / heads;
-  auto q = query->forward(x).view({B, T, heads, d}) * head_weight.view({1, 1, heads, 1});
-  return torch::bmm(q.view({B, T, C}), key->forward(x).transpose(1, 2)) / std::sqrt(static_cast<double>(d));
+  return bilinear_of(query->forward(x), key->forward(x), head_weight);
+}
+
+torch::Tensor bilinear_pair_logits(const torch::Tensor& x, const torch::nn::LayerNormImpl& norm, Linear& query,
+                                   Linear& key, const torch::Tensor& head_weight) {
+  auto [queries, keys] =
+      norm_linear2(x, norm.weight, norm.bias, norm.options.eps(), query->weight, query->bias, key->weight, key->bias);
+  return bilinear_of(queries, keys, head_weight);
 }
 
 torch::Tensor pair_entropy(const torch::Tensor& logits, double logit_bound) {

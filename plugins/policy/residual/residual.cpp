@@ -80,8 +80,7 @@ class ResidualPolicy : public htm::Policy {
   torch::Tensor merge_logits(const htm::MergeContext& ctx) override {
     auto logits = htm::minus_pair_distances(ctx.tokens, distance_) * log_inverse_temperature_.exp();
     if (!residual_) return logits;
-    auto x = norm_->forward(ctx.tokens.detach());
-    return logits + gate_ * htm::bilinear_pair_logits(x, query_, key_, head_weight_);
+    return logits + gate_ * htm::bilinear_pair_logits(ctx.tokens.detach(), *norm_, query_, key_, head_weight_);
   }
 
  private:
