@@ -58,6 +58,26 @@ Result step(Experiment& ex) {
   return r;
 }
 
+// The kernels that take the setting on this build's CPU.
+std::vector<Kernels> recomputing_kernels() {
+  std::vector<Kernels> out{Kernels::gpu};
+  if (native_kernels_built()) out.push_back(Kernels::native);
+  return out;
+}
+
+// `check(what)` under each fusing kernel set in fp32 and bf16 (the native kernels' bf16 only where
+// oneDNN has the instructions: it would emulate it), `what` naming the setting.
+template <class Check>
+void for_each_fused_setting(Check&& check) {
+  for (const Kernels k : recomputing_kernels())
+    for (const bool bf16 : {false, true}) {
+      if (bf16 && k == Kernels::native && !cpu_has_bf16()) continue;
+      KernelsScope kernels(k);
+      PrecisionScope precision(bf16 ? Precision::bf16 : Precision::fp32);
+      check(kernels_name(k) + (bf16 ? " bf16" : " fp32"));
+    }
+}
+
 // With each kernel set: their dropout masks are all drawn from seeds of the global generator.
 TEST(Recompute, TheBlocksGradientsAreThoseOfKeptActivationsAndTheGeneratorEndsWhereItWould) {
   const std::string dir = htm::testing::fresh_dir("recompute_same");
@@ -198,45 +218,38 @@ TEST(Recompute, TheGpuKernelsProductsKeepSmallActivations) {
 // gradient is the sum of two, as autograd makes it), with the native and the gpu kernels, in fp32
 // and bf16, holding the normalised tokens less.
 TEST(Recompute, TwoProductsOfOneNormGiveTheOpsApartsGradientsBitForBitAndHoldLess) {
-  std::vector<Kernels> sets{Kernels::gpu};
-  if (native_kernels_built()) sets.push_back(Kernels::native);
-  for (const Kernels k : sets)
-    for (const bool bf16 : {false, true}) {
-      if (bf16 && k == Kernels::native && !cpu_has_bf16()) continue;
-      const std::string what = kernels_name(k) + (bf16 ? " bf16" : " fp32");
-      KernelsScope kernels(k);
-      PrecisionScope precision(bf16 ? Precision::bf16 : Precision::fp32);
-      torch::manual_seed(6);
-      const auto leaf = [](std::vector<int64_t> sizes) { return torch::randn(sizes).requires_grad_(); };
-      // x 16·64·256 values: 1 MiB in fp32, from which the gpu kernels keep it alone.
-      const std::vector<torch::Tensor> inputs{leaf({16, 64, 256}), leaf({256}),      leaf({256}), leaf({256, 256}),
-                                              leaf({256}),         leaf({512, 256}), leaf({512})};
-      const auto up1 = torch::randn({16, 64, 256}), up2 = torch::randn({16, 64, 512});
-      std::vector<torch::Tensor> outputs, grads[2];
-      double held[2];
-      for (int fused = 0; fused < 2; ++fused) {
-        for (const auto& t : inputs) t.mutable_grad() = torch::Tensor();
-        AllocationLimit counting("test", {1e9, "test"});
-        torch::Tensor y1, y2;
-        if (fused) {
-          std::tie(y1, y2) =
-              norm_linear2(inputs[0], inputs[1], inputs[2], 1e-5, inputs[3], inputs[4], inputs[5], inputs[6]);
-        } else {
-          const auto h = torch::layer_norm(inputs[0], {256}, inputs[1], inputs[2], 1e-5);
-          y1 = linear(h, inputs[3], inputs[4]), y2 = linear(h, inputs[5], inputs[6]);
-        }
-        held[fused] = counting.counted_mib();
-        torch::autograd::backward({y1, y2}, {up1, up2});
-        outputs.push_back(torch::cat({y1.detach(), y2.detach()}, -1));
-        for (const auto& t : inputs) grads[fused].push_back(t.grad().clone());
+  for_each_fused_setting([](const std::string& what) {
+    torch::manual_seed(6);
+    const auto leaf = [](std::vector<int64_t> sizes) { return torch::randn(sizes).requires_grad_(); };
+    // x 16·64·256 values: 1 MiB in fp32, from which the gpu kernels keep it alone.
+    const std::vector<torch::Tensor> inputs{leaf({16, 64, 256}), leaf({256}),      leaf({256}), leaf({256, 256}),
+                                            leaf({256}),         leaf({512, 256}), leaf({512})};
+    const auto up1 = torch::randn({16, 64, 256}), up2 = torch::randn({16, 64, 512});
+    std::vector<torch::Tensor> outputs, grads[2];
+    double held[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      for (const auto& t : inputs) t.mutable_grad() = torch::Tensor();
+      AllocationLimit counting("test", {1e9, "test"});
+      torch::Tensor y1, y2;
+      if (fused) {
+        std::tie(y1, y2) =
+            norm_linear2(inputs[0], inputs[1], inputs[2], 1e-5, inputs[3], inputs[4], inputs[5], inputs[6]);
+      } else {
+        const auto h = torch::layer_norm(inputs[0], {256}, inputs[1], inputs[2], 1e-5);
+        y1 = linear(h, inputs[3], inputs[4]), y2 = linear(h, inputs[5], inputs[6]);
       }
-      EXPECT_TRUE(torch::equal(outputs[0], outputs[1])) << what;
-      for (size_t i = 0; i < inputs.size(); ++i)
-        EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << what << ", input " << i;
-      // The normalised tokens: 1 MiB in fp32 (the ops apart keep them once, or a bf16 copy per product).
-      EXPECT_LT(held[1], held[0] - 0.9) << what << ": " << held[1] << " MiB against " << held[0];
-      std::printf("[ norm ] %s: %.3f MiB held until backward, %.3f apart\n", what.c_str(), held[1], held[0]);
+      held[fused] = counting.counted_mib();
+      torch::autograd::backward({y1, y2}, {up1, up2});
+      outputs.push_back(torch::cat({y1.detach(), y2.detach()}, -1));
+      for (const auto& t : inputs) grads[fused].push_back(t.grad().clone());
     }
+    EXPECT_TRUE(torch::equal(outputs[0], outputs[1])) << what;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << what << ", input " << i;
+    // The normalised tokens: 1 MiB in fp32 (the ops apart keep them once, or a bf16 copy per product).
+    EXPECT_LT(held[1], held[0] - 0.9) << what << ": " << held[1] << " MiB against " << held[0];
+    std::printf("[ norm ] %s: %.3f MiB held until backward, %.3f apart\n", what.c_str(), held[1], held[0]);
+  });
 }
 
 // Without an entropy bonus (estimator.entropy = 0) a policy's entropy is a diagnostic: detached
@@ -265,50 +278,38 @@ TEST(Recompute, AnEntropyWithoutABonusKeepsNoGraph) {
 // for bit, with the native and the gpu kernels, in fp32 and bf16; it holds less; a whole training
 // step is the same; and the setting is refused where it would do nothing.
 
-// The kernels that take the setting on this build's CPU.
-std::vector<Kernels> recomputing_kernels() {
-  std::vector<Kernels> out{Kernels::gpu};
-  if (native_kernels_built()) out.push_back(Kernels::native);
-  return out;
-}
-
 TEST(RecomputeMlp, TheBodyGivesTheKeptActivationsValuesAndGradientsBitForBitAndHoldsLess) {
-  for (const Kernels k : recomputing_kernels())
-    for (const bool bf16 : {false, true}) {
-      if (bf16 && k == Kernels::native && !cpu_has_bf16()) continue;  // oneDNN would emulate it
-      const std::string what = kernels_name(k) + (bf16 ? " bf16" : " fp32");
-      KernelsScope kernels(k);
-      PrecisionScope precision(bf16 ? Precision::bf16 : Precision::fp32);
-      torch::manual_seed(4);
-      const auto leaf = [](std::vector<int64_t> sizes) { return torch::randn(sizes).requires_grad_(); };
-      // x 16·64·256 values (1 MiB in fp32), the hidden activation 4 MiB: above the gpu kernels' 1 MiB.
-      const std::vector<torch::Tensor> inputs{leaf({16, 64, 256}), leaf({256}),       leaf({256}), leaf({1024, 256}),
-                                              leaf({1024}),        leaf({256, 1024}), leaf({256})};
-      const auto upstream = torch::randn({16, 64, 256});
-      std::vector<torch::Tensor> outputs, grads[2];
-      double held[2];
-      std::string node[2];
-      for (int again = 0; again < 2; ++again) {
-        RecomputeMlpsScope recompute(again == 1);
-        for (const auto& t : inputs) t.mutable_grad() = torch::Tensor();
-        AllocationLimit counting("test", {1e9, "test"});
-        const auto y = norm_mlp(inputs[0], inputs[1], inputs[2], 1e-5, inputs[3], inputs[4], inputs[5], inputs[6]);
-        held[again] = counting.counted_mib();
-        node[again] = y.grad_fn()->name();
-        y.backward(upstream);
-        outputs.push_back(y.detach());
-        for (const auto& t : inputs) grads[again].push_back(t.grad().clone());
-      }
-      EXPECT_NE(node[1].find("NormMlp"), std::string::npos) << what << ": " << node[1];
-      EXPECT_EQ(node[0].find("NormMlp"), std::string::npos) << what << ": " << node[0];
-      EXPECT_TRUE(torch::equal(outputs[0], outputs[1])) << what;
-      for (size_t i = 0; i < inputs.size(); ++i)
-        EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << what << ", input " << i;
-      // The hidden activation kept apart is 4 MiB in fp32 (the gpu kernels keep it in fp32 in bf16 too).
-      EXPECT_LT(held[1], held[0] - 3.5) << what << ": " << held[1] << " MiB against " << held[0];
-      std::printf("[ mlp ] %s: %.3f MiB held until backward, %.3f with the hidden activation kept\n", what.c_str(),
-                  held[1], held[0]);
+  for_each_fused_setting([](const std::string& what) {
+    torch::manual_seed(4);
+    const auto leaf = [](std::vector<int64_t> sizes) { return torch::randn(sizes).requires_grad_(); };
+    // x 16·64·256 values (1 MiB in fp32), the hidden activation 4 MiB: above the gpu kernels' 1 MiB.
+    const std::vector<torch::Tensor> inputs{leaf({16, 64, 256}), leaf({256}),       leaf({256}), leaf({1024, 256}),
+                                            leaf({1024}),        leaf({256, 1024}), leaf({256})};
+    const auto upstream = torch::randn({16, 64, 256});
+    std::vector<torch::Tensor> outputs, grads[2];
+    double held[2];
+    std::string node[2];
+    for (int again = 0; again < 2; ++again) {
+      RecomputeMlpsScope recompute(again == 1);
+      for (const auto& t : inputs) t.mutable_grad() = torch::Tensor();
+      AllocationLimit counting("test", {1e9, "test"});
+      const auto y = norm_mlp(inputs[0], inputs[1], inputs[2], 1e-5, inputs[3], inputs[4], inputs[5], inputs[6]);
+      held[again] = counting.counted_mib();
+      node[again] = y.grad_fn()->name();
+      y.backward(upstream);
+      outputs.push_back(y.detach());
+      for (const auto& t : inputs) grads[again].push_back(t.grad().clone());
     }
+    EXPECT_NE(node[1].find("NormMlp"), std::string::npos) << what << ": " << node[1];
+    EXPECT_EQ(node[0].find("NormMlp"), std::string::npos) << what << ": " << node[0];
+    EXPECT_TRUE(torch::equal(outputs[0], outputs[1])) << what;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << what << ", input " << i;
+    // The hidden activation kept apart is 4 MiB in fp32 (the gpu kernels keep it in fp32 in bf16 too).
+    EXPECT_LT(held[1], held[0] - 3.5) << what << ": " << held[1] << " MiB against " << held[0];
+    std::printf("[ mlp ] %s: %.3f MiB held until backward, %.3f with the hidden activation kept\n", what.c_str(),
+                held[1], held[0]);
+  });
 }
 
 // Off by default; without gradients, or below the gpu kernels' 1 MiB, the body is the two ends.
@@ -327,6 +328,23 @@ TEST(RecomputeMlp, ItIsOffByDefaultAndLeavesPassesWithoutGradientsAndSmallBodies
   EXPECT_NE(fused.find("NormMlp"), std::string::npos) << fused;
   torch::NoGradGuard no_grad;
   EXPECT_FALSE(norm_mlp(big, nw, nb, 1e-5, w1, b1, w2, b2).requires_grad());
+}
+
+// A Sequential of LayerNorm, htm::Linear, GELU, htm::Linear (the image head, the unmerge scorer,
+// the leaf head) through norm_mlp is its own forward, bit for bit; any other layout is refused.
+TEST(RecomputeMlp, ASequentialBodyIsItsOwnForwardAndAnyOtherLayoutIsRefused) {
+  torch::manual_seed(8);
+  torch::nn::Sequential mlp(torch::nn::LayerNorm(torch::nn::LayerNormOptions({16})), Linear(16, 32), torch::nn::GELU(),
+                            Linear(32, 3));
+  const auto x = torch::randn({4, 64, 16});
+  for_each_fused_setting(
+      [&](const std::string& what) { EXPECT_TRUE(torch::equal(norm_mlp(x, mlp), mlp->forward(x))) << what; });
+  try {
+    norm_mlp(x, torch::nn::Sequential(Linear(16, 32), torch::nn::GELU(), Linear(32, 3)));
+    FAIL() << "a Sequential without its norm was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("LayerNorm, htm::Linear, GELU, htm::Linear"), std::string::npos) << e.what();
+  }
 }
 
 // htm run and htm bench put the setting in force with the kernels (train/experiment.h).

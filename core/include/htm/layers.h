@@ -2,6 +2,7 @@
 #pragma once
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
@@ -75,6 +76,9 @@ TORCH_MODULE(Attention);
 /// The same values and gradients as the modules one by one.
 torch::Tensor norm_mlp(const torch::Tensor& x, const torch::nn::LayerNormImpl& norm, const LinearImpl& fc1,
                        const LinearImpl& fc2);
+/// The same of a Sequential of exactly LayerNorm, htm::Linear, GELU, htm::Linear (its modules keep
+/// their names: "0", "1", "3"); any other layout is an Error.
+torch::Tensor norm_mlp(const torch::Tensor& x, const torch::nn::Sequential& mlp);
 
 /// Pre-norm token MLP with residual: x + Dropout(W2 GELU(W1 LN(x))).
 class ResidualMlpImpl : public torch::nn::Module {

@@ -90,8 +90,7 @@ torch::Tensor HtmModelImpl::timestep(int64_t depth) const {
 }
 
 torch::Tensor HtmModelImpl::leaf_logits(const torch::Tensor& tokens) {
-  const auto& mlp = *leaf_head_;  // LN, Linear, GELU, Linear: one MLP body (htm/layers.h)
-  return norm_mlp(tokens.detach(), *mlp[0]->as<torch::nn::LayerNorm>(), *mlp[1]->as<Linear>(), *mlp[3]->as<Linear>());
+  return norm_mlp(tokens.detach(), leaf_head_);  // one MLP body (htm/layers.h)
 }
 
 ForwardResult HtmModelImpl::forward_teacher_forced(const torch::Tensor& input, const std::vector<int64_t>& schedule,

@@ -93,6 +93,15 @@ torch::Tensor norm_mlp(const torch::Tensor& x, const torch::nn::LayerNormImpl& n
   return norm_mlp(x, norm.weight, norm.bias, norm.options.eps(), fc1.weight, fc1.bias, fc2.weight, fc2.bias);
 }
 
+torch::Tensor norm_mlp(const torch::Tensor& x, const torch::nn::Sequential& mlp) {
+  const torch::nn::SequentialImpl& layers = *mlp;
+  const auto* norm = layers.size() == 4 ? layers[0]->as<torch::nn::LayerNorm>() : nullptr;
+  const auto* fc1 = norm != nullptr ? layers[1]->as<Linear>() : nullptr;
+  const auto* fc2 = fc1 != nullptr && layers[2]->as<torch::nn::GELU>() != nullptr ? layers[3]->as<Linear>() : nullptr;
+  if (fc2 == nullptr) throw Error("norm_mlp: the Sequential must be LayerNorm, htm::Linear, GELU, htm::Linear");
+  return norm_mlp(x, *norm, *fc1, *fc2);
+}
+
 torch::Tensor ResidualMlpImpl::forward(const torch::Tensor& x) {
   return x + fast_dropout(norm_mlp(x, *norm_, *fc1_, *fc2_), dropout_, is_training());
 }

@@ -166,10 +166,7 @@ UnmergeScorerImpl::UnmergeScorerImpl(int64_t dim, int64_t hidden) {
 }
 
 UnmergeDecision UnmergeScorerImpl::choose(const UnmergeContext& ctx) {
-  const auto& mlp = *score_;  // LN, Linear, GELU, Linear: one MLP body (htm/layers.h)
-  auto scores = norm_mlp(ctx.tokens.detach(), *mlp[0]->as<torch::nn::LayerNorm>(), *mlp[1]->as<Linear>(),
-                         *mlp[3]->as<Linear>())
-                    .squeeze(-1);  // B×T
+  auto scores = norm_mlp(ctx.tokens.detach(), score_).squeeze(-1);  // B×T, one MLP body (htm/layers.h)
   // Teacher forcing asks for the true tokens' log-probabilities as a cross-entropy target, each
   // under the softmax over all T: a supervised term, not a score function.
   if (ctx.forced.defined()) return {ctx.forced, torch::log_softmax(scores, 1).gather(1, ctx.forced)};

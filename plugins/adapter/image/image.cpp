@@ -113,13 +113,12 @@ class ImageAdapter : public htm::Adapter {
   torch::Tensor unlift(const torch::Tensor& tokens) override {
     const int64_t B = tokens.size(0), n = patch_;
     auto features = patch_queries_ ? pos_patches_ : positions_.view({positions_.size(0), -1}).t();
-    auto q = query_->forward(features).unsqueeze(0);                  // 1×Q×C
-    auto [keys, values] = attn_->norm_key_values(tokens, *norm_kv_);  // keeps the tokens, not their norm too
-    auto y = q + attn_->attend(norm_q_->forward(q), keys, values);    // B×Q×C
-    // The head (LN, Linear, GELU, Linear) as one MLP body: it keeps less for backward (htm/layers.h).
-    const auto& head = *head_;
-    y = torch::tanh(htm::norm_mlp(y, *head[0]->as<torch::nn::LayerNorm>(), *head[1]->as<htm::Linear>(),
-                                  *head[3]->as<htm::Linear>()));  // B×P×channels, or B×T×(channels·n²) channel-major
+    auto q = query_->forward(features).unsqueeze(0);  // 1×Q×C
+    // The keys and values keep the tokens for backward, not their normalised copy too.
+    auto [keys, values] = attn_->norm_key_values(tokens, *norm_kv_);
+    auto y = q + attn_->attend(norm_q_->forward(q), keys, values);  // B×Q×C
+    // The head as one MLP body, which keeps less for backward (htm/layers.h).
+    y = torch::tanh(htm::norm_mlp(y, head_));  // B×P×channels, or B×T×(channels·n²) channel-major
     if (!patch_queries_) return y.transpose(1, 2).reshape({B, channels_, height_, width_});
     return y.view({B, height_ / n, width_ / n, channels_, n, n})
         .permute({0, 3, 1, 4, 2, 5})

@@ -36,6 +36,14 @@ std::array<torch::Tensor, 3> linear_product(const torch::Tensor& x2, const torch
   return {y, x, w};
 }
 
+// g·W (rows×in), g already rounded to the input's precision.
+torch::Tensor input_grad(const torch::Tensor& gb, const torch::Tensor& w) {
+  const int64_t rows = gb.size(0), in = w.size(1), out = w.size(0);
+  auto dx = torch::empty({rows, in}, gb.options().dtype(torch::kFloat));
+  gemm(false, false, rows, in, out, 1.0f, operand(gb), operand(w), 0.0f, dx.data_ptr<float>(), in);
+  return dx;
+}
+
 // Backward's GEMMs for gradient g (rows×out) given what forward kept: {dx, dW, db}, each
 // undefined where not needed.
 std::array<torch::Tensor, 3> linear_grads(const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& w,
@@ -43,10 +51,7 @@ std::array<torch::Tensor, 3> linear_grads(const torch::Tensor& g, const torch::T
   const int64_t rows = x.size(0), in = w.size(1), out = w.size(0);
   const torch::Tensor gb = x.scalar_type() == torch::kBFloat16 ? bf16_copy(g) : g;  // rounded once for both
   std::array<torch::Tensor, 3> grads;
-  if (needed[0]) {
-    grads[0] = torch::empty({rows, in}, g.options());
-    gemm(false, false, rows, in, out, 1.0f, operand(gb), operand(w), 0.0f, grads[0].data_ptr<float>(), in);
-  }
+  if (needed[0]) grads[0] = input_grad(gb, w);
   if (needed[1]) {
     grads[1] = torch::empty({out, in}, g.options());
     gemm(true, false, out, in, rows, 1.0f, operand(gb), operand(x), 0.0f, grads[1].data_ptr<float>(), in);
@@ -55,14 +60,9 @@ std::array<torch::Tensor, 3> linear_grads(const torch::Tensor& g, const torch::T
   return grads;
 }
 
-// g·W alone (linear_grads' first), g rounded to bf16 where the input was: for a caller that let the
-// input go before.
+// linear_grads' dx alone, for a caller that let the input go before: g rounded where it was bf16.
 torch::Tensor linear_input_grad(const torch::Tensor& g, const torch::Tensor& w, bool bf16) {
-  const int64_t rows = g.size(0), in = w.size(1), out = w.size(0);
-  const torch::Tensor gb = bf16 ? bf16_copy(g) : g;
-  auto dx = torch::empty({rows, in}, g.options());
-  gemm(false, false, rows, in, out, 1.0f, operand(gb), operand(w), 0.0f, dx.data_ptr<float>(), in);
-  return dx;
+  return input_grad(bf16 ? bf16_copy(g) : g, w);
 }
 
 // `t` with its last dimension `last` instead.
@@ -70,6 +70,20 @@ std::vector<int64_t> with_last(const torch::Tensor& t, int64_t last) {
   std::vector<int64_t> shape = t.sizes().vec();
   shape.back() = last;
   return shape;
+}
+
+// The norm's backward from dn (rows×C) for what was asked of x and of the norm's weight and bias
+// (inputs 0, 1, 2): {dx shaped like `like` with C last, dweight, dbias}.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> norm_grads(torch::autograd::AutogradContext* ctx,
+                                                                   const torch::Tensor& dn, const torch::Tensor& x,
+                                                                   const torch::Tensor& mean, const torch::Tensor& rstd,
+                                                                   const torch::Tensor& nw, const torch::Tensor& nb,
+                                                                   const torch::Tensor& like) {
+  const int64_t C = x.size(1);
+  auto [dx, dnw, dnb] = torch::native_layer_norm_backward(
+      dn, x, {C}, mean, rstd, nw, nb, {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+  if (dx.defined()) dx = dx.view(with_last(like, C));
+  return {dx, dnw, dnb};
 }
 
 class LinearFunction : public torch::autograd::Function<LinearFunction> {
@@ -161,10 +175,7 @@ class NormLinearFunction : public torch::autograd::Function<NormLinearFunction> 
     normed.reset();  // let go before the norm's gradient is made (this may run at the step's peak)
     torch::Tensor dx, dnw, dnb;
     if (to_x) {
-      std::tie(dx, dnw, dnb) = torch::native_layer_norm_backward(
-          dn, x, {C}, mean, rstd, nw, nb,
-          {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
-      if (dx.defined()) dx = dx.view(with_last(grads[0], C));
+      std::tie(dx, dnw, dnb) = norm_grads(ctx, dn, x, mean, rstd, nw, nb, grads[0]);
     }
     return {dx, dnw, dnb, dw, db, torch::Tensor()};
   }
@@ -209,10 +220,7 @@ class NormLinear2Function : public torch::autograd::Function<NormLinear2Function
     if (to_x) {
       dn1.add_(dn2);
       dn2.reset();
-      std::tie(dx, dnw, dnb) = torch::native_layer_norm_backward(
-          dn1, x, {C}, mean, rstd, nw, nb,
-          {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
-      if (dx.defined()) dx = dx.view(with_last(grads[0], C));
+      std::tie(dx, dnw, dnb) = norm_grads(ctx, dn1, x, mean, rstd, nw, nb, grads[0]);
     }
     return {dx, dnw, dnb, dw1, db1, dw2, db2, torch::Tensor()};
   }
@@ -283,10 +291,7 @@ class NormMlpFunction : public torch::autograd::Function<NormMlpFunction> {
       if (need[0]) {
         auto dn = linear_input_grad(dh, w1, bf16);
         dh.reset();
-        std::tie(dx, dnw, dnb) = torch::native_layer_norm_backward(
-            dn, x, {C}, mean, rstd, nw, nb,
-            {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
-        if (dx.defined()) dx = dx.view(with_last(grads[0], C));
+        std::tie(dx, dnw, dnb) = norm_grads(ctx, dn, x, mean, rstd, nw, nb, grads[0]);
       }
     }
     return {dx, dnw, dnb, dw1, db1, dw2, db2, torch::Tensor()};
