@@ -13,7 +13,7 @@ pkgs=(
   libboost-dev libboost-program-options-dev   # Boost.DLL (header-only) + Program_options
   libtomlplusplus-dev                # TOML++
   libsqlite3-dev sqlite3             # results store
-  libgtest-dev                       # GoogleTest
+  libgtest-dev libgmock-dev          # GoogleTest (the tests link GTest::gmock too)
   libcairo2-dev zlib1g-dev           # PNG pictures (cairo), gzip IDX files (zlib)
   libarmadillo-dev                   # Gaussian mixtures (gmm_full) for generation
   dataset-fashion-mnist              # the default real dataset

@@ -73,6 +73,7 @@ TEST(HeuristicPolicy, TrainsInsideTheModelAndNeedsTheTransformerBlock) {
   const std::string dir = htm::testing::fresh_dir("heuristic");
   const std::string file = dir + "/h.toml";
   std::ofstream(file) << "[experiment]\nname = \"h\"\n[policy]\nplugin = \"heuristic\"\n"
+                      << "[dataset]\nplugin = \"noise\"\nchannels = 1\nsize = 28\ntrain_size = 16\ntest_size = 8\n"
                       << "[adapter]\npatch = 7\nfourier_bands = 4\n"
                       << "[model]\ndim = 16\nheads = 2\nlayers = 4\n"
                       << "[train]\nbatch_size = 8\ntrain_samples = 16\neval_samples = 8\nimages = 0\n"
@@ -121,6 +122,7 @@ TEST(SharedKeyPolicy, RunsInsideTheModelAndNeedsCrossAttention) {
   const std::string dir = htm::testing::fresh_dir("shared_key");
   const std::string file = dir + "/s.toml";
   std::ofstream(file) << "[experiment]\nname = \"s\"\n[policy]\nplugin = \"shared_key\"\n"
+                      << "[dataset]\nplugin = \"noise\"\nchannels = 1\nsize = 28\ntrain_size = 16\ntest_size = 8\n"
                       << "[adapter]\npatch = 7\nfourier_bands = 4\n"
                       << "[model]\ndim = 16\nheads = 2\nlayers = 4\n"
                       << "[train]\nbatch_size = 8\ntrain_samples = 16\neval_samples = 8\nimages = 0\n"

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace htm {
@@ -235,7 +236,12 @@ class RoomQueue : public httplib::TaskQueue {
  public:
   explicit RoomQueue(std::function<void(std::function<void()>)> enqueue, std::function<void()> shutdown)
       : enqueue_(std::move(enqueue)), shutdown_(std::move(shutdown)) {}
-  void enqueue(std::function<void()> fn) override { enqueue_(std::move(fn)); }
+  // cpp-httplib 0.11 (Debian 12) returns nothing here; later ones whether the task was queued.
+  using Queued = decltype(std::declval<httplib::TaskQueue&>().enqueue(std::function<void()>()));
+  Queued enqueue(std::function<void()> fn) override {
+    enqueue_(std::move(fn));
+    return static_cast<Queued>(true);  // void(true) where it returns nothing
+  }
   void shutdown() override { shutdown_(); }
 
  private:
@@ -274,7 +280,7 @@ bool GatedServer::serve_admitted(socket_t sock) {
   // One request, answered with Connection: close (a kept-alive connection would hold its worker).
   GateStream stream(sock, read_timeout_sec_, read_timeout_usec_, write_timeout_sec_, write_timeout_usec_);
   bool closed = false;
-  const bool ok = process_request(stream, /*close_connection=*/true, closed, nullptr);
+  const bool ok = process(*this, stream, closed, 0);
   close_now(sock);
   return ok;
 }

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <string>
 
 namespace htm {
 
@@ -36,6 +37,22 @@ class GatedServer : public httplib::Server {
  private:
   struct Room;
   bool serve_admitted(socket_t sock);  ///< the library's own handling of a connection whose head is here
+  // The library's handling of one request: cpp-httplib 0.11 (Debian 12) reads the peer's address
+  // from the stream, later ones (Debian 13's 0.18) are given it.
+  template <class Server>
+  static auto process(Server& server, httplib::Stream& stream, bool& closed, int)
+      -> decltype(server.process_request(stream, true, closed, nullptr)) {
+    return server.process_request(stream, /*close_connection=*/true, closed, nullptr);
+  }
+  template <class Server>
+  static bool process(Server& server, httplib::Stream& stream, bool& closed, long) {
+    std::string remote, local;
+    int remote_port = 0, local_port = 0;
+    stream.get_remote_ip_and_port(remote, remote_port);
+    stream.get_local_ip_and_port(local, local_port);
+    return server.process_request(stream, remote, remote_port, local, local_port, /*close_connection=*/true, closed,
+                                  nullptr);
+  }
   std::unique_ptr<Room> room_;
 };
 
