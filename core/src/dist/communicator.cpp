@@ -38,6 +38,20 @@ std::string reason(const std::exception& e) {
   return e.what();
 }
 
+// torch 2.4 and later serve the rendezvous through libuv unless told not to; a libtorch built
+// without it (Debian 13's 2.6) refuses that, and takes its classic server when asked. False
+// where the options have no such choice (1.x: the classic server alone).
+template <class Options>
+auto without_libuv(Options& options, int) -> decltype(options.useLibUV = false, true) {
+  if (!options.useLibUV) return false;
+  options.useLibUV = false;
+  return true;
+}
+template <class Options>
+bool without_libuv(Options&, long) {
+  return false;
+}
+
 }  // namespace
 
 std::optional<WorldInfo> world_from_environment() {
@@ -101,7 +115,12 @@ Communicator::Communicator(const WorldInfo& world, const std::string& identity, 
     options.numWorkers = world.world;
     options.waitWorkers = true;
     options.timeout = timeout;
-    impl_->store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
+    try {
+      impl_->store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
+    } catch (const std::exception& e) {
+      if (reason(e).find("libuv") == std::string::npos || !without_libuv(options, 0)) throw;
+      impl_->store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
+    }
   } catch (const std::exception& e) {
     throw Error(impl_->where + ": " +
                 (world.rank == 0 ? "cannot serve the rendezvous on port " + std::to_string(world.master_port) +

@@ -136,14 +136,16 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
   const uint64_t stream = counter_bits(seed, static_cast<uint64_t>(first));
   torch::Tensor out;
 #if TORCH_VERSION_MAJOR >= 2
-  if (!q.device().is_cpu()) {
+  // On a CPU only without dropout (its fused kernel would draw from the CPU's global generator):
+  // the same ops as a GPU's step, to count them and their memory on a machine without one.
+  if (!q.device().is_cpu() || p == 0) {
     // The fused kernel draws its dropout from the device's default generator: seeded per call
     // from the stream, so the same seed gives the same masks on the same device.
     if (p > 0) dropout_generator(stream, q.device());
     out = at::scaled_dot_product_attention(split(q, Tq), split(k, Tk), split(v, Tk), {}, p);
   }
 #endif
-  if (!out.defined()) {  // the same maths unfused (a CPU, a libtorch without the fused kernels)
+  if (!out.defined()) {  // the same maths unfused (a CPU with dropout, a libtorch without the fused kernels)
     auto weights = torch::softmax(torch::matmul(split(q, Tq), split(k, Tk).transpose(-2, -1)).to(torch::kFloat) /
                                       std::sqrt(static_cast<double>(d)),
                                   -1);
