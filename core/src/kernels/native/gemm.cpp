@@ -118,7 +118,8 @@ void to_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_t*
 }
 
 std::string native_bf16_hardware() {
-  // dnnl_cpu_isa_t masks (oneDNN 2.x): avx512_core_bf16 = 0xe7, avx512_core_amx = 0x3e7.
+  // dnnl_cpu_isa_t masks (oneDNN 2.x): avx512_core_bf16 = 0xe7, avx512_core_amx = 0x3e7; 3.x's
+  // ISAs above them hold their bits (avx10_1_512 = 0x1ef, avx10_1_512_amx = 0xfef).
   const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
   if ((isa & 0x3e7u) == 0x3e7u) return "AMX-BF16";
   if ((isa & 0xe7u) == 0xe7u) return "AVX512-BF16";
