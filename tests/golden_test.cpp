@@ -193,13 +193,27 @@ std::map<std::string, std::string> read_golden() {
   return golden;
 }
 
+// The libtorch this build uses: the file's digests are one libtorch's (another's ops give other
+// bits), named on its `libtorch` line.
+std::string libtorch_version() {
+  return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+         std::to_string(TORCH_VERSION_PATCH);
+}
+
 TEST(GoldenModel, EveryArchitectureGivesItsPinnedDigestBitForBit) {
   const std::string dir = htm::testing::fresh_dir("golden");
   std::vector<Kernels> sets = {Kernels::portable, Kernels::gpu};
   if (native_kernels_built()) sets.insert(sets.begin(), Kernels::native);
   const char* write = std::getenv("HTM_GOLDEN_WRITE");
-  const std::string cpu = cpu_class();
+  const std::string cpu = cpu_class(), torch_version = libtorch_version();
   std::map<std::string, std::string> golden = read_golden(), now;
+  if (golden.count("libtorch") && golden["libtorch"] != torch_version) {
+    if (write == nullptr)
+      GTEST_SKIP() << "skipped: the digests in " << kGoldenFile << " are libtorch " << golden["libtorch"]
+                   << "'s; this build's is " << torch_version << " (its ops give other bits)";
+    golden.clear();  // written under another libtorch: the old one's digests go
+  }
+  golden["libtorch"] = torch_version;
   bool pinned = false;
   for (const auto& entry : golden) pinned = pinned || entry.first.rfind(cpu + "\t", 0) == 0;
   if (write == nullptr && !pinned)
@@ -222,7 +236,8 @@ TEST(GoldenModel, EveryArchitectureGivesItsPinnedDigestBitForBit) {
     for (const auto& [key, value] : now) golden[key] = value;
     std::ofstream out(kGoldenFile);
     out << "# tests/golden_test.cpp: the CPU, the kernels, task and option overrides, then the digest (or\n"
-        << "# why the combination is invalid). Written by HTM_GOLDEN_WRITE=1; never edited by hand.\n";
+        << "# why the combination is invalid), under the libtorch its line names. Written by\n"
+        << "# HTM_GOLDEN_WRITE=1; never edited by hand.\n";
     for (const auto& [key, value] : golden) out << key << '\t' << value << '\n';
   }
 }
