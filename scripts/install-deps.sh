@@ -25,6 +25,11 @@ pkgs=(
   chromium                           # the report's browser test (headless)
   nodejs                             # the click tests of htm serve (tests/browser: puppeteer-core)
 )
+# --list: the names alone, installing nothing (scripts/torch2-check.sh installs them in a chroot).
+if [ "${1:-}" = "--list" ]; then
+  printf '%s\n' "${pkgs[@]}"
+  exit 0
+fi
 # npm: Debian's package, unless another nodejs (NodeSource's bundles npm and conflicts with it) has one.
 command -v npm > /dev/null || pkgs+=(npm)
 

@@ -33,11 +33,10 @@ done
 trap 'for m in "${mounted[@]}"; do umount "$m" || true; done' EXIT
 cp /etc/resolv.conf "$root/etc/"
 
-chroot "$root" bash -c 'apt-get update -qq && apt-get install -y -qq --no-install-recommends \
-  build-essential cmake pkg-config git ca-certificates libtorch-dev libopenblas0-openmp libboost-dev \
-  libboost-program-options-dev libtomlplusplus-dev libsqlite3-dev sqlite3 libgtest-dev libgmock-dev \
-  libcairo2-dev zlib1g-dev libarmadillo-dev libcpp-httplib-dev libjs-chart.js dataset-fashion-mnist \
-  python3 libgloo-dev > /dev/null'
+# install-deps.sh's packages (the names are Debian 13's too), but the format, browser and Slurm
+# checks' tools, whose tests are left out below.
+pkgs=$("$repo/scripts/install-deps.sh" --list | grep -vxE 'clang-format|chromium|nodejs|slurm-wlm|munge' | tr '\n' ' ')
+chroot "$root" bash -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends $pkgs > /dev/null"
 
 # The repository's HEAD (committed work only), cloned or brought up to date in the chroot.
 src="$root/src/htm"

@@ -3,8 +3,10 @@
 // masks included, the generator is where it would be, and a step holds less memory. And the gpu
 // kernels' MLP products, which compute gelu(h) and layer_norm(x) again in backward. And
 // runtime.recompute = "mlp" (RecomputeMlp.*).
+#include <array>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -76,6 +78,32 @@ void for_each_fused_setting(Check&& check) {
       PrecisionScope precision(bf16 ? Precision::bf16 : Precision::fp32);
       check(kernels_name(k) + (bf16 ? " bf16" : " fp32"));
     }
+}
+
+torch::Tensor leaf(std::vector<int64_t> sizes) { return torch::randn(sizes).requires_grad_(); }
+
+// `pass(choice)` over `inputs` for choice 0 and then 1, each followed by backward from `upstream`:
+// expects the two passes' outputs and every input's gradient equal bit for bit, and returns the
+// MiB each pass held until its backward.
+std::array<double, 2> passes_agree(const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& upstream,
+                                   const std::function<std::vector<torch::Tensor>(int)>& pass,
+                                   const std::string& what) {
+  std::vector<torch::Tensor> outputs[2], grads[2];
+  std::array<double, 2> held{};
+  for (int choice = 0; choice < 2; ++choice) {
+    for (const auto& t : inputs) t.mutable_grad() = torch::Tensor();
+    AllocationLimit counting("test", {1e9, "test"});
+    const auto out = pass(choice);
+    held[choice] = counting.counted_mib();
+    torch::autograd::backward(out, upstream);
+    for (const auto& y : out) outputs[choice].push_back(y.detach());
+    for (const auto& t : inputs) grads[choice].push_back(t.grad().clone());
+  }
+  for (size_t i = 0; i < outputs[0].size(); ++i)
+    EXPECT_TRUE(torch::equal(outputs[0][i], outputs[1][i])) << what << ", output " << i;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << what << ", input " << i;
+  return held;
 }
 
 // With each kernel set: their dropout masks are all drawn from seeds of the global generator.
@@ -161,32 +189,19 @@ TEST(Recompute, TheGpuKernelsProductsGiveTheUnfusedGradientsBitForBitAndHoldLess
   for (const bool bf16 : {false, true}) {
     PrecisionScope precision(bf16 ? Precision::bf16 : Precision::fp32);
     torch::manual_seed(2);
-    const auto leaf = [](std::vector<int64_t> sizes) { return torch::randn(sizes).requires_grad_(); };
     // x is 16·64·256 values (1 MiB in fp32), h four times it: both at least the 1 MiB from
     // which the products compute them again.
     const std::vector<torch::Tensor> inputs{leaf({16, 64, 256}), leaf({256}),       leaf({256}), leaf({1024, 256}),
                                             leaf({1024}),        leaf({256, 1024}), leaf({256})};  // x, norm, fc1, fc2
     const auto &x = inputs[0], &nw = inputs[1], &nb = inputs[2], &w1 = inputs[3], &b1 = inputs[4], &w2 = inputs[5],
                &b2 = inputs[6];
-    const auto upstream = torch::randn({16, 64, 256});
-    std::vector<torch::Tensor> outputs, grads[2];
-    double held[2];
-    for (int fused = 0; fused < 2; ++fused) {
-      for (const auto& t : inputs) t.mutable_grad() = torch::Tensor();
-      AllocationLimit counting("test", {1e9, "test"});
-      torch::Tensor y;
-      if (fused)
-        y = gpu::gelu_linear(gpu::norm_linear(x, nw, nb, 1e-5, w1, b1), w2, b2);
-      else
-        y = product(torch::gelu(product(torch::layer_norm(x, {256}, nw, nb, 1e-5), w1, b1, bf16)), w2, b2, bf16);
-      held[fused] = counting.counted_mib();
-      y.backward(upstream);
-      outputs.push_back(y.detach());
-      for (const auto& t : inputs) grads[fused].push_back(t.grad().clone());
-    }
-    EXPECT_TRUE(torch::equal(outputs[0], outputs[1])) << (bf16 ? "bf16" : "fp32");
-    for (size_t i = 0; i < inputs.size(); ++i)
-      EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << (bf16 ? "bf16" : "fp32") << ", input " << i;
+    const auto held = passes_agree(
+        inputs, {torch::randn({16, 64, 256})},
+        [&](int fused) -> std::vector<torch::Tensor> {
+          if (fused) return {gpu::gelu_linear(gpu::norm_linear(x, nw, nb, 1e-5, w1, b1), w2, b2)};
+          return {product(torch::gelu(product(torch::layer_norm(x, {256}, nw, nb, 1e-5), w1, b1, bf16)), w2, b2, bf16)};
+        },
+        bf16 ? "bf16" : "fp32");
     // gelu(h) is 4 MiB in fp32 (kept as its bf16 copy in bf16: 2 MiB), the normalised tokens 1
     // (0.5 in bf16).
     EXPECT_LT(held[1], held[0] - (bf16 ? 2.5 : 4.5))
@@ -201,7 +216,6 @@ TEST(Recompute, TheGpuKernelsProductsGiveTheUnfusedGradientsBitForBitAndHoldLess
 TEST(Recompute, TheGpuKernelsProductsKeepSmallActivations) {
   KernelsScope kernels(Kernels::gpu);
   torch::manual_seed(3);
-  const auto leaf = [](std::vector<int64_t> sizes) { return torch::randn(sizes).requires_grad_(); };
   for (const int64_t rows : {8, 64}) {  // x 8·64·16 or 64·64·16 values, h four times it: 0.5 or 4 MiB
     auto x = leaf({rows, 64, 16}), nw = leaf({16}), nb = leaf({16}), w1 = leaf({64, 16}), b1 = leaf({64});
     auto w2 = leaf({16, 64}), b2 = leaf({16});
@@ -220,32 +234,21 @@ TEST(Recompute, TheGpuKernelsProductsKeepSmallActivations) {
 TEST(Recompute, TwoProductsOfOneNormGiveTheOpsApartsGradientsBitForBitAndHoldLess) {
   for_each_fused_setting([](const std::string& what) {
     torch::manual_seed(6);
-    const auto leaf = [](std::vector<int64_t> sizes) { return torch::randn(sizes).requires_grad_(); };
     // x 16·64·256 values: 1 MiB in fp32, from which the gpu kernels keep it alone.
     const std::vector<torch::Tensor> inputs{leaf({16, 64, 256}), leaf({256}),      leaf({256}), leaf({256, 256}),
                                             leaf({256}),         leaf({512, 256}), leaf({512})};
-    const auto up1 = torch::randn({16, 64, 256}), up2 = torch::randn({16, 64, 512});
-    std::vector<torch::Tensor> outputs, grads[2];
-    double held[2];
-    for (int fused = 0; fused < 2; ++fused) {
-      for (const auto& t : inputs) t.mutable_grad() = torch::Tensor();
-      AllocationLimit counting("test", {1e9, "test"});
-      torch::Tensor y1, y2;
-      if (fused) {
-        std::tie(y1, y2) =
-            norm_linear2(inputs[0], inputs[1], inputs[2], 1e-5, inputs[3], inputs[4], inputs[5], inputs[6]);
-      } else {
-        const auto h = torch::layer_norm(inputs[0], {256}, inputs[1], inputs[2], 1e-5);
-        y1 = linear(h, inputs[3], inputs[4]), y2 = linear(h, inputs[5], inputs[6]);
-      }
-      held[fused] = counting.counted_mib();
-      torch::autograd::backward({y1, y2}, {up1, up2});
-      outputs.push_back(torch::cat({y1.detach(), y2.detach()}, -1));
-      for (const auto& t : inputs) grads[fused].push_back(t.grad().clone());
-    }
-    EXPECT_TRUE(torch::equal(outputs[0], outputs[1])) << what;
-    for (size_t i = 0; i < inputs.size(); ++i)
-      EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << what << ", input " << i;
+    const auto held = passes_agree(
+        inputs, {torch::randn({16, 64, 256}), torch::randn({16, 64, 512})},
+        [&](int fused) -> std::vector<torch::Tensor> {
+          if (fused) {
+            auto [y1, y2] =
+                norm_linear2(inputs[0], inputs[1], inputs[2], 1e-5, inputs[3], inputs[4], inputs[5], inputs[6]);
+            return {y1, y2};
+          }
+          const auto h = torch::layer_norm(inputs[0], {256}, inputs[1], inputs[2], 1e-5);
+          return {linear(h, inputs[3], inputs[4]), linear(h, inputs[5], inputs[6])};
+        },
+        what);
     // The normalised tokens: 1 MiB in fp32 (the ops apart keep them once, or a bf16 copy per product).
     EXPECT_LT(held[1], held[0] - 0.9) << what << ": " << held[1] << " MiB against " << held[0];
     std::printf("[ norm ] %s: %.3f MiB held until backward, %.3f apart\n", what.c_str(), held[1], held[0]);
@@ -281,30 +284,21 @@ TEST(Recompute, AnEntropyWithoutABonusKeepsNoGraph) {
 TEST(RecomputeMlp, TheBodyGivesTheKeptActivationsValuesAndGradientsBitForBitAndHoldsLess) {
   for_each_fused_setting([](const std::string& what) {
     torch::manual_seed(4);
-    const auto leaf = [](std::vector<int64_t> sizes) { return torch::randn(sizes).requires_grad_(); };
     // x 16·64·256 values (1 MiB in fp32), the hidden activation 4 MiB: above the gpu kernels' 1 MiB.
     const std::vector<torch::Tensor> inputs{leaf({16, 64, 256}), leaf({256}),       leaf({256}), leaf({1024, 256}),
                                             leaf({1024}),        leaf({256, 1024}), leaf({256})};
-    const auto upstream = torch::randn({16, 64, 256});
-    std::vector<torch::Tensor> outputs, grads[2];
-    double held[2];
     std::string node[2];
-    for (int again = 0; again < 2; ++again) {
-      RecomputeMlpsScope recompute(again == 1);
-      for (const auto& t : inputs) t.mutable_grad() = torch::Tensor();
-      AllocationLimit counting("test", {1e9, "test"});
-      const auto y = norm_mlp(inputs[0], inputs[1], inputs[2], 1e-5, inputs[3], inputs[4], inputs[5], inputs[6]);
-      held[again] = counting.counted_mib();
-      node[again] = y.grad_fn()->name();
-      y.backward(upstream);
-      outputs.push_back(y.detach());
-      for (const auto& t : inputs) grads[again].push_back(t.grad().clone());
-    }
+    const auto held = passes_agree(
+        inputs, {torch::randn({16, 64, 256})},
+        [&](int again) -> std::vector<torch::Tensor> {
+          RecomputeMlpsScope recompute(again == 1);  // chosen in forward: the node it makes does backward
+          const auto y = norm_mlp(inputs[0], inputs[1], inputs[2], 1e-5, inputs[3], inputs[4], inputs[5], inputs[6]);
+          node[again] = y.grad_fn()->name();
+          return {y};
+        },
+        what);
     EXPECT_NE(node[1].find("NormMlp"), std::string::npos) << what << ": " << node[1];
     EXPECT_EQ(node[0].find("NormMlp"), std::string::npos) << what << ": " << node[0];
-    EXPECT_TRUE(torch::equal(outputs[0], outputs[1])) << what;
-    for (size_t i = 0; i < inputs.size(); ++i)
-      EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << what << ", input " << i;
     // The hidden activation kept apart is 4 MiB in fp32 (the gpu kernels keep it in fp32 in bf16 too).
     EXPECT_LT(held[1], held[0] - 3.5) << what << ": " << held[1] << " MiB against " << held[0];
     std::printf("[ mlp ] %s: %.3f MiB held until backward, %.3f with the hidden activation kept\n", what.c_str(),
@@ -318,7 +312,6 @@ TEST(RecomputeMlp, ItIsOffByDefaultAndLeavesPassesWithoutGradientsAndSmallBodies
   KernelsScope kernels(Kernels::gpu);
   RecomputeMlpsScope recompute(true);
   torch::manual_seed(5);
-  const auto leaf = [](std::vector<int64_t> sizes) { return torch::randn(sizes).requires_grad_(); };
   const auto x = leaf({8, 64, 16}), nw = leaf({16}), nb = leaf({16}), w1 = leaf({64, 16}), b1 = leaf({64}),
              w2 = leaf({16, 64}), b2 = leaf({16});  // hidden 8·64·64 values: 128 KiB
   const std::string small = norm_mlp(x, nw, nb, 1e-5, w1, b1, w2, b2).grad_fn()->name();

@@ -8,6 +8,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "kernels/setting_scope.h"
+
 namespace htm {
 
 /// linear(gelu(h), weight, bias), keeping h alone (gelu(h) is recomputed in backward).
@@ -38,15 +40,6 @@ bool recompute_mlps();
 void set_recompute_mlps(bool on);
 
 /// Holds a choice for a scope and restores the previous one (tests compare the two).
-class RecomputeMlpsScope {
- public:
-  explicit RecomputeMlpsScope(bool on);
-  ~RecomputeMlpsScope();
-  RecomputeMlpsScope(const RecomputeMlpsScope&) = delete;
-  RecomputeMlpsScope& operator=(const RecomputeMlpsScope&) = delete;
-
- private:
-  bool previous_;
-};
+using RecomputeMlpsScope = SettingScope<bool, recompute_mlps, set_recompute_mlps>;
 
 }  // namespace htm

@@ -73,16 +73,11 @@ std::string kernels_name(Kernels kernels) {
   return "?";
 }
 
-KernelsScope::KernelsScope(Kernels kernels) : previous_(htm::kernels()) { set_kernels(kernels); }
-KernelsScope::~KernelsScope() { set_kernels(previous_); }
-
 void count_gemm_flops(int64_t flops) { g_gemm_flops.fetch_add(flops, std::memory_order_relaxed); }
 int64_t gemm_flops() { return g_gemm_flops.load(std::memory_order_relaxed); }
 
 Precision matmul_precision() { return g_precision.load(std::memory_order_relaxed); }
 void set_matmul_precision(Precision precision) { g_precision.store(precision, std::memory_order_relaxed); }
-PrecisionScope::PrecisionScope(Precision precision) : previous_(matmul_precision()) { set_matmul_precision(precision); }
-PrecisionScope::~PrecisionScope() { set_matmul_precision(previous_); }
 
 bool cpu_has_bf16() { return bf16_hardware() != "none"; }
 
@@ -137,8 +132,6 @@ std::pair<torch::Tensor, torch::Tensor> norm_linear2(const torch::Tensor& x, con
 
 bool recompute_mlps() { return g_recompute_mlps.load(std::memory_order_relaxed); }
 void set_recompute_mlps(bool on) { g_recompute_mlps.store(on, std::memory_order_relaxed); }
-RecomputeMlpsScope::RecomputeMlpsScope(bool on) : previous_(recompute_mlps()) { set_recompute_mlps(on); }
-RecomputeMlpsScope::~RecomputeMlpsScope() { set_recompute_mlps(previous_); }
 
 torch::Tensor norm_mlp(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
                        double eps, const torch::Tensor& w1, const torch::Tensor& b1, const torch::Tensor& w2,

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/setting_scope.h"
+
 namespace at {
 class Tensor;
 }
@@ -45,16 +47,7 @@ bool use_gpu(const at::Tensor& t);
 std::string kernels_name(Kernels kernels);
 
 /// Holds a choice for a scope and restores the previous one (tests compare the two).
-class KernelsScope {
- public:
-  explicit KernelsScope(Kernels kernels);
-  ~KernelsScope();
-  KernelsScope(const KernelsScope&) = delete;
-  KernelsScope& operator=(const KernelsScope&) = delete;
-
- private:
-  Kernels previous_;
-};
+using KernelsScope = SettingScope<Kernels, kernels, set_kernels>;
 
 /// One AdamW update, in float as torch computes it: p ← p·decay; m ← β₁m + rest1·g;
 /// v ← β₂v + rest2·g²; p ← p − step_size·m/(√v/root_bias2 + ε). (rest1 = 1 − β₁ and

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "kernels/setting_scope.h"
+
 namespace htm {
 
 enum class Precision { fp32, bf16 };
@@ -19,16 +21,7 @@ void set_matmul_precision(Precision precision);
 
 /// Holds a precision for a scope and restores the previous one: the host computes merge
 /// policies' scores in fp32 this way, whatever the run's precision.
-class PrecisionScope {
- public:
-  explicit PrecisionScope(Precision precision);
-  ~PrecisionScope();
-  PrecisionScope(const PrecisionScope&) = delete;
-  PrecisionScope& operator=(const PrecisionScope&) = delete;
-
- private:
-  Precision previous_;
-};
+using PrecisionScope = SettingScope<Precision, matmul_precision, set_matmul_precision>;
 
 /// Whether oneDNN multiplies bf16 natively here (AVX512-BF16 or AMX-BF16, as the CPU has and
 /// ONEDNN_MAX_CPU_ISA allows). Without it, bf16 would be emulated more slowly than fp32, so the
