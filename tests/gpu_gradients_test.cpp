@@ -236,7 +236,37 @@ TEST(MemoryCensus, NamesTheTensorsAliveAtThePeakByWhereTheyWereMade) {
   EXPECT_EQ(sites[0].bytes, int64_t{1} << 23);
   EXPECT_EQ(sites[1].where, "htm::census_test aten::ones");
   EXPECT_EQ(sites[1].bytes, int64_t{1} << 22);
+  EXPECT_EQ(census.phase_at_peak(), 0);
+  EXPECT_EQ(census.at_peak_among({kept.storage().data()}), int64_t{1} << 22);  // of the peak, what `kept` holds
+  EXPECT_EQ(census.at_peak_among({}), 0);
   EXPECT_THROW(MemoryCensus another, Error);
+}
+
+// A GPU's caching allocator reports freeing a block made before the census began (a CPU's does
+// not: it only knows the sizes of what it made while someone listened): the peak is then the most
+// the memory rose above where it stood, and the phases say where it was.
+TEST(MemoryCensus, SubtractsWhatWasMadeBeforeAndFreedAndNamesThePhaseOfThePeak) {
+  MemoryCensus census;
+  const c10::Device cpu(c10::DeviceType::CPU);
+  static char earlier, made[2];
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  c10::reportMemoryUsageToProfiler(&earlier, -3 * kMiB, 0, 0, cpu);  // 3 MiB made earlier, freed
+  census.next_phase();
+  c10::reportMemoryUsageToProfiler(&made[0], 2 * kMiB, 0, 0, cpu);
+  EXPECT_EQ(census.peak_bytes(), 0);  // 2 made, 3 freed: below the start
+  census.next_phase();
+  c10::reportMemoryUsageToProfiler(&made[1], 4 * kMiB, 0, 0, cpu);
+  c10::reportMemoryUsageToProfiler(&made[0], -2 * kMiB, 0, 0, cpu);
+  EXPECT_EQ(census.live_bytes(), 4 * kMiB);
+  EXPECT_EQ(census.freed_earlier_bytes(), 3 * kMiB);
+  EXPECT_EQ(census.peak_bytes(), 3 * kMiB);  // 2 + 4 − 3, before the 2 went
+  EXPECT_EQ(census.phase_at_peak(), 2);
+  EXPECT_EQ(census.freed_earlier_at_peak(), 3 * kMiB);
+  EXPECT_EQ(census.at_peak_among({&made[1]}), 4 * kMiB);
+  // made[0] held 2 MiB at the peak, but what lives at its address now is another allocation
+  c10::reportMemoryUsageToProfiler(&made[0], kMiB, 0, 0, cpu);
+  EXPECT_EQ(census.at_peak_among({&made[0], &earlier}), 0);
+  EXPECT_EQ(census.at_peak_among({&made[0], &made[1]}), 4 * kMiB);
 }
 
 }  // namespace

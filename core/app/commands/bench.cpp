@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 #include <boost/program_options.hpp>
 
+#include "commands/bench_census.h"
 #include "commands/bench_gemm.h"
 #include "commands/commands.h"
 #include "config/device.h"
@@ -39,7 +40,6 @@
 #include "train/experiment.h"
 #include "train/launch_count.h"
 #include "train/memory.h"
-#include "train/memory_census.h"
 #include "train/optimizer.h"
 #include "train/step.h"
 #include "train/trainer.h"
@@ -49,10 +49,13 @@ namespace po = boost::program_options;
 namespace htm {
 namespace {
 
+using bench::Census;
 using bench::gemm_rates;
 using bench::GemmRates;
 using bench::median;
+using bench::print_census;
 using bench::print_gemm_rates;
+using bench::take_census;
 using bench::time_ms;
 
 double peak_rss_mib() { return peak_resident_mib(); }
@@ -72,8 +75,7 @@ struct StepTiming {
   std::vector<double> losses;     ///< each timed step's loss
   std::vector<int64_t> launches;  ///< an eager step's ops that run work, by phase (LaunchCount)
   int64_t host_reads = 0;         ///< and its values read to the host
-  int64_t census_peak = -1;       ///< --census: one eager step's most tensor bytes alive at once
-  std::vector<MemoryCensus::Site> census;  ///< and those at the peak, by site
+  Census census;                  ///< --census: one eager step's memory (bench_census.h)
 };
 
 // One warm-up step, one profiled into `profile` (if named), then `steps` timed ones: forward at
@@ -127,10 +129,7 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
   if (eager && census) {
     const c10::Device where =
         ex.device.is_cuda() && !ex.device.has_index() ? c10::Device(c10::DeviceType::CUDA, 0) : ex.device;
-    MemoryCensus count(where.str());
-    step();
-    t.census_peak = count.peak_bytes();
-    t.census = count.at_peak();
+    t.census = take_census(train_step, where, step);
   }
   const c10::Device device = ex.device;
   if (device.is_cuda() && gpu_memory_stats_built()) reset_gpu_peak(device);
@@ -196,21 +195,7 @@ void memory_line(const std::string& what, const StepTiming& t) {
         "work: about a GPU's kernel launches); %lld values read to the host\n",
         what.c_str(), (long long)(t.launches[0] + t.launches[1] + t.launches[2]), (long long)t.launches[0],
         (long long)t.launches[1], (long long)t.launches[2], (long long)t.host_reads);
-  if (t.census_peak >= 0) {
-    constexpr double kMiB = 1024.0 * 1024.0;
-    std::printf(
-        "census   %-28s one eager step's tensors: at most %.1f MiB alive at once (above what was alive "
-        "before it); at that moment, by where they were made:\n",
-        what.c_str(), t.census_peak / kMiB);
-    int64_t rest = 0;
-    for (size_t i = 0; i < t.census.size(); ++i) {
-      if (i < 20)
-        std::printf("census   %9.1f MiB  %s\n", t.census[i].bytes / kMiB, t.census[i].where.c_str());
-      else
-        rest += t.census[i].bytes;
-    }
-    if (rest > 0) std::printf("census   %9.1f MiB  %zu other sites\n", rest / kMiB, t.census.size() - 20);
-  }
+  if (t.census.peak >= 0) print_census(what, t.census);
   if (t.graphs.empty()) return;
   std::printf("graph    %-28s cuda_graph: %s\n", what.c_str(), t.graphs.c_str());
   std::string losses;  // a graph's replays against "eager": the same numbers, bit for bit
@@ -293,17 +278,23 @@ void scaling(const std::string& config_file, const std::vector<std::string>& ove
               fitted_exponent(tokens, step_ms));
   std::vector<double> sizes, sampler_ms, t2logt;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
-  for (int64_t T : {256, 512, 1024, 2048, 4096}) {
+  // The portable sampler takes r = T/2 rounds of an arg-max over B×T² keys (T³ in all): it stops
+  // at T = 1024, where T = 4096 would take an hour.
+  const bool portable = kernels() == Kernels::portable || (kernels() == Kernels::native && !native_kernels_built());
+  const int64_t largest = portable ? 1024 : 4096;
+  for (int64_t T = 256; T <= largest; T *= 2) {
     auto logits = torch::randn({8, T, T});
-    const double ms = median(time_ms(T >= 2048 ? 3 : 7, [&] { sample_disjoint_pairs(logits, T / 2, gen); }));
+    const double ms = median(
+        time_ms(T >= 2048 || (portable && T >= 1024) ? 3 : 7, [&] { sample_disjoint_pairs(logits, T / 2, gen); }));
     std::printf("sampler  B=8 T=%-4lld r=%-4lld median %9.2f ms  (%.2f ns per T^2 log2 T)\n", (long long)T,
                 (long long)T / 2, ms, ms * 1e6 / (8.0 * T * T * std::log2(T)));
     sizes.push_back(static_cast<double>(T));
     sampler_ms.push_back(ms);
     t2logt.push_back(T * T * std::log2(T));
   }
-  std::printf("sampler  time ~ T^%.2f over T = 256..4096 (T^2 log T alone: T^%.2f over the same range)\n",
-              fitted_exponent(sizes, sampler_ms), fitted_exponent(sizes, t2logt));
+  std::printf("sampler  time ~ T^%.2f over T = 256..%lld (T^2 log T alone: T^%.2f over the same range)%s\n",
+              fitted_exponent(sizes, sampler_ms), (long long)largest, fitted_exponent(sizes, t2logt),
+              portable ? "; the portable kernels' sampler, r rounds of an arg-max" : "");
 }
 
 // htm bench's command line.

@@ -49,7 +49,8 @@ GpuPeaks gpu_peaks(const c10::Device& device) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
   constexpr double kMiB = 1024.0 * 1024.0;  // [0]: all pools
   return {static_cast<double>(stats.allocated_bytes[0].peak) / kMiB,
-          static_cast<double>(stats.reserved_bytes[0].peak) / kMiB};
+          static_cast<double>(stats.reserved_bytes[0].peak) / kMiB,
+          static_cast<double>(stats.allocated_bytes[0].current) / kMiB};
 }
 #else
 void reset_gpu_peak(const c10::Device&) {}

@@ -30,6 +30,7 @@ void reset_gpu_peak(const c10::Device& device);
 struct GpuPeaks {
   double allocated = 0;  ///< in tensors (what torch.cuda.max_memory_allocated reports)
   double reserved = 0;   ///< held by the allocator: cached blocks and a CUDA graph's pool too
+  double now = 0;        ///< allocated in tensors now (torch.cuda.memory_allocated)
 };
 GpuPeaks gpu_peaks(const c10::Device& device);
 

@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "htm/error.h"
@@ -22,21 +23,33 @@ namespace htm {
 struct MemoryCensus::State {
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   std::mutex mutex;
-  std::unordered_map<void*, std::pair<int64_t, int>> live;  // pointer → (bytes, site)
+  struct Block {
+    int64_t bytes;
+    int site;
+    int64_t serial;  // which allocation: an address is used again once freed
+  };
+  std::unordered_map<void*, Block> live;
   std::map<std::string, int> site_of;
   std::vector<std::string> sites;
-  int64_t live_bytes = 0, peak_bytes = 0, snapshot_bytes = -1;
-  std::vector<int64_t> snapshot;  // bytes by site at the last peak taken
+  int64_t live_bytes = 0, freed_earlier = 0, peak_bytes = 0, snapshot_bytes = -1, serials = 0;
+  int phase = 0;
+  // At the last peak taken: the live allocations, the earlier bytes freed by then, and the phase.
+  std::vector<std::pair<void*, Block>> snapshot;
+  int64_t snapshot_freed_earlier = 0;
+  int snapshot_phase = 0;
 
   int site(const std::string& where) {
     auto [it, added] = site_of.emplace(where, static_cast<int>(sites.size()));
     if (added) sites.push_back(where);
     return it->second;
   }
+  int64_t net() const { return live_bytes - freed_earlier; }
   void take_snapshot() {
-    snapshot.assign(sites.size(), 0);
-    for (const auto& [ptr, entry] : live) snapshot[entry.second] += entry.first;
-    snapshot_bytes = live_bytes;
+    snapshot.clear();
+    snapshot.assign(live.begin(), live.end());
+    snapshot_bytes = net();
+    snapshot_freed_earlier = freed_earlier;
+    snapshot_phase = phase;
   }
 };
 
@@ -83,13 +96,15 @@ class Reporter : public c10::MemoryReportingInfoBase {
     if (device != state_->device) return;
     std::lock_guard<std::mutex> lock(state_->mutex);
     if (bytes > 0) {
-      state_->live[ptr] = {bytes, state_->site(where_now())};
+      state_->live[ptr] = {bytes, state_->site(where_now()), state_->serials++};
       state_->live_bytes += bytes;
-      state_->peak_bytes = std::max(state_->peak_bytes, state_->live_bytes);
-      if (state_->live_bytes >= state_->snapshot_bytes + (int64_t{1} << 20)) state_->take_snapshot();
+      state_->peak_bytes = std::max(state_->peak_bytes, state_->net());
+      if (state_->net() >= state_->snapshot_bytes + (int64_t{1} << 20)) state_->take_snapshot();
     } else if (auto found = state_->live.find(ptr); found != state_->live.end()) {
-      state_->live_bytes -= found->second.first;
+      state_->live_bytes -= found->second.bytes;
       state_->live.erase(found);
+    } else {
+      state_->freed_earlier -= bytes;  // made before the census began
     }
   }
   bool memoryProfilingEnabled() const override { return true; }
@@ -131,13 +146,47 @@ int64_t MemoryCensus::peak_bytes() const {
   return state_->peak_bytes;
 }
 
+int64_t MemoryCensus::freed_earlier_bytes() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->freed_earlier;
+}
+
 std::vector<MemoryCensus::Site> MemoryCensus::at_peak() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
+  std::vector<int64_t> by_site(state_->sites.size(), 0);
+  for (const auto& [ptr, block] : state_->snapshot) by_site[block.site] += block.bytes;
   std::vector<Site> out;
-  for (size_t i = 0; i < state_->snapshot.size(); ++i)
-    if (state_->snapshot[i] > 0) out.push_back({state_->sites[i], state_->snapshot[i]});
+  for (size_t i = 0; i < by_site.size(); ++i)
+    if (by_site[i] > 0) out.push_back({state_->sites[i], by_site[i]});
   std::sort(out.begin(), out.end(), [](const Site& a, const Site& b) { return a.bytes > b.bytes; });
   return out;
+}
+
+int64_t MemoryCensus::freed_earlier_at_peak() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->snapshot_freed_earlier;
+}
+
+int MemoryCensus::phase_at_peak() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->snapshot_phase;
+}
+
+int64_t MemoryCensus::at_peak_among(const std::vector<const void*>& among) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::unordered_set<int64_t> wanted;  // the allocations alive now at those addresses
+  for (const void* ptr : among)
+    if (auto found = state_->live.find(const_cast<void*>(ptr)); found != state_->live.end())
+      wanted.insert(found->second.serial);
+  int64_t bytes = 0;
+  for (const auto& [ptr, block] : state_->snapshot)
+    if (wanted.count(block.serial) > 0) bytes += block.bytes;
+  return bytes;
+}
+
+void MemoryCensus::next_phase() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  ++state_->phase;
 }
 
 }  // namespace htm

@@ -28,12 +28,24 @@ class MemoryCensus {
   MemoryCensus(const MemoryCensus&) = delete;
   MemoryCensus& operator=(const MemoryCensus&) = delete;
 
-  /// Bytes allocated since it began and still alive, and the most there were at once.
+  /// Bytes allocated since it began and still alive.
   int64_t live_bytes() const;
+  /// Bytes of tensors made before it began and freed since (a step's last gradients, say).
+  int64_t freed_earlier_bytes() const;
+  /// The most the memory rose above where it stood when the census began: the most, at any one
+  /// moment, of the live bytes less the bytes made earlier and freed by then (what a GPU's
+  /// max_memory_allocated less the memory allocated at the start measures).
   int64_t peak_bytes() const;
-  /// The live bytes at the peak by site, largest first (taken when the peak grew by 1 MiB or
-  /// more, so within 1 MiB of it).
+  /// At that moment (within 1 MiB of it: taken when the peak grew by 1 MiB or more): the live
+  /// bytes by site, largest first; the bytes made earlier and freed by then; the phase it was in
+  /// (0, then one more at each next_phase()); and how many of the live bytes are held by
+  /// allocations alive now whose data pointers `among` names (a model's gradients, say).
   std::vector<Site> at_peak() const;
+  int64_t freed_earlier_at_peak() const;
+  int phase_at_peak() const;
+  int64_t at_peak_among(const std::vector<const void*>& among) const;
+  /// Marks the start of the next phase (forward, backward, the optimiser).
+  void next_phase();
 
   struct State;
 

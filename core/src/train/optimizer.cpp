@@ -24,6 +24,12 @@ FusedAdamW::FusedAdamW(std::vector<torch::Tensor> params, double lr, double weig
   }
 }
 
+int64_t FusedAdamW::state_bytes() const {
+  int64_t bytes = 0;
+  for (size_t k = 0; k < params_.size(); ++k) bytes += exp_avg_[k].nbytes() + exp_avg_sq_[k].nbytes();
+  return bytes;
+}
+
 void FusedAdamW::zero_grad() {
   for (auto& p : params_) p.mutable_grad() = torch::Tensor();
 }

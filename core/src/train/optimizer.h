@@ -29,6 +29,9 @@ class FusedAdamW {
   void save(torch::serialize::OutputArchive& archive, const std::string& prefix) const;
   /// Restores what save() wrote; throws htm::Error when it was written for other parameters.
   void load(torch::serialize::InputArchive& archive, const std::string& prefix);
+  /// The parameters it updates, and the bytes of its two moments.
+  const std::vector<at::Tensor>& params() const { return params_; }
+  int64_t state_bytes() const;
 
  private:
   std::vector<at::Tensor> params_, exp_avg_, exp_avg_sq_;

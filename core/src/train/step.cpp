@@ -118,6 +118,10 @@ torch::Tensor TrainStep::reference_losses(const Batch& batch, const StepRequest&
 
 TrainStep::Pass TrainStep::forward(const StepRequest& request, StepReport& report) {
   RECORD_FUNCTION("htm::forward", {});
+  // The last step's gradients go as this one begins, not as its backward does: its forward's
+  // activations need not sit beside them (a model's worth of memory at the forward's peak).
+  optimizer_.zero_grad();
+  policy_optimizer_.zero_grad();
   Pass pass;
   pass.batch = request.batch;
   const int64_t K = estimator_.rollouts();
@@ -195,8 +199,6 @@ void TrainStep::read_terms(StepReport& report, const BatchShare& share) {
 
 void TrainStep::backward(const torch::Tensor& total) {
   RECORD_FUNCTION("htm::backward", {});
-  optimizer_.zero_grad();
-  policy_optimizer_.zero_grad();
   if (reducer_) {
     reducer_->backward(total);  // each parameter's gradient as soon as it is whole, for the reducer
     return;

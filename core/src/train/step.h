@@ -63,6 +63,8 @@ class TrainStep {
   /// The learning rate of this step: the model's, and the policy's in proportion
   /// (estimator.policy_lr · lr / train.lr).
   void set_lr(double lr);
+  /// One step. Its gradients stay in the parameters until the next step (or gradients()) begins,
+  /// which drops them before its forward pass.
   StepReport operator()(const StepRequest& request);
   /// Whether the steps leave their loss for the caller to read later (StepReport::loss_later)
   /// instead of waiting for the device to read it: the trainer's, which reads it once the next
