@@ -134,6 +134,44 @@ TEST(GpuGradients, ATreesStepsGradientsAreAutogradsBitForBitInFewerLaunches) {
 // On a GPU the engine runs backward on the device's own thread and stream: the same sums there,
 // bit for bit on the hand-made graph; a Trees step's backward has atomic adds (a gather's
 // backward), whose order a GPU does not fix, so there the gradients agree to rounding.
+// Two blocks used at 8 depths each, an "encoder" w2 and then a "decoder" w1 (1 MiB each):
+// backward gives w1's 8 gradients first, then w2's. Each block's gradients are summed as its
+// uses arrive (a group of its own), so backward holds about what autograd's adds hold, not w1's
+// 8 gradients until w2's have come (as one node for all, or rounds over all parameters, would).
+struct HeldInBackward {
+  std::vector<torch::Tensor> grads;
+  int64_t peak = 0;
+  int64_t saved = 0;
+};
+
+HeldInBackward two_blocks(bool at_once) {
+  torch::manual_seed(3);
+  auto w1 = (torch::randn({512, 512}) / 20).requires_grad_();
+  auto w2 = (torch::randn({512, 512}) / 20).requires_grad_();
+  auto h = torch::randn({1, 512});
+  for (int depth = 0; depth < 8; ++depth) h = torch::tanh(torch::mm(h, w2));
+  for (int depth = 0; depth < 8; ++depth) h = torch::tanh(torch::mm(h, w1));
+  auto loss = h.sum();
+  HeldInBackward r;
+  r.saved = at_once ? gpu::sum_shared_gradients_at_once(loss) : 0;
+  {
+    MemoryCensus census;
+    loss.backward();
+    r.peak = census.peak_bytes();
+  }
+  r.grads = {w1.grad(), w2.grad()};
+  return r;
+}
+
+TEST(GpuGradients, EachBlocksGradientsAreSummedAsTheyArriveNotHeldToTheEnd) {
+  const HeldInBackward off = two_blocks(false), on = two_blocks(true);
+  EXPECT_EQ(on.saved, 2 * 7);
+  for (size_t i = 0; i < 2; ++i) EXPECT_TRUE(torch::equal(on.grads[i], off.grads[i])) << i;
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  EXPECT_LE(on.peak, off.peak + 2 * kMiB) << "autograd's adds held " << off.peak / kMiB << " MiB at most";
+  EXPECT_LT(on.peak, 6 * kMiB);  // w1's 8 gradients held together would be 8 MiB
+}
+
 TEST(GpuGradientsOnAGpu, TheSumsAreAutogradsThereToo) {
   if (!cuda_usable()) GTEST_SKIP() << "skipped: this libtorch has no CUDA or sees no GPU";
   int64_t saved_on = 0, saved_off = 0;

@@ -146,12 +146,13 @@ constexpr int64_t kMaxDeviceAssignment = 16;
 at::Tensor min_cost_assignment(const at::Tensor& cost);
 
 /// Before `root`'s backward: every parameter used more than once in its graph receives its
-/// gradients on one node that sums them for all parameters at once (a few foreach launches,
-/// one round per use) where autograd would add each as it arrives (a launch each), in the
-/// order autograd would have added them (gpu_gradients.cpp). Returns the launches saved: the
-/// adds no longer made one at a time (0 where nothing is shared). For a plain backward() of
-/// `root` only: the rewritten graph's topological numbers no longer prune a backward given
-/// its inputs, and every shared parameter's gradient arrives at the end of backward.
+/// gradients on round nodes: parameters whose uses arrive in step (a block's, one use a depth)
+/// are a group, and a group's round k adds each one's k-th use to its sum in one foreach launch
+/// as soon as those uses have arrived, where autograd would add each use as it arrives (a launch
+/// each), in the order autograd would have added them (gpu_gradients.cpp). Returns the
+/// launches saved: the adds no longer made one at a time (0 where nothing is shared). For a
+/// plain backward() of `root` only: the rewritten graph's topological numbers no longer prune a
+/// backward given its inputs, and a shared parameter's gradient arrives with its last round.
 int64_t sum_shared_gradients_at_once(const at::Tensor& root);
 
 /// Whether the trainer's backward under the gpu kernels sums shared gradients at once (the

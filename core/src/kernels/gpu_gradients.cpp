@@ -1,18 +1,21 @@
-// The gradients of shared parameters summed at once (kernels/gpu.h): a graph rewrite before
+// The gradients of shared parameters summed in rounds (kernels/gpu.h): a graph rewrite before
 // backward, so a model whose blocks are used at every depth does not sum each parameter's
 // gradients one add at a time.
 //
 // Autograd gives a leaf used k times k gradients and adds each into the leaf's buffer as it
 // arrives: k − 1 launches a parameter, 237 of a Trees step's ~2,000 (79 parameters used at
 // each of its 4 depths). Here every edge that led a consumer's gradient to a shared parameter's
-// AccumulateGrad leads instead to an input of its own on one node, which the engine runs once
-// all of them have arrived (at the end of backward: nothing else waits on a parameter's
-// gradient) and which sums them for all parameters together in a few multi-tensor launches
-// (foreach adds, one round per use), then hands each parameter its sum. The engine adds the
-// gradients in the order its consumers run, highest sequence number first among those ready;
-// the sums here take them in that order too (sequence number, then edge), so they are the
-// engine's sums bit for bit wherever the consumers ran in it (GpuGradients.* checks a Trees
-// step, the golden gpu digests the rest).
+// AccumulateGrad leads instead to an input of a round node. Parameters whose uses arrive in step
+// (a block's parameters, one use a depth) form a group; a group's round k takes each one's k-th
+// use (in the engine's order: the last depth first) and adds them to the sums so far in one
+// multi-tensor launch (a foreach add), then hands the sums to round k + 1, the last round to the
+// parameters. The engine adds the gradients in the order its consumers run,
+// highest sequence number first among those ready; the rounds take them in that order too
+// (sequence number, then edge), so they are the engine's sums bit for bit wherever the
+// consumers ran in it (GpuGradients.* checks a Trees step, the golden gpu digests the rest). A
+// round runs once its uses have arrived, so a parameter's gradients are held about a depth
+// each (until 2026-11-28 one node summed them all at the end of backward, holding every use's:
+// 7 extra copies of the shared blocks' parameters at the paper's 8 depths).
 #include <algorithm>
 #include <memory>
 #include <tuple>
@@ -35,32 +38,35 @@ using torch::autograd::Edge;
 using torch::autograd::Node;
 using torch::autograd::variable_list;
 
-// One input a use of a shared parameter, one output a parameter (its AccumulateGrad).
+// Round k of a group's sums (below: parameters whose uses arrive in step): its inputs are each
+// parameter's sum so far (from round k − 1; none in round 0), then each one's k-th use's
+// gradient; its outputs each parameter's sum with that use added, for round k + 1 or, after the
+// last round, for the parameter's AccumulateGrad. The engine runs a round as soon as its inputs
+// have arrived (its sequence number is above the model's nodes'), so a parameter's gradients are
+// held a round or two, not all until backward ends.
 class SharedGradientSum : public Node {
  public:
-  // uses[p]: parameter p's inputs, in the order the engine would have added them.
-  explicit SharedGradientSum(std::vector<std::vector<size_t>> uses) : uses_(std::move(uses)) {}
+  SharedGradientSum(size_t params, bool first) : params_(params), first_(first) {}
 
   std::string name() const override { return "htm::SharedGradientSum"; }
 
   variable_list apply(variable_list&& grads) override {
-    variable_list sums(uses_.size());
-    size_t rounds = 0;
-    for (const auto& u : uses_) rounds = std::max(rounds, u.size());
-    for (size_t k = 0; k < rounds; ++k) {
-      std::vector<size_t> owners;
-      std::vector<at::Tensor> left, right;
-      for (size_t p = 0; p < uses_.size(); ++p) {
-        if (k >= uses_[p].size()) continue;
-        at::Tensor& g = grads[uses_[p][k]];
-        if (!g.defined()) continue;  // a consumer that gave this input no gradient
-        if (!sums[p].defined()) {
-          sums[p] = std::move(g);
-          continue;
-        }
-        owners.push_back(p), left.push_back(sums[p]), right.push_back(g);
+    variable_list sums(params_);
+    const size_t offset = first_ ? 0 : params_;
+    if (!first_)
+      for (size_t p = 0; p < params_; ++p) sums[p] = std::move(grads[p]);
+    std::vector<size_t> owners;
+    std::vector<at::Tensor> left, right;
+    for (size_t p = 0; p < params_; ++p) {
+      at::Tensor& g = grads[offset + p];
+      if (!g.defined()) continue;  // a consumer that gave this input no gradient
+      if (!sums[p].defined()) {
+        sums[p] = std::move(g);
+        continue;
       }
-      if (owners.empty()) continue;
+      owners.push_back(p), left.push_back(sums[p]), right.push_back(g);
+    }
+    if (!owners.empty()) {
       auto added = at::_foreach_add(left, right);  // out of place: a gradient may be shared
       for (size_t i = 0; i < owners.size(); ++i) sums[owners[i]] = std::move(added[i]);
     }
@@ -68,7 +74,8 @@ class SharedGradientSum : public Node {
   }
 
  private:
-  std::vector<std::vector<size_t>> uses_;
+  size_t params_;
+  bool first_;
 };
 
 thread_local bool g_at_once = true;
@@ -115,28 +122,75 @@ int64_t sum_shared_gradients_at_once(const at::Tensor& root) {
   if (shared.empty()) return 0;
 
   // The engine's order of arrival: consumers by sequence number, highest first, then by edge.
-  std::vector<std::vector<size_t>> slots(shared.size());
-  std::vector<std::pair<Use, size_t>> inputs;  // each input's use and its parameter
-  for (size_t p = 0; p < shared.size(); ++p) {
-    auto& u = uses[shared[p]];
+  for (Node* leaf : shared) {
+    auto& u = uses[leaf];
     std::stable_sort(u.begin(), u.end(), [](const Use& a, const Use& b) {
       return std::make_tuple(-static_cast<int64_t>(a.consumer->sequence_nr()), a.edge) <
              std::make_tuple(-static_cast<int64_t>(b.consumer->sequence_nr()), b.edge);
     });
-    for (const Use& use : u) slots[p].push_back(inputs.size()), inputs.emplace_back(use, p);
   }
-  torch::autograd::edge_list next;
-  for (Node* leaf : shared) next.emplace_back(leaf->shared_from_this(), 0);
-  auto sum = std::make_shared<SharedGradientSum>(std::move(slots));
-  sum->set_next_edges(std::move(next));
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const auto& [use, p] = inputs[i];
-    sum->add_input_metadata(static_cast<AccumulateGrad*>(shared[p])->variable);
-    // Assigned in place: set_next_edge() would renumber a node that already has parents. The
-    // topological numbers only prune a backward given its inputs, which this step never is.
-    use.consumer->next_edges()[use.edge] = Edge(sum, static_cast<uint32_t>(i));
+  // Parameters whose uses arrive in step, each round's before the next's (a block's, one use a
+  // depth), are summed together: a group's round k holds the k-th uses of its parameters alone,
+  // so it runs as soon as that depth's backward has given them, not once every parameter's k-th
+  // use has come (the decoder's blocks' would wait for the encoder's).
+  struct Group {
+    std::vector<size_t> members;
+    std::vector<uint64_t> lo, hi;  // each round's uses' sequence numbers
+  };
+  std::vector<Group> groups;
+  auto seq = [&](size_t p, size_t k) { return uses[shared[p]][k].consumer->sequence_nr(); };
+  for (size_t p = 0; p < shared.size(); ++p) {
+    const size_t u = uses[shared[p]].size();
+    bool placed = false;
+    for (Group& g : groups) {
+      if (g.lo.size() != u) continue;
+      std::vector<uint64_t> lo = g.lo, hi = g.hi;
+      bool in_step = true;
+      for (size_t k = 0; k < u; ++k) {
+        lo[k] = std::min(lo[k], seq(p, k)), hi[k] = std::max(hi[k], seq(p, k));
+        if (k > 0 && lo[k - 1] <= hi[k]) in_step = false;
+      }
+      if (!in_step) continue;
+      g.members.push_back(p), g.lo = std::move(lo), g.hi = std::move(hi);
+      placed = true;
+      break;
+    }
+    if (placed) continue;
+    Group g{{p}, {}, {}};
+    for (size_t k = 0; k < u; ++k) g.lo.push_back(seq(p, k)), g.hi.push_back(seq(p, k));
+    groups.push_back(std::move(g));
   }
-  return static_cast<int64_t>(inputs.size() - shared.size());
+  // A group's rounds are made last first, each one's outputs leading to the next (the last's to
+  // the parameters).
+  int64_t saved = 0;
+  for (const Group& g : groups) {
+    const size_t n = g.members.size();
+    auto variable = [&](size_t i) -> const at::Tensor& {
+      return static_cast<AccumulateGrad*>(shared[g.members[i]])->variable;
+    };
+    std::shared_ptr<Node> after;
+    for (size_t k = g.lo.size(); k-- > 0;) {
+      auto round = std::make_shared<SharedGradientSum>(n, k == 0);
+      torch::autograd::edge_list next;
+      for (size_t i = 0; i < n; ++i)
+        next.emplace_back(after ? after : shared[g.members[i]]->shared_from_this(),
+                          after ? static_cast<uint32_t>(i) : 0);
+      round->set_next_edges(std::move(next));
+      if (k > 0)
+        for (size_t i = 0; i < n; ++i) round->add_input_metadata(variable(i));
+      const uint32_t offset = k > 0 ? static_cast<uint32_t>(n) : 0;
+      for (size_t i = 0; i < n; ++i) {
+        round->add_input_metadata(variable(i));
+        const Use& use = uses[shared[g.members[i]]][k];
+        // Assigned in place: set_next_edge() would renumber a node that already has parents.
+        // The topological numbers only prune a backward given its inputs, which this step never is.
+        use.consumer->next_edges()[use.edge] = Edge(round, offset + static_cast<uint32_t>(i));
+      }
+      if (k > 0) saved += static_cast<int64_t>(n);
+      after = round;
+    }
+  }
+  return saved;
 }
 
 }  // namespace htm::gpu
