@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "commands/bench_gemm.h"
 #include "config/device.h"
 #include "config/experiment_config.h"
 #include "htm/error.h"
@@ -308,6 +310,39 @@ TEST(MemoryCensus, SubtractsWhatWasMadeBeforeAndFreedAndNamesThePhaseOfThePeak) 
   c10::reportMemoryUsageToProfiler(&made[0], kMiB, 0, 0, cpu);
   EXPECT_EQ(census.at_peak_among({&made[0], &earlier}), 0);
   EXPECT_EQ(census.at_peak_among({&made[0], &made[1]}), 4 * kMiB);
+}
+
+// htm bench's device timer: events on the GPU's stream around each call; off a GPU none, and why.
+TEST(DeviceTimer, OffAGpuThereIsNoDeviceTimeAndItSaysWhy) {
+  bench::DeviceTimer timer(torch::Device("cpu"));
+  timer.start();
+  auto x = torch::ones({64, 64}).mm(torch::ones({64, 64}));
+  timer.stop();
+  EXPECT_TRUE(timer.ms().empty());
+  EXPECT_EQ(timer.unavailable(), "not on a GPU");
+  (void)x;
+}
+
+TEST(DeviceTimerOnAGpu, TimesEachCallOnTheGpusStream) {
+  if (!cuda_usable()) GTEST_SKIP() << "skipped: this libtorch has no CUDA or sees no GPU";
+  const torch::Device gpu("cuda:0");
+  auto a = torch::randn({2048, 2048}, gpu);
+  bench::DeviceTimer timer(gpu);
+  std::vector<double> host;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    timer.start();
+    auto c = a.mm(a);
+    timer.stop();
+    torch::cuda::synchronize();
+    host.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const auto ms = timer.ms();
+  ASSERT_EQ(ms.size(), 3u) << timer.unavailable();
+  for (size_t i = 0; i < ms.size(); ++i) {
+    EXPECT_GT(ms[i], 0) << i;
+    EXPECT_LE(ms[i], host[i] + 0.5) << i;  // the GPU's span lies within the host's wait for it
+  }
 }
 
 }  // namespace

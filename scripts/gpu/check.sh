@@ -104,7 +104,7 @@ cuda=(--set 'runtime.device="cuda"')
 
 # 2. The kernels on the GPU against the CPU and their definitions.
 step "kernel tests on the GPU" kernels.log 120 "$BUILD/tests/htm_tests" \
-  --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*:StepGraph.*:EvalGraph*:LaterRead.*:DeviceAssignment.*:Resume.OnAGpu*:GpuGradients*:LaunchCount.*'
+  --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*:StepGraph.*:EvalGraph*:LaterRead.*:DeviceAssignment.*:Resume.OnAGpu*:GpuGradients*:LaunchCount.*:DeviceTimer*'
 
 # 3. The paper-size step: htm (gpu kernels) beside the official code, fp32 and bf16.
 # smi NAME COMMAND...: runs COMMAND while nvidia-smi samples the GPU's used memory (the whole
@@ -193,7 +193,7 @@ step "trees rloo_long cuda graph=on" runs.log 150 "$htm" run experiments/htm/pol
   --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" --quiet
 grep -hE "finished:|cuda graph:|\] time:" "$OUT/runs.log" | tee -a "$OUT/summary.txt"
 if [ "${HTM_QUICK:-0}" = 1 ]; then  # the bench table alone
-  grep -hE "^(summary|memory|launches|official|smi|graph) |^census .*(one eager step|before the step)" "$OUT/bench.log" |
+  grep -hE "^(summary|memory|gputime|launches|official|smi|graph) |^census .*(one eager step|before the step)" "$OUT/bench.log" |
     tee -a "$OUT/summary.txt"
   exit 0
 fi
@@ -231,7 +231,7 @@ fi
 [ -f "$OUT/runs.sqlite" ] && "$htm" runs --db "$OUT/runs.sqlite" >> "$OUT/runs.log" 2>&1
 step "reference port B=64" bench.log 150 python3 bench/reference/reference.py --device cuda --steps 10 --batch 64
 
-grep -hE "^(summary|memory|launches|reference|official|smi|graph) |^census .*(one eager step|before the step)" "$OUT/bench.log" |
+grep -hE "^(summary|memory|gputime|launches|reference|official|smi|graph) |^census .*(one eager step|before the step)" "$OUT/bench.log" |
   tee -a "$OUT/summary.txt"
 grep -E "tests passed|tests failed" "$OUT/unit.log" 2> /dev/null | tee -a "$OUT/summary.txt"
 grep -A20 "FAILED TEST\|The following tests FAILED" "$OUT/kernels.log" "$OUT/unit.log" 2> /dev/null | head -40 |

@@ -71,6 +71,8 @@ struct StepTiming {
   double before_mib = 0, forward_mib = 0, backward_mib = 0, optimizer_mib = 0;  ///< one more step, by phase
   double gpu_peak_mib = -1;       ///< on a GPU: the allocator's most allocated over the timed steps (-2: not built)
   double gpu_reserved_mib = 0;    ///< and the most it held (a CUDA graph's pool counts here, not above)
+  std::vector<double> device_ms;  ///< on a GPU: each timed step's own time there (events)
+  std::string device_ms_note;     ///< or why there is none
   std::string graphs;             ///< runtime.cuda_graph: what the graphs did (TrainStep::graph_summary)
   std::vector<double> losses;     ///< each timed step's loss
   std::vector<int64_t> launches;  ///< an eager step's ops that run work, by phase (LaunchCount)
@@ -133,7 +135,14 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
   }
   const c10::Device device = ex.device;
   if (device.is_cuda() && gpu_memory_stats_built()) reset_gpu_peak(device);
-  t.ms = time_ms(static_cast<int>(steps), step);
+  bench::DeviceTimer timer(device);
+  t.ms = time_ms(static_cast<int>(steps), [&] {
+    timer.start();
+    step();
+    timer.stop();
+  });
+  t.device_ms = timer.ms();
+  t.device_ms_note = timer.unavailable();
   t.losses.assign(losses.end() - static_cast<int64_t>(t.ms.size()), losses.end());
   if (device.is_cuda()) {
     const GpuPeaks peaks = gpu_peaks(device);
@@ -185,6 +194,12 @@ void memory_line(const std::string& what, const StepTiming& t) {
         what.c_str(), t.gpu_peak_mib, t.gpu_reserved_mib);
   else if (t.gpu_peak_mib == -2)
     std::printf("memory   %-28s GPU: not measured (this build has no CUDA allocator statistics)\n", what.c_str());
+  if (!t.device_ms.empty())
+    std::printf(
+        "gputime  %-28s the GPU's own time a step (events on its stream): median %.1f ms of %zu, the host's %.1f ms\n",
+        what.c_str(), median(t.device_ms), t.device_ms.size(), median(t.ms));
+  else if (t.gpu_peak_mib != -1)
+    std::printf("gputime  %-28s the GPU's own time: not measured (%s)\n", what.c_str(), t.device_ms_note.c_str());
   std::printf(
       "memory   %-28s resident MiB: %.0f before the step; peak %.0f in forward, %.0f in backward, "
       "%.0f in the optimiser\n",

@@ -2,7 +2,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <type_traits>
+#include <utility>
 
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/torch.h>
 
 #include "config/device.h"
@@ -24,6 +28,80 @@ double median(std::vector<double> v) {
 void synchronize() {
   static const bool cuda = cuda_usable();
   if (cuda) torch::cuda::synchronize();
+}
+
+namespace {
+
+// Whether this torch's c10::Event can tell the time between two (torch 2.x).
+template <class E, class = void>
+struct HasElapsedTime : std::false_type {};
+template <class E>
+struct HasElapsedTime<E, std::void_t<decltype(std::declval<const E&>().elapsedTime(std::declval<const E&>()))>>
+    : std::true_type {};
+
+template <class E>
+double elapsed_ms(const E& from, const E& to) {
+  if constexpr (HasElapsedTime<E>::value)
+    return from.elapsedTime(to);
+  else
+    throw Error("this torch's events cannot time (c10::Event::elapsedTime: torch 2.x)");
+}
+
+}  // namespace
+
+struct DeviceTimer::Events {
+  c10::Device device;
+  std::vector<std::pair<c10::Event, c10::Event>> calls;
+  c10::Event mark() {
+    c10::Event e(device.type(), c10::EventFlag::BACKEND_DEFAULT);  // CUDA: timing on
+    e.record(c10::impl::VirtualGuardImpl(device.type()).getStream(device));
+    return e;
+  }
+};
+
+DeviceTimer::DeviceTimer(const c10::Device& device) {
+  if (!device.is_cuda()) {
+    why_ = "not on a GPU";
+    return;
+  }
+  if (!HasElapsedTime<c10::Event>::value) {
+    why_ = "this torch's events cannot time (c10::Event::elapsedTime: torch 2.x)";
+    return;
+  }
+  events_ = std::make_unique<Events>(Events{device, {}});
+}
+
+DeviceTimer::~DeviceTimer() = default;
+
+void DeviceTimer::start() {
+  if (!events_) return;
+  try {
+    events_->calls.emplace_back(events_->mark(), c10::Event(events_->device.type()));
+  } catch (const std::exception& e) {
+    why_ = e.what(), events_.reset();
+  }
+}
+
+void DeviceTimer::stop() {
+  if (!events_ || events_->calls.empty()) return;
+  try {
+    events_->calls.back().second = events_->mark();
+  } catch (const std::exception& e) {
+    why_ = e.what(), events_.reset();
+  }
+}
+
+std::vector<double> DeviceTimer::ms() {
+  std::vector<double> out;
+  if (!events_) return out;
+  try {
+    synchronize();  // every event recorded has happened
+    for (const auto& [from, to] : events_->calls) out.push_back(elapsed_ms(from, to));
+  } catch (const std::exception& e) {
+    why_ = e.what(), events_.reset();
+    out.clear();
+  }
+  return out;
 }
 
 GemmRates gemm_rates(int64_t n, const c10::Device& device, int repeats) {

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include <c10/core/Device.h>
@@ -32,6 +34,27 @@ std::vector<double> time_ms(int repeats, F&& f) {
   }
   return ms;
 }
+
+/// The device's own time of each timed call (events recorded on its stream before and after),
+/// where the device and the torch can give it: CUDA events with timing, c10::Event::elapsedTime
+/// (torch 2.x). Elsewhere, or where the torch refuses, it is unavailable and says why.
+class DeviceTimer {
+ public:
+  explicit DeviceTimer(const c10::Device& device);
+  ~DeviceTimer();
+  DeviceTimer(const DeviceTimer&) = delete;
+  DeviceTimer& operator=(const DeviceTimer&) = delete;
+  void start();
+  void stop();
+  /// Each call's milliseconds (waits for the last event); empty when unavailable.
+  std::vector<double> ms();
+  const std::string& unavailable() const { return why_; }
+
+ private:
+  struct Events;
+  std::unique_ptr<Events> events_;
+  std::string why_;
+};
 
 /// GFLOP/s of an n×n×n product: htm::gemm (oneDNN's sgemm, what the model calls), torch::mm in
 /// fp32 and in bf16 (oneDNN's bf16 GEMM, on AMX where the CPU has it). Each rate is the median of
