@@ -53,10 +53,15 @@ void print_census(const std::string& what, const Census& c) {
   std::printf("\n");
   int64_t made = 0;
   for (const auto& site : c.sites) made += site.bytes;
+  const double before_mib =
+      c.gpu_before_mib >= 0 ? c.gpu_before_mib : (c.param_bytes + c.moment_bytes + c.old_grad_bytes) / kMiB;
   std::printf(
-      "census   %-28s one eager step's peak, in %s: %.1f MiB above where the step began; %.1f MiB of tensors it "
-      "made alive at once (of them, its own gradients %.1f MiB), ",
-      what.c_str(), phases[std::min(c.phase, 2)], c.peak / kMiB, made / kMiB, c.grads / kMiB);
+      "census   %-28s one eager step's peak, in %s: %.1f MiB above where the step began, %.1f MiB of tensors in "
+      "all (%s); %.1f MiB of tensors it made alive at once (of them, its own gradients %.1f MiB), ",
+      what.c_str(), phases[std::min(c.phase, 2)], c.peak / kMiB, before_mib + c.peak / kMiB,
+      c.gpu_before_mib >= 0 ? "with all the GPU had allocated before it"
+                            : "with the parameters, moments and last gradients before it",
+      made / kMiB, c.grads / kMiB);
   if (c.freed > 0)
     std::printf("less %.1f MiB made before it and freed by then", c.freed / kMiB);
   else
