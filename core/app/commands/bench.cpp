@@ -69,8 +69,9 @@ struct StepTiming {
   int64_t flops = 0;  ///< through htm::gemm in one step
   double peak_mib = 0;
   double before_mib = 0, forward_mib = 0, backward_mib = 0, optimizer_mib = 0;  ///< one more step, by phase
-  double gpu_peak_mib = -1;       ///< on a GPU: the allocator's most allocated over the timed steps (-2: not built)
-  double gpu_reserved_mib = 0;    ///< and the most it held (a CUDA graph's pool counts here, not above)
+  double gpu_peak_mib = -1;     ///< on a GPU: the allocator's most allocated over the timed steps (-2: not built)
+  double gpu_reserved_mib = 0;  ///< and the most it held (a CUDA graph's pool counts here, not above)
+  bool on_gpu = false;
   std::vector<double> device_ms;  ///< on a GPU: each timed step's own time there (events)
   std::string device_ms_note;     ///< or why there is none
   std::string graphs;             ///< runtime.cuda_graph: what the graphs did (TrainStep::graph_summary)
@@ -141,6 +142,7 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
     step();
     timer.stop();
   });
+  t.on_gpu = device.is_cuda();
   t.device_ms = timer.ms();
   t.device_ms_note = timer.unavailable();
   t.losses.assign(losses.end() - static_cast<int64_t>(t.ms.size()), losses.end());
@@ -198,7 +200,7 @@ void memory_line(const std::string& what, const StepTiming& t) {
     std::printf(
         "gputime  %-28s the GPU's own time a step (events on its stream): median %.1f ms of %zu, the host's %.1f ms\n",
         what.c_str(), median(t.device_ms), t.device_ms.size(), median(t.ms));
-  else if (t.gpu_peak_mib != -1)
+  else if (t.on_gpu)
     std::printf("gputime  %-28s the GPU's own time: not measured (%s)\n", what.c_str(), t.device_ms_note.c_str());
   std::printf(
       "memory   %-28s resident MiB: %.0f before the step; peak %.0f in forward, %.0f in backward, "
@@ -295,7 +297,8 @@ void scaling(const std::string& config_file, const std::vector<std::string>& ove
   auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
   // The portable sampler takes r = T/2 rounds of an arg-max over B×T² keys (T³ in all): it stops
   // at T = 1024, where T = 4096 would take an hour.
-  const bool portable = kernels() == Kernels::portable || (kernels() == Kernels::native && !native_kernels_built());
+  const auto probe = torch::empty({0});
+  const bool portable = !use_native(probe) && !use_gpu(probe);
   const int64_t largest = portable ? 1024 : 4096;
   for (int64_t T = 256; T <= largest; T *= 2) {
     auto logits = torch::randn({8, T, T});

@@ -43,18 +43,18 @@ Census take_census(TrainStep& train_step, const c10::Device& device, const std::
 void print_census(const std::string& what, const Census& c) {
   constexpr double kMiB = 1024.0 * 1024.0;
   static const char* const phases[] = {"forward", "backward", "the optimiser"};
+  const double kept_mib = (c.param_bytes + c.moment_bytes + c.old_grad_bytes) / kMiB;
   std::printf(
       "census   %-28s before the step: parameters %.1f MiB, their AdamW moments %.1f MiB, the last step's "
       "gradients %.1f MiB (dropped as the step begins)",
       what.c_str(), c.param_bytes / kMiB, c.moment_bytes / kMiB, c.old_grad_bytes / kMiB);
   if (c.gpu_before_mib >= 0)
     std::printf("; the GPU's allocated %.1f MiB in all (%.1f MiB else: workspaces, buffers, the batch)",
-                c.gpu_before_mib, c.gpu_before_mib - (c.param_bytes + c.moment_bytes + c.old_grad_bytes) / kMiB);
+                c.gpu_before_mib, c.gpu_before_mib - kept_mib);
   std::printf("\n");
   int64_t made = 0;
   for (const auto& site : c.sites) made += site.bytes;
-  const double before_mib =
-      c.gpu_before_mib >= 0 ? c.gpu_before_mib : (c.param_bytes + c.moment_bytes + c.old_grad_bytes) / kMiB;
+  const double before_mib = c.gpu_before_mib >= 0 ? c.gpu_before_mib : kept_mib;
   std::printf(
       "census   %-28s one eager step's peak, in %s: %.1f MiB above where the step began, %.1f MiB of tensors in "
       "all (%s); %.1f MiB of tensors it made alive at once (of them, its own gradients %.1f MiB), ",

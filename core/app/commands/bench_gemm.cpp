@@ -1,5 +1,6 @@
 #include "commands/bench_gemm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <type_traits>
@@ -32,6 +33,8 @@ void synchronize() {
 
 namespace {
 
+constexpr const char* kNoEventTiming = "this torch's events cannot time (c10::Event::elapsedTime: torch 2.x)";
+
 // Whether this torch's c10::Event can tell the time between two (torch 2.x).
 template <class E, class = void>
 struct HasElapsedTime : std::false_type {};
@@ -44,14 +47,14 @@ double elapsed_ms(const E& from, const E& to) {
   if constexpr (HasElapsedTime<E>::value)
     return from.elapsedTime(to);
   else
-    throw Error("this torch's events cannot time (c10::Event::elapsedTime: torch 2.x)");
+    throw Error(kNoEventTiming);
 }
 
 }  // namespace
 
 struct DeviceTimer::Events {
   c10::Device device;
-  std::vector<std::pair<c10::Event, c10::Event>> calls;
+  std::vector<c10::Event> starts, stops;
   c10::Event mark() {
     c10::Event e(device.type(), c10::EventFlag::BACKEND_DEFAULT);  // CUDA: timing on
     e.record(c10::impl::VirtualGuardImpl(device.type()).getStream(device));
@@ -65,10 +68,10 @@ DeviceTimer::DeviceTimer(const c10::Device& device) {
     return;
   }
   if (!HasElapsedTime<c10::Event>::value) {
-    why_ = "this torch's events cannot time (c10::Event::elapsedTime: torch 2.x)";
+    why_ = kNoEventTiming;
     return;
   }
-  events_ = std::make_unique<Events>(Events{device, {}});
+  events_ = std::make_unique<Events>(Events{device, {}, {}});
 }
 
 DeviceTimer::~DeviceTimer() = default;
@@ -76,16 +79,16 @@ DeviceTimer::~DeviceTimer() = default;
 void DeviceTimer::start() {
   if (!events_) return;
   try {
-    events_->calls.emplace_back(events_->mark(), c10::Event(events_->device.type()));
+    events_->starts.push_back(events_->mark());
   } catch (const std::exception& e) {
     why_ = e.what(), events_.reset();
   }
 }
 
 void DeviceTimer::stop() {
-  if (!events_ || events_->calls.empty()) return;
+  if (!events_) return;
   try {
-    events_->calls.back().second = events_->mark();
+    events_->stops.push_back(events_->mark());
   } catch (const std::exception& e) {
     why_ = e.what(), events_.reset();
   }
@@ -96,7 +99,8 @@ std::vector<double> DeviceTimer::ms() {
   if (!events_) return out;
   try {
     synchronize();  // every event recorded has happened
-    for (const auto& [from, to] : events_->calls) out.push_back(elapsed_ms(from, to));
+    for (size_t i = 0; i < std::min(events_->starts.size(), events_->stops.size()); ++i)
+      out.push_back(elapsed_ms(events_->starts[i], events_->stops[i]));
   } catch (const std::exception& e) {
     why_ = e.what(), events_.reset();
     out.clear();

@@ -17,6 +17,7 @@
 // each (until 2026-11-28 one node summed them all at the end of backward, holding every use's:
 // 7 extra copies of the shared blocks' parameters at the paper's 8 depths).
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <tuple>
 #include <unordered_map>
@@ -139,26 +140,23 @@ int64_t sum_shared_gradients_at_once(const at::Tensor& root) {
   };
   std::vector<Group> groups;
   auto seq = [&](size_t p, size_t k) { return uses[shared[p]][k].consumer->sequence_nr(); };
+  // With p added, round k's uses would span [lo, hi]: in step while each round stays above the next.
+  auto lo = [&](const Group& g, size_t p, size_t k) { return std::min(g.lo[k], seq(p, k)); };
+  auto hi = [&](const Group& g, size_t p, size_t k) { return std::max(g.hi[k], seq(p, k)); };
+  auto in_step = [&](const Group& g, size_t p) {
+    if (g.lo.size() != uses[shared[p]].size()) return false;
+    for (size_t k = 1; k < g.lo.size(); ++k)
+      if (lo(g, p, k - 1) <= hi(g, p, k)) return false;
+    return true;
+  };
   for (size_t p = 0; p < shared.size(); ++p) {
-    const size_t u = uses[shared[p]].size();
-    bool placed = false;
-    for (Group& g : groups) {
-      if (g.lo.size() != u) continue;
-      std::vector<uint64_t> lo = g.lo, hi = g.hi;
-      bool in_step = true;
-      for (size_t k = 0; k < u; ++k) {
-        lo[k] = std::min(lo[k], seq(p, k)), hi[k] = std::max(hi[k], seq(p, k));
-        if (k > 0 && lo[k - 1] <= hi[k]) in_step = false;
-      }
-      if (!in_step) continue;
-      g.members.push_back(p), g.lo = std::move(lo), g.hi = std::move(hi);
-      placed = true;
-      break;
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return in_step(g, p); });
+    if (g == groups.end()) {
+      const size_t u = uses[shared[p]].size();
+      g = groups.insert(groups.end(), Group{{}, std::vector<uint64_t>(u, UINT64_MAX), std::vector<uint64_t>(u, 0)});
     }
-    if (placed) continue;
-    Group g{{p}, {}, {}};
-    for (size_t k = 0; k < u; ++k) g.lo.push_back(seq(p, k)), g.hi.push_back(seq(p, k));
-    groups.push_back(std::move(g));
+    g->members.push_back(p);
+    for (size_t k = 0; k < g->lo.size(); ++k) g->lo[k] = lo(*g, p, k), g->hi[k] = hi(*g, p, k);
   }
   // A group's rounds are made last first, each one's outputs leading to the next (the last's to
   // the parameters).

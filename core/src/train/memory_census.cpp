@@ -45,7 +45,6 @@ struct MemoryCensus::State {
   }
   int64_t net() const { return live_bytes - freed_earlier; }
   void take_snapshot() {
-    snapshot.clear();
     snapshot.assign(live.begin(), live.end());
     snapshot_bytes = net();
     snapshot_freed_earlier = freed_earlier;
