@@ -25,11 +25,12 @@ void check_merges(int64_t leaves, const std::vector<Pair>& merges, const std::st
   std::vector<char> used(leaves + merges.size(), 0);
   for (size_t k = 0; k < merges.size(); ++k) {
     const int64_t node = leaves + static_cast<int64_t>(k);
-    const std::string at = what + " merge " + str(k) + " (node " + str(node) + ")";
-    if (merges[k][0] == merges[k][1]) throw Error(at + " merges node " + str(merges[k][0]) + " with itself");
+    // The message is made only for a merge that fails: scoring checks every tree it scores.
+    const auto at = [&] { return what + " merge " + str(k) + " (node " + str(node) + ")"; };
+    if (merges[k][0] == merges[k][1]) throw Error(at() + " merges node " + str(merges[k][0]) + " with itself");
     for (int64_t c : merges[k]) {
-      if (c < 0 || c >= node) throw Error(at + " uses node " + str(c) + ", which does not exist before it");
-      if (used[c]) throw Error(at + " uses node " + str(c) + ", which an earlier merge used");
+      if (c < 0 || c >= node) throw Error(at() + " uses node " + str(c) + ", which does not exist before it");
+      if (used[c]) throw Error(at() + " uses node " + str(c) + ", which an earlier merge used");
       used[c] = 1;
     }
   }

@@ -18,29 +18,30 @@ std::vector<MergeTree> merge_trees(const std::vector<MergeDecision>& decisions, 
     host.emplace_back(d.src.defined() ? d.src.to(torch::kCPU).contiguous() : at::Tensor(),   // host: scoring
                       d.dst.defined() ? d.dst.to(torch::kCPU).contiguous() : at::Tensor());  // host: scoring
   std::vector<MergeTree> trees(B);
+  std::vector<int64_t> node, next;
+  std::vector<char> dropped;
   for (int64_t b = 0; b < B; ++b) {
     MergeTree& tree = trees[b];
     tree.leaves = tokens;
-    std::vector<int64_t> node(tokens);  // node id of each token of the current population
+    node.resize(tokens);  // node id of each token of the current population
     for (int64_t i = 0; i < tokens; ++i) node[i] = i;
     for (size_t layer = 0; layer < decisions.size(); ++layer) {
       const auto& [all_src, all_dst] = host[layer];
       if (!all_src.defined() || all_src.size(1) == 0) continue;
-      auto src = all_src[b], dst = all_dst[b];
-      const int64_t r = src.size(0);
-      const int64_t* s = src.data_ptr<int64_t>();
-      const int64_t* t = dst.data_ptr<int64_t>();
-      std::vector<char> dropped(node.size(), 0);
+      const int64_t r = all_src.size(1);  // read through pointers: a tensor per sample costs more than the scan
+      const int64_t* s = all_src.data_ptr<int64_t>() + b * r;
+      const int64_t* t = all_dst.data_ptr<int64_t>() + b * r;
+      dropped.assign(node.size(), 0);
       for (int64_t k = 0; k < r; ++k) {
         tree.merges.push_back({node[s[k]], node[t[k]]});
         tree.layer.push_back(static_cast<int64_t>(layer) + 1);
         node[t[k]] = tokens + static_cast<int64_t>(tree.merges.size()) - 1;
         dropped[s[k]] = 1;
       }
-      std::vector<int64_t> next;
+      next.clear();
       for (size_t i = 0; i < node.size(); ++i)
         if (!dropped[i]) next.push_back(node[i]);
-      node = std::move(next);
+      node.swap(next);
     }
   }
   return trees;
