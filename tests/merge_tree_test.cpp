@@ -111,6 +111,39 @@ TEST(MergeTree, EmptySidesFollowTheDocumentedConventions) {
   EXPECT_THROW(cluster_scores(predicted(8, {{0, 1}}, {}), balanced8()), Error);  // no layer
 }
 
+// A balanced tree over 2^depth leaves, its leaves in `order`: each level merges neighbours.
+MergeTree balanced(int depth, const std::vector<int64_t>& order) {
+  std::vector<int64_t> level = order;
+  Merges merges;
+  for (int64_t next = static_cast<int64_t>(order.size()); level.size() > 1;) {
+    std::vector<int64_t> up;
+    for (size_t i = 0; i < level.size(); i += 2) merges.push_back({level[i], level[i + 1]}), up.push_back(next++);
+    level = up;
+  }
+  EXPECT_EQ(merges.size() + 1, size_t{1} << depth);
+  return tree_from_merges(static_cast<int64_t>(order.size()), merges);
+}
+
+TEST(MergeTree, ClusterScoresAtEveryTreeSize) {
+  // Leaves 0 and n − 1 swapped: the d − 1 sets below the root on each one's path are no longer
+  // true, the other n − 2 − 2(d − 1) are. Up to 64 leaves the sets are bit masks (64: all bits
+  // set at the root), above it sets of leaf lists: both score alike.
+  for (int depth : {2, 4, 6, 7}) {
+    const int64_t n = int64_t{1} << depth;
+    std::vector<int64_t> order(n);
+    for (int64_t i = 0; i < n; ++i) order[i] = i;
+    const MergeTree truth = balanced(depth, order);
+    std::swap(order.front(), order.back());
+    const double right = static_cast<double>(n - 2 - 2 * (depth - 1)) / static_cast<double>(n - 2);
+    SCOPED_TRACE(n);
+    expect_scores(cluster_scores(balanced(depth, order), truth), right, right, right);
+    expect_scores(cluster_scores(truth, truth), 1, 1, 1);
+    // The leaf pairs: the two that held leaf 0 or n − 1 are lost, n/2 − 2 of n/2 kept.
+    const double pairs = static_cast<double>(n / 2 - 2) / static_cast<double>(n / 2);
+    expect_scores(sibling_scores(balanced(depth, order), truth), pairs, pairs, pairs);
+  }
+}
+
 TEST(MergeTree, CaterpillarTruth) {
   // True sets {0,1} {0,1,2} {0,1,2,3} {0..4} (root {0..5} left out); true pair (0,1).
   const MergeTree truth = caterpillar6();

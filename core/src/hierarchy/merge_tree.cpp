@@ -93,6 +93,37 @@ std::set<std::vector<int64_t>> clusters(const MergeTree& t) {
   return out;
 }
 
+// The same leaf sets as bit masks, sorted, where a tree has at most 64 leaves (all htm's data
+// make): an evaluation scores every sample of every batch, and a set of vectors a tree was most
+// of its time.
+std::vector<uint64_t> cluster_masks(const MergeTree& t) {
+  std::vector<uint64_t> under(t.merges.size()), out;
+  const uint64_t all = t.leaves == 64 ? ~uint64_t{0} : (uint64_t{1} << t.leaves) - 1;
+  const auto mask = [&](int64_t c) { return c < t.leaves ? uint64_t{1} << c : under[c - t.leaves]; };
+  for (size_t k = 0; k < t.merges.size(); ++k) {
+    under[k] = mask(t.merges[k][0]) | mask(t.merges[k][1]);
+    if (under[k] != all) out.push_back(under[k]);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// The elements two sorted, duplicate-free vectors share.
+template <class T>
+size_t common_sorted(const std::vector<T>& a, const std::vector<T>& b) {
+  size_t n = 0;
+  for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    if (a[i] < b[j])
+      ++i;
+    else if (b[j] < a[i])
+      ++j;
+    else
+      ++n, ++i, ++j;
+  }
+  return n;
+}
+
 // Unbiased draw in [0, bound), written out so a seed gives the same tree with any standard library.
 uint64_t below(uint64_t bound, std::mt19937_64& rng) {
   const uint64_t threshold = (0 - bound) % bound;  // 2^64 mod bound: the biased low values
@@ -227,18 +258,27 @@ MergeTree tree_from_merges(int64_t leaves, const std::vector<std::array<int64_t,
 Scores sibling_scores(const MergeTree& predicted, const MergeTree& truth) {
   check_same_leaves(predicted, truth);
   const int64_t n = truth.leaves;
-  std::set<Pair> pred, real;
+  std::vector<Pair> pred, real;  // sorted and without repeats: sets
   for (size_t k = 0; k < predicted.merges.size(); ++k) {
     const Pair p = predicted.merges[k];
-    if (predicted.layer[k] == 1 && p[0] < n && p[1] < n) pred.insert(unordered(p));
+    if (predicted.layer[k] == 1 && p[0] < n && p[1] < n) pred.push_back(unordered(p));
   }
   for (const Pair& p : truth.merges)
-    if (p[0] < n && p[1] < n) real.insert(unordered(p));
-  return score(common(pred, real), pred.size(), real.size());
+    if (p[0] < n && p[1] < n) real.push_back(unordered(p));
+  for (auto* pairs : {&pred, &real}) {
+    std::sort(pairs->begin(), pairs->end());
+    pairs->erase(std::unique(pairs->begin(), pairs->end()), pairs->end());
+  }
+  return score(common_sorted(pred, real), pred.size(), real.size());
 }
 
 Scores cluster_scores(const MergeTree& predicted, const MergeTree& truth) {
   check_same_leaves(predicted, truth);
+  if (truth.leaves <= 64) {
+    const auto pred = cluster_masks(predicted), real = cluster_masks(truth);
+    if (pred.empty() && real.empty()) return {1.0, 1.0, 1.0};
+    return score(common_sorted(pred, real), pred.size(), real.size());
+  }
   const auto pred = clusters(predicted), real = clusters(truth);
   if (pred.empty() && real.empty()) return {1.0, 1.0, 1.0};
   return score(common(pred, real), pred.size(), real.size());
