@@ -2,7 +2,8 @@
 # The checks a CUDA machine must pass (docs/gpu.md), in one script, most needed first:
 #   - build htm against the machine's libtorch (a CUDA one) without the native CPU kernels;
 #   - the kernel tests on the GPU (CudaKernels.*, GpuKernels.*, PortableKernels.*, StepGraph.*,
-#     DeviceAssignment.*, and a run resumed on the GPU with graphs: Resume.OnAGpu*);
+#     DeviceAssignment.*, and a run resumed on the GPU with graphs: Resume.OnAGpu*); which fused
+#     attention torch runs for htm's shapes, and what it keeps (scripts/gpu/sdpa_probe.py);
 #   - `htm bench` at the paper's size on cuda, B = 64 and 8, fp32 eager and replayed from a CUDA
 #     graph (runtime.cuda_graph), bf16 replayed, with the GPU's peak allocated memory, beside the
 #     paper's official code (HTM_OFFICIAL) on the same GPU; the replays' losses against eager steps;
@@ -24,7 +25,8 @@
 #                 quickstart is skipped and the tests that read it skip themselves
 #   HTM_OFFICIAL  a Python script that times the paper's official code's training step
 #                 (`--device cuda --batch B --steps N`, printing a line `official B=… median_ms=…
-#                 peak_alloc_mib=…`); none is committed here (docs/gpu.md says how it was run)
+#                 peak_alloc_mib=…`): bench/official/time_official.py, which reads the official
+#                 code from HTM_OFFICIAL_SOURCE or .official/ (scripts/gpu/prepare.sh puts it there)
 #   HTM_BUDGET    seconds for the whole script (0: none): a step that cannot finish in what is
 #                 left runs under a shorter limit, or is skipped below 20 s
 #   HTM_QUICK     1: only the build, the kernel tests, the bench table beside the official code,
@@ -32,6 +34,10 @@
 #                 replayed, one run with graphs)
 #   JOBS          build and test jobs (default: every core)
 #   HTM_BUILD_DIR the build folder (default: build-gpu)
+#   HTM_REHEARSE  1: the same steps on a machine without a GPU, to find the script's own faults
+#                 before a lease (docs/gpu.md): runtime.device "cpu" with the gpu kernels, CUDA
+#                 graphs "eager" (the graphs' draws, no graph), 2 timed steps a bench, shorter runs,
+#                 the official code on the CPU; no nvidia-smi. Its figures are not a GPU's
 #   HTM_COMMIT    the commit the working tree is, for environment.txt: a copy of the tree (the
 #                 device tool's) can carry a .git that lags it, and `git log` then names an older
 #                 commit; pass HTM_COMMIT=$(git rev-parse HEAD) from the checkout it was copied from
@@ -42,6 +48,7 @@ JOBS=${JOBS:-$(nproc)}
 BUILD=${HTM_BUILD_DIR:-build-gpu}
 BUDGET=${HTM_BUDGET:-0}
 FASHION=${HTM_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+REHEARSE=${HTM_REHEARSE:-0}
 : > "$OUT/summary.txt"
 
 # step NAME LOG SECONDS COMMAND...: runs COMMAND with a time limit, appending to OUT/LOG.
@@ -101,10 +108,24 @@ step build build.log 1800 cmake --build "$BUILD" -j "$JOBS" || {
 }
 htm=$BUILD/htm
 cuda=(--set 'runtime.device="cuda"')
+graph=(--set 'runtime.cuda_graph="on"')
+device=cuda steps=10 shorter=() smaller=()
+if [ "$REHEARSE" = 1 ]; then  # the GPU's steps on the CPU: the same ops, no graph
+  cuda=(--set 'runtime.device="cpu"' --set 'runtime.kernels="gpu"')
+  graph=(--set 'runtime.cuda_graph="eager"')
+  device=cpu steps=2 shorter=(--set 'train.epochs=1' --set 'train.train_samples=1024' --set 'train.eval_samples=512')
+  smaller=(--set 'train.batch_size=2')  # the last setting of a key wins: the paper's size at B = 2
+  echo "REHEARSAL: on the CPU, no GPU figure" | tee -a "$OUT/summary.txt"
+fi
 
 # 2. The kernels on the GPU against the CPU and their definitions.
 step "kernel tests on the GPU" kernels.log 120 "$BUILD/tests/htm_tests" \
   --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*:StepGraph.*:EvalGraph*:LaterRead.*:DeviceAssignment.*:Resume.OnAGpu*:GpuGradients*:LaunchCount.*:DeviceTimer*'
+
+# Which fused attention torch runs for htm's attention at the paper's size (memory-efficient, or
+# the math path that keeps the weights and their dropout mask), and what each keeps: bench.log.
+step "sdpa probe" bench.log 60 python3 scripts/gpu/sdpa_probe.py --device "$device" \
+  --batch "$([ "$REHEARSE" = 1 ] && echo 2 || echo 8)"
 
 # 3. The paper-size step: htm (gpu kernels) beside the official code, fp32 and bf16.
 # smi NAME COMMAND...: runs COMMAND while nvidia-smi samples the GPU's used memory (the whole
@@ -112,6 +133,7 @@ step "kernel tests on the GPU" kernels.log 120 "$BUILD/tests/htm_tests" \
 smi() {
   local name=$1 pid rc
   shift
+  command -v nvidia-smi > /dev/null || { "$@"; return; }
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 > "$OUT/smi.tmp" 2> /dev/null &
   pid=$!
   "$@"
@@ -122,18 +144,27 @@ smi() {
   rm -f "$OUT/smi.tmp"
   return $rc
 }
-bench() { smi "$1" step "$1" bench.log 150 "$htm" bench --steps 10 --step-only "${cuda[@]}" "${@:2}"; }
+bench() { smi "$1" step "$1" bench.log 150 "$htm" bench --steps "$steps" --step-only "${cuda[@]}" "${@:2}" "${smaller[@]}"; }
 official() {
   [ -n "${HTM_OFFICIAL:-}" ] || return 0
-  smi "official B=$1" step "official code B=$1" bench.log 150 python3 "$HTM_OFFICIAL" --device cuda --batch "$1" \
-    --steps 10
+  smi "official B=$1" step "official code B=$1" bench.log 150 python3 "$HTM_OFFICIAL" --device "$device" \
+    --batch "$([ "$REHEARSE" = 1 ] && echo 2 || echo "$1")" \
+    --steps "$steps"
 }
-graph=(--set 'runtime.cuda_graph="on"')
 for B in 64 8; do
   bench "htm bench cuda fp32 B=$B" --set "train.batch_size=$B" --census  # what holds the memory (bench.log)
   bench "htm bench cuda fp32 graph B=$B" --set "train.batch_size=$B" "${graph[@]}"
   official "$B"
   bench "htm bench cuda bf16 graph B=$B" --set "train.batch_size=$B" --set 'runtime.precision="bf16"' "${graph[@]}"
+done
+# The caching allocator's own share of "allocated": it rounds each block up and gives a large
+# block whole when what would be left is under 1 MiB; with expandable segments it splits any
+# block (the `requested` line on each bench says what the tensors asked for). Eager at B = 8 and
+# 64 with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, against the first two benches above.
+for B in 8 64; do
+  smi "htm bench cuda fp32 expandable B=$B" step "htm bench cuda fp32 expandable B=$B" bench.log 150 \
+    env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$htm" bench --steps "$steps" --step-only "${cuda[@]}" \
+    --set "train.batch_size=$B" "${smaller[@]}"
 done
 # The captured sampler's rounds capped at 32 (lease 5 ran 4 log2 T: 32, 28, 24, ... at most T/2,
 # enough for this untrained model's near-random logits), against the floor(T/2) of the default,
@@ -176,10 +207,12 @@ EOF
 # in runs.log.
 if [ -f "$FASHION/train-images-idx3-ubyte.gz" ]; then
   for g in on off; do
+    mode=$g
+    [ "$REHEARSE" = 1 ] && [ "$g" = on ] && mode=eager
     step "quickstart cuda graph=$g" runs.log 120 "$htm" run experiments/quickstart.toml -s 0 --tag "graph=$g" \
-      --set "runtime.cuda_graph=\"$g\"" --set "runtime.results=\"$OUT/graphs.sqlite\"" \
+      --set "runtime.cuda_graph=\"$mode\"" --set "runtime.results=\"$OUT/graphs.sqlite\"" \
       --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" --set "dataset.root=\"$FASHION\"" \
-      --set 'train.train_samples=10000' --quiet
+      --set 'train.train_samples=10000' "${shorter[@]}" --quiet
   done
 fi
 # Trees rloo_long on cuda with graphs, one seed (the point-set matching on the device since
@@ -190,17 +223,17 @@ bench "htm bench cuda trees eager" "${trees[@]}"
 bench "htm bench cuda trees graph" "${trees[@]}" "${graph[@]}"
 step "trees rloo_long cuda graph=on" runs.log 150 "$htm" run experiments/htm/policy.toml --variant rloo_long -s 0 \
   --tag graph=on "${graph[@]}" --set "runtime.results=\"$OUT/graphs.sqlite\"" \
-  --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" --quiet
+  --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" "${shorter[@]}" --quiet
 grep -hE "finished:|cuda graph:|\] time:" "$OUT/runs.log" | tee -a "$OUT/summary.txt"
 if [ "${HTM_QUICK:-0}" = 1 ]; then  # the bench table alone
-  grep -hE "^(summary|memory|gputime|launches|official|smi|graph) |^census .*(one eager step|before the step)" "$OUT/bench.log" |
+  grep -hE "^(summary|memory|gputime|launches|official|smi|graph|sdpa) |^census .*(one eager step|before the step)" "$OUT/bench.log" |
     tee -a "$OUT/summary.txt"
   exit 0
 fi
 
 # 4. Where one B = 64 step spends its time; the portable kernels on the same GPU (the before).
-if step "profile B=64" bench.log 120 "$htm" bench --steps 3 --step-only "${cuda[@]}" --set 'train.batch_size=64' \
-  --profile "$OUT/profile.json"; then
+if step "profile B=64" bench.log 120 "$htm" bench --steps "$((steps < 3 ? steps : 3))" --step-only "${cuda[@]}" --set 'train.batch_size=64' \
+  "${smaller[@]}" --profile "$OUT/profile.json"; then
   python3 - "$OUT/profile.json" > "$OUT/profile-top.txt" << 'EOF'
 import collections, json, sys
 events = json.load(open(sys.argv[1]))
@@ -223,15 +256,17 @@ step "unit tests" unit.log 300 ctest --test-dir "$BUILD" -L unit -j "$JOBS" -E '
 # 6. Whole runs on cuda: 3 seeds each, at once on the one GPU (--jobs 3).
 results=(--set "runtime.results=\"$OUT/runs.sqlite\"" --set 'runtime.artifacts="/tmp/htm-gpu-runs"')
 step "trees rloo_long cuda graph x3" runs.log 300 "$htm" run experiments/htm/policy.toml --variant rloo_long \
-  -s 0 -s 1 -s 2 --jobs 3 "${results[@]}" "${cuda[@]}" "${graph[@]}" --quiet
+  -s 0 -s 1 -s 2 --jobs 3 "${results[@]}" "${cuda[@]}" "${graph[@]}" "${shorter[@]}" --quiet
 if [ -f "$FASHION/train-images-idx3-ubyte.gz" ]; then
   step "quickstart cuda graph x3" runs.log 300 "$htm" run experiments/quickstart.toml -s 0 -s 1 -s 2 --jobs 3 \
-    "${results[@]}" "${cuda[@]}" "${graph[@]}" --set "dataset.root=\"$FASHION\"" --set 'train.train_samples=10000' --quiet
+    "${results[@]}" "${cuda[@]}" "${graph[@]}" --set "dataset.root=\"$FASHION\"" --set 'train.train_samples=10000' \
+    "${shorter[@]}" --quiet
 fi
 [ -f "$OUT/runs.sqlite" ] && "$htm" runs --db "$OUT/runs.sqlite" >> "$OUT/runs.log" 2>&1
-step "reference port B=64" bench.log 150 python3 bench/reference/reference.py --device cuda --steps 10 --batch 64
+step "reference port B=64" bench.log 150 python3 bench/reference/reference.py --device "$device" --steps "$steps" \
+  --batch "$([ "$REHEARSE" = 1 ] && echo 2 || echo 64)"
 
-grep -hE "^(summary|memory|gputime|launches|reference|official|smi|graph) |^census .*(one eager step|before the step)" "$OUT/bench.log" |
+grep -hE "^(summary|memory|gputime|launches|reference|official|smi|graph|sdpa) |^census .*(one eager step|before the step)" "$OUT/bench.log" |
   tee -a "$OUT/summary.txt"
 grep -E "tests passed|tests failed" "$OUT/unit.log" 2> /dev/null | tee -a "$OUT/summary.txt"
 grep -A20 "FAILED TEST\|The following tests FAILED" "$OUT/kernels.log" "$OUT/unit.log" 2> /dev/null | head -40 |

@@ -69,8 +69,9 @@ struct StepTiming {
   int64_t flops = 0;  ///< through htm::gemm in one step
   double peak_mib = 0;
   double before_mib = 0, forward_mib = 0, backward_mib = 0, optimizer_mib = 0;  ///< one more step, by phase
-  double gpu_peak_mib = -1;     ///< on a GPU: the allocator's most allocated over the timed steps (-2: not built)
-  double gpu_reserved_mib = 0;  ///< and the most it held (a CUDA graph's pool counts here, not above)
+  double gpu_peak_mib = -1;       ///< on a GPU: the allocator's most allocated over the timed steps (-2: not built)
+  double gpu_reserved_mib = 0;    ///< and the most it held (a CUDA graph's pool counts here, not above)
+  double gpu_requested_mib = -1;  ///< and the most the tensors asked for (-1: this torch does not say)
   bool on_gpu = false;
   std::vector<double> device_ms;  ///< on a GPU: each timed step's own time there (events)
   std::string device_ms_note;     ///< or why there is none
@@ -150,6 +151,7 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
     const GpuPeaks peaks = gpu_peaks(device);
     t.gpu_peak_mib = gpu_memory_stats_built() ? peaks.allocated : -2;
     t.gpu_reserved_mib = peaks.reserved;
+    t.gpu_requested_mib = peaks.requested;
   }
   t.peak_mib = peak_rss_mib();
   if (!world) {  // one more step for the peak of each phase (the process's memory, libraries included)
@@ -189,12 +191,17 @@ void summary(const std::string& what, int64_t batch, int64_t T, const StepTiming
 // The resident memory around one step: before it, and the peak of each phase; on a GPU, the
 // memory allocated there.
 void memory_line(const std::string& what, const StepTiming& t) {
-  if (t.gpu_peak_mib >= 0)
+  if (t.gpu_peak_mib >= 0) {
     std::printf(
         "memory   %-28s GPU: peak %.1f MiB allocated, %.1f MiB reserved over the timed steps (the caching "
         "allocator's)\n",
         what.c_str(), t.gpu_peak_mib, t.gpu_reserved_mib);
-  else if (t.gpu_peak_mib == -2)
+    if (t.gpu_requested_mib >= 0)
+      std::printf(
+          "memory   %-28s GPU: peak %.1f MiB requested by the tensors (allocated less the allocator's rounding "
+          "and the blocks it gave whole)\n",
+          what.c_str(), t.gpu_requested_mib);
+  } else if (t.gpu_peak_mib == -2)
     std::printf("memory   %-28s GPU: not measured (this build has no CUDA allocator statistics)\n", what.c_str());
   if (!t.device_ms.empty())
     std::printf(

@@ -38,6 +38,17 @@ bool gpu_memory_stats_built() { return HTM_CUDA_STATS != 0; }
 #if HTM_CUDA_STATS
 namespace {
 c10::DeviceIndex index_of(const c10::Device& device) { return device.has_index() ? device.index() : 0; }
+
+// The most bytes requested, where this torch's DeviceStats counts them (requested_bytes: 2.1 and
+// later); -1 before.
+template <class Stats>
+auto requested_peak(const Stats& stats, int) -> decltype(static_cast<double>(stats.requested_bytes[0].peak)) {
+  return static_cast<double>(stats.requested_bytes[0].peak);
+}
+template <class Stats>
+double requested_peak(const Stats&, long) {
+  return -1;
+}
 }  // namespace
 
 void reset_gpu_peak(const c10::Device& device) {
@@ -48,9 +59,10 @@ GpuPeaks gpu_peaks(const c10::Device& device) {
   if (!device.is_cuda()) return {};
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_of(device));
   constexpr double kMiB = 1024.0 * 1024.0;  // [0]: all pools
+  const double requested = requested_peak(stats, 0);
   return {static_cast<double>(stats.allocated_bytes[0].peak) / kMiB,
           static_cast<double>(stats.reserved_bytes[0].peak) / kMiB,
-          static_cast<double>(stats.allocated_bytes[0].current) / kMiB};
+          static_cast<double>(stats.allocated_bytes[0].current) / kMiB, requested < 0 ? -1 : requested / kMiB};
 }
 #else
 void reset_gpu_peak(const c10::Device&) {}

@@ -31,6 +31,9 @@ struct GpuPeaks {
   double allocated = 0;  ///< in tensors (what torch.cuda.max_memory_allocated reports)
   double reserved = 0;   ///< held by the allocator: cached blocks and a CUDA graph's pool too
   double now = 0;        ///< allocated in tensors now (torch.cuda.memory_allocated)
+  /// the most the tensors asked for (torch 2.1 and later; -1 before): allocated less the
+  /// allocator's rounding and the blocks it gave whole rather than split
+  double requested = -1;
 };
 GpuPeaks gpu_peaks(const c10::Device& device);
 
