@@ -24,6 +24,19 @@
 #include "kernels/portable.h"
 #include "kernels/precision.h"
 
+#if HTM_CUDA_MATCHING
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <cstdlib>
+
+#include "kernels/greedy_matching.h"
+
+// greedy_matching.cu (nvcc): the matching in one launch, queued on `stream`; a cudaError_t.
+extern "C" int htm_cuda_greedy_pairs(const float* logits, const float* noise, int64_t B, int64_t T, int64_t r,
+                                     int64_t* src, int64_t* dst, void* stream);
+#endif
+
 namespace htm::gpu {
 
 namespace {
@@ -193,6 +206,26 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
   const int64_t B = logits.size(0), T = logits.size(1);
   if (T > (int64_t{1} << 15)) throw Error("sample_disjoint_pairs: more than 32768 tokens");
   const auto longs = logits.options().dtype(torch::kLong);
+#if HTM_CUDA_MATCHING
+  // On a GPU, the same pairs in one launch (greedy_matching.cu; tested against these rounds by
+  // GreedyMatching.* on the CPU, CudaKernels.* on a GPU). HTM_CUDA_MATCHING=0 keeps the rounds.
+  static const bool kernel_wanted = [] {
+    const char* env = std::getenv("HTM_CUDA_MATCHING");
+    return env == nullptr || std::string(env) != "0";
+  }();
+  if (kernel_wanted && logits.is_cuda() && T <= greedy::kMaxTokens && r <= T / 2 &&
+      logits.scalar_type() == torch::kFloat && noise.scalar_type() == torch::kFloat) {
+    const c10::cuda::CUDAGuard guard(logits.device());
+    const auto l = logits.contiguous(), n = noise.to(logits.device()).contiguous();
+    auto src = torch::empty({B, r}, longs), dst = torch::empty({B, r}, longs);
+    const int error = htm_cuda_greedy_pairs(l.data_ptr<float>(), n.data_ptr<float>(), B, T, r, src.data_ptr<int64_t>(),
+                                            dst.data_ptr<int64_t>(), c10::cuda::getCurrentCUDAStream().stream());
+    if (error != 0)
+      throw Error("the pair sampler's CUDA kernel did not launch (CUDA error " + std::to_string(error) + ")");
+    if (rounds != nullptr) *rounds = 0;  // inside the kernel: not read back
+    return {src, dst};
+  }
+#endif
   // Every ordered pair's rank as one int64, larger = taken first by the greedy rule: a finite key
   // beats any pair whose key is −∞ (those go by noise alone), then the key's value (its float
   // bits made order-preserving), then the lower flat index (the portable arg-max's first).

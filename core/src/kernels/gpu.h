@@ -130,7 +130,8 @@ std::pair<at::Tensor, at::Tensor> sample_disjoint_pairs(const at::Tensor& logits
 /// The first r pairs the greedy rule takes (the best key among pairs of unused tokens, key =
 /// logit + noise; where every such key is −∞, the best noise), found as a greedy matching in
 /// rounds of mutual best pairs and ordered by key. `rounds`, if given, receives the number of
-/// rounds it took.
+/// rounds it took (0 where the CUDA kernel ran them: a CUDA tensor, where nvcc built
+/// greedy_matching.cu, T ≤ 1024, float keys; HTM_CUDA_MATCHING=0 keeps the rounds here).
 std::pair<at::Tensor, at::Tensor> match_pairs(const at::Tensor& logits, const at::Tensor& noise, int64_t r,
                                               int64_t* rounds = nullptr);
 

@@ -1,0 +1,47 @@
+// The pair sampler's greedy matching on a GPU in one launch (kernels/greedy_matching.h): a block a
+// sample, its tokens' state in shared memory, the rounds of mutual best pairs run inside the
+// kernel until one matches nothing (no read-back, so a CUDA graph captures it whole), then the
+// r best pairs written in greedy's order. Compiled by nvcc where CMake finds one and a probe of
+// this file compiles (core/CMakeLists.txt, HTM_CUDA_MATCHING); gpu::match_pairs calls it for
+// CUDA tensors, else its rounds in torch ops. No torch header here: the caller passes the stream.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/greedy_matching.h"
+
+namespace {
+
+__global__ void greedy_pairs_kernel(const float* logits, const float* noise, int64_t T, int64_t r, int64_t* src,
+                                    int64_t* dst) {
+  extern __shared__ __align__(8) unsigned char shared[];
+  const htm::greedy::Rows rows = htm::greedy::carve(shared, T);
+  const int64_t b = blockIdx.x;
+  const float* L = logits + b * T * T;
+  const float* N = noise + b * T * T;
+  for (int64_t i = threadIdx.x; i < T; i += blockDim.x) htm::greedy::start(rows, i);
+  __syncthreads();
+  for (;;) {
+    for (int64_t i = threadIdx.x; i < T; i += blockDim.x) htm::greedy::best_partner(L, N, T, i, rows);
+    __syncthreads();
+    int found = 0;
+    for (int64_t i = threadIdx.x; i < T; i += blockDim.x) found |= htm::greedy::take_mutual(i, rows) ? 1 : 0;
+    if (!__syncthreads_or(found)) break;  // also the barrier before the next round reads `alive`
+  }
+  for (int64_t i = threadIdx.x; i < T; i += blockDim.x) htm::greedy::emit(T, r, i, rows, src + b * r, dst + b * r);
+}
+
+}  // namespace
+
+/// src, dst (B×r int64, on the device) = the r pairs greedy takes first from B×T×T float logits
+/// and noise (contiguous, on the device), queued on `stream` (a cudaStream_t). T ≤
+/// htm::greedy::kMaxTokens, r ≤ ⌊T/2⌋. Returns the launch's cudaError_t (0: queued).
+extern "C" int htm_cuda_greedy_pairs(const float* logits, const float* noise, int64_t B, int64_t T, int64_t r,
+                                     int64_t* src, int64_t* dst, void* stream) {
+  if (B == 0 || T > htm::greedy::kMaxTokens) return B == 0 ? 0 : static_cast<int>(cudaErrorInvalidValue);
+  const int threads = T >= 256 ? 256 : static_cast<int>((T + 31) / 32 * 32);
+  const size_t shared = static_cast<size_t>(htm::greedy::rows_bytes(T));
+  greedy_pairs_kernel<<<static_cast<unsigned>(B), threads, shared, static_cast<cudaStream_t>(stream)>>>(logits, noise,
+                                                                                                        T, r, src, dst);
+  return static_cast<int>(cudaGetLastError());
+}
