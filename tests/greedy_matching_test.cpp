@@ -15,15 +15,17 @@
 namespace htm {
 namespace {
 
-// The kernel's answer for CPU tensors, through the host driver of its phases.
+// The kernel's answer for CPU tensors, through the host driver of its phases; lanes: a row's
+// share-out, as a warp's 32 lanes (any other count gives the same bests).
 std::pair<torch::Tensor, torch::Tensor> on_host(const torch::Tensor& logits, const torch::Tensor& noise, int64_t r,
-                                                int64_t* rounds = nullptr) {
+                                                int64_t* rounds = nullptr, int64_t lanes = 32) {
   const int64_t B = logits.size(0), T = logits.size(1);
   auto l = logits.contiguous(), n = noise.contiguous();
   auto src = torch::full({B, r}, -7, torch::kLong), dst = torch::full({B, r}, -7, torch::kLong);
   std::vector<uint64_t> scratch((greedy::rows_bytes(T) + 7) / 8 + 1);
+  std::vector<int64_t> ranks(T * T);
   const int64_t most = greedy::match_on_host(l.data_ptr<float>(), n.data_ptr<float>(), B, T, r, src.data_ptr<int64_t>(),
-                                             dst.data_ptr<int64_t>(), scratch.data());
+                                             dst.data_ptr<int64_t>(), scratch.data(), ranks.data(), lanes);
   if (rounds != nullptr) *rounds = most;
   return {src, dst};
 }
@@ -47,9 +49,12 @@ TEST(GreedyMatching, ThePhasesTakeMatchPairsPairsInItsOrder) {
     for (int64_t seed = 0; seed < 4; ++seed) {
       auto [logits, noise] = keys(5, T, seed, seed % 2 == 0);
       for (int64_t r : {int64_t{0}, std::min<int64_t>(1, T / 2), T / 2}) {  // at most ⌊T/2⌋ pairs
-        auto [ks, kd] = on_host(logits, noise, r);
         auto [gs, gd] = gpu::match_pairs(logits, noise, r);
-        ASSERT_TRUE(torch::equal(ks, gs) && torch::equal(kd, gd)) << "T " << T << " seed " << seed << " r " << r;
+        for (int64_t lanes : {1, 3, 32}) {
+          auto [ks, kd] = on_host(logits, noise, r, nullptr, lanes);
+          ASSERT_TRUE(torch::equal(ks, gs) && torch::equal(kd, gd))
+              << "T " << T << " seed " << seed << " r " << r << " lanes " << lanes;
+        }
       }
     }
 }

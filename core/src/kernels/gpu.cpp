@@ -34,7 +34,7 @@
 
 // greedy_matching.cu (nvcc): the matching in one launch, queued on `stream`; a cudaError_t.
 extern "C" int htm_cuda_greedy_pairs(const float* logits, const float* noise, int64_t B, int64_t T, int64_t r,
-                                     int64_t* src, int64_t* dst, void* stream);
+                                     int64_t* src, int64_t* dst, int64_t* ranks, void* stream);
 #endif
 
 namespace htm::gpu {
@@ -218,8 +218,10 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
     const c10::cuda::CUDAGuard guard(logits.device());
     const auto l = logits.contiguous(), n = noise.to(logits.device()).contiguous();
     auto src = torch::empty({B, r}, longs), dst = torch::empty({B, r}, longs);
+    auto ranks = torch::empty({B, T, T}, longs);  // each pair's rank, filled once (the rounds' `both`)
     const int error = htm_cuda_greedy_pairs(l.data_ptr<float>(), n.data_ptr<float>(), B, T, r, src.data_ptr<int64_t>(),
-                                            dst.data_ptr<int64_t>(), c10::cuda::getCurrentCUDAStream().stream());
+                                            dst.data_ptr<int64_t>(), ranks.data_ptr<int64_t>(),
+                                            c10::cuda::getCurrentCUDAStream().stream());
     if (error != 0)
       throw Error("the pair sampler's CUDA kernel did not launch (CUDA error " + std::to_string(error) + ")");
     if (rounds != nullptr) *rounds = 0;  // inside the kernel: not read back

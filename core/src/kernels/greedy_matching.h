@@ -4,7 +4,8 @@
 // check them against match_pairs' rounds in torch ops. Header-only, no torch: nvcc compiles it
 // without torch's headers.
 //
-// A round: every unmatched token finds its best unmatched partner (best_partner), then each
+// A round: every unmatched token finds its best unmatched partner (partial_best over a warp's
+// lanes, combined by `better`), then each
 // mutual choice is matched (take_mutual); rounds go on while one matches something. With
 // distinct ranks that is greedy's matching (the best pair left is mutual in every round). Then
 // each pair's first token finds its place among the pairs by rank and writes the pair there if
@@ -87,22 +88,39 @@ HTM_HD inline void start(const Rows& rows, int64_t i) {
   rows.choice[i] = -1;
 }
 
-/// Token i's best unmatched partner and their rank (none: −1, −1). Every pair of two unmatched
-/// tokens ranks ≥ 0.
-HTM_HD inline void best_partner(const float* logits, const float* noise, int64_t T, int64_t i, const Rows& rows) {
-  int64_t top = -1;
-  int32_t at = -1;
-  if (rows.alive[i])
-    for (int64_t j = 0; j < T; ++j) {
-      if (j == i || !rows.alive[j]) continue;
-      const int64_t v = both_rank(logits, noise, i, j, T);
-      if (v > top) top = v, at = static_cast<int32_t>(j);
-    }
-  rows.best[i] = top;
-  rows.choice[i] = at;
+/// Every unordered pair's rank once, before the rounds: ranks[i·T + j] = both_rank(i, j), so a
+/// round reads one int64 a candidate, a row's in a row (on the device: coalesced, a warp a row).
+HTM_HD inline void fill_rank(const float* logits, const float* noise, int64_t T, int64_t flat, int64_t* ranks) {
+  ranks[flat] = both_rank(logits, noise, flat / T, flat % T, T);
 }
 
-/// Token i matched if its choice chose it back (after every best_partner of the round); true if so.
+/// A best partner so far: the rank and the token (−1, −1: none).
+struct Best {
+  int64_t rank = -1;
+  int32_t at = -1;
+};
+
+/// The better of two: the higher rank; two alike (only "none" can be, ranks being distinct) the
+/// lower token.
+HTM_HD inline Best better(Best a, Best b) {
+  if (b.rank > a.rank || (b.rank == a.rank && b.at >= 0 && (a.at < 0 || b.at < a.at))) return b;
+  return a;
+}
+
+/// Token i's best unmatched partner among j = lane, lane + lanes, ... (a lane's share of the
+/// row; the lanes' shares combined with `better` give the row's). Every pair of two unmatched
+/// tokens ranks ≥ 0.
+HTM_HD inline Best partial_best(const int64_t* row, int64_t T, int64_t i, int64_t lane, int64_t lanes,
+                                const Rows& rows) {
+  Best top;
+  for (int64_t j = lane; j < T; j += lanes) {
+    if (j == i || !rows.alive[j]) continue;
+    top = better(top, Best{row[j], static_cast<int32_t>(j)});
+  }
+  return top;
+}
+
+/// Token i matched if its choice chose it back (after every row's best of the round); true if so.
 HTM_HD inline bool take_mutual(int64_t i, const Rows& rows) {
   const int32_t c = rows.choice[i];
   if (c < 0 || rows.choice[c] != i) return false;
@@ -129,19 +147,28 @@ HTM_HD inline void emit(int64_t T, int64_t r, int64_t i, const Rows& rows, int64
 }
 
 /// The whole matching of B samples on the host, the phases run a row at a time: what the kernel
-/// computes (greedy_matching.cu), for the tests. logits, noise: B×T×T; src, dst: B×r. Returns
-/// the most rounds a sample took.
+/// computes (greedy_matching.cu), for the tests, with `lanes` lanes a row as a warp's. logits,
+/// noise: B×T×T; src, dst: B×r; scratch: rows_bytes(T) bytes; ranks: T×T. Returns the most
+/// rounds a sample took.
 inline int64_t match_on_host(const float* logits, const float* noise, int64_t B, int64_t T, int64_t r, int64_t* src,
-                             int64_t* dst, void* scratch) {
+                             int64_t* dst, void* scratch, int64_t* ranks, int64_t lanes = 32) {
   const Rows rows = carve(scratch, T);
   int64_t most = 0;
   for (int64_t b = 0; b < B; ++b) {
     const float* L = logits + b * T * T;
     const float* N = noise + b * T * T;
     for (int64_t i = 0; i < T; ++i) start(rows, i);
+    for (int64_t flat = 0; flat < T * T; ++flat) fill_rank(L, N, T, flat, ranks);
     int64_t rounds = 0;
     for (bool found = true; found;) {
-      for (int64_t i = 0; i < T; ++i) best_partner(L, N, T, i, rows);
+      for (int64_t i = 0; i < T; ++i) {
+        Best top;
+        if (rows.alive[i])
+          for (int64_t lane = 0; lane < lanes; ++lane)
+            top = better(top, partial_best(ranks + i * T, T, i, lane, lanes, rows));
+        rows.best[i] = top.rank;
+        rows.choice[i] = top.at;
+      }
       found = false;
       for (int64_t i = 0; i < T; ++i) found = take_mutual(i, rows) || found;
       ++rounds;
