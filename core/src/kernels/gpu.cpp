@@ -213,7 +213,7 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
     const char* env = std::getenv("HTM_CUDA_MATCHING");
     return env == nullptr || std::string(env) != "0";
   }();
-  if (kernel_wanted && logits.is_cuda() && T <= greedy::kMaxTokens && r <= T / 2 &&
+  if (kernel_wanted && logits.is_cuda() && T <= greedy::kMaxTokens && r > 0 && r <= T / 2 && B > 0 &&
       logits.scalar_type() == torch::kFloat && noise.scalar_type() == torch::kFloat) {
     const c10::cuda::CUDAGuard guard(logits.device());
     const auto l = logits.contiguous(), n = noise.to(logits.device()).contiguous();
