@@ -244,6 +244,7 @@ grep -hE "finished:|cuda graph:|\] time:" "$OUT/runs.log" | tee -a "$OUT/summary
 if [ "${HTM_QUICK:-0}" = 1 ]; then  # the bench table alone
   grep -hE "^(summary|memory|gputime|launches|official|smi|graph|sdpa) |^census .*(one eager step|before the step)" "$OUT/bench.log" |
     tee -a "$OUT/summary.txt"
+  python3 scripts/gpu/targets.py "$OUT" | tee -a "$OUT/summary.txt"  # issue 38's ratios, each beside its target
   exit 0
 fi
 
@@ -284,6 +285,7 @@ step "reference port B=64" bench.log 150 python3 bench/reference/reference.py --
 
 grep -hE "^(summary|memory|gputime|launches|reference|official|smi|graph|sdpa) |^census .*(one eager step|before the step)" "$OUT/bench.log" |
   tee -a "$OUT/summary.txt"
+python3 scripts/gpu/targets.py "$OUT" | tee -a "$OUT/summary.txt"  # issue 38's ratios, each beside its target
 grep -E "tests passed|tests failed" "$OUT/unit.log" 2> /dev/null | tee -a "$OUT/summary.txt"
 grep -A20 "FAILED TEST\|The following tests FAILED" "$OUT/kernels.log" "$OUT/unit.log" 2> /dev/null | head -40 |
   tee -a "$OUT/summary.txt"
