@@ -237,6 +237,9 @@ fi
 trees=(--config experiments/htm/policy.toml --variant rloo_long)
 bench "htm bench cuda trees eager" "${trees[@]}"
 bench "htm bench cuda trees graph" "${trees[@]}" "${graph[@]}"
+smi "htm bench cuda trees graph sampler-rounds" step "htm bench cuda trees graph sampler-rounds" bench.log 150 \
+  env HTM_CUDA_MATCHING=0 "$htm" bench --steps "$steps" --step-only "${cuda[@]}" "${trees[@]}" "${graph[@]}" \
+  "${smaller[@]}"  # the sampler's rounds in torch ops: what its kernel saves at T = 16
 step "trees rloo_long cuda graph=on" runs.log 150 "$htm" run experiments/htm/policy.toml --variant rloo_long -s 0 \
   --tag graph=on "${graph[@]}" --set "runtime.results=\"$OUT/graphs.sqlite\"" \
   --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" "${shorter[@]}" --quiet

@@ -4,9 +4,9 @@ each ratio beside its target, from the medians and peaks the same call measured,
 figures are read the same way every time. Usage: targets.py OUT (check.sh's folder).
 
 The CPU references for the whole runs are the committed figures of one core of this project's
-AMD EPYC (results/quickstart-cpu-2026-11-27.csv, results/trees-cpu-2026-11-28.csv), overridable
-with HTM_CPU_QUICKSTART_IPS and HTM_CPU_TREES_IPS: compare a run with its CPU twin on the same
-data (the quickstart's folder from prepare.sh holds 20,000 training images, not 60,000).
+AMD EPYC on the same data (results/quickstart-cpu-20k-2026-11-28.csv: prepare.sh's folder of
+20,000 training images; results/trees-cpu-2026-11-28.csv), overridable with
+HTM_CPU_QUICKSTART_IPS and HTM_CPU_TREES_IPS.
 """
 import os
 import re
@@ -92,10 +92,16 @@ def main():
                          f"{fmt(reserved(s, name), ' MiB')} reserved")
         lines.append(f"target memory B={B}: official {fmt(off_a, ' MiB')} allocated, {fmt(off_r, ' MiB')} requested; "
                      + "; ".join(parts) + "; issue: <= 0.5x allocated")
-    kernel, rounds = step_ms(s, "htm bench cuda fp32 graph B=64"), step_ms(s, "htm bench cuda fp32 graph sampler-rounds B=64")
-    lines.append(f"sampler B=64 graph: CUDA kernel {fmt(kernel, ' ms')} (GPU {fmt(gpu_ms(s, 'htm bench cuda fp32 graph B=64'), ' ms')}) "
-                 f"against the rounds in torch ops {fmt(rounds, ' ms')}: {ratio(rounds, kernel)}")
-    cpu = {"quickstart": float(os.environ.get("HTM_CPU_QUICKSTART_IPS", "405.4")),  # seed 1's; 395.9-410.2
+    for label, with_kernel, with_rounds in (
+            ("paper B=64 graph", "htm bench cuda fp32 graph B=64", "htm bench cuda fp32 graph sampler-rounds B=64"),
+            ("Trees graph", "htm bench cuda trees graph", "htm bench cuda trees graph sampler-rounds")):
+        kernel, rounds = step_ms(s, with_kernel), step_ms(s, with_rounds)
+        lines.append(f"sampler, {label}: CUDA kernel {fmt(kernel, ' ms')} (GPU {fmt(gpu_ms(s, with_kernel), ' ms')}) "
+                     f"against the rounds in torch ops {fmt(rounds, ' ms')} (GPU {fmt(gpu_ms(s, with_rounds), ' ms')}): "
+                     f"{ratio(rounds, kernel)}")
+    # One core's medians: results/quickstart-cpu-20k-2026-11-28.csv (427.3-442.5, the folder
+    # prepare.sh makes) and results/trees-cpu-2026-11-28.csv.
+    cpu = {"quickstart": float(os.environ.get("HTM_CPU_QUICKSTART_IPS", "437.0")),
            "trees": float(os.environ.get("HTM_CPU_TREES_IPS", "818.0"))}
     for name, body in sections(os.path.join(out, "runs.log")).items():
         kind = "quickstart" if "quickstart" in name else "trees" if "trees" in name else None
