@@ -122,16 +122,15 @@ if [ "$REHEARSE" = 1 ]; then  # the GPU's steps on the CPU: the same ops, no gra
 fi
 
 # 2. The kernels on the GPU against the CPU and their definitions.
-step "kernel tests on the GPU" kernels.log 120 "$BUILD/tests/htm_tests" \
-  --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*:StepGraph.*:EvalGraph*:LaterRead.*:DeviceAssignment.*:Resume.OnAGpu*:GpuGradients*:LaunchCount.*:DeviceTimer*'
-
-# The pair sampler's CUDA kernel against the CPU's rounds (the same pairs): where it fails, the
-# rest runs with the rounds in torch ops (HTM_CUDA_MATCHING=0), and summary.txt says so.
+# The pair sampler's CUDA kernel against the CPU's rounds (the same pairs), first: where it fails,
+# the rest runs with the rounds in torch ops (HTM_CUDA_MATCHING=0), and summary.txt says so.
 if ! step "pair sampler kernel on the GPU" kernels.log 60 "$BUILD/tests/htm_tests" \
   --gtest_filter='CudaKernels.Matching*:GreedyMatching.*'; then
   export HTM_CUDA_MATCHING=0
   echo "HTM_CUDA_MATCHING=0 from here on: the kernel's pairs were not the rounds'" | tee -a "$OUT/summary.txt"
 fi
+step "kernel tests on the GPU" kernels.log 120 "$BUILD/tests/htm_tests" \
+  --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*:StepGraph.*:EvalGraph*:LaterRead.*:DeviceAssignment.*:Resume.OnAGpu*:GpuGradients*:LaunchCount.*:DeviceTimer*-CudaKernels.Matching*'
 
 # Which fused attention torch runs for htm's attention at the paper's size (memory-efficient, or
 # the math path that keeps the weights and their dropout mask), and what each keeps: bench.log.
@@ -155,7 +154,11 @@ smi() {
   rm -f "$OUT/smi.tmp"
   return $rc
 }
-bench() { smi "$1" step "$1" bench.log 150 "$htm" bench --steps "$steps" --step-only "${cuda[@]}" "${@:2}" "${smaller[@]}"; }
+# bench NAME ARGS...: htm bench on the run's device; BENCH_ENV=VAR=VALUE bench ... runs it with VAR set.
+bench() {
+  smi "$1" step "$1" bench.log 150 env ${BENCH_ENV:-} "$htm" bench --steps "$steps" --step-only "${cuda[@]}" "${@:2}" \
+    "${smaller[@]}"
+}
 official() {
   [ -n "${HTM_OFFICIAL:-}" ] || return 0
   smi "official B=$1" step "official code B=$1" bench.log 150 python3 "$HTM_OFFICIAL" --device "$device" \
@@ -173,15 +176,13 @@ done
 # block (the `requested` line on each bench says what the tensors asked for). Eager at B = 8 and
 # 64 with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, against the first two benches above.
 for B in 8 64; do
-  smi "htm bench cuda fp32 expandable B=$B" step "htm bench cuda fp32 expandable B=$B" bench.log 150 \
-    env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$htm" bench --steps "$steps" --step-only "${cuda[@]}" \
-    --set "train.batch_size=$B" "${smaller[@]}"
+  BENCH_ENV=PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True bench "htm bench cuda fp32 expandable B=$B" \
+    --set "train.batch_size=$B"
 done
 # The graph's step with the pair sampler's rounds in torch ops instead of its CUDA kernel (where
 # built): what the kernel saves.
-smi "htm bench cuda fp32 graph sampler-rounds B=64" step "htm bench cuda fp32 graph sampler-rounds B=64" bench.log 150 \
-  env HTM_CUDA_MATCHING=0 "$htm" bench --steps "$steps" --step-only "${cuda[@]}" --set "train.batch_size=64" \
-  "${graph[@]}" "${smaller[@]}"
+BENCH_ENV=HTM_CUDA_MATCHING=0 bench "htm bench cuda fp32 graph sampler-rounds B=64" --set "train.batch_size=64" \
+  "${graph[@]}"
 # The captured sampler's rounds capped at 32 (lease 5 ran 4 log2 T: 32, 28, 24, ... at most T/2,
 # enough for this untrained model's near-random logits), against the floor(T/2) of the default,
 # which a trained policy needs: what the robust default costs here.
@@ -237,9 +238,8 @@ fi
 trees=(--config experiments/htm/policy.toml --variant rloo_long)
 bench "htm bench cuda trees eager" "${trees[@]}"
 bench "htm bench cuda trees graph" "${trees[@]}" "${graph[@]}"
-smi "htm bench cuda trees graph sampler-rounds" step "htm bench cuda trees graph sampler-rounds" bench.log 150 \
-  env HTM_CUDA_MATCHING=0 "$htm" bench --steps "$steps" --step-only "${cuda[@]}" "${trees[@]}" "${graph[@]}" \
-  "${smaller[@]}"  # the sampler's rounds in torch ops: what its kernel saves at T = 16
+# The sampler's rounds in torch ops: what its kernel saves at T = 16.
+BENCH_ENV=HTM_CUDA_MATCHING=0 bench "htm bench cuda trees graph sampler-rounds" "${trees[@]}" "${graph[@]}"
 step "trees rloo_long cuda graph=on" runs.log 150 "$htm" run experiments/htm/policy.toml --variant rloo_long -s 0 \
   --tag graph=on "${graph[@]}" --set "runtime.results=\"$OUT/graphs.sqlite\"" \
   --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" "${shorter[@]}" --quiet

@@ -76,19 +76,13 @@ DeviceTimer::DeviceTimer(const c10::Device& device) {
 
 DeviceTimer::~DeviceTimer() = default;
 
-void DeviceTimer::start() {
-  if (!events_) return;
-  try {
-    events_->starts.push_back(events_->mark());
-  } catch (const std::exception& e) {
-    why_ = e.what(), events_.reset();
-  }
-}
+void DeviceTimer::start() { mark(true); }
+void DeviceTimer::stop() { mark(false); }
 
-void DeviceTimer::stop() {
+void DeviceTimer::mark(bool start) {
   if (!events_) return;
   try {
-    events_->stops.push_back(events_->mark());
+    (start ? events_->starts : events_->stops).push_back(events_->mark());
   } catch (const std::exception& e) {
     why_ = e.what(), events_.reset();
   }

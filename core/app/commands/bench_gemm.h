@@ -52,6 +52,7 @@ class DeviceTimer {
 
  private:
   struct Events;
+  void mark(bool start);  ///< an event on the device's stream, as a step's start or its stop
   std::unique_ptr<Events> events_;
   std::string why_;
 };
