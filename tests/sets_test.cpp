@@ -15,6 +15,7 @@
 #include "htm/sets.h"
 #include "kernels/gpu.h"
 #include "kernels/kernels.h"
+#include "kernels/set_assignment.h"
 #include "test_util.h"
 
 namespace htm {
@@ -99,11 +100,9 @@ TEST(DeviceAssignment, CostsWhatTheHungarianAssignmentCostsAndIsTheSameWithoutTi
       }
     }
   }
-  // A batch over one launch's part (162 sets of 16) goes in parts: the same assignments.
+  // The layers take a batch over one launch's part (162 sets of 16) in parts: the same assignments.
   auto many = torch::rand({170, 16, 16}, torch::kDouble);
-  EXPECT_TRUE(torch::equal(
-      gpu::min_cost_assignment(many),
-      torch::cat({gpu::min_cost_assignment(many.narrow(0, 0, 85)), gpu::min_cost_assignment(many.narrow(0, 85, 85))})));
+  EXPECT_TRUE(torch::equal(gpu::min_cost_assignment_layers(many), gpu::min_cost_assignment(many)));
   EXPECT_EQ(gpu::min_cost_assignment(torch::rand({0, 5, 5})).sizes(), (std::vector<int64_t>{0, 5}));
   EXPECT_THROW(gpu::min_cost_assignment(torch::rand({1, 17, 17})), Error);
   EXPECT_THROW(gpu::min_cost_assignment(torch::rand({1, 3, 4})), Error);
@@ -119,6 +118,34 @@ TEST(DeviceAssignment, ANonFiniteCostGivesIndicesInRangeAndANonFiniteError) {
   const auto error = matched_mse(prediction, torch::rand({2, 6, 2}));
   EXPECT_TRUE(std::isfinite(error[0].item<double>()));
   EXPECT_TRUE(std::isnan(error[1].item<double>()));
+}
+
+// The CUDA kernel's steps (kernels/set_assignment.h) run on the CPU one set after another
+// (assignment::assign_on_host, min_cost_assignment's path for CPU tensors): the assignment of its
+// layers in torch ops, index for index, ties, infinities and NaN included. On a GPU,
+// DeviceAssignment.OnAGpu* checks the kernel against the CPU.
+TEST(DeviceAssignment, TheKernelsStepsTakeTheLayersAssignment) {
+  torch::manual_seed(7);
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t n = 0; n <= assignment::kMaxElements; ++n)
+    for (int kind = 0; kind < 4; ++kind) {
+      const int64_t B = n >= 14 ? 2 : 6;
+      auto cost = torch::rand({B, n, n}, torch::kDouble) * 10;
+      if (kind >= 1) cost = cost.floor();  // ties: many assignments cost the least
+      if (kind >= 2 && n > 0) cost.masked_fill_(torch::rand({B, n, n}) < 0.2, inf);
+      if (kind == 2 && n > 1) cost[0].fill_(inf);  // every assignment infinite
+      if (kind == 3 && n > 0) cost.masked_fill_(torch::rand({B, n, n}) < 0.1, nan), cost[B - 1].fill_(-inf);
+      const auto layers = gpu::min_cost_assignment_layers(cost);
+      auto steps = torch::full({B, n}, -7, torch::kLong);
+      std::vector<double> f(size_t{1} << n);
+      std::vector<uint8_t> choice(size_t{1} << n);
+      const auto c = cost.contiguous();
+      assignment::assign_on_host(c.data_ptr<double>(), B, n, steps.data_ptr<int64_t>(), f.data(), choice.data());
+      ASSERT_TRUE(torch::equal(gpu::min_cost_assignment(cost), steps)) << "n " << n << " kind " << kind;
+      ASSERT_TRUE(torch::equal(steps, layers)) << "n " << n << " kind " << kind << "\nsteps\n"
+                                               << steps << "\nlayers\n"
+                                               << layers;
+    }
 }
 
 // What the point-set loss gets: under the gpu kernels the device's matching, the Hungarian one's
@@ -150,12 +177,22 @@ TEST(DeviceAssignment, MatchedErrorsAgreeAcrossKernelsAndACaptureRefusesAHostMat
 }
 
 // On a GPU (skipped where this libtorch has none or sees none): the same assignments as on the
-// CPU, with no tie among the costs, and a matched error whose value and gradient are the CPU's.
+// CPU, ties and non-finite costs included, and a matched error whose value and gradient are the CPU's.
 TEST(DeviceAssignment, OnAGpuItTakesTheCpusAssignment) {
   if (!cuda_usable()) GTEST_SKIP() << "skipped: this libtorch has no CUDA or sees no GPU";
   torch::manual_seed(6);
   auto cost = torch::rand({64, 16, 16}, torch::kDouble);
   EXPECT_TRUE(torch::equal(gpu::min_cost_assignment(cost.cuda()).cpu(), gpu::min_cost_assignment(cost)));
+  // Ties, infinities and NaN: the same pick among equal costs (the kernel's, or the layers' where
+  // HTM_CUDA_ASSIGNMENT=0), at every size up to 16; and an evaluation batch of 256 sets.
+  for (int64_t n : {1, 2, 5, 9, 16}) {
+    auto hard = (torch::rand({8, n, n}, torch::kDouble) * 4).floor();
+    hard.masked_fill_(torch::rand({8, n, n}) < 0.1, std::numeric_limits<double>::infinity());
+    hard.masked_fill_(torch::rand({8, n, n}) < 0.05, std::numeric_limits<double>::quiet_NaN());
+    EXPECT_TRUE(torch::equal(gpu::min_cost_assignment(hard.cuda()).cpu(), gpu::min_cost_assignment(hard))) << n;
+  }
+  auto batch = torch::rand({256, 16, 16}, torch::kDouble);
+  EXPECT_TRUE(torch::equal(gpu::min_cost_assignment(batch.cuda()).cpu(), gpu::min_cost_assignment(batch)));
   KernelsScope kernels(Kernels::gpu);
   auto prediction = torch::rand({8, 16, 2}), target = torch::rand({8, 16, 2});
   auto on_gpu = prediction.cuda().requires_grad_();

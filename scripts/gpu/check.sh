@@ -102,12 +102,12 @@ step configure build.log 300 cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BU
   exit 1
 }
 grep -E "HTM_CUDA_(STATS|GRAPHS|GRAPH_NODES)_OK" "$BUILD/CMakeCache.txt" >> "$OUT/summary.txt"
-grep -h "^-- htm: " "$OUT/build.log" | head -3 >> "$OUT/summary.txt"  # htm's own CUDA kernel: built or why not
+grep -h "^-- htm: " "$OUT/build.log" | head -3 >> "$OUT/summary.txt"  # htm's own CUDA kernels: built or why not
 if ! step build build.log 1800 cmake --build "$BUILD" -j "$JOBS"; then
-  # Built again without htm's own CUDA kernel (greedy_matching.cu), so the rest is still measured.
+  # Built again without htm's own CUDA kernels (core/src/kernels/*.cu), so the rest is still measured.
   grep -B2 -A12 -m3 "error" "$OUT/build.log" | tail -60
-  step "configure without htm's CUDA kernel" build.log 300 cmake -S . -B "$BUILD" -DHTM_CUDA_KERNELS=OFF &&
-    step "build without htm's CUDA kernel" build.log 1800 cmake --build "$BUILD" -j "$JOBS" || exit 1
+  step "configure without htm's CUDA kernels" build.log 300 cmake -S . -B "$BUILD" -DHTM_CUDA_KERNELS=OFF &&
+    step "build without htm's CUDA kernels" build.log 1800 cmake --build "$BUILD" -j "$JOBS" || exit 1
 fi
 htm=$BUILD/htm
 cuda=(--set 'runtime.device="cuda"')
@@ -129,8 +129,15 @@ if ! step "pair sampler kernel on the GPU" kernels.log 60 "$BUILD/tests/htm_test
   export HTM_CUDA_MATCHING=0
   echo "HTM_CUDA_MATCHING=0 from here on: the kernel's pairs were not the rounds'" | tee -a "$OUT/summary.txt"
 fi
+# The set assignment's CUDA kernel against the CPU's layers (the same assignments), likewise: where it
+# fails, the rest runs with its layers in torch ops (HTM_CUDA_ASSIGNMENT=0).
+if ! step "set assignment kernel on the GPU" kernels.log 60 "$BUILD/tests/htm_tests" \
+  --gtest_filter='DeviceAssignment.*'; then
+  export HTM_CUDA_ASSIGNMENT=0
+  echo "HTM_CUDA_ASSIGNMENT=0 from here on: the kernel's assignments were not the layers'" | tee -a "$OUT/summary.txt"
+fi
 step "kernel tests on the GPU" kernels.log 120 "$BUILD/tests/htm_tests" \
-  --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*:StepGraph.*:EvalGraph*:LaterRead.*:DeviceAssignment.*:Resume.OnAGpu*:GpuGradients*:LaunchCount.*:DeviceTimer*-CudaKernels.Matching*'
+  --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*:StepGraph.*:EvalGraph*:LaterRead.*:Resume.OnAGpu*:GpuGradients*:LaunchCount.*:DeviceTimer*-CudaKernels.Matching*'
 
 # Which fused attention torch runs for htm's attention at the paper's size (memory-efficient, or
 # the math path that keeps the weights and their dropout mask), and what each keeps: bench.log.
@@ -240,6 +247,9 @@ bench "htm bench cuda trees eager" "${trees[@]}"
 bench "htm bench cuda trees graph" "${trees[@]}" "${graph[@]}"
 # The sampler's rounds in torch ops: what its kernel saves at T = 16.
 BENCH_ENV=HTM_CUDA_MATCHING=0 bench "htm bench cuda trees graph sampler-rounds" "${trees[@]}" "${graph[@]}"
+# The point-set matching's layers in torch ops (84 launches, 512 MiB of gathered terms in double a
+# step): what its kernel saves.
+BENCH_ENV=HTM_CUDA_ASSIGNMENT=0 bench "htm bench cuda trees graph assignment-layers" "${trees[@]}" "${graph[@]}"
 step "trees rloo_long cuda graph=on" runs.log 150 "$htm" run experiments/htm/policy.toml --variant rloo_long -s 0 \
   --tag graph=on "${graph[@]}" --set "runtime.results=\"$OUT/graphs.sqlite\"" \
   --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" "${shorter[@]}" --quiet

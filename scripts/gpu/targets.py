@@ -99,6 +99,10 @@ def main():
         lines.append(f"sampler, {label}: CUDA kernel {fmt(kernel, ' ms')} (GPU {fmt(gpu_ms(s, with_kernel), ' ms')}) "
                      f"against the rounds in torch ops {fmt(rounds, ' ms')} (GPU {fmt(gpu_ms(s, with_rounds), ' ms')}): "
                      f"{ratio(rounds, kernel)}")
+    kernel, layers = step_ms(s, "htm bench cuda trees graph"), step_ms(s, "htm bench cuda trees graph assignment-layers")
+    lines.append(f"set assignment, Trees graph: CUDA kernel {fmt(kernel, ' ms')} against the layers in torch ops "
+                 f"{fmt(layers, ' ms')} (GPU {fmt(gpu_ms(s, 'htm bench cuda trees graph assignment-layers'), ' ms')}): "
+                 f"{ratio(layers, kernel)}")
     # One core's medians: results/quickstart-cpu-20k-2026-11-28.csv (427.3-442.5, the folder
     # prepare.sh makes) and results/trees-cpu-2026-11-28.csv.
     cpu = {"quickstart": float(os.environ.get("HTM_CPU_QUICKSTART_IPS", "437.0")),

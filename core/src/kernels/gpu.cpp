@@ -24,7 +24,7 @@
 #include "kernels/portable.h"
 #include "kernels/precision.h"
 
-#if HTM_CUDA_MATCHING
+#if HTM_CUDA_KERNELS_BUILT
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -206,7 +206,7 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
   const int64_t B = logits.size(0), T = logits.size(1);
   if (T > (int64_t{1} << 15)) throw Error("sample_disjoint_pairs: more than 32768 tokens");
   const auto longs = logits.options().dtype(torch::kLong);
-#if HTM_CUDA_MATCHING
+#if HTM_CUDA_KERNELS_BUILT
   // On a GPU, the same pairs in one launch (greedy_matching.cu; tested against these rounds by
   // GreedyMatching.* on the CPU, CudaKernels.* on a GPU). HTM_CUDA_MATCHING=0 keeps the rounds.
   static const bool kernel_wanted = [] {

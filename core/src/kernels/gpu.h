@@ -140,11 +140,17 @@ constexpr int64_t kMaxDeviceAssignment = 16;
 
 /// The exact minimum-cost assignment of each sample's N×N cost (B×N×N, floating point, any
 /// device, N ≤ kMaxDeviceAssignment): B×N int64, the column of each row, found on cost's device
-/// with no read-back (dynamic programming over subsets of columns; gpu_assignment.cpp). Where
-/// several assignments cost the least it takes one of them, as the Hungarian method does, not
-/// necessarily the same one. A NaN or infinite cost gives some assignment in range (its total
-/// is not finite); an error only for a shape it does not take.
+/// with no read-back (dynamic programming over subsets of columns; gpu_assignment.cpp): double
+/// costs on a CPU by the CUDA kernel's steps on the host, on a GPU by that kernel where nvcc built
+/// it (set_assignment.cu; HTM_CUDA_ASSIGNMENT=0 keeps the layers), else by
+/// min_cost_assignment_layers. Where several assignments cost the least all of them take the same
+/// one (not necessarily the Hungarian method's). A NaN or infinite cost gives some assignment in
+/// range (its total is not finite); an error only for a shape it does not take.
 at::Tensor min_cost_assignment(const at::Tensor& cost);
+
+/// The same assignment in torch ops, a layer of sets of one size at a time (about 5N launches):
+/// what a GPU without htm's kernel runs, and the reference the kernel's steps are tested against.
+at::Tensor min_cost_assignment_layers(const at::Tensor& cost);
 
 /// Before `root`'s backward: every parameter used more than once in its graph receives its
 /// gradients on round nodes: parameters whose uses arrive in step (a block's, one use a depth)

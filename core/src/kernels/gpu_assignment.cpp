@@ -7,7 +7,8 @@
 // a gather (of both terms from one store of the costs and every layer's minima), an add and a
 // minimum over the batch at once, so N layers forward and N steps back through the recorded
 // minima (a gather and an index each) give every sample's assignment in about 5N launches and no
-// read-back. The work is
+// read-back; on a GPU, where nvcc built set_assignment.cu, the same programme is one launch (a
+// block a sample; HTM_CUDA_ASSIGNMENT=0 keeps the layers). The work is
 // N·2^(N−1) candidates a sample (524,288 at N = 16, nothing on a GPU; the host's Hungarian method
 // is O(N³)), which is why it stops at kMaxDeviceAssignment.
 #include <algorithm>
@@ -22,8 +23,22 @@
 
 #include "htm/error.h"
 #include "kernels/gpu.h"
+#include "kernels/set_assignment.h"
+
+#if HTM_CUDA_KERNELS_BUILT
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <cstdlib>
+
+// set_assignment.cu (nvcc): every sample's assignment in one launch, queued on `stream`; a cudaError_t.
+extern "C" int htm_cuda_min_cost_assignment(const double* cost, int64_t B, int64_t N, int64_t* out, double* f,
+                                            uint8_t* choice, void* stream);
+#endif
 
 namespace htm::gpu {
+
+static_assert(kMaxDeviceAssignment <= assignment::kMaxElements, "the CUDA kernel takes every size the layers take");
 
 namespace {
 
@@ -88,14 +103,56 @@ const std::vector<Layer>& layers_for(int64_t n, const torch::Device& device) {
   return found->second;
 }
 
+// N, for a B×N×N cost with N ≤ kMaxDeviceAssignment; an error for any other shape.
+int64_t checked_size(const torch::Tensor& cost) {
+  if (cost.dim() != 3 || cost.size(1) != cost.size(2))
+    throw Error("min_cost_assignment: cost must be B×N×N, got " + c10::str(cost.sizes()));
+  if (cost.size(1) > kMaxDeviceAssignment)
+    throw Error("min_cost_assignment: N = " + std::to_string(cost.size(1)) + " is over " +
+                std::to_string(kMaxDeviceAssignment));
+  return cost.size(1);
+}
+
 }  // namespace
 
 torch::Tensor min_cost_assignment(const torch::Tensor& cost) {
-  if (cost.dim() != 3 || cost.size(1) != cost.size(2))
-    throw Error("min_cost_assignment: cost must be B×N×N, got " + c10::str(cost.sizes()));
-  const int64_t B = cost.size(0), n = cost.size(1);
-  if (n > kMaxDeviceAssignment)
-    throw Error("min_cost_assignment: N = " + std::to_string(n) + " is over " + std::to_string(kMaxDeviceAssignment));
+  const int64_t B = cost.size(0), n = checked_size(cost);
+  torch::NoGradGuard no_grad;
+  if (n == 0 || B == 0) return torch::empty({B, n}, cost.options().dtype(torch::kLong));
+  if (cost.is_cpu() && cost.scalar_type() == torch::kDouble) {  // the kernel's steps, a set after another
+    const auto c = cost.contiguous();
+    auto out = torch::empty({B, n}, cost.options().dtype(torch::kLong));
+    std::vector<double> f(size_t{1} << n);
+    std::vector<uint8_t> choice(size_t{1} << n);
+    assignment::assign_on_host(c.data_ptr<double>(), B, n, out.data_ptr<int64_t>(), f.data(), choice.data());
+    return out;
+  }
+#if HTM_CUDA_KERNELS_BUILT
+  // On a GPU, the same programme in one launch (set_assignment.cu; tested against these layers by
+  // DeviceAssignment.TheKernelsSteps* on the CPU, DeviceAssignment.OnAGpu* on a GPU). HTM_CUDA_ASSIGNMENT=0 keeps them.
+  static const bool kernel_wanted = [] {
+    const char* env = std::getenv("HTM_CUDA_ASSIGNMENT");
+    return env == nullptr || std::string(env) != "0";
+  }();
+  if (kernel_wanted && cost.is_cuda() && cost.scalar_type() == torch::kDouble) {
+    const c10::cuda::CUDAGuard guard(cost.device());
+    const auto c = cost.contiguous();
+    auto out = torch::empty({B, n}, cost.options().dtype(torch::kLong));
+    auto f = torch::empty({B, int64_t{1} << n}, cost.options());
+    auto choice = torch::empty({B, int64_t{1} << n}, cost.options().dtype(torch::kByte));
+    const int error =
+        htm_cuda_min_cost_assignment(c.data_ptr<double>(), B, n, out.data_ptr<int64_t>(), f.data_ptr<double>(),
+                                     choice.data_ptr<uint8_t>(), c10::cuda::getCurrentCUDAStream().stream());
+    if (error != 0)
+      throw Error("the set assignment's CUDA kernel did not launch (CUDA error " + std::to_string(error) + ")");
+    return out;
+  }
+#endif
+  return min_cost_assignment_layers(cost);
+}
+
+torch::Tensor min_cost_assignment_layers(const torch::Tensor& cost) {
+  const int64_t B = cost.size(0), n = checked_size(cost);
   torch::NoGradGuard no_grad;
   if (n == 0 || B == 0) return torch::empty({B, n}, cost.options().dtype(torch::kLong));
   const auto& layers = layers_for(n, cost.device());
@@ -106,7 +163,7 @@ torch::Tensor min_cost_assignment(const torch::Tensor& cost) {
   const int64_t part = std::max<int64_t>(1, (int64_t{1} << 24) / widest);
   if (B > part) {
     std::vector<torch::Tensor> parts;
-    for (const auto& some : cost.split(part)) parts.push_back(min_cost_assignment(some));
+    for (const auto& some : cost.split(part)) parts.push_back(min_cost_assignment_layers(some));
     return torch::cat(parts);
   }
   // Sets along the first dimension and samples along the second: each gather copies whole rows.

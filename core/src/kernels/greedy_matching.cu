@@ -2,7 +2,7 @@
 // sample, its tokens' state in shared memory, the rounds of mutual best pairs run inside the
 // kernel until one matches nothing (no read-back, so a CUDA graph captures it whole), then the
 // r best pairs written in greedy's order. Compiled by nvcc where CMake finds one and a probe of
-// this file compiles (core/CMakeLists.txt, HTM_CUDA_MATCHING); gpu::match_pairs calls it for
+// this file compiles (core/CMakeLists.txt, HTM_CUDA_KERNELS_BUILT); gpu::match_pairs calls it for
 // CUDA tensors, else its rounds in torch ops. No torch header here: the caller passes the stream.
 #include <cuda_runtime.h>
 

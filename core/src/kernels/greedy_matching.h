@@ -16,9 +16,9 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
+#if !defined(HTM_HD) && defined(__CUDACC__)
 #define HTM_HD __host__ __device__
-#else
+#elif !defined(HTM_HD)
 #define HTM_HD
 #endif
 
