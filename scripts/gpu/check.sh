@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # The checks a CUDA machine must pass (docs/gpu.md), in one script, most needed first:
 #   - build htm against the machine's libtorch (a CUDA one) without the native CPU kernels;
-#   - the kernel tests on the GPU (CudaKernels.*, GpuKernels.*, PortableKernels.*, StepGraph.*,
-#     DeviceAssignment.*, and a run resumed on the GPU with graphs: Resume.OnAGpu*); which fused
-#     attention torch runs for htm's shapes, and what it keeps (scripts/gpu/sdpa_probe.py);
-#   - `htm bench` at the paper's size on cuda, B = 64 and 8, fp32 eager and replayed from a CUDA
-#     graph (runtime.cuda_graph), bf16 replayed, with the GPU's peak allocated memory, beside the
-#     paper's official code (HTM_OFFICIAL) on the same GPU; the replays' losses against eager steps;
-#     the quickstart with and without graphs, Trees rloo_long with graphs; the graph's step with
-#     runtime.recompute = "mlp" (and, in the full check, the eager one with "blocks");
+#   - the kernel tests on the GPU (htm's CUDA kernels first: the pair sampler's, the set
+#     assignment's; then CudaKernels.*, GpuKernels.*, PortableKernels.*, StepGraph.*, and a run
+#     resumed on the GPU with graphs: Resume.OnAGpu*); which fused attention torch runs for htm's
+#     shapes, and what it keeps (scripts/gpu/sdpa_probe.py);
+#   - issue 38's figures: `htm bench` at the paper's size on cuda, B = 64 and 8, fp32 eager and
+#     replayed from a CUDA graph (runtime.cuda_graph), bf16 replayed, with the GPU's peak allocated
+#     memory, beside the paper's official code (HTM_OFFICIAL) on the same GPU; the graph's step
+#     with runtime.recompute = "mlp" (and, in the full check, the eager one with "blocks"); the
+#     quickstart with and without graphs, Trees rloo_long's step eager and replayed, and a run with
+#     graphs;
+#   - what the step's parts cost: the allocator's share (expandable segments), each CUDA kernel
+#     against its torch ops, the sampler's rounds capped; the replays' losses against eager steps;
 #   - a profile of one B = 64 step (the ops that take the time, in profile-top.txt), and the
 #     portable kernels on the same GPU;
 #   - the unit tests (on the host CPU: the portable kernels);
@@ -178,23 +182,6 @@ for B in 64 8; do
   official "$B"
   bench "htm bench cuda bf16 graph B=$B" --set "train.batch_size=$B" --set 'runtime.precision="bf16"' "${graph[@]}"
 done
-# The caching allocator's own share of "allocated": it rounds each block up and gives a large
-# block whole when what would be left is under 1 MiB; with expandable segments it splits any
-# block (the `requested` line on each bench says what the tensors asked for). Eager at B = 8 and
-# 64 with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, against the first two benches above.
-for B in 8 64; do
-  BENCH_ENV=PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True bench "htm bench cuda fp32 expandable B=$B" \
-    --set "train.batch_size=$B"
-done
-# The graph's step with the pair sampler's rounds in torch ops instead of its CUDA kernel (where
-# built): what the kernel saves.
-BENCH_ENV=HTM_CUDA_MATCHING=0 bench "htm bench cuda fp32 graph sampler-rounds B=64" --set "train.batch_size=64" \
-  "${graph[@]}"
-# The captured sampler's rounds capped at 32 (lease 5 ran 4 log2 T: 32, 28, 24, ... at most T/2,
-# enough for this untrained model's near-random logits), against the floor(T/2) of the default,
-# which a trained policy needs: what the robust default costs here.
-bench "htm bench cuda fp32 graph rounds-capped B=64" --set "train.batch_size=64" --set 'runtime.graph_rounds=32' \
-  "${graph[@]}"
 # The graph's step with its MLPs' hidden activations made again in backward (runtime.recompute =
 # "mlp": nothing drawn, so at dropout 0.1): its time and allocated memory against the official
 # code's, the issue's memory target being half.
@@ -213,19 +200,6 @@ if [ "${HTM_QUICK:-0}" != 1 ]; then
   bench "htm bench cuda fp32 graph recompute nodrop B=64" --set "train.batch_size=64" --set 'model.dropout=0' \
     --set 'runtime.recompute="blocks"' "${graph[@]}"
 fi
-# The graph's replays against the same steps run eagerly with its draws: the same losses to rounding.
-bench "htm bench cuda fp32 graph-eager B=8" --set "train.batch_size=8" --set 'runtime.cuda_graph="eager"'
-losses_of() {  # the losses line of the bench step named $1
-  awk -v n="=== $1:" 'index($0, n) == 1 {on = 1; next} /^=== / {on = 0} on && /^losses / {$1 = $2 = $3 = ""; print}' \
-    "$OUT/bench.log"
-}
-python3 - "$(losses_of "htm bench cuda fp32 graph B=8")" "$(losses_of "htm bench cuda fp32 graph-eager B=8")" << 'EOF' |
-import sys
-a, b = ([float.fromhex(x) for x in arg.split()] for arg in sys.argv[1:3])
-worst = max((abs(x - y) / abs(y) for x, y in zip(a, b)), default=float("nan"))
-print(f"graph replays against eager steps (B=8): {len(a)} and {len(b)} losses, most relative difference {worst:.2e}")
-EOF
-  tee -a "$OUT/summary.txt"
 # The quickstart on cuda with and without graphs, one seed each, the run results/quickstart-cpu-*.csv
 # times on one CPU core (10,000 images: 314 steps, a logged step every 10): images/s and test MSE
 # in runs.log.
@@ -245,15 +219,49 @@ fi
 trees=(--config experiments/htm/policy.toml --variant rloo_long)
 bench "htm bench cuda trees eager" "${trees[@]}"
 bench "htm bench cuda trees graph" "${trees[@]}" "${graph[@]}"
+step "trees rloo_long cuda graph=on" runs.log 150 "$htm" run experiments/htm/policy.toml --variant rloo_long -s 0 \
+  --tag graph=on "${graph[@]}" --set "runtime.results=\"$OUT/graphs.sqlite\"" \
+  --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" "${shorter[@]}" --quiet
+grep -hE "finished:|cuda graph:|\] time:" "$OUT/runs.log" | tee -a "$OUT/summary.txt"
+
+# 3b. What the step's parts cost (after the targets' figures above, so a short budget skips these
+# first): the allocator's share, the sampler's and the set assignment's kernels against their torch
+# ops, the rounds' cap, and the graph's replays against eager steps.
+# The caching allocator's own share of "allocated": it rounds each block up and gives a large
+# block whole when what would be left is under 1 MiB; with expandable segments it splits any
+# block (the `requested` line on each bench says what the tensors asked for). Eager at B = 8 and
+# 64 with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, against the first two benches above.
+for B in 8 64; do
+  BENCH_ENV=PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True bench "htm bench cuda fp32 expandable B=$B" \
+    --set "train.batch_size=$B"
+done
+# The graph's step with the pair sampler's rounds in torch ops instead of its CUDA kernel (where
+# built): what the kernel saves.
+BENCH_ENV=HTM_CUDA_MATCHING=0 bench "htm bench cuda fp32 graph sampler-rounds B=64" --set "train.batch_size=64" \
+  "${graph[@]}"
+# The captured sampler's rounds capped at 32 (lease 5 ran 4 log2 T: 32, 28, 24, ... at most T/2,
+# enough for this untrained model's near-random logits), against the floor(T/2) of the default,
+# which a trained policy needs: what the robust default costs here.
+bench "htm bench cuda fp32 graph rounds-capped B=64" --set "train.batch_size=64" --set 'runtime.graph_rounds=32' \
+  "${graph[@]}"
 # The sampler's rounds in torch ops: what its kernel saves at T = 16.
 BENCH_ENV=HTM_CUDA_MATCHING=0 bench "htm bench cuda trees graph sampler-rounds" "${trees[@]}" "${graph[@]}"
 # The point-set matching's layers in torch ops (84 launches, 512 MiB of gathered terms in double a
 # step): what its kernel saves.
 BENCH_ENV=HTM_CUDA_ASSIGNMENT=0 bench "htm bench cuda trees graph assignment-layers" "${trees[@]}" "${graph[@]}"
-step "trees rloo_long cuda graph=on" runs.log 150 "$htm" run experiments/htm/policy.toml --variant rloo_long -s 0 \
-  --tag graph=on "${graph[@]}" --set "runtime.results=\"$OUT/graphs.sqlite\"" \
-  --set 'runtime.artifacts="/tmp/htm-gpu-graphs"' "${cuda[@]}" "${shorter[@]}" --quiet
-grep -hE "finished:|cuda graph:|\] time:" "$OUT/runs.log" | tee -a "$OUT/summary.txt"
+# The graph's replays against the same steps run eagerly with its draws: the same losses to rounding.
+bench "htm bench cuda fp32 graph-eager B=8" --set "train.batch_size=8" --set 'runtime.cuda_graph="eager"'
+losses_of() {  # the losses line of the bench step named $1
+  awk -v n="=== $1:" 'index($0, n) == 1 {on = 1; next} /^=== / {on = 0} on && /^losses / {$1 = $2 = $3 = ""; print}' \
+    "$OUT/bench.log"
+}
+python3 - "$(losses_of "htm bench cuda fp32 graph B=8")" "$(losses_of "htm bench cuda fp32 graph-eager B=8")" << 'EOF' |
+import sys
+a, b = ([float.fromhex(x) for x in arg.split()] for arg in sys.argv[1:3])
+worst = max((abs(x - y) / abs(y) for x, y in zip(a, b)), default=float("nan"))
+print(f"graph replays against eager steps (B=8): {len(a)} and {len(b)} losses, most relative difference {worst:.2e}")
+EOF
+  tee -a "$OUT/summary.txt"
 if [ "${HTM_QUICK:-0}" = 1 ]; then  # the bench table alone
   grep -hE "^(summary|memory|gputime|launches|official|smi|graph|sdpa) |^census .*(one eager step|before the step)" "$OUT/bench.log" |
     tee -a "$OUT/summary.txt"
