@@ -140,6 +140,13 @@ if ! step "set assignment kernel on the GPU" kernels.log 60 "$BUILD/tests/htm_te
   export HTM_CUDA_ASSIGNMENT=0
   echo "HTM_CUDA_ASSIGNMENT=0 from here on: the kernel's assignments were not the layers'" | tee -a "$OUT/summary.txt"
 fi
+# And the exact log-probability's two kernels against the torch ops (HTM_CUDA_LOGPROB=0 if they fail).
+if ! step "log-probability kernels on the GPU" kernels.log 60 "$BUILD/tests/htm_tests" \
+  --gtest_filter='PairLogProb*'; then
+  export HTM_CUDA_LOGPROB=0
+  echo "HTM_CUDA_LOGPROB=0 from here on: the kernels' log-probabilities were not the torch ops'" |
+    tee -a "$OUT/summary.txt"
+fi
 step "kernel tests on the GPU" kernels.log 120 "$BUILD/tests/htm_tests" \
   --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*:StepGraph.*:EvalGraph*:LaterRead.*:Resume.OnAGpu*:GpuGradients*:LaunchCount.*:DeviceTimer*-CudaKernels.Matching*'
 
@@ -235,20 +242,19 @@ for B in 8 64; do
   BENCH_ENV=PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True bench "htm bench cuda fp32 expandable B=$B" \
     --set "train.batch_size=$B"
 done
-# The graph's step with the pair sampler's rounds in torch ops instead of its CUDA kernel (where
-# built): what the kernel saves.
-BENCH_ENV=HTM_CUDA_MATCHING=0 bench "htm bench cuda fp32 graph sampler-rounds B=64" --set "train.batch_size=64" \
-  "${graph[@]}"
+# The graph's step with htm's CUDA kernels (where built) replaced by their torch ops: the pair
+# sampler's rounds, its exact log-probability's ops (and the set assignment's layers, on Trees
+# below): what the kernels save together.
+kernels_off="HTM_CUDA_MATCHING=0 HTM_CUDA_LOGPROB=0 HTM_CUDA_ASSIGNMENT=0"
+BENCH_ENV=$kernels_off bench "htm bench cuda fp32 graph torch-ops B=64" --set "train.batch_size=64" "${graph[@]}"
 # The captured sampler's rounds capped at 32 (lease 5 ran 4 log2 T: 32, 28, 24, ... at most T/2,
 # enough for this untrained model's near-random logits), against the floor(T/2) of the default,
 # which a trained policy needs: what the robust default costs here.
 bench "htm bench cuda fp32 graph rounds-capped B=64" --set "train.batch_size=64" --set 'runtime.graph_rounds=32' \
   "${graph[@]}"
-# The sampler's rounds in torch ops: what its kernel saves at T = 16.
-BENCH_ENV=HTM_CUDA_MATCHING=0 bench "htm bench cuda trees graph sampler-rounds" "${trees[@]}" "${graph[@]}"
-# The point-set matching's layers in torch ops (84 launches, 512 MiB of gathered terms in double a
-# step): what its kernel saves.
-BENCH_ENV=HTM_CUDA_ASSIGNMENT=0 bench "htm bench cuda trees graph assignment-layers" "${trees[@]}" "${graph[@]}"
+# Trees' graph with the three kernels' torch ops (at T = 16; the set matching's layers: 84 launches
+# and 512 MiB of gathered terms in double a step).
+BENCH_ENV=$kernels_off bench "htm bench cuda trees graph torch-ops" "${trees[@]}" "${graph[@]}"
 # The graph's replays against the same steps run eagerly with its draws: the same losses to rounding.
 bench "htm bench cuda fp32 graph-eager B=8" --set "train.batch_size=8" --set 'runtime.cuda_graph="eager"'
 losses_of() {  # the losses line of the bench step named $1

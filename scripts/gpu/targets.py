@@ -92,17 +92,13 @@ def main():
                          f"{fmt(reserved(s, name), ' MiB')} reserved")
         lines.append(f"target memory B={B}: official {fmt(off_a, ' MiB')} allocated, {fmt(off_r, ' MiB')} requested; "
                      + "; ".join(parts) + "; issue: <= 0.5x allocated")
-    for label, with_kernel, with_rounds in (
-            ("paper B=64 graph", "htm bench cuda fp32 graph B=64", "htm bench cuda fp32 graph sampler-rounds B=64"),
-            ("Trees graph", "htm bench cuda trees graph", "htm bench cuda trees graph sampler-rounds")):
-        kernel, rounds = step_ms(s, with_kernel), step_ms(s, with_rounds)
-        lines.append(f"sampler, {label}: CUDA kernel {fmt(kernel, ' ms')} (GPU {fmt(gpu_ms(s, with_kernel), ' ms')}) "
-                     f"against the rounds in torch ops {fmt(rounds, ' ms')} (GPU {fmt(gpu_ms(s, with_rounds), ' ms')}): "
-                     f"{ratio(rounds, kernel)}")
-    kernel, layers = step_ms(s, "htm bench cuda trees graph"), step_ms(s, "htm bench cuda trees graph assignment-layers")
-    lines.append(f"set assignment, Trees graph: CUDA kernel {fmt(kernel, ' ms')} against the layers in torch ops "
-                 f"{fmt(layers, ' ms')} (GPU {fmt(gpu_ms(s, 'htm bench cuda trees graph assignment-layers'), ' ms')}): "
-                 f"{ratio(layers, kernel)}")
+    for label, with_kernels, with_ops in (
+            ("paper B=64 graph", "htm bench cuda fp32 graph B=64", "htm bench cuda fp32 graph torch-ops B=64"),
+            ("Trees graph", "htm bench cuda trees graph", "htm bench cuda trees graph torch-ops")):
+        kernels, ops = step_ms(s, with_kernels), step_ms(s, with_ops)
+        lines.append(f"htm's CUDA kernels, {label}: {fmt(kernels, ' ms')} (GPU {fmt(gpu_ms(s, with_kernels), ' ms')}) "
+                     f"against their torch ops {fmt(ops, ' ms')} (GPU {fmt(gpu_ms(s, with_ops), ' ms')}): "
+                     f"{ratio(ops, kernels)}")
     # One core's medians: results/quickstart-cpu-20k-2026-11-28.csv (427.3-442.5, the folder
     # prepare.sh makes) and results/trees-cpu-2026-11-28.csv.
     cpu = {"quickstart": float(os.environ.get("HTM_CPU_QUICKSTART_IPS", "437.0")),

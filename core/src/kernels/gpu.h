@@ -135,6 +135,13 @@ std::pair<at::Tensor, at::Tensor> sample_disjoint_pairs(const at::Tensor& logits
 std::pair<at::Tensor, at::Tensor> match_pairs(const at::Tensor& logits, const at::Tensor& noise, int64_t r,
                                               int64_t* rounds = nullptr);
 
+/// The pair sampler's exact sequential log-probability (sampling.cpp's pair_log_prob, form
+/// "exact") in two CUDA launches, forward and backward (pair_log_prob.cu, gpu_log_prob.cpp), from
+/// B×T×T float logits already bounded with the diagonal at −∞ and the B×r drawn pairs: B×r, where
+/// nvcc built the kernels, masked is a CUDA tensor, T ≤ 1024 and 1 ≤ r ≤ ⌊T/2⌋; otherwise an
+/// undefined tensor (the caller's torch ops then). HTM_CUDA_LOGPROB=0 keeps the torch ops.
+at::Tensor exact_pair_log_prob(const at::Tensor& masked, const at::Tensor& src, const at::Tensor& dst);
+
 /// The most elements a set may have for min_cost_assignment (its work grows as N·2^N).
 constexpr int64_t kMaxDeviceAssignment = 16;
 

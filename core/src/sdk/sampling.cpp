@@ -215,6 +215,9 @@ torch::Tensor pair_log_prob(const torch::Tensor& logits, const torch::Tensor& sr
   if (form == LogProbForm::paper)
     return torch::log_softmax(masked.view({B, T * T}), 1).gather(1, torch::add(dst, src, T));
 
+  // On a GPU, forward and backward in one launch each (kernels/pair_log_prob.h), where built.
+  if (use_gpu(masked))
+    if (auto exact = gpu::exact_pair_log_prob(masked, src, dst); exact.defined()) return exact;
   // Draw k's normaliser is Σ over pairs (i, j) of unused tokens, i ≠ j, of exp(logit): with u_k
   // the unused-token indicator, u_kᵀ E u_k for E = exp(logits) with a zero diagonal — one batched
   // product, O(r·T²) per sample like the draw itself, never a B×r×T×T tensor. In double, shifted

@@ -1,0 +1,92 @@
+// The pair sampler's exact log-probability in two CUDA launches (kernels/gpu.h): an autograd
+// function over pair_log_prob.cu's forward and backward kernels, which keeps the logits, the pairs,
+// the normalisers and the largest logit for backward (the torch ops keep the B×T×T weights in
+// double and the B×r×T unused-token indicator besides).
+#include <cstdlib>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "htm/error.h"
+#include "kernels/gpu.h"
+#include "kernels/pair_log_prob.h"
+
+#if HTM_CUDA_KERNELS_BUILT
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+// pair_log_prob.cu (nvcc): each queued on `stream`; a cudaError_t.
+extern "C" int htm_cuda_pair_log_prob(const float* masked, const int64_t* src, const int64_t* dst, int64_t B, int64_t T,
+                                      int64_t r, float* out, double* Z, float* top, void* stream);
+extern "C" int htm_cuda_pair_log_prob_backward(const float* g, const float* masked, const int64_t* src,
+                                               const int64_t* dst, const double* Z, const float* top, int64_t B,
+                                               int64_t T, int64_t r, float* grad, void* stream);
+#endif
+
+namespace htm::gpu {
+
+#if HTM_CUDA_KERNELS_BUILT
+namespace {
+
+void launched(int error, const char* which) {
+  if (error != 0)
+    throw Error(std::string("the exact log-probability's CUDA kernel (") + which + ") did not launch (CUDA error " +
+                std::to_string(error) + ")");
+}
+
+class PairLogProb : public torch::autograd::Function<PairLogProb> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& masked,
+                               const torch::Tensor& src, const torch::Tensor& dst) {
+    const int64_t B = masked.size(0), T = masked.size(1), r = src.size(1);
+    const c10::cuda::CUDAGuard guard(masked.device());
+    auto m = masked.contiguous();
+    auto s = src.contiguous(), d = dst.contiguous();
+    auto out = torch::empty({B, r}, m.options());
+    auto Z = torch::empty({B, r}, m.options().dtype(torch::kDouble));
+    auto top = torch::empty({B}, m.options());
+    launched(htm_cuda_pair_log_prob(m.data_ptr<float>(), s.data_ptr<int64_t>(), d.data_ptr<int64_t>(), B, T, r,
+                                    out.data_ptr<float>(), Z.data_ptr<double>(), top.data_ptr<float>(),
+                                    c10::cuda::getCurrentCUDAStream().stream()),
+             "forward");
+    ctx->save_for_backward({m, s, d, Z, top});
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &m = saved[0], &s = saved[1], &d = saved[2], &Z = saved[3], &top = saved[4];
+    const int64_t B = m.size(0), T = m.size(1), r = s.size(1);
+    const c10::cuda::CUDAGuard guard(m.device());
+    const auto g = grads[0].to(torch::kFloat).contiguous();
+    auto grad = torch::empty_like(m);
+    launched(htm_cuda_pair_log_prob_backward(g.data_ptr<float>(), m.data_ptr<float>(), s.data_ptr<int64_t>(),
+                                             d.data_ptr<int64_t>(), Z.data_ptr<double>(), top.data_ptr<float>(), B, T,
+                                             r, grad.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream()),
+             "backward");
+    return {grad, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+#endif
+
+torch::Tensor exact_pair_log_prob(const torch::Tensor& masked, const torch::Tensor& src, const torch::Tensor& dst) {
+#if HTM_CUDA_KERNELS_BUILT
+  static const bool wanted = [] {
+    const char* env = std::getenv("HTM_CUDA_LOGPROB");
+    return env == nullptr || std::string(env) != "0";
+  }();
+  const int64_t T = masked.dim() == 3 ? masked.size(1) : 0, r = src.dim() == 2 ? src.size(1) : 0;
+  if (wanted && masked.is_cuda() && masked.scalar_type() == torch::kFloat && masked.size(2) == T &&
+      T <= logprob::kMaxTokens && r >= 1 && 2 * r <= T && src.scalar_type() == torch::kLong &&
+      dst.scalar_type() == torch::kLong)
+    return PairLogProb::apply(masked, src, dst);
+#else
+  (void)masked, (void)src, (void)dst;
+#endif
+  return {};
+}
+
+}  // namespace htm::gpu
