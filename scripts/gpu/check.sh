@@ -53,6 +53,9 @@ BUILD=${HTM_BUILD_DIR:-build-gpu}
 BUDGET=${HTM_BUDGET:-0}
 FASHION=${HTM_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 REHEARSE=${HTM_REHEARSE:-0}
+# A folder used before starts empty of this script's outputs: its logs are appended to and its runs'
+# databases would skip the runs they hold as done.
+rm -f "$OUT"/*.log "$OUT"/*.sqlite "$OUT"/profile.json* "$OUT"/profile-top.txt
 : > "$OUT/summary.txt"
 
 # step NAME LOG SECONDS COMMAND...: runs COMMAND with a time limit, appending to OUT/LOG.
