@@ -13,11 +13,7 @@
 
 #include <cstdint>
 
-#if !defined(HTM_HD) && defined(__CUDACC__)
-#define HTM_HD __host__ __device__
-#elif !defined(HTM_HD)
-#define HTM_HD
-#endif
+#include "kernels/host_device.h"
 
 namespace htm::assignment {
 
