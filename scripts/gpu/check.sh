@@ -245,6 +245,10 @@ for B in 8 64; do
   BENCH_ENV=PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True bench "htm bench cuda fp32 expandable B=$B" \
     --set "train.batch_size=$B"
 done
+# Eager at B = 8 with torch's math attention left out (HTM_SDPA_MATH=0): its allocated memory
+# against the default's, should torch pick the math path, which keeps each attention's weights
+# (scripts/gpu/sdpa_probe.py above says which it picks).
+BENCH_ENV=HTM_SDPA_MATH=0 bench "htm bench cuda fp32 sdpa-no-math B=8" --set "train.batch_size=8"
 # The graph's step with htm's CUDA kernels (where built) replaced by their torch ops: the pair
 # sampler's rounds, its exact log-probability's ops (and the set assignment's layers, on Trees
 # below): what the kernels save together.

@@ -85,6 +85,10 @@ def main():
         eager = f"htm bench cuda fp32 B={B}"
         parts = [f"eager {fmt(allocated(s, eager), ' MiB')} allocated ({ratio(allocated(s, eager), off_a)}), "
                  f"{fmt(requested(s, eager), ' MiB')} requested ({ratio(requested(s, eager), off_r)})"]
+        if B == 8:
+            name = "htm bench cuda fp32 sdpa-no-math B=8"
+            parts.append(f"eager without the math attention {fmt(allocated(s, name), ' MiB')} allocated "
+                         f"({ratio(allocated(s, name), off_a)})")
         for label, name in (("expandable segments", f"htm bench cuda fp32 expandable B={B}"),
                             ("graph", f"htm bench cuda fp32 graph B={B}"),
                             ("graph + recompute mlp", f"htm bench cuda fp32 graph recompute-mlp B={B}")):

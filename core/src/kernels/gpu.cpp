@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <map>
@@ -27,8 +28,6 @@
 #if HTM_CUDA_KERNELS_BUILT
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-
-#include <cstdlib>
 
 #include "kernels/greedy_matching.h"
 
@@ -149,6 +148,15 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
   const uint64_t stream = counter_bits(seed, static_cast<uint64_t>(first));
   torch::Tensor out;
 #if TORCH_VERSION_MAJOR >= 2
+  // HTM_SDPA_MATH=0 leaves torch's math path out (it keeps each attention's B×h×Tq×Tk weights and
+  // their dropout mask): a fused kernel runs, or torch says why none can (check.sh measures it).
+  static const bool math_left_out = [] {
+    const char* env = std::getenv("HTM_SDPA_MATH");
+    if (env == nullptr || std::string(env) != "0") return false;
+    at::globalContext().setSDPUseMath(false);
+    return true;
+  }();
+  (void)math_left_out;
   // On a CPU only without dropout (its fused kernel would draw from the CPU's global generator):
   // the same ops as a GPU's step, to count them and their memory on a machine without one.
   if (!q.device().is_cpu() || p == 0) {
