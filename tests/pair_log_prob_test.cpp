@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -86,6 +87,35 @@ TEST(PairLogProb, TheKernelsPartsGiveTheTorchOpsValuesAndGradients) {
       }
 }
 
+// The entropy's parts (entropy_on_host, entropy_grad_on_host) against pair_entropy's torch ops:
+// the value and the gradient with respect to the logits, with and without −∞ holes.
+TEST(PairLogProb, TheEntropysPartsGiveTheTorchOpsValueAndGradient) {
+  for (int64_t T : {2, 3, 16, 33, 64})
+    for (bool holes : {false, true}) {
+      const auto c = make_case(5, T, 1, T, holes);
+      const auto g = torch::randn({5});
+      auto logits = c.logits.clone().requires_grad_(true);
+      torch::Tensor ops;
+      {
+        KernelsScope kernels(Kernels::portable);
+        ops = pair_entropy(logits);
+        ops.backward(g);
+      }
+      auto masked = c.logits.clone();
+      masked.diagonal(0, 1, 2).fill_(-kInf);
+      auto H = torch::empty({5}), top = torch::empty({5}), grad = torch::empty({5, T, T});
+      auto sums = torch::empty({5, 2}, torch::kDouble);
+      logprob::entropy_on_host(masked.data_ptr<float>(), 5, T, H.data_ptr<float>(), sums.data_ptr<double>(),
+                               top.data_ptr<float>());
+      logprob::entropy_grad_on_host(g.data_ptr<float>(), masked.data_ptr<float>(), sums.data_ptr<double>(),
+                                    top.data_ptr<float>(), 5, T, grad.data_ptr<float>());
+      grad.diagonal(0, 1, 2).zero_();
+      EXPECT_LT(worst(H, ops.detach()), 1e-6) << "T " << T << " holes " << holes;
+      EXPECT_LT(worst(grad, logits.grad()), 1e-6) << "T " << T << " holes " << holes;
+      EXPECT_TRUE((H >= -1e-6).all().item<bool>() && (H <= std::log(T * (T - 1.0)) + 1e-5).all().item<bool>());
+    }
+}
+
 // A sample whose logits are all −∞ but the drawn pairs' own: every later normaliser is the drawn
 // pair's alone, so each draw is certain (log p = 0) and no gradient reaches the other logits.
 TEST(PairLogProb, ADrawWithNoAlternativeIsCertain) {
@@ -106,7 +136,7 @@ TEST(PairLogProb, ADrawWithNoAlternativeIsCertain) {
 
 // On a GPU (skipped where this libtorch has none or sees none): the kernels' values and gradients
 // against the torch ops on the CPU, the same bits twice, and at the paper's first layer (T = 256,
-// r = 128); where nvcc did not build them, the torch ops on the GPU against the CPU's.
+// r = 128), the entropy's too; where nvcc did not build them, the torch ops on the GPU against the CPU's.
 TEST(PairLogProbOnAGpu, IsTheCpusAndTheSameTwice) {
   if (!cuda_usable()) GTEST_SKIP() << "skipped: this libtorch has no CUDA or sees no GPU";
   const torch::Device gpu(torch::kCUDA, 0);
@@ -125,6 +155,19 @@ TEST(PairLogProbOnAGpu, IsTheCpusAndTheSameTwice) {
     EXPECT_LT(worst(once.first, ops), 1e-5) << "T " << T;
     EXPECT_LT(worst(once.second, ops_grad), 1e-5) << "T " << T;
     EXPECT_TRUE(torch::equal(once.first, twice.first) && torch::equal(once.second, twice.second)) << "T " << T;
+    // The entropy likewise.
+    auto entropy_on = [&](const torch::Device& device, Kernels set) {
+      KernelsScope kernels(set);
+      auto logits = c.logits.to(device).requires_grad_(true);
+      auto H = pair_entropy(logits);
+      H.backward(g.narrow(1, 0, 1).squeeze(1).to(device));
+      return std::make_pair(H.detach().cpu(), logits.grad().cpu());
+    };
+    const auto cpu_entropy = entropy_on(torch::kCPU, Kernels::portable), gpu_entropy = entropy_on(gpu, Kernels::gpu);
+    EXPECT_LT(worst(gpu_entropy.first, cpu_entropy.first), 1e-5) << "T " << T;
+    EXPECT_LT(worst(gpu_entropy.second, cpu_entropy.second), 1e-5) << "T " << T;
+    const auto again = entropy_on(gpu, Kernels::gpu);
+    EXPECT_TRUE(torch::equal(gpu_entropy.first, again.first) && torch::equal(gpu_entropy.second, again.second));
   }
 }
 

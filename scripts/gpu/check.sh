@@ -143,7 +143,8 @@ if ! step "set assignment kernel on the GPU" kernels.log 60 "$BUILD/tests/htm_te
   export HTM_CUDA_ASSIGNMENT=0
   echo "HTM_CUDA_ASSIGNMENT=0 from here on: the kernel's assignments were not the layers'" | tee -a "$OUT/summary.txt"
 fi
-# And the exact log-probability's two kernels against the torch ops (HTM_CUDA_LOGPROB=0 if they fail).
+# And the exact log-probability's and the entropy's kernels against the torch ops (HTM_CUDA_LOGPROB=0
+# if they fail).
 if ! step "log-probability kernels on the GPU" kernels.log 60 "$BUILD/tests/htm_tests" \
   --gtest_filter='PairLogProb*'; then
   export HTM_CUDA_LOGPROB=0

@@ -142,6 +142,11 @@ std::pair<at::Tensor, at::Tensor> match_pairs(const at::Tensor& logits, const at
 /// undefined tensor (the caller's torch ops then). HTM_CUDA_LOGPROB=0 keeps the torch ops.
 at::Tensor exact_pair_log_prob(const at::Tensor& masked, const at::Tensor& src, const at::Tensor& dst);
 
+/// The entropy of the first draw's distribution (sampling.cpp's pair_entropy) in one CUDA launch
+/// forward and one backward, from the same masked logits: B, where exact_pair_log_prob's kernels
+/// are built and take a CUDA tensor of 2 ≤ T ≤ 1024 tokens; otherwise an undefined tensor.
+at::Tensor masked_pair_entropy(const at::Tensor& masked);
+
 /// The most elements a set may have for min_cost_assignment (its work grows as N·2^N).
 constexpr int64_t kMaxDeviceAssignment = 16;
 

@@ -1,7 +1,8 @@
-// The pair sampler's exact log-probability in two CUDA launches (kernels/gpu.h): an autograd
-// function over pair_log_prob.cu's forward and backward kernels, which keeps the logits, the pairs,
-// the normalisers and the largest logit for backward (the torch ops keep the B×T×T weights in
-// double and the B×r×T unused-token indicator besides).
+// The pair sampler's exact log-probability and its first draw's entropy in two CUDA launches each
+// (kernels/gpu.h): autograd functions over pair_log_prob.cu's forward and backward kernels. The
+// log-probability keeps the logits, the pairs, the normalisers and the largest logit for backward
+// (the torch ops keep the B×T×T weights in double and the B×r×T unused-token indicator besides);
+// the entropy keeps the logits, two sums a sample and the largest logit.
 #include <cstdlib>
 #include <string>
 
@@ -21,6 +22,10 @@ extern "C" int htm_cuda_pair_log_prob(const float* masked, const int64_t* src, c
 extern "C" int htm_cuda_pair_log_prob_backward(const float* g, const float* masked, const int64_t* src,
                                                const int64_t* dst, const double* Z, const float* top, int64_t B,
                                                int64_t T, int64_t r, float* grad, void* stream);
+extern "C" int htm_cuda_pair_entropy(const float* masked, int64_t B, int64_t T, float* H, double* sums, float* top,
+                                     void* stream);
+extern "C" int htm_cuda_pair_entropy_backward(const float* g, const float* masked, const double* sums, const float* top,
+                                              int64_t B, int64_t T, float* grad, void* stream);
 #endif
 
 namespace htm::gpu {
@@ -69,17 +74,64 @@ class PairLogProb : public torch::autograd::Function<PairLogProb> {
   }
 };
 
-}  // namespace
-#endif
+class PairEntropy : public torch::autograd::Function<PairEntropy> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& masked) {
+    const int64_t B = masked.size(0), T = masked.size(1);
+    const c10::cuda::CUDAGuard guard(masked.device());
+    auto m = masked.contiguous();
+    auto H = torch::empty({B}, m.options());
+    auto sums = torch::empty({B, 2}, m.options().dtype(torch::kDouble));
+    auto top = torch::empty({B}, m.options());
+    launched(htm_cuda_pair_entropy(m.data_ptr<float>(), B, T, H.data_ptr<float>(), sums.data_ptr<double>(),
+                                   top.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream()),
+             "entropy");
+    ctx->save_for_backward({m, sums, top});
+    return H;
+  }
 
-torch::Tensor exact_pair_log_prob(const torch::Tensor& masked, const torch::Tensor& src, const torch::Tensor& dst) {
-#if HTM_CUDA_KERNELS_BUILT
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &m = saved[0], &sums = saved[1], &top = saved[2];
+    const c10::cuda::CUDAGuard guard(m.device());
+    const auto g = grads[0].to(torch::kFloat).contiguous();
+    auto grad = torch::empty_like(m);
+    launched(htm_cuda_pair_entropy_backward(g.data_ptr<float>(), m.data_ptr<float>(), sums.data_ptr<double>(),
+                                            top.data_ptr<float>(), m.size(0), m.size(1), grad.data_ptr<float>(),
+                                            c10::cuda::getCurrentCUDAStream().stream()),
+             "entropy backward");
+    return {grad};
+  }
+};
+
+// Whether the kernels may take this call (HTM_CUDA_LOGPROB=0 keeps the torch ops).
+bool kernels_wanted() {
   static const bool wanted = [] {
     const char* env = std::getenv("HTM_CUDA_LOGPROB");
     return env == nullptr || std::string(env) != "0";
   }();
+  return wanted;
+}
+
+}  // namespace
+#endif
+
+torch::Tensor masked_pair_entropy(const torch::Tensor& masked) {
+#if HTM_CUDA_KERNELS_BUILT
+  if (kernels_wanted() && masked.is_cuda() && masked.scalar_type() == torch::kFloat && masked.dim() == 3 &&
+      masked.size(1) == masked.size(2) && masked.size(1) >= 2 && masked.size(1) <= logprob::kMaxTokens)
+    return PairEntropy::apply(masked);
+#else
+  (void)masked;
+#endif
+  return {};
+}
+
+torch::Tensor exact_pair_log_prob(const torch::Tensor& masked, const torch::Tensor& src, const torch::Tensor& dst) {
+#if HTM_CUDA_KERNELS_BUILT
   const int64_t T = masked.dim() == 3 ? masked.size(1) : 0, r = src.dim() == 2 ? src.size(1) : 0;
-  if (wanted && masked.is_cuda() && masked.scalar_type() == torch::kFloat && masked.size(2) == T &&
+  if (kernels_wanted() && masked.is_cuda() && masked.scalar_type() == torch::kFloat && masked.size(2) == T &&
       T <= logprob::kMaxTokens && r >= 1 && 2 * r <= T && src.scalar_type() == torch::kLong &&
       dst.scalar_type() == torch::kLong)
     return PairLogProb::apply(masked, src, dst);

@@ -1,10 +1,10 @@
-// The pair sampler's exact log-probability on a GPU (kernels/pair_log_prob.h), forward and backward
-// in one launch each: a block a sample, which draw took each token in shared memory; forward, the
-// largest logit (a block's reduction), the level sums (a warp a draw, the never-taken tokens' pairs
-// by the block) and their suffix sums, then each draw's log-probability; backward, the prefix sums
-// of g/Z, then the gradient an element. Every sum in a fixed order: the same bits twice. Compiled by
-// nvcc beside htm's other kernels (core/CMakeLists.txt, HTM_CUDA_KERNELS_BUILT); gpu::exact_pair_log_prob
-// calls them for CUDA tensors, else the torch ops. No torch header here: the caller passes the stream.
+// The pair sampler's exact log-probability and its first draw's entropy on a GPU
+// (kernels/pair_log_prob.h), forward and backward in one launch each: a block a sample, which draw took each token in
+// shared memory; forward, the largest logit (a block's reduction), the level sums (a warp a draw, the never-taken
+// tokens' pairs by the block) and their suffix sums, then each draw's log-probability; backward, the prefix sums of
+// g/Z, then the gradient an element. Every sum in a fixed order: the same bits twice. Compiled by nvcc beside htm's
+// other kernels (core/CMakeLists.txt, HTM_CUDA_KERNELS_BUILT); gpu::exact_pair_log_prob calls them for CUDA tensors,
+// else the torch ops. No torch header here: the caller passes the stream.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -28,16 +28,9 @@ __device__ void mark_all(const int64_t* s, const int64_t* d, int64_t T, int64_t 
   __syncthreads();
 }
 
-__global__ void forward_kernel(const float* masked, const int64_t* src, const int64_t* dst, int64_t T, int64_t r,
-                               float* out, double* Z, float* top) {
-  extern __shared__ __align__(8) unsigned char shared[];
-  double* reduce = reinterpret_cast<double*>(shared);   // blockDim.x slots
-  double* H = reduce + blockDim.x;                      // r + 1
-  auto* taken = reinterpret_cast<int32_t*>(H + r + 1);  // T
-  const int64_t b = blockIdx.x;
-  const float* m = masked + b * T * T;
-  const int64_t *s = src + b * r, *d = dst + b * r;
-  // The largest logit: the block's tree (max is exact in any order; a NaN wins).
+// The largest logit of a sample, in every thread (the block's tree: max is exact in any order; a NaN
+// wins). reduce: blockDim.x slots, free again on return.
+__device__ float block_top(const float* m, int64_t T, double* reduce) {
   float t = -INFINITY;
   for (int64_t flat = threadIdx.x; flat < T * T; flat += blockDim.x) t = htm::logprob::larger(t, m[flat]);
   reduce[threadIdx.x] = t;
@@ -50,6 +43,47 @@ __global__ void forward_kernel(const float* masked, const int64_t* src, const in
   }
   t = static_cast<float>(reduce[0]);
   __syncthreads();
+  return t;
+}
+
+__global__ void entropy_kernel(const float* masked, int64_t T, float* H, double* sums, float* top) {
+  extern __shared__ __align__(8) unsigned char shared[];
+  double* z = reinterpret_cast<double*>(shared);  // blockDim.x slots each
+  double* a = z + blockDim.x;
+  const int64_t b = blockIdx.x;
+  const float* m = masked + b * T * T;
+  const float t = block_top(m, T, z);
+  const htm::logprob::Sums mine = htm::logprob::entropy_partial(m, T, t, threadIdx.x, blockDim.x);
+  z[threadIdx.x] = mine.z, a[threadIdx.x] = mine.a;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) z[threadIdx.x] += z[threadIdx.x + half], a[threadIdx.x] += a[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    sums[2 * b] = z[0], sums[2 * b + 1] = a[0], top[b] = t;
+    H[b] = static_cast<float>(htm::logprob::entropy_of(z[0], a[0]));
+  }
+}
+
+__global__ void entropy_backward_kernel(const float* g, const float* masked, const double* sums, const float* top,
+                                        int64_t T, float* grad) {
+  const int64_t b = blockIdx.x;
+  for (int64_t flat = threadIdx.x; flat < T * T; flat += blockDim.x)
+    grad[b * T * T + flat] =
+        htm::logprob::entropy_spread(masked + b * T * T, T, top[b], sums[2 * b], sums[2 * b + 1], g[b], flat);
+}
+
+__global__ void forward_kernel(const float* masked, const int64_t* src, const int64_t* dst, int64_t T, int64_t r,
+                               float* out, double* Z, float* top) {
+  extern __shared__ __align__(8) unsigned char shared[];
+  double* reduce = reinterpret_cast<double*>(shared);   // blockDim.x slots
+  double* H = reduce + blockDim.x;                      // r + 1
+  auto* taken = reinterpret_cast<int32_t*>(H + r + 1);  // T
+  const int64_t b = blockIdx.x;
+  const float* m = masked + b * T * T;
+  const int64_t *s = src + b * r, *d = dst + b * r;
+  const float t = block_top(m, T, reduce);
   mark_all(s, d, T, r, taken);
   // H[l] for l < r: a warp a draw.
   const int64_t warp = threadIdx.x / kLanes, lane = threadIdx.x % kLanes, warps = blockDim.x / kLanes;
@@ -124,5 +158,27 @@ extern "C" int htm_cuda_pair_log_prob_backward(const float* g, const float* mask
   const size_t shared = (r + 1) * sizeof(double) + T * sizeof(int32_t);
   backward_kernel<<<static_cast<unsigned>(B), threads_for(T), shared, static_cast<cudaStream_t>(stream)>>>(
       g, masked, src, dst, Z, top, T, r, grad);
+  return static_cast<int>(cudaGetLastError());
+}
+
+/// H (B float), sums (B×2 double) and top (B float), on the device: the entropy of the first draw's
+/// distribution from B×T×T float logits with the diagonal at −∞, queued on `stream`.
+extern "C" int htm_cuda_pair_entropy(const float* masked, int64_t B, int64_t T, float* H, double* sums, float* top,
+                                     void* stream) {
+  if (B == 0) return 0;
+  if (T < 2 || T > htm::logprob::kMaxTokens) return static_cast<int>(cudaErrorInvalidValue);
+  const int threads = threads_for(T);
+  entropy_kernel<<<static_cast<unsigned>(B), threads, 2 * threads * sizeof(double),
+                   static_cast<cudaStream_t>(stream)>>>(masked, T, H, sums, top);
+  return static_cast<int>(cudaGetLastError());
+}
+
+/// grad (B×T×T float, on the device) of Σ g·H from g (B) and the forward's sums and top.
+extern "C" int htm_cuda_pair_entropy_backward(const float* g, const float* masked, const double* sums, const float* top,
+                                              int64_t B, int64_t T, float* grad, void* stream) {
+  if (B == 0) return 0;
+  if (T < 2 || T > htm::logprob::kMaxTokens) return static_cast<int>(cudaErrorInvalidValue);
+  entropy_backward_kernel<<<static_cast<unsigned>(B), threads_for(T), 0, static_cast<cudaStream_t>(stream)>>>(
+      g, masked, sums, top, T, grad);
   return static_cast<int>(cudaGetLastError());
 }

@@ -14,6 +14,9 @@
 // exp(m_ij − top)·Σ_{k ≤ level(i, j)} 1/Z_k: one prefix sum a sample, then a value an element.
 // As the torch ops: top the largest logit (NaN if one is), exp(m − top) in double from the float
 // difference, Z clamped at 1e-300 (no gradient below it), log Z + top in double, then float.
+// The entropy of the first draw's distribution (pair_entropy) likewise: with w = exp(m − top),
+// Z = Σ w and A = Σ w·(m − top) over the pairs (0·(−∞) taken as 0), H = log Z − A/Z; its gradient
+// −p_ij·(log p_ij + H), p = w/Z.
 #pragma once
 
 #include <cmath>
@@ -100,6 +103,31 @@ HTM_HD inline float spread(const float* m, int64_t T, float top, const int32_t* 
   return static_cast<float>(-(weight(m, T, i, j, top) * S[level]));
 }
 
+/// A share of the entropy's sums over flat = lane, lane + lanes, ...: Z (first) and A (second).
+struct Sums {
+  double z = 0, a = 0;
+};
+
+HTM_HD inline Sums entropy_partial(const float* m, int64_t T, float top, int64_t lane, int64_t lanes) {
+  Sums sums;
+  for (int64_t flat = lane; flat < T * T; flat += lanes) {
+    const double w = weight(m, T, flat / T, flat % T, top);
+    if (w != 0) sums.z += w, sums.a += w * static_cast<double>(m[flat] - top);  // a NaN stays
+  }
+  return sums;
+}
+
+/// H from the sums, in double.
+HTM_HD inline double entropy_of(double z, double a) { return log(z) - a / z; }
+
+/// dH/dm at flat, times g: −p·(log p + H), 0 where w is.
+HTM_HD inline float entropy_spread(const float* m, int64_t T, float top, double z, double a, float g, int64_t flat) {
+  const double w = weight(m, T, flat / T, flat % T, top);
+  if (w == 0) return 0.0f;
+  const double p = w / z, log_p = static_cast<double>(m[flat] - top) - log(z);
+  return static_cast<float>(-(static_cast<double>(g) * p * (log_p + entropy_of(z, a))));
+}
+
 /// The forward pass of B samples on the host, the kernel's parts one after another (lanes: a
 /// warp's, whose partial sums are added in lane order here). masked: B×T×T; src, dst: B×r; out,
 /// Z: B×r; top: B; taken: T and H: r + 1 slots of scratch.
@@ -140,6 +168,27 @@ inline void grad_on_host(const float* g, const float* masked, const int64_t* src
     for (int64_t flat = 0; flat < T * T; ++flat) grad[b * T * T + flat] = spread(m, T, top[b], taken, S, flat);
     for (int64_t k = 0; k < r; ++k) grad[b * T * T + s[k] * T + d[k]] += g[b * r + k];
   }
+}
+
+/// The entropy of B samples on the host, the kernel's parts one after another: H (B float) and
+/// the sums backward needs (B×2 double: Z, A) and top (B) from masked (B×T×T).
+inline void entropy_on_host(const float* masked, int64_t B, int64_t T, float* H, double* sums, float* top) {
+  for (int64_t b = 0; b < B; ++b) {
+    const float* m = masked + b * T * T;
+    float t = -INFINITY;
+    for (int64_t flat = 0; flat < T * T; ++flat) t = larger(t, m[flat]);
+    const Sums s = entropy_partial(m, T, t, 0, 1);
+    sums[2 * b] = s.z, sums[2 * b + 1] = s.a, top[b] = t;
+    H[b] = static_cast<float>(entropy_of(s.z, s.a));
+  }
+}
+
+/// The entropy's gradient on the host: grad (B×T×T) from g (B) and the forward's sums and top.
+inline void entropy_grad_on_host(const float* g, const float* masked, const double* sums, const float* top, int64_t B,
+                                 int64_t T, float* grad) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t flat = 0; flat < T * T; ++flat)
+      grad[b * T * T + flat] = entropy_spread(masked + b * T * T, T, top[b], sums[2 * b], sums[2 * b + 1], g[b], flat);
 }
 
 }  // namespace htm::logprob

@@ -266,7 +266,10 @@ torch::Tensor bilinear_pair_logits(const torch::Tensor& x, const torch::nn::Laye
 
 torch::Tensor pair_entropy(const torch::Tensor& logits, double logit_bound) {
   const int64_t B = logits.size(0), T = logits.size(1);
-  auto log_p = torch::log_softmax(without_diagonal(bound_logits(logits, logit_bound)).view({B, T * T}), 1);
+  const auto masked = without_diagonal(bound_logits(logits, logit_bound));
+  if (use_gpu(masked))  // on a GPU, one launch each way (kernels/pair_log_prob.h), where built
+    if (auto entropy = gpu::masked_pair_entropy(masked); entropy.defined()) return entropy;
+  auto log_p = torch::log_softmax(masked.view({B, T * T}), 1);
   // 0·log 0 = 0 on the diagonal.
   return -(log_p.exp() * log_p.masked_fill(torch::isinf(log_p), 0)).sum(1);
 }
