@@ -29,9 +29,7 @@ namespace {
                   "fall back to fp32"
 
 // ‖a − b‖ / ‖b‖.
-double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
-  return ((a - b).norm() / b.norm()).item<double>();
-}
+double norm_error(const torch::Tensor& a, const torch::Tensor& b) { return ((a - b).norm() / b.norm()).item<double>(); }
 
 torch::Tensor rounded(const torch::Tensor& x) { return x.to(torch::kBFloat16).to(torch::kFloat); }
 
@@ -78,17 +76,17 @@ TEST(Bf16, LinearMultipliesTheRoundedOperandsInFp32AndBackpropagatesWithinBf16To
   }
   // Forward: exactly the fp32 product of the bf16-rounded operands, up to summation order.
   auto on_rounded = torch::matmul(rounded(x), rounded(layer->weight).t()) + layer->bias;
-  EXPECT_LT(relative_error(y, on_rounded), 1e-6);
-  EXPECT_LT(relative_error(y, fp32), 1e-2);
-  EXPECT_GT(relative_error(y, fp32), 1e-5);  // it really ran in bf16
+  EXPECT_LT(norm_error(y, on_rounded), 1e-6);
+  EXPECT_LT(norm_error(y, fp32), 1e-2);
+  EXPECT_GT(norm_error(y, fp32), 1e-5);  // it really ran in bf16
   // Backward ran after the scope closed, yet in bf16 as its forward did.
   auto grads = torch::autograd::grad({y}, {x, layer->weight, layer->bias}, {g});
   auto dx_rounded = torch::matmul(rounded(g), rounded(layer->weight));
-  EXPECT_LT(relative_error(grads[0], dx_rounded), 1e-6);
-  EXPECT_LT(relative_error(grads[0], fp32_grads[0]), 1e-2);
-  EXPECT_LT(relative_error(grads[1], fp32_grads[1]), 1e-2);
-  EXPECT_LT(relative_error(grads[2], fp32_grads[2]), 1e-6);  // the bias gradient is an fp32 sum
-  EXPECT_EQ(matmul_precision(), Precision::fp32);            // the scope restored it
+  EXPECT_LT(norm_error(grads[0], dx_rounded), 1e-6);
+  EXPECT_LT(norm_error(grads[0], fp32_grads[0]), 1e-2);
+  EXPECT_LT(norm_error(grads[1], fp32_grads[1]), 1e-2);
+  EXPECT_LT(norm_error(grads[2], fp32_grads[2]), 1e-6);  // the bias gradient is an fp32 sum
+  EXPECT_EQ(matmul_precision(), Precision::fp32);        // the scope restored it
 }
 
 TEST(Bf16, FusedAttentionIsWithinBf16ToleranceOfFp32ValuesAndGradients) {
@@ -113,7 +111,7 @@ TEST(Bf16, FusedAttentionIsWithinBf16ToleranceOfFp32ValuesAndGradients) {
     auto fp32 = run(Precision::fp32), bf16 = run(Precision::bf16);
     const char* names[] = {"output", "dq", "dk", "dv"};
     for (int i = 0; i < 4; ++i) {
-      const double error = relative_error(bf16[i], fp32[i]);
+      const double error = norm_error(bf16[i], fp32[i]);
       EXPECT_LT(error, 2e-2) << names[i] << " (bq=" << bq << ", Tk=" << Tk << ", p=" << p << ")";
       EXPECT_GT(error, 1e-5) << names[i] << ": it really ran in bf16";
     }

@@ -4,7 +4,9 @@
 // r best pairs written in greedy's order. Compiled by nvcc where CMake finds one and a probe of
 // this file compiles (core/CMakeLists.txt, HTM_CUDA_KERNELS_BUILT); gpu::match_pairs calls it for
 // CUDA tensors, else its rounds in torch ops. No torch header here: the caller passes the stream.
+#if !defined(HTM_CUDA_EMULATION)  // the launches below: nvcc only (tests/cuda_emulation.h runs the kernels)
 #include <cuda_runtime.h>
+#endif
 
 #include <cstdint>
 
@@ -16,7 +18,7 @@ constexpr int kLanes = 32;  // a warp a row in the rounds
 
 __global__ void greedy_pairs_kernel(const float* logits, const float* noise, int64_t T, int64_t r, int64_t* src,
                                     int64_t* dst, int64_t* all_ranks) {
-  extern __shared__ __align__(8) unsigned char shared[];
+  HTM_SHARED(shared);
   const htm::greedy::Rows rows = htm::greedy::carve(shared, T);
   const int64_t b = blockIdx.x;
   const float* L = logits + b * T * T;
@@ -50,6 +52,7 @@ __global__ void greedy_pairs_kernel(const float* logits, const float* noise, int
 
 }  // namespace
 
+#if !defined(HTM_CUDA_EMULATION)
 /// src, dst (B×r int64, on the device) = the r pairs greedy takes first from B×T×T float logits
 /// and noise (contiguous, on the device), queued on `stream` (a cudaStream_t); ranks: B×T×T
 /// int64 of scratch on the device. T ≤ htm::greedy::kMaxTokens, r ≤ ⌊T/2⌋. Returns the
@@ -63,3 +66,4 @@ extern "C" int htm_cuda_greedy_pairs(const float* logits, const float* noise, in
   greedy_pairs_kernel<<<static_cast<unsigned>(B), threads, shared, on>>>(logits, noise, T, r, src, dst, ranks);
   return static_cast<int>(cudaGetLastError());
 }
+#endif

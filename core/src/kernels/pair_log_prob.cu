@@ -5,7 +5,9 @@
 // g/Z, then the gradient an element. Every sum in a fixed order: the same bits twice. Compiled by nvcc beside htm's
 // other kernels (core/CMakeLists.txt, HTM_CUDA_KERNELS_BUILT); gpu::exact_pair_log_prob calls them for CUDA tensors,
 // else the torch ops. No torch header here: the caller passes the stream.
+#if !defined(HTM_CUDA_EMULATION)  // the launches below: nvcc only (tests/cuda_emulation.h runs the kernels)
 #include <cuda_runtime.h>
+#endif
 
 #include <cstdint>
 
@@ -47,7 +49,7 @@ __device__ float block_top(const float* m, int64_t T, double* reduce) {
 }
 
 __global__ void entropy_kernel(const float* masked, int64_t T, float* H, double* sums, float* top) {
-  extern __shared__ __align__(8) unsigned char shared[];
+  HTM_SHARED(shared);
   double* z = reinterpret_cast<double*>(shared);  // blockDim.x slots each
   double* a = z + blockDim.x;
   const int64_t b = blockIdx.x;
@@ -76,7 +78,7 @@ __global__ void entropy_backward_kernel(const float* g, const float* masked, con
 
 __global__ void forward_kernel(const float* masked, const int64_t* src, const int64_t* dst, int64_t T, int64_t r,
                                float* out, double* Z, float* top) {
-  extern __shared__ __align__(8) unsigned char shared[];
+  HTM_SHARED(shared);
   double* reduce = reinterpret_cast<double*>(shared);   // blockDim.x slots
   double* H = reduce + blockDim.x;                      // r + 1
   auto* taken = reinterpret_cast<int32_t*>(H + r + 1);  // T
@@ -112,7 +114,7 @@ __global__ void forward_kernel(const float* masked, const int64_t* src, const in
 
 __global__ void backward_kernel(const float* g, const float* masked, const int64_t* src, const int64_t* dst,
                                 const double* Z, const float* top, int64_t T, int64_t r, float* grad) {
-  extern __shared__ __align__(8) unsigned char shared[];
+  HTM_SHARED(shared);
   double* S = reinterpret_cast<double*>(shared);        // r + 1
   auto* taken = reinterpret_cast<int32_t*>(S + r + 1);  // T
   const int64_t b = blockIdx.x;
@@ -135,6 +137,7 @@ int threads_for(int64_t T) {
 
 }  // namespace
 
+#if !defined(HTM_CUDA_EMULATION)
 /// out, Z (B×r float and double) and top (B float), on the device, from B×T×T float logits with
 /// the diagonal at −∞ and B×r int64 pairs (contiguous, on the device), queued on `stream`.
 /// T ≤ htm::logprob::kMaxTokens, 1 ≤ r ≤ ⌊T/2⌋. Returns the launch's cudaError_t (0: queued).
@@ -182,3 +185,4 @@ extern "C" int htm_cuda_pair_entropy_backward(const float* g, const float* maske
       g, masked, sums, top, T, grad);
   return static_cast<int>(cudaGetLastError());
 }
+#endif

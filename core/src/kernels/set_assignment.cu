@@ -5,7 +5,9 @@
 // where CMake finds one and a probe compiles it (core/CMakeLists.txt, HTM_CUDA_KERNELS_BUILT);
 // gpu::min_cost_assignment calls it for double costs on a CUDA device, else its layers in torch
 // ops. No torch header here: the caller passes the stream.
+#if !defined(HTM_CUDA_EMULATION)  // the launches below: nvcc only (tests/cuda_emulation.h runs the kernels)
 #include <cuda_runtime.h>
+#endif
 
 #include <cstdint>
 
@@ -14,7 +16,8 @@
 namespace {
 
 __global__ void assignment_kernel(const double* cost, int64_t N, int64_t* out, double* all_f, uint8_t* all_choice) {
-  __shared__ double c[htm::assignment::kMaxElements * htm::assignment::kMaxElements];
+  HTM_SHARED(shared);
+  auto* c = reinterpret_cast<double*>(shared);  // N×N
   const int64_t b = blockIdx.x, sets = int64_t{1} << N;
   for (int64_t i = threadIdx.x; i < N * N; i += blockDim.x) c[i] = cost[b * N * N + i];
   double* f = all_f + b * sets;
@@ -31,6 +34,7 @@ __global__ void assignment_kernel(const double* cost, int64_t N, int64_t* out, d
 
 }  // namespace
 
+#if !defined(HTM_CUDA_EMULATION)
 /// out (B×N int64, on the device) = each sample's least-cost assignment of predictions to targets
 /// from B×N×N double costs (contiguous, prediction-major, on the device), queued on `stream` (a
 /// cudaStream_t); f (B·2^N doubles) and choice (B·2^N bytes): scratch on the device. N ≤
@@ -42,6 +46,8 @@ extern "C" int htm_cuda_min_cost_assignment(const double* cost, int64_t B, int64
   const int64_t sets = int64_t{1} << N;
   const int threads = sets >= 1024 ? 1024 : static_cast<int>((sets + 31) / 32 * 32);  // whole warps
   const auto on = static_cast<cudaStream_t>(stream);
-  assignment_kernel<<<static_cast<unsigned>(B), threads, 0, on>>>(cost, N, out, f, choice);
+  const size_t shared = static_cast<size_t>(N * N) * sizeof(double);
+  assignment_kernel<<<static_cast<unsigned>(B), threads, shared, on>>>(cost, N, out, f, choice);
   return static_cast<int>(cudaGetLastError());
 }
+#endif
