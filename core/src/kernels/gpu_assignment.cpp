@@ -128,8 +128,9 @@ torch::Tensor min_cost_assignment(const torch::Tensor& cost) {
     return out;
   }
 #if HTM_CUDA_KERNELS_BUILT
-  // On a GPU, the same programme in one launch (set_assignment.cu; tested against these layers by
-  // DeviceAssignment.TheKernelsSteps* on the CPU, DeviceAssignment.OnAGpu* on a GPU). HTM_CUDA_ASSIGNMENT=0 keeps them.
+  // On a GPU, the same programme in one launch (set_assignment.cu; its steps tested against these
+  // layers by DeviceAssignment.TheKernelsSteps*, its code by CudaEmulation.* on the CPU, the kernel
+  // by DeviceAssignment.OnAGpu* on a GPU). HTM_CUDA_ASSIGNMENT=0 keeps the layers.
   static const bool kernel_wanted = [] {
     const char* env = std::getenv("HTM_CUDA_ASSIGNMENT");
     return env == nullptr || std::string(env) != "0";
