@@ -1,9 +1,9 @@
 // htm's CUDA kernels' own code (core/src/kernels/*.cu: their barriers, shuffles, shared memory
 // and indexing, not only the header parts their CPU drivers share) run on the CPU by
-// tests/cuda_emulation.h, against those drivers: the pair sampler's matching and the set
-// assignment index for index, the exact log-probability and entropy to rounding (their sums go
-// in another order), and every kernel the same bits twice. On a GPU the kernels themselves are
-// checked by CudaKernels.Matching*, DeviceAssignment.OnAGpu* and PairLogProbOnAGpu.*.
+// tests/cuda_emulation.h, against those drivers: the pair sampler's matching, the set
+// assignment and the tokens a merge keeps index for index, the exact log-probability and entropy to rounding (their
+// sums go in another order), and every kernel the same bits twice. On a GPU the kernels themselves are checked by
+// CudaKernels.Matching*, DeviceAssignment.OnAGpu* and PairLogProbOnAGpu.*.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 
 #include "cuda_emulation.h"
 #include "kernels/greedy_matching.h"
+#include "kernels/kept_tokens.h"
 #include "kernels/pair_log_prob.h"
 #include "kernels/set_assignment.h"
 
@@ -28,6 +29,9 @@ namespace emulated_assignment {
 }
 namespace emulated_log_prob {
 #include "kernels/pair_log_prob.cu"
+}
+namespace emulated_kept {
+#include "kernels/kept_tokens.cu"
 }
 
 namespace htm {
@@ -80,6 +84,26 @@ TEST(CudaEmulation, TheAssignmentKernelTakesTheDriversAssignment) {
              cost.data(), N, out.data(), f.data(), choice.data());
       assignment::assign_on_host(cost.data(), B, N, host.data(), hf.data(), hchoice.data());
       ASSERT_EQ(out, host) << "N " << N << " ties " << ties;
+    }
+}
+
+TEST(CudaEmulation, TheKeptTokensKernelKeepsTheDriversTokens) {
+  std::mt19937 rng(6);
+  for (int64_t T : {1, 2, 9, 40, 100})
+    for (int64_t r : {int64_t{0}, T / 2}) {
+      const int64_t B = 3;
+      std::vector<int64_t> src(B * r);
+      for (int64_t b = 0; b < B; ++b) {
+        std::vector<int64_t> tokens(T);
+        std::iota(tokens.begin(), tokens.end(), 0);
+        std::shuffle(tokens.begin(), tokens.end(), rng);
+        std::copy(tokens.begin(), tokens.begin() + r, src.begin() + b * r);
+      }
+      std::vector<int64_t> keep(B * (T - r), -7), host(B * (T - r), -7);
+      std::vector<int32_t> flags(T);
+      launch(B, whole_warps(T), T * sizeof(int32_t), emulated_kept::kept_kernel, src.data(), T, r, keep.data());
+      keeping::kept_on_host(src.data(), B, T, r, host.data(), flags.data());
+      ASSERT_EQ(keep, host) << "T " << T << " r " << r;
     }
 }
 

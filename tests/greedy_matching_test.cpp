@@ -9,8 +9,10 @@
 #include <limits>
 #include <vector>
 
+#include "config/device.h"
 #include "kernels/gpu.h"
 #include "kernels/greedy_matching.h"
+#include "kernels/kept_tokens.h"
 
 namespace htm {
 namespace {
@@ -83,6 +85,31 @@ TEST(GreedyMatching, PairRanksFollowTheKeyThenTheFlatIndex) {
   EXPECT_GT(greedy::pair_rank(-inf, 5.0f, 3, 4, T), greedy::pair_rank(-inf, 4.0f, 0, 1, T));    // then noise
   EXPECT_LT(greedy::pair_rank(9.0f, 9.0f, 2, 2, T), 0);  // one token: below every pair
   EXPECT_GE(greedy::pair_rank(-inf, -inf, 4, 3, T), 0);  // every pair of two tokens ranks ≥ 0
+}
+
+// The tokens a merge keeps (kernels/kept_tokens.h's driver, the kernel's parts) against the torch
+// ops the encoder runs elsewhere: every token but the sources, in order. On a GPU, gpu::kept_tokens
+// (the kernel, where built) against the same.
+TEST(KeptTokens, TheKernelsPartsKeepWhatTheSortKeeps) {
+  torch::manual_seed(8);
+  for (int64_t T : {1, 2, 7, 16, 64, 256})
+    for (int64_t r : {int64_t{0}, int64_t{1}, T / 2}) {
+      if (r > T / 2) continue;
+      const int64_t B = 4;
+      const auto src = std::get<1>(torch::rand({B, T}).sort(1)).narrow(1, 0, r).contiguous();
+      auto order_key = torch::arange(T, torch::kLong).expand({B, T}).clone();
+      order_key.scatter_add_(1, src, torch::full({B, r}, T, torch::kLong));
+      const auto by_sort = std::get<1>(order_key.sort(1)).narrow(1, 0, T - r);
+      auto keep = torch::full({B, T - r}, -7, torch::kLong);
+      std::vector<int32_t> flags(T);
+      keeping::kept_on_host(src.data_ptr<int64_t>(), B, T, r, keep.data_ptr<int64_t>(), flags.data());
+      ASSERT_TRUE(torch::equal(keep, by_sort)) << "T " << T << " r " << r;
+      if (cuda_usable()) {
+        const auto on_gpu = gpu::kept_tokens(src.cuda(), T);
+        if (on_gpu.defined()) EXPECT_TRUE(torch::equal(on_gpu.cpu(), by_sort)) << "T " << T << " r " << r;
+      }
+    }
+  EXPECT_FALSE(gpu::kept_tokens(torch::zeros({2, 1}, torch::kLong), 4).defined());  // a CPU tensor: the torch ops
 }
 
 }  // namespace

@@ -151,6 +151,11 @@ if ! step "log-probability kernels on the GPU" kernels.log 60 "$BUILD/tests/htm_
   echo "HTM_CUDA_LOGPROB=0 from here on: the kernels' log-probabilities were not the torch ops'" |
     tee -a "$OUT/summary.txt"
 fi
+# And the kept tokens' kernel against the CPU's sort (HTM_CUDA_KEPT=0 if it fails).
+if ! step "kept tokens kernel on the GPU" kernels.log 60 "$BUILD/tests/htm_tests" --gtest_filter='KeptTokens.*'; then
+  export HTM_CUDA_KEPT=0
+  echo "HTM_CUDA_KEPT=0 from here on: the kernel's kept tokens were not the sort's" | tee -a "$OUT/summary.txt"
+fi
 step "kernel tests on the GPU" kernels.log 120 "$BUILD/tests/htm_tests" \
   --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*:StepGraph.*:EvalGraph*:LaterRead.*:Resume.OnAGpu*:GpuGradients*:LaunchCount.*:DeviceTimer*-CudaKernels.Matching*'
 
@@ -251,9 +256,9 @@ done
 # (scripts/gpu/sdpa_probe.py above says which it picks).
 BENCH_ENV=HTM_SDPA_MATH=0 bench "htm bench cuda fp32 sdpa-no-math B=8" --set "train.batch_size=8"
 # The graph's step with htm's CUDA kernels (where built) replaced by their torch ops: the pair
-# sampler's rounds, its exact log-probability's ops (and the set assignment's layers, on Trees
-# below): what the kernels save together.
-kernels_off="HTM_CUDA_MATCHING=0 HTM_CUDA_LOGPROB=0 HTM_CUDA_ASSIGNMENT=0"
+# sampler's rounds, its exact log-probability's and entropy's ops, the kept tokens' sort (and the
+# set assignment's layers, on Trees below): what the kernels save together.
+kernels_off="HTM_CUDA_MATCHING=0 HTM_CUDA_LOGPROB=0 HTM_CUDA_ASSIGNMENT=0 HTM_CUDA_KEPT=0"
 BENCH_ENV=$kernels_off bench "htm bench cuda fp32 graph torch-ops B=64" --set "train.batch_size=64" "${graph[@]}"
 # The captured sampler's rounds capped at 32 (lease 5 ran 4 log2 T: 32, 28, 24, ... at most T/2,
 # enough for this untrained model's near-random logits), against the floor(T/2) of the default,

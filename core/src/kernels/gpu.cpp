@@ -108,6 +108,11 @@ at::Generator seeded_generator(uint64_t seed, const at::Device& device) {
   return gen;
 }
 
+bool cuda_kernel_wanted(const char* variable) {
+  const char* env = std::getenv(variable);
+  return env == nullptr || std::string(env) != "0";
+}
+
 uint64_t next_seed(at::Generator generator) {
   if (generator.device().is_cpu()) {
     std::lock_guard<std::mutex> lock(generator.mutex());
@@ -217,10 +222,7 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
 #if HTM_CUDA_KERNELS_BUILT
   // On a GPU, the same pairs in one launch (greedy_matching.cu; tested against these rounds by
   // GreedyMatching.* on the CPU, CudaKernels.* on a GPU). HTM_CUDA_MATCHING=0 keeps the rounds.
-  static const bool kernel_wanted = [] {
-    const char* env = std::getenv("HTM_CUDA_MATCHING");
-    return env == nullptr || std::string(env) != "0";
-  }();
+  static const bool kernel_wanted = cuda_kernel_wanted("HTM_CUDA_MATCHING");
   if (kernel_wanted && logits.is_cuda() && T <= greedy::kMaxTokens && r > 0 && r <= T / 2 && B > 0 &&
       logits.scalar_type() == torch::kFloat && noise.scalar_type() == torch::kFloat) {
     const c10::cuda::CUDAGuard guard(logits.device());

@@ -147,6 +147,16 @@ at::Tensor exact_pair_log_prob(const at::Tensor& masked, const at::Tensor& src, 
 /// are built and take a CUDA tensor of 2 ≤ T ≤ 1024 tokens; otherwise an undefined tensor.
 at::Tensor masked_pair_entropy(const at::Tensor& masked);
 
+/// Whether htm's CUDA kernel named by `variable` (HTM_CUDA_MATCHING, HTM_CUDA_ASSIGNMENT,
+/// HTM_CUDA_LOGPROB, HTM_CUDA_KEPT) may run: unless the environment sets it to 0.
+bool cuda_kernel_wanted(const char* variable);
+
+/// The tokens a merge layer keeps: every token of T but the B×r sources `src`, in increasing
+/// order (B×(T−r) int64), in one CUDA launch (kept_tokens.cu) where nvcc built it, src is a CUDA
+/// tensor and T ≤ 1024; otherwise an undefined tensor (the caller's torch ops then).
+/// HTM_CUDA_KEPT=0 keeps the torch ops.
+at::Tensor kept_tokens(const at::Tensor& src, int64_t T);
+
 /// The most elements a set may have for min_cost_assignment (its work grows as N·2^N).
 constexpr int64_t kMaxDeviceAssignment = 16;
 

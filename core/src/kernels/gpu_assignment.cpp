@@ -29,8 +29,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include <cstdlib>
-
 // set_assignment.cu (nvcc): every sample's assignment in one launch, queued on `stream`; a cudaError_t.
 extern "C" int htm_cuda_min_cost_assignment(const double* cost, int64_t B, int64_t N, int64_t* out, double* f,
                                             uint8_t* choice, void* stream);
@@ -131,10 +129,7 @@ torch::Tensor min_cost_assignment(const torch::Tensor& cost) {
   // On a GPU, the same programme in one launch (set_assignment.cu; its steps tested against these
   // layers by DeviceAssignment.TheKernelsSteps*, its code by CudaEmulation.* on the CPU, the kernel
   // by DeviceAssignment.OnAGpu* on a GPU). HTM_CUDA_ASSIGNMENT=0 keeps the layers.
-  static const bool kernel_wanted = [] {
-    const char* env = std::getenv("HTM_CUDA_ASSIGNMENT");
-    return env == nullptr || std::string(env) != "0";
-  }();
+  static const bool kernel_wanted = cuda_kernel_wanted("HTM_CUDA_ASSIGNMENT");
   if (kernel_wanted && cost.is_cuda() && cost.scalar_type() == torch::kDouble) {
     const c10::cuda::CUDAGuard guard(cost.device());
     const auto c = cost.contiguous();

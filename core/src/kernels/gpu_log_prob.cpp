@@ -3,7 +3,6 @@
 // log-probability keeps the logits, the pairs, the normalisers and the largest logit for backward
 // (the torch ops keep the B×T×T weights in double and the B×r×T unused-token indicator besides);
 // the entropy keeps the logits, two sums a sample and the largest logit.
-#include <cstdlib>
 #include <string>
 
 #include <torch/torch.h>
@@ -107,10 +106,7 @@ class PairEntropy : public torch::autograd::Function<PairEntropy> {
 
 // Whether the kernels may take this call (HTM_CUDA_LOGPROB=0 keeps the torch ops).
 bool kernels_wanted() {
-  static const bool wanted = [] {
-    const char* env = std::getenv("HTM_CUDA_LOGPROB");
-    return env == nullptr || std::string(env) != "0";
-  }();
+  static const bool wanted = cuda_kernel_wanted("HTM_CUDA_LOGPROB");
   return wanted;
 }
 

@@ -9,6 +9,7 @@
 #include "board/plugin_scope.h"
 #include "htm/error.h"
 #include "kernels/gpu.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "model/plugin_calls.h"
 
@@ -154,10 +155,13 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
   }
   if (auto factor = scale_(decision.log_prob); factor.defined()) merged = merged * factor;
   auto y = x.scatter(1, decision.dst.unsqueeze(-1).expand({B, r, C}), merged);
-  // Drop the src tokens, keeping the others in their original order.
-  auto order_key = torch::arange(T, x.options().dtype(torch::kLong)).expand({B, T}).clone();
-  order_key.scatter_add_(1, decision.src, torch::full({B, r}, T, x.options().dtype(torch::kLong)));
-  auto keep = std::get<1>(order_key.sort(1)).narrow(1, 0, T - r);
+  // Drop the src tokens, keeping the others in their original order (on a GPU in one launch).
+  auto keep = use_gpu(x) ? gpu::kept_tokens(decision.src, T) : torch::Tensor();
+  if (!keep.defined()) {
+    auto order_key = torch::arange(T, x.options().dtype(torch::kLong)).expand({B, T}).clone();
+    order_key.scatter_add_(1, decision.src, torch::full({B, r}, T, x.options().dtype(torch::kLong)));
+    keep = std::get<1>(order_key.sort(1)).narrow(1, 0, T - r);
+  }
   if (keep_out != nullptr) *keep_out = keep;
   if (truth != nullptr) {  // a merge of true siblings is their parent; any other merge is no node
     auto src_parent = parent_of_node.gather(1, decision.src), dst_parent = parent_of_node.gather(1, decision.dst);
