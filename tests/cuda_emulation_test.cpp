@@ -1,9 +1,10 @@
 // htm's CUDA kernels' own code (core/src/kernels/*.cu: their barriers, shuffles, shared memory
 // and indexing, not only the header parts their CPU drivers share) run on the CPU by
 // tests/cuda_emulation.h, against those drivers: the pair sampler's matching, the set
-// assignment and the tokens a merge keeps index for index, the exact log-probability and entropy to rounding (their
-// sums go in another order), and every kernel the same bits twice. On a GPU the kernels themselves are checked by
-// CudaKernels.Matching*, DeviceAssignment.OnAGpu* and PairLogProbOnAGpu.*.
+// assignment and the tokens a merge keeps index for index, the exact log-probability and entropy
+// to rounding (their sums go in another order), and every kernel the same bits twice. On a GPU
+// the kernels themselves are checked by CudaKernels.Matching*, DeviceAssignment.OnAGpu*,
+// PairLogProbOnAGpu.* and KeptTokens.*.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -40,6 +41,14 @@ namespace {
 using emulation::launch;
 
 unsigned whole_warps(int64_t n) { return static_cast<unsigned>((n + 31) / 32 * 32); }
+
+// Tokens 0 … T−1 in a random order.
+std::vector<int64_t> shuffled(int64_t T, std::mt19937& rng) {
+  std::vector<int64_t> tokens(T);
+  std::iota(tokens.begin(), tokens.end(), 0);
+  std::shuffle(tokens.begin(), tokens.end(), rng);
+  return tokens;
+}
 
 TEST(CudaEmulation, TheMatchingKernelTakesTheDriversPairs) {
   std::mt19937 rng(3);
@@ -94,9 +103,7 @@ TEST(CudaEmulation, TheKeptTokensKernelKeepsTheDriversTokens) {
       const int64_t B = 3;
       std::vector<int64_t> src(B * r);
       for (int64_t b = 0; b < B; ++b) {
-        std::vector<int64_t> tokens(T);
-        std::iota(tokens.begin(), tokens.end(), 0);
-        std::shuffle(tokens.begin(), tokens.end(), rng);
+        const auto tokens = shuffled(T, rng);
         std::copy(tokens.begin(), tokens.begin() + r, src.begin() + b * r);
       }
       std::vector<int64_t> keep(B * (T - r), -7), host(B * (T - r), -7);
@@ -128,9 +135,7 @@ TEST(CudaEmulation, TheLogProbabilityAndEntropyKernelsGiveTheDriversValuesTwiceA
       for (auto& x : gH) x = normal(rng);
       std::vector<int64_t> src(B * r), dst(B * r);
       for (int64_t b = 0; b < B; ++b) {  // r disjoint pairs a sample
-        std::vector<int64_t> tokens(T);
-        std::iota(tokens.begin(), tokens.end(), 0);
-        std::shuffle(tokens.begin(), tokens.end(), rng);
+        const auto tokens = shuffled(T, rng);
         for (int64_t k = 0; k < r; ++k) src[b * r + k] = tokens[2 * k], dst[b * r + k] = tokens[2 * k + 1];
       }
       const unsigned threads = static_cast<unsigned>(emulated_log_prob::threads_for(T));
@@ -141,7 +146,7 @@ TEST(CudaEmulation, TheLogProbabilityAndEntropyKernelsGiveTheDriversValuesTwiceA
                masked.data(), src.data(), dst.data(), T, r, out.data(), Z.data(), top.data());
         launch(B, threads, (r + 1) * sizeof(double) + T * sizeof(int32_t), emulated_log_prob::backward_kernel, g.data(),
                masked.data(), src.data(), dst.data(), Z.data(), top.data(), T, r, grad.data());
-        launch(B, threads, 2 * threads * sizeof(double), emulated_log_prob::entropy_kernel, masked.data(), T, H.data(),
+        launch(B, threads, threads * sizeof(double), emulated_log_prob::entropy_kernel, masked.data(), T, H.data(),
                sums.data(), etop.data());
         launch(B, threads, 0, emulated_log_prob::entropy_backward_kernel, gH.data(), masked.data(), sums.data(),
                etop.data(), T, egrad.data());

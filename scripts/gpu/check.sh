@@ -129,33 +129,18 @@ if [ "$REHEARSE" = 1 ]; then  # the GPU's steps on the CPU: the same ops, no gra
 fi
 
 # 2. The kernels on the GPU against the CPU and their definitions.
-# The pair sampler's CUDA kernel against the CPU's rounds (the same pairs), first: where it fails,
-# the rest runs with the rounds in torch ops (HTM_CUDA_MATCHING=0), and summary.txt says so.
-if ! step "pair sampler kernel on the GPU" kernels.log 60 "$BUILD/tests/htm_tests" \
-  --gtest_filter='CudaKernels.Matching*:GreedyMatching.*'; then
-  export HTM_CUDA_MATCHING=0
-  echo "HTM_CUDA_MATCHING=0 from here on: the kernel's pairs were not the rounds'" | tee -a "$OUT/summary.txt"
-fi
-# The set assignment's CUDA kernel against the CPU's layers (the same assignments), likewise: where it
-# fails, the rest runs with its layers in torch ops (HTM_CUDA_ASSIGNMENT=0).
-if ! step "set assignment kernel on the GPU" kernels.log 60 "$BUILD/tests/htm_tests" \
-  --gtest_filter='DeviceAssignment.*'; then
-  export HTM_CUDA_ASSIGNMENT=0
-  echo "HTM_CUDA_ASSIGNMENT=0 from here on: the kernel's assignments were not the layers'" | tee -a "$OUT/summary.txt"
-fi
-# And the exact log-probability's and the entropy's kernels against the torch ops (HTM_CUDA_LOGPROB=0
-# if they fail).
-if ! step "log-probability kernels on the GPU" kernels.log 60 "$BUILD/tests/htm_tests" \
-  --gtest_filter='PairLogProb*'; then
-  export HTM_CUDA_LOGPROB=0
-  echo "HTM_CUDA_LOGPROB=0 from here on: the kernels' log-probabilities were not the torch ops'" |
-    tee -a "$OUT/summary.txt"
-fi
-# And the kept tokens' kernel against the CPU's sort (HTM_CUDA_KEPT=0 if it fails).
-if ! step "kept tokens kernel on the GPU" kernels.log 60 "$BUILD/tests/htm_tests" --gtest_filter='KeptTokens.*'; then
-  export HTM_CUDA_KEPT=0
-  echo "HTM_CUDA_KEPT=0 from here on: the kernel's kept tokens were not the sort's" | tee -a "$OUT/summary.txt"
-fi
+# htm's own CUDA kernels first, each against the CPU's answer; where one fails, the rest runs with
+# its torch ops (VARIABLE=0), and summary.txt says so.
+# kernel_first NAME VARIABLE GTEST_FILTER
+kernel_first() {
+  step "$1 kernel on the GPU" kernels.log 60 "$BUILD/tests/htm_tests" --gtest_filter="$3" && return 0
+  export "$2=0"
+  echo "$2=0 from here on: the $1 kernel did not give the CPU's answers" | tee -a "$OUT/summary.txt"
+}
+kernel_first "pair sampler" HTM_CUDA_MATCHING 'CudaKernels.Matching*:GreedyMatching.*'
+kernel_first "set assignment" HTM_CUDA_ASSIGNMENT 'DeviceAssignment.*'
+kernel_first "log-probability and entropy" HTM_CUDA_LOGPROB 'PairLogProb*'
+kernel_first "kept tokens" HTM_CUDA_KEPT 'KeptTokens.*'
 step "kernel tests on the GPU" kernels.log 120 "$BUILD/tests/htm_tests" \
   --gtest_filter='CudaKernels.*:GpuKernels.*:PortableKernels.*:StepGraph.*:EvalGraph*:LaterRead.*:Resume.OnAGpu*:GpuGradients*:LaunchCount.*:DeviceTimer*-CudaKernels.Matching*'
 

@@ -80,7 +80,8 @@ std::string shape_code(const MergeTree& tree) {
 
 std::vector<std::array<double, 2>> token_positions(const at::Tensor& sample) {
   if (sample.dim() != 2 || (sample.size(1) < 2 || sample.size(1) > 4))
-    throw Error("token positions need N×2 points, N×3 flagged points or N×4 segments, got " + c10::str(sample.sizes()));
+    throw Error(std::string("token positions need N×2 points, N×3 flagged points or N×4 segments, got ") +
+                c10::str(sample.sizes()));
   auto s = sample.to(torch::kCPU, torch::kDouble).contiguous();  // host: scoring
   auto a = s.accessor<double, 2>();
   std::vector<std::array<double, 2>> positions;

@@ -113,6 +113,11 @@ bool cuda_kernel_wanted(const char* variable) {
   return env == nullptr || std::string(env) != "0";
 }
 
+void check_launch(int cuda_error, const std::string& kernel) {
+  if (cuda_error != 0)
+    throw Error(kernel + "'s CUDA kernel did not launch (CUDA error " + std::to_string(cuda_error) + ")");
+}
+
 uint64_t next_seed(at::Generator generator) {
   if (generator.device().is_cpu()) {
     std::lock_guard<std::mutex> lock(generator.mutex());
@@ -232,8 +237,7 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
     const int error = htm_cuda_greedy_pairs(l.data_ptr<float>(), n.data_ptr<float>(), B, T, r, src.data_ptr<int64_t>(),
                                             dst.data_ptr<int64_t>(), ranks.data_ptr<int64_t>(),
                                             c10::cuda::getCurrentCUDAStream().stream());
-    if (error != 0)
-      throw Error("the pair sampler's CUDA kernel did not launch (CUDA error " + std::to_string(error) + ")");
+    check_launch(error, "the pair sampler");
     if (rounds != nullptr) *rounds = 0;  // inside the kernel: not read back
     return {src, dst};
   }

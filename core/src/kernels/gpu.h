@@ -151,6 +151,9 @@ at::Tensor masked_pair_entropy(const at::Tensor& masked);
 /// HTM_CUDA_LOGPROB, HTM_CUDA_KEPT) may run: unless the environment sets it to 0.
 bool cuda_kernel_wanted(const char* variable);
 
+/// An error naming `kernel` where one of htm's CUDA launches returned a cudaError_t other than 0.
+void check_launch(int cuda_error, const std::string& kernel);
+
 /// The tokens a merge layer keeps: every token of T but the B×r sources `src`, in increasing
 /// order (B×(T−r) int64), in one CUDA launch (kept_tokens.cu) where nvcc built it, src is a CUDA
 /// tensor and T ≤ 1024; otherwise an undefined tensor (the caller's torch ops then).

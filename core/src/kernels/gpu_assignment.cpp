@@ -139,8 +139,7 @@ torch::Tensor min_cost_assignment(const torch::Tensor& cost) {
     const int error =
         htm_cuda_min_cost_assignment(c.data_ptr<double>(), B, n, out.data_ptr<int64_t>(), f.data_ptr<double>(),
                                      choice.data_ptr<uint8_t>(), c10::cuda::getCurrentCUDAStream().stream());
-    if (error != 0)
-      throw Error("the set assignment's CUDA kernel did not launch (CUDA error " + std::to_string(error) + ")");
+    check_launch(error, "the set assignment");
     return out;
   }
 #endif

@@ -7,7 +7,6 @@
 
 #include <torch/torch.h>
 
-#include "htm/error.h"
 #include "kernels/gpu.h"
 #include "kernels/pair_log_prob.h"
 
@@ -32,12 +31,6 @@ namespace htm::gpu {
 #if HTM_CUDA_KERNELS_BUILT
 namespace {
 
-void launched(int error, const char* which) {
-  if (error != 0)
-    throw Error(std::string("the exact log-probability's CUDA kernel (") + which + ") did not launch (CUDA error " +
-                std::to_string(error) + ")");
-}
-
 class PairLogProb : public torch::autograd::Function<PairLogProb> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& masked,
@@ -49,10 +42,10 @@ class PairLogProb : public torch::autograd::Function<PairLogProb> {
     auto out = torch::empty({B, r}, m.options());
     auto Z = torch::empty({B, r}, m.options().dtype(torch::kDouble));
     auto top = torch::empty({B}, m.options());
-    launched(htm_cuda_pair_log_prob(m.data_ptr<float>(), s.data_ptr<int64_t>(), d.data_ptr<int64_t>(), B, T, r,
-                                    out.data_ptr<float>(), Z.data_ptr<double>(), top.data_ptr<float>(),
-                                    c10::cuda::getCurrentCUDAStream().stream()),
-             "forward");
+    check_launch(htm_cuda_pair_log_prob(m.data_ptr<float>(), s.data_ptr<int64_t>(), d.data_ptr<int64_t>(), B, T, r,
+                                        out.data_ptr<float>(), Z.data_ptr<double>(), top.data_ptr<float>(),
+                                        c10::cuda::getCurrentCUDAStream().stream()),
+                 "the exact log-probability (forward)");
     ctx->save_for_backward({m, s, d, Z, top});
     return out;
   }
@@ -65,10 +58,11 @@ class PairLogProb : public torch::autograd::Function<PairLogProb> {
     const c10::cuda::CUDAGuard guard(m.device());
     const auto g = grads[0].to(torch::kFloat).contiguous();
     auto grad = torch::empty_like(m);
-    launched(htm_cuda_pair_log_prob_backward(g.data_ptr<float>(), m.data_ptr<float>(), s.data_ptr<int64_t>(),
-                                             d.data_ptr<int64_t>(), Z.data_ptr<double>(), top.data_ptr<float>(), B, T,
-                                             r, grad.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream()),
-             "backward");
+    check_launch(
+        htm_cuda_pair_log_prob_backward(g.data_ptr<float>(), m.data_ptr<float>(), s.data_ptr<int64_t>(),
+                                        d.data_ptr<int64_t>(), Z.data_ptr<double>(), top.data_ptr<float>(), B, T, r,
+                                        grad.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream()),
+        "the exact log-probability (backward)");
     return {grad, torch::Tensor(), torch::Tensor()};
   }
 };
@@ -82,9 +76,9 @@ class PairEntropy : public torch::autograd::Function<PairEntropy> {
     auto H = torch::empty({B}, m.options());
     auto sums = torch::empty({B, 2}, m.options().dtype(torch::kDouble));
     auto top = torch::empty({B}, m.options());
-    launched(htm_cuda_pair_entropy(m.data_ptr<float>(), B, T, H.data_ptr<float>(), sums.data_ptr<double>(),
-                                   top.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream()),
-             "entropy");
+    check_launch(htm_cuda_pair_entropy(m.data_ptr<float>(), B, T, H.data_ptr<float>(), sums.data_ptr<double>(),
+                                       top.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream()),
+                 "the entropy (forward)");
     ctx->save_for_backward({m, sums, top});
     return H;
   }
@@ -96,10 +90,10 @@ class PairEntropy : public torch::autograd::Function<PairEntropy> {
     const c10::cuda::CUDAGuard guard(m.device());
     const auto g = grads[0].to(torch::kFloat).contiguous();
     auto grad = torch::empty_like(m);
-    launched(htm_cuda_pair_entropy_backward(g.data_ptr<float>(), m.data_ptr<float>(), sums.data_ptr<double>(),
-                                            top.data_ptr<float>(), m.size(0), m.size(1), grad.data_ptr<float>(),
-                                            c10::cuda::getCurrentCUDAStream().stream()),
-             "entropy backward");
+    check_launch(htm_cuda_pair_entropy_backward(g.data_ptr<float>(), m.data_ptr<float>(), sums.data_ptr<double>(),
+                                                top.data_ptr<float>(), m.size(0), m.size(1), grad.data_ptr<float>(),
+                                                c10::cuda::getCurrentCUDAStream().stream()),
+                 "the entropy (backward)");
     return {grad};
   }
 };

@@ -3,7 +3,6 @@
 
 #include <torch/torch.h>
 
-#include "htm/error.h"
 #include "kernels/gpu.h"
 #include "kernels/kept_tokens.h"
 
@@ -28,8 +27,7 @@ torch::Tensor kept_tokens(const torch::Tensor& src, int64_t T) {
     auto keep = torch::empty({B, T - r}, s.options());
     const int error = htm_cuda_kept_tokens(s.data_ptr<int64_t>(), B, T, r, keep.data_ptr<int64_t>(),
                                            c10::cuda::getCurrentCUDAStream().stream());
-    if (error != 0)
-      throw Error("the kept tokens' CUDA kernel did not launch (CUDA error " + std::to_string(error) + ")");
+    check_launch(error, "the kept tokens");
     return keep;
   }
 #else

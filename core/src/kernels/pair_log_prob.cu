@@ -30,41 +30,48 @@ __device__ void mark_all(const int64_t* s, const int64_t* d, int64_t T, int64_t 
   __syncthreads();
 }
 
-// The largest logit of a sample, in every thread (the block's tree: max is exact in any order; a NaN
-// wins). reduce: blockDim.x slots, free again on return.
+// Every thread's v combined by the block, in every thread: a tree in a fixed order (blockDim.x a
+// power of two). reduce: blockDim.x slots, free again on return.
+template <class Combine>
+__device__ double block_reduce(double v, double* reduce, Combine combine) {
+  reduce[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) reduce[threadIdx.x] = combine(reduce[threadIdx.x], reduce[threadIdx.x + half]);
+    __syncthreads();
+  }
+  v = reduce[0];
+  __syncthreads();
+  return v;
+}
+
+struct Sum {
+  __device__ double operator()(double a, double b) const { return a + b; }
+};
+struct Larger {  // floats kept in doubles (exactly): max is exact in any order, and a NaN wins
+  __device__ double operator()(double a, double b) const {
+    return htm::logprob::larger(static_cast<float>(a), static_cast<float>(b));
+  }
+};
+
+// The largest logit of a sample, in every thread.
 __device__ float block_top(const float* m, int64_t T, double* reduce) {
   float t = -INFINITY;
   for (int64_t flat = threadIdx.x; flat < T * T; flat += blockDim.x) t = htm::logprob::larger(t, m[flat]);
-  reduce[threadIdx.x] = t;
-  __syncthreads();
-  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half)
-      reduce[threadIdx.x] =
-          htm::logprob::larger(static_cast<float>(reduce[threadIdx.x]), static_cast<float>(reduce[threadIdx.x + half]));
-    __syncthreads();
-  }
-  t = static_cast<float>(reduce[0]);
-  __syncthreads();
-  return t;
+  return static_cast<float>(block_reduce(t, reduce, Larger()));
 }
 
 __global__ void entropy_kernel(const float* masked, int64_t T, float* H, double* sums, float* top) {
   HTM_SHARED(shared);
-  double* z = reinterpret_cast<double*>(shared);  // blockDim.x slots each
-  double* a = z + blockDim.x;
+  auto* reduce = reinterpret_cast<double*>(shared);  // blockDim.x slots
   const int64_t b = blockIdx.x;
   const float* m = masked + b * T * T;
-  const float t = block_top(m, T, z);
+  const float t = block_top(m, T, reduce);
   const htm::logprob::Sums mine = htm::logprob::entropy_partial(m, T, t, threadIdx.x, blockDim.x);
-  z[threadIdx.x] = mine.z, a[threadIdx.x] = mine.a;
-  __syncthreads();
-  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) z[threadIdx.x] += z[threadIdx.x + half], a[threadIdx.x] += a[threadIdx.x + half];
-    __syncthreads();
-  }
+  const double z = block_reduce(mine.z, reduce, Sum()), a = block_reduce(mine.a, reduce, Sum());
   if (threadIdx.x == 0) {
-    sums[2 * b] = z[0], sums[2 * b + 1] = a[0], top[b] = t;
-    H[b] = static_cast<float>(htm::logprob::entropy_of(z[0], a[0]));
+    sums[2 * b] = z, sums[2 * b + 1] = a, top[b] = t;
+    H[b] = static_cast<float>(htm::logprob::entropy_of(z, a));
   }
 }
 
@@ -93,15 +100,11 @@ __global__ void forward_kernel(const float* masked, const int64_t* src, const in
     const double sum = warp_sum(htm::logprob::level_partial(m, T, t, taken, s[l], d[l], l, lane, kLanes));
     if (lane == 0) H[l] = sum;
   }
-  // H[r]: the block's tree (blockDim.x a power of two).
-  reduce[threadIdx.x] = htm::logprob::rest_partial(m, T, t, taken, r, threadIdx.x, blockDim.x);
-  __syncthreads();
-  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) reduce[threadIdx.x] += reduce[threadIdx.x + half];
-    __syncthreads();
-  }
+  // H[r]: the block's (its barriers also publish the warps' H[l]).
+  const double rest =
+      block_reduce(htm::logprob::rest_partial(m, T, t, taken, r, threadIdx.x, blockDim.x), reduce, Sum());
   if (threadIdx.x == 0) {
-    H[r] = reduce[0];
+    H[r] = rest;
     htm::logprob::suffix_sums(H, r);
     top[b] = t;
   }
@@ -171,8 +174,8 @@ extern "C" int htm_cuda_pair_entropy(const float* masked, int64_t B, int64_t T, 
   if (B == 0) return 0;
   if (T < 2 || T > htm::logprob::kMaxTokens) return static_cast<int>(cudaErrorInvalidValue);
   const int threads = threads_for(T);
-  entropy_kernel<<<static_cast<unsigned>(B), threads, 2 * threads * sizeof(double),
-                   static_cast<cudaStream_t>(stream)>>>(masked, T, H, sums, top);
+  entropy_kernel<<<static_cast<unsigned>(B), threads, threads * sizeof(double), static_cast<cudaStream_t>(stream)>>>(
+      masked, T, H, sums, top);
   return static_cast<int>(cudaGetLastError());
 }
 
