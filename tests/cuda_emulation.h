@@ -1,22 +1,38 @@
-// htm's CUDA kernels' own code run on the CPU: a block emulated by one std::thread a CUDA thread,
+// htm's CUDA kernels' own code run on the CPU: a block emulated by one thread a CUDA thread,
 // with threadIdx, blockIdx and blockDim per thread, __syncthreads() and __syncthreads_or() as
 // barriers of the block, __shfl_down_sync() through a warp's slots between two barriers of the
 // warp, and the block's dynamic shared memory (HTM_SHARED, kernels/host_device.h). Blocks run one
 // after another. Include this, then a kernel's .cu file (its launches are left out), and call
-// emulation::launch(grid, block, shared_bytes, kernel, args...). What it cannot show: a race
-// the barriers' order happens to hide, and device arithmetic (expf, logf, fused multiply-adds),
-// which is the host's here.
+// emulation::launch(grid, block, shared_bytes, kernel, args...).
+//
+// emulation::schedule says how a block's threads take turns. Free (seed 0, the default): all at
+// once, std::threads in the operating system's order. Drawn (seed > 0): coroutines of the
+// launching thread, one at a time, each running from one barrier (of its block or its warp) to its next, the next
+// thread to run drawn from the seed at every switch. A kernel whose result hangs on the order of its threads between
+// two barriers (a race: a shared or global word written by one thread and read or written by another with no barrier
+// between them) then gives other results under other seeds, where a GPU would give them from one launch to the next.
+// And the block's shared memory starts as `fill` bytes, as a GPU's is not cleared, so a kernel that reads a word it
+// never wrote reads another value under another fill. What it cannot show: a race inside one stretch between barriers
+// whose result does not hang on the order of whole stretches (two read-modify-writes of one word interleaved), and
+// device arithmetic (expf, logf, fused multiply-adds), which is the host's here.
 #pragma once
 
 #define HTM_CUDA_EMULATION 1
 
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <ostream>
+#include <random>
 #include <thread>
 #include <vector>
+
+#include <ucontext.h>
 
 #define __global__
 #define __device__
@@ -28,11 +44,124 @@ struct Dim {
   unsigned x = 0, y = 0, z = 0;
 };
 
-/// A barrier of `count` threads, used again and again.
+struct Schedule {
+  uint64_t seed = 0;       // 0: free; else the draws of a drawn schedule
+  unsigned char fill = 0;  // every byte of a block's shared memory at its start
+};
+inline Schedule schedule;
+inline void PrintTo(const Schedule& s, std::ostream* os) {  // GoogleTest's name for a case's schedule
+  if (s.seed == 0)
+    *os << "free, fill " << int{s.fill};
+  else
+    *os << "drawn from seed " << s.seed << ", fill " << int{s.fill};
+}
+
+struct Block;
+inline thread_local Dim thread_index, block_index, block_dim;
+inline thread_local Block* block = nullptr;
+
+/// A drawn schedule's block: its threads as coroutines (ucontext) of the launching thread, one
+/// running at a time; at a barrier, or at its end, a thread hands the turn to one drawn among
+/// those not waiting at a barrier. (OS threads handing a turn on took a minute for what this
+/// does in seconds: every barrier of every thread was two context switches of the kernel's.)
+class Turns {
+ public:
+  Turns(unsigned threads, uint64_t seed) : place_(threads), contexts_(threads), stacks_(threads), rng_(seed) {
+    for (unsigned t = 0; t < threads; ++t) place_[t] = t, ready_.push_back(t);
+  }
+
+  /// Runs body() as every thread of the block, to the end of the last.
+  void run(std::function<void()> body) {
+    body_ = std::move(body);
+    for (size_t t = 0; t < contexts_.size(); ++t) {
+      stacks_[t] = std::make_unique<char[]>(kStack);
+      getcontext(&contexts_[t]);
+      contexts_[t].uc_stack.ss_sp = stacks_[t].get();
+      contexts_[t].uc_stack.ss_size = kStack;
+      contexts_[t].uc_link = nullptr;
+      makecontext(&contexts_[t], &Turns::entry, 0);
+    }
+    Turns* outer = active;
+    active = this;
+    const unsigned first = draw();
+    thread_index.x = first;
+    swapcontext(&main_, &contexts_[first]);
+    active = outer;
+    if (waiting_ > 0) {
+      std::fprintf(stderr, "emulated block deadlocked: a thread waits at a barrier the others never reach\n");
+      std::abort();
+    }
+  }
+
+  /// t arrives at a barrier of `count` threads, `there` those already at it.
+  void arrive(unsigned t, std::vector<unsigned>& there, unsigned count) {
+    there.push_back(t);
+    if (there.size() == count) {
+      for (unsigned w : there)
+        if (w != t) make_ready(w);
+      waiting_ -= count - 1;
+      there.clear();
+    } else {
+      leave(t);
+      ++waiting_;
+    }
+    hand_on(t);
+  }
+
+ private:
+  static constexpr size_t kStack = 64 << 10;
+  static constexpr unsigned kNone = ~0u;
+  inline static thread_local Turns* active = nullptr;
+
+  static void entry() {
+    Turns& turns = *active;
+    const unsigned t = thread_index.x;
+    turns.body_();
+    turns.leave(t);
+    turns.hand_on(t);  // does not come back
+  }
+
+  // ready_: the threads not waiting at a barrier nor done; place_[t]: t's index in it.
+  void leave(unsigned t) {
+    const unsigned last = ready_.back();
+    ready_[place_[t]] = last;
+    place_[last] = place_[t];
+    ready_.pop_back();
+  }
+  void make_ready(unsigned t) {
+    place_[t] = static_cast<unsigned>(ready_.size());
+    ready_.push_back(t);
+  }
+
+  void hand_on(unsigned t) {
+    const unsigned next = draw();
+    if (next == t) return;
+    ucontext_t* to = next == kNone ? &main_ : &contexts_[next];
+    if (next != kNone) thread_index.x = next;
+    swapcontext(&contexts_[t], to);
+    thread_index.x = t;
+  }
+
+  unsigned draw() {  // none: every thread done, or the rest wait (run() says so)
+    if (ready_.empty()) return kNone;
+    return ready_[std::uniform_int_distribution<size_t>(0, ready_.size() - 1)(rng_)];
+  }
+
+  std::vector<unsigned> ready_, place_;
+  unsigned waiting_ = 0;
+  std::vector<ucontext_t> contexts_;
+  std::vector<std::unique_ptr<char[]>> stacks_;
+  ucontext_t main_;
+  std::function<void()> body_;
+  std::mt19937_64 rng_;
+};
+
+/// A barrier of `count` threads, used again and again; under a drawn schedule, the block's turns'.
 class Barrier {
  public:
-  explicit Barrier(unsigned count) : count_(count) {}
+  Barrier(unsigned count, Turns* turns) : count_(count), turns_(turns) {}
   void wait() {
+    if (turns_) return turns_->arrive(thread_index.x, there_, count_);
     std::unique_lock<std::mutex> lock(mutex_);
     const uint64_t generation = generation_;
     if (++arrived_ == count_) {
@@ -49,13 +178,21 @@ class Barrier {
   std::condition_variable all_;
   unsigned count_, arrived_ = 0;
   uint64_t generation_ = 0;
+  Turns* turns_;
+  std::vector<unsigned> there_;
 };
 
 /// One block's shared state.
 struct Block {
-  Block(unsigned threads, size_t shared_bytes) : barrier(threads), shared((shared_bytes + 7) / 8 + 1), slots(threads) {
-    for (unsigned w = 0; w < (threads + 31) / 32; ++w) warps.push_back(std::make_unique<Barrier>(32));
+  Block(unsigned threads, size_t shared_bytes, unsigned index)
+      : turns(schedule.seed ? std::make_unique<Turns>(threads, schedule.seed * 1000003 + index) : nullptr),
+        barrier(threads, turns.get()),
+        shared((shared_bytes + 7) / 8 + 1),
+        slots(threads) {
+    std::memset(shared.data(), schedule.fill, shared.size() * sizeof(uint64_t));
+    for (unsigned w = 0; w < (threads + 31) / 32; ++w) warps.push_back(std::make_unique<Barrier>(32, turns.get()));
   }
+  std::unique_ptr<Turns> turns;  // a drawn schedule's
   Barrier barrier;
   std::vector<std::unique_ptr<Barrier>> warps;
   std::vector<uint64_t> shared;  // 8-byte aligned
@@ -64,17 +201,19 @@ struct Block {
   int any = 0;  // __syncthreads_or's
 };
 
-inline thread_local Dim thread_index, block_index, block_dim;
-inline thread_local Block* block = nullptr;
-
 inline unsigned char* shared_memory() { return reinterpret_cast<unsigned char*>(block->shared.data()); }
 
 /// Runs kernel(args...) as `grid` blocks of `threads` threads (whole warps) with `shared_bytes` of
-/// dynamic shared memory each.
+/// dynamic shared memory each, under emulation::schedule.
 template <class Kernel, class... Args>
 void launch(unsigned grid, unsigned threads, size_t shared_bytes, Kernel kernel, Args... args) {
   for (unsigned b = 0; b < grid; ++b) {
-    Block one(threads, shared_bytes);
+    Block one(threads, shared_bytes, b);
+    if (one.turns) {
+      block_index.x = b, block_dim.x = threads, block = &one;
+      one.turns->run([&] { kernel(args...); });
+      continue;
+    }
     std::vector<std::thread> team;
     for (unsigned t = 0; t < threads; ++t)
       team.emplace_back([&, t] {

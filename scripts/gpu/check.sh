@@ -266,6 +266,17 @@ worst = max((abs(x - y) / abs(y) for x, y in zip(a, b)), default=float("nan"))
 print(f"graph replays against eager steps (B=8): {len(a)} and {len(b)} losses, most relative difference {worst:.2e}")
 EOF
   tee -a "$OUT/summary.txt"
+# htm's CUDA kernels under NVIDIA's compute-sanitizer, where the image has it and the machine lets
+# it run (KINDS.md: on Firecracker, not gVisor): racecheck for shared-memory hazards, memcheck for
+# out-of-bounds accesses. Their CPU emulation (tests/cuda_emulation.h) draws the threads' order
+# between barriers; a race inside one stretch between barriers is the sanitizer's to find.
+sanitizer=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+if [ "$REHEARSE" != 1 ] && [ -x "$sanitizer" ]; then
+  for tool in racecheck memcheck; do
+    step "compute-sanitizer $tool" kernels.log 90 "$sanitizer" --tool "$tool" --error-exitcode 9 \
+      "$BUILD/tests/htm_tests" --gtest_filter='CudaKernels.Matching*:DeviceAssignment.*:PairLogProbOnAGpu.*:KeptTokens.*'
+  done
+fi
 if [ "${HTM_QUICK:-0}" = 1 ]; then  # the bench table alone
   grep -hE "^(summary|memory|gputime|launches|official|smi|graph|sdpa) |^census .*(one eager step|before the step)" "$OUT/bench.log" |
     tee -a "$OUT/summary.txt"
