@@ -87,7 +87,7 @@ class Turns {
     thread_index.x = first;
     swapcontext(&main_, &contexts_[first]);
     active = outer;
-    if (waiting_ > 0) {
+    if (finished_ < contexts_.size()) {  // back with threads left: they wait at a barrier
       std::fprintf(stderr, "emulated block deadlocked: a thread waits at a barrier the others never reach\n");
       std::abort();
     }
@@ -99,11 +99,9 @@ class Turns {
     if (there.size() == count) {
       for (unsigned w : there)
         if (w != t) make_ready(w);
-      waiting_ -= count - 1;
       there.clear();
     } else {
       leave(t);
-      ++waiting_;
     }
     hand_on(t);
   }
@@ -117,6 +115,7 @@ class Turns {
     Turns& turns = *active;
     const unsigned t = thread_index.x;
     turns.body_();
+    ++turns.finished_;
     turns.leave(t);
     turns.hand_on(t);  // does not come back
   }
@@ -142,13 +141,13 @@ class Turns {
     thread_index.x = t;
   }
 
-  unsigned draw() {  // none: every thread done, or the rest wait (run() says so)
+  unsigned draw() {  // none: every thread finished, or the rest wait (run() says so)
     if (ready_.empty()) return kNone;
     return ready_[std::uniform_int_distribution<size_t>(0, ready_.size() - 1)(rng_)];
   }
 
   std::vector<unsigned> ready_, place_;
-  unsigned waiting_ = 0;
+  size_t finished_ = 0;
   std::vector<ucontext_t> contexts_;
   std::vector<std::unique_ptr<char[]>> stacks_;
   ucontext_t main_;
