@@ -97,7 +97,10 @@ int cmd_run(const Args& args) {
       "seed,s", po::value(&req.seeds)->composing(), "seed to run (repeatable; default: the file's seeds)")(
       "confirm", po::bool_switch(&req.confirm),
       "run the --variant(s) on the file's confirmation seeds (experiment.confirm_seeds, default 1000-1009), "
-      "tagged phase=confirm; exploration never uses those seeds")("set", po::value(&req.overrides)->composing(),
+      "tagged phase=confirm; exploration never uses those seeds; refused where an earlier run drew a seed's "
+      "data")("reuse-seeds", po::bool_switch(&req.reuse_seeds),
+              "with --confirm: run seeds whose data earlier runs drew (the confirmation is then not on fresh data)")(
+      "set", po::value(&req.overrides)->composing(),
                                                                   "override a setting, e.g. --set train.epochs=2")(
       "sweep", po::value(&req.sweeps)->composing(),
       "one variant per value, e.g. --sweep train.lr=1e-3,3e-3 (a [grid] axis)")(

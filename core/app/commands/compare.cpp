@@ -11,6 +11,7 @@
 #include <boost/program_options.hpp>
 
 #include "commands/commands.h"
+#include "commands/seed_ledger.h"
 #include "commands/table.h"
 #include "config/settings.h"
 #include "htm/error.h"
@@ -280,6 +281,10 @@ Comparison compare_study(ResultsStore& store, CompareRequest& request) {
     out.metrics.push_back(metric_table(store, request, request.metrics[m], loaded[m]));
   adjust_families(out);
   add_warnings(out);
+  if (const std::string shared = shared_data_warning(store, request.experiment); !shared.empty()) {
+    out.warnings.push_back(shared);
+    std::sort(out.warnings.begin(), out.warnings.end());
+  }
   return out;
 }
 

@@ -19,6 +19,7 @@ struct RunRequest {
   std::vector<std::string> variants;   ///< empty: all
   std::vector<int64_t> seeds;          ///< empty: the file's [experiment] seeds (confirm_seeds with confirm)
   bool confirm = false;  ///< --confirm: the named variants on the confirmation seeds, tagged phase=confirm
+  bool reuse_seeds = false;  ///< --reuse-seeds: confirm on seeds whose data earlier runs drew (the ledger warns)
   int jobs = 1;
   bool rerun = false;             ///< --rerun: run again even when a finished run exists
   bool ignore_memory = false;     ///< --ignore-memory: train even past the memory estimate's refusal

@@ -17,6 +17,12 @@ namespace htm {
 constexpr int kSdkAbiVersion = 6;
 constexpr int kSdkAbiMinor = 1;  // 6.1: greedy_disjoint_pairs
 
+/// A dataset whose data follow the run's seed declares an integer parameter of this name: the
+/// host sets it to the run's seed when it builds the dataset (an experiment file may not), and
+/// the seed ledger (htm run --confirm) then knows that each seed draws data of its own. A dataset
+/// without it gives every seed the same data.
+constexpr const char* kRunSeedParam = "run_seed";
+
 enum class PluginKind { policy, merge, loss, adapter, dataset };
 
 const char* kind_name(PluginKind kind);

@@ -188,6 +188,10 @@ PluginChoice resolve_slot(const config::Slot& slot, const Node* table, const Whe
     }
   }
   const Manifest& manifest = find_manifest(catalog, slot.kind, choice.name, named_at);
+  if (const Node* run_seed = slot.kind == PluginKind::dataset ? params.find(kRunSeedParam) : nullptr)
+    fail(run_seed->key_at, slot.section + "." + kRunSeedParam +
+                               " is set by htm run to each run's seed (the data follow it); set the run's "
+                               "seeds instead (experiment.seeds, --seed)");
   choice.params = plugin_params(manifest, {}, &params, slot.section);
   return choice;
 }
@@ -222,6 +226,14 @@ std::string toml_key(const std::string& key) {
   return bare ? key : to_toml(key);
 }
 
+// A plugin's parameters as a run records them: a dataset's run_seed is the run's seed, which the
+// run records apart (so a variant's config and hash are the same for every seed).
+std::map<std::string, Value> recorded_params(const config::Slot& slot, const PluginChoice& choice) {
+  std::map<std::string, Value> values = choice.params.values();
+  if (slot.kind == PluginKind::dataset) values.erase(kRunSeedParam);
+  return values;
+}
+
 void write_table(std::string& out, const std::string& header, const std::map<std::string, Value>& values,
                  const std::string& plugin = "") {
   out += (out.empty() ? "[" : "\n[") + header + "]\n";
@@ -254,7 +266,7 @@ std::string to_document(const ResolvedConfig& config, const std::map<std::string
   }
   for (const config::Slot& slot : config::slots()) {
     const PluginChoice& choice = config.*slot.choice;
-    write_table(out, slot.section, choice.params.values(), choice.name);
+    write_table(out, slot.section, recorded_params(slot, choice), choice.name);
   }
   for (const auto& [name, loss] : config.losses) write_table(out, "loss." + toml_key(name), loss.params.values());
   return out;
@@ -275,7 +287,7 @@ std::map<std::string, Value> ResolvedConfig::flattened() const {
   for (const config::Slot& slot : config::slots()) {
     const PluginChoice& choice = this->*slot.choice;
     flat[slot.section + ".plugin"] = choice.name;
-    for (const auto& [name, value] : choice.params.values()) flat[slot.section + "." + name] = value;
+    for (const auto& [name, value] : recorded_params(slot, choice)) flat[slot.section + "." + name] = value;
   }
   for (const auto& [loss, choice] : losses) {
     for (const auto& [name, value] : choice.params.values()) flat["loss." + loss + "." + name] = value;

@@ -3,6 +3,7 @@
 #include "hierarchy/merge_tree.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <map>
 #include <set>
@@ -366,6 +367,84 @@ MergeTree agglomerative_merges(const std::vector<std::array<double, 2>>& positio
     for (size_t i = 0; i < current.size(); ++i)
       if (!used[i]) next.push_back(current[i]);
     next.insert(next.end(), made.begin(), made.end());  // new ids exceed all old ones
+    current = std::move(next);
+  }
+  return t;
+}
+
+const char* pair_rule_name(PairRule rule) {
+  switch (rule) {
+    case PairRule::closest: return "nearest";
+    case PairRule::farthest: return "farthest";
+    case PairRule::cosine: return "cosine";
+    case PairRule::anticosine: return "anticosine";
+    case PairRule::tome: return "tome";
+  }
+  return "?";
+}
+
+MergeTree rule_merges(const std::vector<std::vector<double>>& features, const std::vector<int64_t>& schedule,
+                      PairRule rule) {
+  check_schedule_entries(schedule);
+  struct Cluster {
+    int64_t node;
+    std::vector<double> sum;  // of its leaves' rows; the centroid is sum / count
+    int64_t count;
+  };
+  const size_t width = features.empty() ? 0 : features[0].size();
+  MergeTree t;
+  t.leaves = static_cast<int64_t>(features.size());
+  std::vector<Cluster> current;  // always in increasing node id
+  for (int64_t i = 0; i < t.leaves; ++i) {
+    if (features[i].size() != width) throw Error("rule_merges: every token needs " + str(width) + " features");
+    current.push_back({i, features[i], 1});
+  }
+  const auto score = [&](const Cluster& a, const Cluster& b) {  // higher merges first
+    double dot = 0, aa = 0, bb = 0, d2 = 0;
+    for (size_t k = 0; k < width; ++k) {
+      const double x = a.sum[k] / a.count, y = b.sum[k] / b.count;
+      dot += x * y, aa += x * x, bb += y * y, d2 += (x - y) * (x - y);
+    }
+    const double cosine = dot / std::max(1e-12, std::sqrt(aa * bb));
+    switch (rule) {
+      case PairRule::closest: return -d2;
+      case PairRule::farthest: return d2;
+      case PairRule::anticosine: return -cosine;
+      default: return cosine;
+    }
+  };
+  for (size_t l = 0; l < schedule.size(); ++l) {
+    check_room(l, schedule[l], current.size());
+    if (schedule[l] == 0) continue;
+    struct Candidate {
+      bool preferred;  // ToMe: an A–B pair
+      double score;
+      size_t i, j;
+    };
+    std::vector<Candidate> candidates;
+    for (size_t i = 0; i < current.size(); ++i)
+      for (size_t j = i + 1; j < current.size(); ++j)
+        candidates.push_back({rule != PairRule::tome || (i + j) % 2 == 1, score(current[i], current[j]), i, j});
+    std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+      return a.preferred != b.preferred ? a.preferred : a.score > b.score;
+    });
+    std::vector<char> used(current.size(), 0);
+    std::vector<Cluster> made;
+    for (const Candidate& c : candidates) {
+      if (static_cast<int64_t>(made.size()) == schedule[l]) break;
+      if (used[c.i] || used[c.j]) continue;
+      used[c.i] = used[c.j] = 1;
+      const Cluster &a = current[c.i], &b = current[c.j];
+      t.merges.push_back({a.node, b.node});
+      t.layer.push_back(static_cast<int64_t>(l) + 1);
+      Cluster joined{t.leaves + static_cast<int64_t>(t.merges.size()) - 1, a.sum, a.count + b.count};
+      for (size_t k = 0; k < width; ++k) joined.sum[k] += b.sum[k];
+      made.push_back(std::move(joined));
+    }
+    std::vector<Cluster> next;
+    for (size_t i = 0; i < current.size(); ++i)
+      if (!used[i]) next.push_back(std::move(current[i]));
+    for (auto& m : made) next.push_back(std::move(m));  // new ids exceed all old ones
     current = std::move(next);
   }
   return t;

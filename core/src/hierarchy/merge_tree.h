@@ -69,6 +69,20 @@ bool schedule_reaches(const MergeTree& truth, const std::vector<int64_t>& schedu
 MergeTree agglomerative_merges(const std::vector<std::array<double, 2>>& positions,
                                const std::vector<int64_t>& schedule);
 
+/// The pair rules a similarity policy follows, for tokens of any width: closest centroids
+/// (agglomerative clustering), farthest, most cosine-similar, least cosine-similar, and ToMe's
+/// bipartite rule (each layer's clusters in id order alternate between A and B; only A–B pairs,
+/// most cosine-similar first, then any pair should those not fill the layer).
+enum class PairRule { closest, farthest, cosine, anticosine, tome };
+const char* pair_rule_name(PairRule rule);  ///< "nearest", "farthest", "cosine", "anticosine", "tome"
+
+/// Layered merges by `rule` on the clusters' centroids (means of their leaves' rows of
+/// `features`, one row a token), greedily, best pair first, as agglomerative_merges does for
+/// points; equal scores go by the node ids. Throws htm::Error when a layer asks for more pairs than
+/// clusters allow or the rows differ in width.
+MergeTree rule_merges(const std::vector<std::vector<double>>& features, const std::vector<int64_t>& schedule,
+                      PairRule rule);
+
 /// The floor: schedule[l] disjoint pairs of current clusters, uniformly at random, per layer
 /// (a Fisher–Yates shuffle of the clusters in id order, written out so that a seed gives the same
 /// tree with any standard library; each merge lists the smaller id first). Throws htm::Error when

@@ -94,6 +94,16 @@ std::vector<std::array<double, 2>> token_positions(const at::Tensor& sample) {
   return positions;
 }
 
+std::vector<std::vector<double>> token_features(const at::Tensor& sample) {
+  if (sample.dim() != 2) throw Error(std::string("token features need N×F tokens, got ") + c10::str(sample.sizes()));
+  auto s = sample.to(torch::kCPU, torch::kDouble).contiguous();  // host: scoring
+  auto a = s.accessor<double, 2>();
+  std::vector<std::vector<double>> rows(s.size(0), std::vector<double>(s.size(1)));
+  for (int64_t i = 0; i < s.size(0); ++i)
+    for (int64_t k = 0; k < s.size(1); ++k) rows[i][k] = a[i][k];
+  return rows;
+}
+
 void TreeScoreMean::add(const MergeTree& predicted, const MergeTree& truth) {
   const Scores sibling = sibling_scores(predicted, truth);
   sibling_p_ += sibling.precision;

@@ -28,6 +28,8 @@ std::string shape_code(const MergeTree& tree);
 /// Where a token sits, for clustering: a point (F = 2) itself, a flagged point (F = 3, the
 /// `mirrored` dataset's x, y, s) its stored (x, y), a segment (F = 4) its midpoint.
 std::vector<std::array<double, 2>> token_positions(const at::Tensor& sample);
+/// A sample's N×F tokens as N rows of F doubles (any F), for the pair rules on raw tokens.
+std::vector<std::vector<double>> token_features(const at::Tensor& sample);
 
 /// Mean scores over samples, as metrics named `<prefix>sibling_precision`, `…sibling_recall`,
 /// `…sibling_f1` and `…cluster_f1`.

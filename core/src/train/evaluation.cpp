@@ -140,11 +140,22 @@ const std::vector<Metric>& Trainer::reference_scores(int64_t n_samples) {
   const auto truth = true_trees(batch.tree);
   std::mt19937_64 rng(static_cast<uint64_t>(seed_) + 104729);
   TreeScoreMean random, agglomerative;
+  // Tokens wider than points or segments: the similarity rules on the raw tokens, all of them
+  // (issue 63's gate: none of them should find a tree that similarity does not show).
+  const bool wide = batch.input.size(2) > 4;
+  const std::vector<PairRule> rules = {PairRule::farthest, PairRule::cosine, PairRule::anticosine, PairRule::tome};
+  std::vector<TreeScoreMean> by_rule(wide ? rules.size() : 0);
   int64_t reachable = 0;
   std::map<std::string, bool> reachable_shape;  // the answer depends on the tree's shape alone
   for (size_t b = 0; b < truth.size(); ++b) {
     random.add(random_merges(truth[b].leaves, ex_.schedule, rng), truth[b]);
-    agglomerative.add(agglomerative_merges(token_positions(batch.input[b]), ex_.schedule), truth[b]);
+    if (wide) {
+      const auto features = token_features(batch.input[b]);
+      agglomerative.add(rule_merges(features, ex_.schedule, PairRule::closest), truth[b]);
+      for (size_t k = 0; k < by_rule.size(); ++k) by_rule[k].add(rule_merges(features, ex_.schedule, rules[k]), truth[b]);
+    } else {
+      agglomerative.add(agglomerative_merges(token_positions(batch.input[b]), ex_.schedule), truth[b]);
+    }
     auto [it, fresh] = reachable_shape.try_emplace(shape_code(truth[b]), false);
     if (fresh) it->second = schedule_reaches(truth[b], ex_.schedule);
     reachable += it->second ? 1 : 0;
@@ -160,6 +171,8 @@ const std::vector<Metric>& Trainer::reference_scores(int64_t n_samples) {
   }
   reference_scores_ = random.metrics("random/");
   for (const auto& m : agglomerative.metrics("agglomerative/")) reference_scores_.push_back(m);
+  for (size_t k = 0; k < by_rule.size(); ++k)
+    for (const auto& m : by_rule[k].metrics(std::string(pair_rule_name(rules[k])) + "/")) reference_scores_.push_back(m);
   reference_scores_.push_back({"truth_reachable", static_cast<double>(reachable) / static_cast<double>(n)});
   return reference_scores_;
 }

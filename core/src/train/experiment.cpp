@@ -182,7 +182,9 @@ Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, 
   ctx.heads = model.heads;
   ctx.mlp_ratio = model.mlp_ratio;
   ctx.dropout = model.dropout;
-  ex.dataset = plugins.create<Dataset>(PluginKind::dataset, config.dataset.name, config.dataset.params, ctx);
+  Params dataset_params = config.dataset.params;
+  if (dataset_params.has(kRunSeedParam)) dataset_params.set(kRunSeedParam, Value(seed));  // its data follow the seed
+  ex.dataset = plugins.create<Dataset>(PluginKind::dataset, config.dataset.name, dataset_params, ctx);
   ctx.sample_shape = ex.dataset->sample_shape();
   ctx.num_classes = ex.dataset->num_classes();
 

@@ -15,19 +15,26 @@ htm::Manifest manifest() {
   using htm::ValueType;
   return {"points",
           htm::PluginKind::adapter,
-          "1.0.0",
+          "1.1.0",
           htm::kSdkAbiVersion,
           "Sets of points or segments (N×F): per-token Fourier-feature MLP lifter, MLP unlifter "
-          "with tanh; error after exact matching; HTM slides (Crosses, Trees)",
+          "with tanh; error after exact matching (or token by token); HTM slides (Crosses, Trees)",
           {{"fourier_bands", ValueType::integer, int64_t{6},
             "sin/cos bands per coordinate at frequencies π·1..bands (0: raw coordinates only)"},
            {"hidden_ratio", ValueType::integer, int64_t{2},
-            "hidden width of the lifter and unlifter MLPs, as a multiple of C"}}};
+            "hidden width of the lifter and unlifter MLPs, as a multiple of C"},
+           {"error", ValueType::string, std::string("matched"),
+            "the reconstruction error: matched (the output set matched to the input set, exactly) or ordered "
+            "(token i against token i: for models that give the tokens back in their order, model.unmerge = "
+            "\"mirror\")"}}};
 }
 
 class PointsAdapter : public htm::Adapter {
  public:
-  PointsAdapter(const htm::Params& params, const htm::BuildContext& ctx) : bands_(params.integer("fourier_bands")) {
+  PointsAdapter(const htm::Params& params, const htm::BuildContext& ctx)
+      : bands_(params.integer("fourier_bands")), ordered_(params.text("error") == "ordered") {
+    if (params.text("error") != "matched" && !ordered_)
+      throw htm::Error("points: error must be \"matched\" or \"ordered\", got \"" + params.text("error") + "\"");
     if (ctx.sample_shape.size() != 2)
       throw htm::Error(
           "points adapter needs N×F samples (N points or segments of F coordinates); "
@@ -66,11 +73,13 @@ class PointsAdapter : public htm::Adapter {
   }
 
   torch::Tensor reconstruction_error(const torch::Tensor& output, const torch::Tensor& input) override {
+    if (ordered_ && output.sizes() == input.sizes()) return (output - input).pow(2).flatten(1).mean(1);
     return htm::matched_mse(output, input);
   }
 
  private:
   int64_t tokens_ = 0, features_ = 0, bands_ = 0;
+  bool ordered_ = false;
   torch::Tensor freqs_;
   htm::Linear lift_in_{nullptr}, lift_out_{nullptr}, unlift_in_{nullptr}, unlift_out_{nullptr};
   torch::nn::LayerNorm lift_norm_{nullptr}, unlift_norm_{nullptr};

@@ -58,7 +58,12 @@ class GeneratedSets : public Dataset {
   /// Fills both splits with samples of `tokens` elements of `features` coordinates each.
   template <class SampleFn>
   void generate(const Params& params, int64_t tokens, int64_t features, SampleFn sample_fn) {
-    const int64_t seed = params.integer("seed");
+    generate(params, tokens, features, sample_fn, params.integer("seed"));
+  }
+
+  /// The same from an explicit seed (a plugin whose data also follow the run's seed mixes it in).
+  template <class SampleFn>
+  void generate(const Params& params, int64_t tokens, int64_t features, SampleFn sample_fn, int64_t seed) {
     train_ = make_part(params.integer("train_size"), tokens, features, seed, 0, sample_fn);
     test_ = make_part(params.integer("test_size"), tokens, features, seed, 1, sample_fn);
   }

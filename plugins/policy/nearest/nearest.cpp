@@ -1,5 +1,6 @@
 // Agglomerative clustering as a merge policy: at every layer, disjoint pairs of the closest
-// tokens. A non-learned baseline that a learned policy must beat.
+// tokens (or, with order = "farthest", the farthest: the anti-similarity rule). A non-learned
+// baseline that a learned policy must beat.
 #include <limits>
 #include <vector>
 
@@ -16,12 +17,14 @@ htm::Manifest manifest() {
   using htm::ValueType;
   return {"nearest",
           htm::PluginKind::policy,
-          "1.0.0",
+          "1.1.0",
           htm::kSdkAbiVersion,
-          "Merges disjoint pairs of the closest tokens, greedily (agglomerative clustering as a policy) "
-          "or drawn from softmax(-distance/temperature); uniform unmerging; a baseline",
+          "Merges disjoint pairs of the closest (or farthest) tokens, greedily (agglomerative clustering as a "
+          "policy) or drawn from softmax(-distance/temperature); uniform unmerging; a baseline",
           {{"distance", ValueType::string, std::string("euclidean"),
             "euclidean, or cosine (1 - cosine similarity), between the detached tokens"},
+           {"order", ValueType::string, std::string("closest"),
+            "closest: the nearest pairs first; farthest: the most distant first (with cosine: the least similar)"},
            {"temperature", ValueType::floating, 0.0,
             "0: the closest pairs, greedily and deterministically; "
             "> 0: pairs drawn from softmax(-distance/temperature)"}}};
@@ -30,8 +33,12 @@ htm::Manifest manifest() {
 class NearestPolicy : public htm::Policy {
  public:
   NearestPolicy(const htm::Params& params, const htm::BuildContext&)
-      : distance_(params.text("distance")), temperature_(params.number("temperature")) {
+      : distance_(params.text("distance")),
+        sign_(params.text("order") == "farthest" ? -1.0 : 1.0),
+        temperature_(params.number("temperature")) {
     htm::check_pair_distance("nearest", distance_);
+    if (params.text("order") != "closest" && params.text("order") != "farthest")
+      throw htm::Error("nearest: order must be \"closest\" or \"farthest\", got \"" + params.text("order") + "\"");
     if (!(temperature_ >= 0))
       throw htm::Error("nearest: temperature must be 0 (greedy) or positive, got " + std::to_string(temperature_));
   }
@@ -49,10 +56,12 @@ class NearestPolicy : public htm::Policy {
     return {torch::minimum(src, dst), torch::maximum(src, dst), torch::Tensor()};  // d is symmetric
   }
 
-  // -d/temperature, the logits the pairs are drawn from; at temperature 0, -d: the merges are
-  // then its greedy maximum, not a draw from its softmax. The diagonal (0) is ignored.
+  // -d/temperature (+d/temperature farthest first), the logits the pairs are drawn from; at
+  // temperature 0, -d (+d): the merges are then its greedy maximum, not a draw from its softmax.
+  // The diagonal is ignored.
   torch::Tensor merge_logits(const htm::MergeContext& ctx) override {
     auto logits = htm::minus_pair_distances(ctx.tokens, distance_);
+    if (sign_ < 0) logits.neg_();
     return temperature_ > 0 ? logits.div_(temperature_) : logits;
   }
 
@@ -60,6 +69,7 @@ class NearestPolicy : public htm::Policy {
 
  private:
   std::string distance_;
+  double sign_;  // +1 closest first, -1 farthest first
   double temperature_;
 };
 

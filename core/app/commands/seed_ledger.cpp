@@ -1,0 +1,83 @@
+#include "commands/seed_ledger.h"
+
+#include <set>
+
+#include "htm/manifest.h"
+#include "htm/value.h"
+#include "store/results_store.h"
+
+namespace htm {
+
+std::string data_key(const std::map<std::string, std::string>& dataset_params) {
+  std::string key;
+  for (const auto& [name, value] : dataset_params) key += name + " = " + value + "\n";
+  return key;
+}
+
+bool data_follow_seed(const ResolvedConfig& config) { return config.dataset.params.has(kRunSeedParam); }
+
+std::string data_key(const ResolvedConfig& config, int64_t seed) {
+  std::map<std::string, std::string> params;
+  for (const auto& [name, value] : config.flattened())
+    if (name.rfind("dataset.", 0) == 0) params[name] = to_toml(value);
+  if (data_follow_seed(config)) params[std::string("dataset.") + kRunSeedParam] = to_toml(Value(seed));
+  return data_key(params);
+}
+
+std::map<std::string, std::vector<DataUse>> data_uses(ResultsStore& store) {
+  std::map<int64_t, std::pair<DataUse, std::map<std::string, std::string>>> runs;
+  store.scan(
+      "SELECT r.id, r.seed, e.name, r.variant, "
+      "coalesce((SELECT value FROM tags t WHERE t.run_id = r.id AND t.key = 'phase'), ''), p.key, p.value "
+      "FROM runs r JOIN experiments e ON e.id = r.experiment_id "
+      "JOIN params p ON p.run_id = r.id AND p.key LIKE 'dataset.%' ORDER BY r.id",
+      {}, [&](const Row& row) {
+        auto& [use, params] = runs[row.integer(0)];
+        use = {row.integer(0), row.integer(1), row.text(2), row.text(3), row.text(4)};
+        params[row.text(5)] = row.text(6);
+      });
+  std::map<std::string, std::vector<DataUse>> by_key;
+  for (const auto& [id, run] : runs) by_key[data_key(run.second)].push_back(run.first);
+  return by_key;
+}
+
+std::vector<DataUse> outside_confirmation(const std::vector<DataUse>& uses, const std::string& experiment) {
+  std::vector<DataUse> out;
+  for (const DataUse& u : uses)
+    if (!(u.phase == "confirm" && u.experiment == experiment)) out.push_back(u);
+  return out;
+}
+
+std::string shared_data_warning(ResultsStore& store, const std::string& experiment) {
+  std::set<int64_t> seeds;
+  std::vector<DataUse> others;
+  for (const auto& [key, uses] : data_uses(store)) {
+    std::set<int64_t> confirmed;
+    for (const DataUse& u : uses)
+      if (u.phase == "confirm" && u.experiment == experiment) confirmed.insert(u.seed);
+    const std::vector<DataUse> outside = outside_confirmation(uses, experiment);
+    if (confirmed.empty() || outside.empty()) continue;
+    seeds.insert(confirmed.begin(), confirmed.end());
+    others.insert(others.end(), outside.begin(), outside.end());
+  }
+  if (seeds.empty()) return "";
+  std::string listed;
+  for (int64_t s : seeds) listed += (listed.empty() ? "" : ", ") + std::to_string(s);
+  return "the confirmation seeds " + listed + " of '" + experiment +
+         "' drew data that other runs drew too (" + describe_uses(others, 3) +
+         "): that confirmation is not on fresh data";
+}
+
+std::string describe_uses(const std::vector<DataUse>& uses, size_t limit) {
+  std::string text;
+  for (size_t i = 0; i < uses.size() && i < limit; ++i) {
+    const DataUse& u = uses[i];
+    text += (i == 0 ? "" : ", ") + std::string("run ") + std::to_string(u.run) + " (" + u.experiment + "/" +
+            u.variant + " seed " + std::to_string(u.seed) + ", " +
+            (u.phase == "confirm" ? "confirmation" : "exploration") + ")";
+  }
+  if (uses.size() > limit) text += " and " + std::to_string(uses.size() - limit) + " more";
+  return text;
+}
+
+}  // namespace htm

@@ -1,0 +1,48 @@
+// The seed ledger: which runs drew which data. A confirmation is evidence only on data that no
+// earlier run generated (no variant was chosen on it), so htm run --confirm refuses seeds whose
+// data an earlier run of the database already drew, and htm compare says when confirmation runs
+// share data with other runs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/experiment_config.h"
+
+namespace htm {
+
+class ResultsStore;
+
+/// The data a run draws, as text: its recorded dataset.* parameters (TOML values), which include
+/// dataset.run_seed where the dataset's data follow the run's seed (htm::kRunSeedParam). Two runs
+/// with one key drew the same data.
+std::string data_key(const std::map<std::string, std::string>& dataset_params);
+
+/// The key of the data `config` draws at `seed`.
+std::string data_key(const ResolvedConfig& config, int64_t seed);
+
+/// True when the dataset `config` names draws data of its own for every seed.
+bool data_follow_seed(const ResolvedConfig& config);
+
+struct DataUse {
+  int64_t run = 0, seed = 0;
+  std::string experiment, variant, phase;  ///< phase: "confirm", or "" for exploration
+};
+
+/// Every run of `store`, by the key of the data it drew, in run order.
+std::map<std::string, std::vector<DataUse>> data_uses(ResultsStore& store);
+
+/// Of `uses`, those that are not runs of `experiment`'s confirmation (whose variants share their
+/// seeds' data by design: that is the paired comparison).
+std::vector<DataUse> outside_confirmation(const std::vector<DataUse>& uses, const std::string& experiment);
+
+/// One line for htm compare when confirmation runs of `experiment` drew data that runs outside its
+/// confirmation drew too (naming the seeds and some of those runs); empty when every seed was fresh.
+std::string shared_data_warning(ResultsStore& store, const std::string& experiment);
+
+/// "run 3 (htm-x/learned seed 0, exploration)", at most `limit` of them, then "and N more".
+std::string describe_uses(const std::vector<DataUse>& uses, size_t limit = 4);
+
+}  // namespace htm

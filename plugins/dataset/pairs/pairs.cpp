@@ -1,0 +1,70 @@
+// Hidden pairs (issue 63): tokens whose partners are correlated through a fixed reflection R but
+// no more similar than strangers; a wrong pairing must lose information. Data follow the run's
+// seed, so a confirmation seed is a fresh sample of the data, not only of the weights.
+#include "generated.h"  // plugins/dataset/trees
+#include "pairs_data.h"
+
+namespace {
+
+htm::Manifest manifest() {
+  using htm::ValueType;
+  return {"pairs",
+          htm::PluginKind::dataset,
+          "1.0.0",
+          htm::kSdkAbiVersion,
+          "Generated hidden pairs: token pairs a = [s; p], b = [R s; q] with R a fixed symmetric reflection, "
+          "shuffled; partners as far apart as strangers, found by a bilinear score, not by distance; "
+          "true tree in Batch::tree; data drawn from the run's seed",
+          {{"tokens", ValueType::integer, int64_t{16}, "tokens per sample, even: tokens/2 hidden pairs"},
+           {"shared", ValueType::integer, int64_t{14}, "coordinates a pair shares through R (even, at least 2)"},
+           {"own", ValueType::integer, int64_t{2}, "coordinates each token holds alone (0 or more)"},
+           {"sd", ValueType::floating, 0.25, "standard deviation of every coordinate before clipping (> 0)"},
+           {"clip", ValueType::floating, 0.95, "coordinates are clipped to [-clip, clip] (> 0)"},
+           {"train_size", ValueType::integer, int64_t{8192}, "training samples"},
+           {"test_size", ValueType::integer, int64_t{1024}, "test samples"},
+           {"seed", ValueType::integer, int64_t{0}, "generator seed, mixed with the run's seed"},
+           {htm::kRunSeedParam, ValueType::integer, int64_t{0},
+            "the run's seed, set by the host (htm run): the data follow it; an experiment file cannot set it"}}};
+}
+
+class Pairs : public htm::data::GeneratedSets {
+ public:
+  Pairs(const htm::Params& params, const htm::BuildContext&) : p_(checked(params)) {
+    const int64_t data_seed = static_cast<int64_t>(
+        htm::data::sample_seed(params.integer("seed"), 2, params.integer(htm::kRunSeedParam)));
+    generate(
+        params, p_.tokens, p_.shared + p_.own,
+        [&](uint64_t seed) {
+          auto s = htm::data::pairs_sample(p_, seed);
+          return std::make_pair(std::move(s.tokens), std::move(s.merges));
+        },
+        data_seed);
+  }
+
+  std::vector<int64_t> sample_shape() const override { return {p_.tokens, p_.shared + p_.own}; }
+
+ private:
+  static htm::data::PairsParams checked(const htm::Params& params) {
+    using htm::Error;
+    htm::data::PairsParams p{params.integer("tokens"), params.integer("shared"), params.integer("own"),
+                             params.number("sd"), params.number("clip")};
+    if (p.tokens < 2 || p.tokens % 2 != 0)
+      throw Error("pairs: tokens must be even and at least 2, got " + std::to_string(p.tokens));
+    if (p.shared < 2 || p.shared % 2 != 0)
+      throw Error("pairs: shared must be even and at least 2, got " + std::to_string(p.shared));
+    if (p.own < 0) throw Error("pairs: own must be 0 or more, got " + std::to_string(p.own));
+    if (!(p.sd > 0)) throw Error("pairs: sd must be positive, got " + htm::data::number_text(p.sd));
+    if (!(p.clip > 0)) throw Error("pairs: clip must be positive, got " + htm::data::number_text(p.clip));
+    if (params.integer("train_size") < 1 || params.integer("test_size") < 1)
+      throw Error("pairs: train_size and test_size must be at least 1, got " +
+                  std::to_string(params.integer("train_size")) + " and " +
+                  std::to_string(params.integer("test_size")));
+    return p;
+  }
+
+  htm::data::PairsParams p_;
+};
+
+}  // namespace
+
+HTM_REGISTER_PLUGIN(Pairs, manifest)
