@@ -240,6 +240,31 @@ TEST(Agglomerative, RejectsSchedulesTooLongForTheLeaves) {
   EXPECT_THROW(agglomerative_merges(three, {-1}), Error);
 }
 
+// The similarity rules on raw tokens of any width (issue 63's gate G4): `closest` is agglomerative
+// clustering itself, `farthest` takes the most distant pair first, the cosine rules rank by angle,
+// and ToMe pairs only tokens of the two alternating halves.
+TEST(PairRules, EachRuleTakesItsBestPairFirst) {
+  const std::vector<std::array<double, 2>> points = {{0, 0}, {10, 0}, {11, 0}, {1, 0}, {11, 0.1}, {0, 0.1}};
+  std::vector<std::vector<double>> rows;
+  for (const auto& p : points) rows.push_back({p[0], p[1]});
+  EXPECT_EQ(rule_merges(rows, {3, 1}, PairRule::closest).merges, agglomerative_merges(points, {3, 1}).merges);
+  // On a line at 0, 1, 1.5, 10: farthest first takes (0, 3), then (1, 2).
+  const std::vector<std::vector<double>> line = {{0}, {1}, {1.5}, {10}};
+  EXPECT_EQ(rule_merges(line, {2}, PairRule::farthest).merges, (Merges{{0, 3}, {1, 2}}));
+  // Directions: 0 and 2 point alike (cos 0.999), so do 1 and 3 (0.995); 0 and 3 are opposite (-1),
+  // 1 and 2 nearly (-0.989).
+  const std::vector<std::vector<double>> dirs = {{1, 0}, {-1, 0.1}, {2, 0.1}, {-0.1, 0}};
+  EXPECT_EQ(rule_merges(dirs, {2}, PairRule::cosine).merges, (Merges{{0, 2}, {1, 3}}));
+  EXPECT_EQ(rule_merges(dirs, {2}, PairRule::anticosine).merges, (Merges{{0, 3}, {1, 2}}));
+  // ToMe: A = {0, 2}, B = {1, 3}, so never (0, 2) or (1, 3): the best A-B pair (1, 2) at -0.989,
+  // then (0, 3), the only one left.
+  EXPECT_EQ(rule_merges(dirs, {2}, PairRule::tome).merges, (Merges{{1, 2}, {0, 3}}));
+  EXPECT_EQ(rule_merges(dirs, {1, 1}, PairRule::cosine).merges.size(), 2u);  // layered on centroids
+  EXPECT_THROW(rule_merges(line, {3}, PairRule::closest), Error);
+  EXPECT_THROW(rule_merges({{0, 1}, {2}}, {1}, PairRule::closest), Error);  // rows of unequal width
+  EXPECT_STREQ(pair_rule_name(PairRule::anticosine), "anticosine");
+}
+
 TEST(RandomMerges, ReproducibleValidForests) {
   for (const std::vector<int64_t>& schedule : {std::vector<int64_t>{8, 4, 2, 1}, std::vector<int64_t>{5, 0, 3, 2}}) {
     std::mt19937_64 a(42), b(42);

@@ -151,7 +151,8 @@ TEST(PairsData, NoSimilarityRuleFindsThePairsButAFixedBilinearScoreDoes) {
     const auto truth = true_trees(b.tree);
     for (int64_t s = 0; s < b.input.size(0); ++s) {
       const auto features = token_features(b.input[s]);
-      for (PairRule rule : {PairRule::closest, PairRule::farthest, PairRule::cosine, PairRule::anticosine, PairRule::tome})
+      for (PairRule rule :
+           {PairRule::closest, PairRule::farthest, PairRule::cosine, PairRule::anticosine, PairRule::tome})
         scores[pair_rule_name(rule)].add(rule_merges(features, schedule, rule), truth[s]);
       // x_iᵀ W x_j with W = R on the shared part, 0 on the own part; greedy best pairs.
       const auto x = b.input[s].to(torch::kDouble);

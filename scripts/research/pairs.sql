@@ -1,6 +1,6 @@
 -- One row per finished run of issue 63's hidden-pairs studies (experiments/htm/pairs_gates.toml,
--- pairs.toml), exploration or confirmation (htm run --confirm): greedy and sampled sibling F1,
--- the test error (matched MSE) under the run's own policy, under the true tree and under random
+-- pairs.toml, pairs_estimator.toml), exploration or confirmation (htm run --confirm): greedy and sampled sibling F1,
+-- the test error (token by token, the adapter's "ordered" error) under the run's own policy, under the true tree and under random
 -- merges, the references (random merges; the similarity rules on the raw tokens) and the
 -- mean-set baseline. Each seed's latest finished run of a variant.
 --   sqlite3 -header -csv DB < scripts/research/pairs.sql > results/pairs-DATE.csv
@@ -24,7 +24,7 @@ SELECT r.uuid, e.name AS experiment, r.variant, r.seed,
        r.git_revision, r.config_hash
 FROM runs r JOIN experiments e ON e.id = r.experiment_id
 JOIN latest_metrics m ON m.run_id = r.id AND m.split = 'test'
-WHERE r.status = 'finished' AND e.name IN ('htm-pairs-gates', 'htm-pairs')
+WHERE r.status = 'finished' AND e.name IN ('htm-pairs-gates', 'htm-pairs', 'htm-pairs-estimator')
   AND r.id = (SELECT max(q.id) FROM runs q
               WHERE q.experiment_id = r.experiment_id AND q.variant = r.variant AND q.seed = r.seed
                 AND q.status = 'finished')

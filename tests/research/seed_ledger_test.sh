@@ -41,6 +41,9 @@ grep -q "warning: the confirmation seeds 0 of 'tiny-pairs-other' drew data that 
   || { cat out; fail "compare does not say the data were not fresh"; }
 "$HTM" compare tiny-pairs --db "$db" --metric mse > out 2>&1
 if grep -q "not on fresh data" out; then cat out; fail "a fresh confirmation flagged"; fi
+# tiny-pairs explored seed 0, whose data tiny-pairs-other's confirmation drew afterwards.
+grep -q "warning: the exploration seeds 0 of 'tiny-pairs' drew data that another experiment's confirmation drew (run 4 (tiny-pairs-other/default seed 0, confirmation)" out \
+  || { cat out; fail "compare does not say the exploration met another confirmation's data"; }
 
 # A dataset that draws the same data for every seed: its exploration's data are every seed's.
 if "$HTM" run "$D/tiny_pairs.toml" --confirm --variant default --set 'dataset.run_seed=1' "${set_db[@]}" \

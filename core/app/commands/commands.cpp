@@ -100,8 +100,7 @@ int cmd_run(const Args& args) {
       "tagged phase=confirm; exploration never uses those seeds; refused where an earlier run drew a seed's "
       "data")("reuse-seeds", po::bool_switch(&req.reuse_seeds),
               "with --confirm: run seeds whose data earlier runs drew (the confirmation is then not on fresh data)")(
-      "set", po::value(&req.overrides)->composing(),
-                                                                  "override a setting, e.g. --set train.epochs=2")(
+      "set", po::value(&req.overrides)->composing(), "override a setting, e.g. --set train.epochs=2")(
       "sweep", po::value(&req.sweeps)->composing(),
       "one variant per value, e.g. --sweep train.lr=1e-3,3e-3 (a [grid] axis)")(
       "jobs,j", po::value(&req.jobs)->default_value(1), "runs executed at once, each in its own process")(

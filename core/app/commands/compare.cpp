@@ -281,10 +281,8 @@ Comparison compare_study(ResultsStore& store, CompareRequest& request) {
     out.metrics.push_back(metric_table(store, request, request.metrics[m], loaded[m]));
   adjust_families(out);
   add_warnings(out);
-  if (const std::string shared = shared_data_warning(store, request.experiment); !shared.empty()) {
-    out.warnings.push_back(shared);
-    std::sort(out.warnings.begin(), out.warnings.end());
-  }
+  for (const std::string& shared : shared_data_warnings(store, request.experiment)) out.warnings.push_back(shared);
+  std::sort(out.warnings.begin(), out.warnings.end());
   return out;
 }
 

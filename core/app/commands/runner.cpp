@@ -383,9 +383,9 @@ void check_fresh_data(const ExperimentFile& file, const Registry& registry,
     const std::vector<DataUse> earlier = outside_confirmation(found->second, config.experiment);
     if (earlier.empty()) continue;
     reused.push_back("seed " + std::to_string(seed) + ": " + describe_uses(earlier) +
-                     (data_follow_seed(config) ? ""
-                                               : " (dataset '" + config.dataset.name +
-                                                     "' draws the same data for every seed)"));
+                     (data_follow_seed(config)
+                          ? ""
+                          : " (dataset '" + config.dataset.name + "' draws the same data for every seed)"));
   }
   if (reused.empty()) return;
   std::string list;
@@ -411,9 +411,9 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
       throw Error("--tag " + tag + ": the tag 'phase' is set by --confirm (runs without it are exploratory)");
   if (request.reuse_seeds && !request.confirm) throw Error("--reuse-seeds goes with --confirm");
   auto [work, results, logs] = study_work(request, file, registry);
-  if (request.confirm && !supervised_child() && (!world_from_environment() || world_from_environment()->rank == 0))
-    check_fresh_data(file, registry, work, request.reuse_seeds);
   const std::optional<WorldInfo> world = world_from_environment();
+  if (request.confirm && !supervised_child() && (!world || world->rank == 0))  // said once, before any run
+    check_fresh_data(file, registry, work, request.reuse_seeds);
   if (!request.shard.empty()) {  // a deterministic slice: the same on every host given the same file
     const auto [k, n] = parse_shard(request.shard);
     const size_t all = work.size();

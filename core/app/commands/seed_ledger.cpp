@@ -48,33 +48,48 @@ std::vector<DataUse> outside_confirmation(const std::vector<DataUse>& uses, cons
   return out;
 }
 
-std::string shared_data_warning(ResultsStore& store, const std::string& experiment) {
-  std::set<int64_t> seeds;
-  std::vector<DataUse> others;
+std::vector<std::string> shared_data_warnings(ResultsStore& store, const std::string& experiment) {
+  std::set<int64_t> confirmed_seeds, explored_seeds;
+  std::vector<DataUse> others, confirmations;
   for (const auto& [key, uses] : data_uses(store)) {
-    std::set<int64_t> confirmed;
-    for (const DataUse& u : uses)
-      if (u.phase == "confirm" && u.experiment == experiment) confirmed.insert(u.seed);
+    std::set<int64_t> confirmed, explored;
+    std::vector<DataUse> their_confirmations;
+    for (const DataUse& u : uses) {
+      if (u.experiment == experiment) (u.phase == "confirm" ? confirmed : explored).insert(u.seed);
+      if (u.experiment != experiment && u.phase == "confirm") their_confirmations.push_back(u);
+    }
     const std::vector<DataUse> outside = outside_confirmation(uses, experiment);
-    if (confirmed.empty() || outside.empty()) continue;
-    seeds.insert(confirmed.begin(), confirmed.end());
-    others.insert(others.end(), outside.begin(), outside.end());
+    if (!confirmed.empty() && !outside.empty()) {  // this confirmation was not on fresh data
+      confirmed_seeds.insert(confirmed.begin(), confirmed.end());
+      others.insert(others.end(), outside.begin(), outside.end());
+    } else if (!explored.empty() && !their_confirmations.empty()) {  // it explored another's confirmation data
+      explored_seeds.insert(explored.begin(), explored.end());
+      confirmations.insert(confirmations.end(), their_confirmations.begin(), their_confirmations.end());
+    }
   }
-  if (seeds.empty()) return "";
-  std::string listed;
-  for (int64_t s : seeds) listed += (listed.empty() ? "" : ", ") + std::to_string(s);
-  return "the confirmation seeds " + listed + " of '" + experiment +
-         "' drew data that other runs drew too (" + describe_uses(others, 3) +
-         "): that confirmation is not on fresh data";
+  const auto listed = [](const std::set<int64_t>& seeds) {
+    std::string text;
+    for (int64_t s : seeds) text += (text.empty() ? "" : ", ") + std::to_string(s);
+    return text;
+  };
+  std::vector<std::string> out;
+  if (!confirmed_seeds.empty())
+    out.push_back("the confirmation seeds " + listed(confirmed_seeds) + " of '" + experiment +
+                  "' drew data that other runs drew too (" + describe_uses(others, 3) +
+                  "): that confirmation is not on fresh data");
+  if (!explored_seeds.empty())
+    out.push_back("the exploration seeds " + listed(explored_seeds) + " of '" + experiment +
+                  "' drew data that another experiment's confirmation drew (" + describe_uses(confirmations, 3) +
+                  "): those confirmation data are no longer unseen");
+  return out;
 }
 
 std::string describe_uses(const std::vector<DataUse>& uses, size_t limit) {
   std::string text;
   for (size_t i = 0; i < uses.size() && i < limit; ++i) {
     const DataUse& u = uses[i];
-    text += (i == 0 ? "" : ", ") + std::string("run ") + std::to_string(u.run) + " (" + u.experiment + "/" +
-            u.variant + " seed " + std::to_string(u.seed) + ", " +
-            (u.phase == "confirm" ? "confirmation" : "exploration") + ")";
+    text += (i == 0 ? "" : ", ") + std::string("run ") + std::to_string(u.run) + " (" + u.experiment + "/" + u.variant +
+            " seed " + std::to_string(u.seed) + ", " + (u.phase == "confirm" ? "confirmation" : "exploration") + ")";
   }
   if (uses.size() > limit) text += " and " + std::to_string(uses.size() - limit) + " more";
   return text;

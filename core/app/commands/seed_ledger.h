@@ -38,9 +38,11 @@ std::map<std::string, std::vector<DataUse>> data_uses(ResultsStore& store);
 /// seeds' data by design: that is the paired comparison).
 std::vector<DataUse> outside_confirmation(const std::vector<DataUse>& uses, const std::string& experiment);
 
-/// One line for htm compare when confirmation runs of `experiment` drew data that runs outside its
-/// confirmation drew too (naming the seeds and some of those runs); empty when every seed was fresh.
-std::string shared_data_warning(ResultsStore& store, const std::string& experiment);
+/// Lines for htm compare about `experiment`'s runs and the ledger: its confirmation runs drew data
+/// that runs outside its confirmation drew too (not fresh data), or its exploration runs drew data
+/// that another experiment's confirmation drew (that confirmation's data are no longer unseen).
+/// Each names the seeds and some of the other runs; empty when neither holds.
+std::vector<std::string> shared_data_warnings(ResultsStore& store, const std::string& experiment);
 
 /// "run 3 (htm-x/learned seed 0, exploration)", at most `limit` of them, then "and N more".
 std::string describe_uses(const std::vector<DataUse>& uses, size_t limit = 4);

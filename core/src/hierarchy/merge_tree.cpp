@@ -374,11 +374,16 @@ MergeTree agglomerative_merges(const std::vector<std::array<double, 2>>& positio
 
 const char* pair_rule_name(PairRule rule) {
   switch (rule) {
-    case PairRule::closest: return "nearest";
-    case PairRule::farthest: return "farthest";
-    case PairRule::cosine: return "cosine";
-    case PairRule::anticosine: return "anticosine";
-    case PairRule::tome: return "tome";
+    case PairRule::closest:
+      return "nearest";
+    case PairRule::farthest:
+      return "farthest";
+    case PairRule::cosine:
+      return "cosine";
+    case PairRule::anticosine:
+      return "anticosine";
+    case PairRule::tome:
+      return "tome";
   }
   return "?";
 }
@@ -407,10 +412,14 @@ MergeTree rule_merges(const std::vector<std::vector<double>>& features, const st
     }
     const double cosine = dot / std::max(1e-12, std::sqrt(aa * bb));
     switch (rule) {
-      case PairRule::closest: return -d2;
-      case PairRule::farthest: return d2;
-      case PairRule::anticosine: return -cosine;
-      default: return cosine;
+      case PairRule::closest:
+        return -d2;
+      case PairRule::farthest:
+        return d2;
+      case PairRule::anticosine:
+        return -cosine;
+      default:
+        return cosine;
     }
   };
   for (size_t l = 0; l < schedule.size(); ++l) {

@@ -152,7 +152,8 @@ const std::vector<Metric>& Trainer::reference_scores(int64_t n_samples) {
     if (wide) {
       const auto features = token_features(batch.input[b]);
       agglomerative.add(rule_merges(features, ex_.schedule, PairRule::closest), truth[b]);
-      for (size_t k = 0; k < by_rule.size(); ++k) by_rule[k].add(rule_merges(features, ex_.schedule, rules[k]), truth[b]);
+      for (size_t k = 0; k < by_rule.size(); ++k)
+        by_rule[k].add(rule_merges(features, ex_.schedule, rules[k]), truth[b]);
     } else {
       agglomerative.add(agglomerative_merges(token_positions(batch.input[b]), ex_.schedule), truth[b]);
     }
@@ -172,7 +173,8 @@ const std::vector<Metric>& Trainer::reference_scores(int64_t n_samples) {
   reference_scores_ = random.metrics("random/");
   for (const auto& m : agglomerative.metrics("agglomerative/")) reference_scores_.push_back(m);
   for (size_t k = 0; k < by_rule.size(); ++k)
-    for (const auto& m : by_rule[k].metrics(std::string(pair_rule_name(rules[k])) + "/")) reference_scores_.push_back(m);
+    for (const auto& m : by_rule[k].metrics(std::string(pair_rule_name(rules[k])) + "/"))
+      reference_scores_.push_back(m);
   reference_scores_.push_back({"truth_reachable", static_cast<double>(reachable) / static_cast<double>(n)});
   return reference_scores_;
 }

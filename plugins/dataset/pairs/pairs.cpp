@@ -30,8 +30,8 @@ htm::Manifest manifest() {
 class Pairs : public htm::data::GeneratedSets {
  public:
   Pairs(const htm::Params& params, const htm::BuildContext&) : p_(checked(params)) {
-    const int64_t data_seed = static_cast<int64_t>(
-        htm::data::sample_seed(params.integer("seed"), 2, params.integer(htm::kRunSeedParam)));
+    const int64_t data_seed =
+        static_cast<int64_t>(htm::data::sample_seed(params.integer("seed"), 2, params.integer(htm::kRunSeedParam)));
     generate(
         params, p_.tokens, p_.shared + p_.own,
         [&](uint64_t seed) {
@@ -57,8 +57,7 @@ class Pairs : public htm::data::GeneratedSets {
     if (!(p.clip > 0)) throw Error("pairs: clip must be positive, got " + htm::data::number_text(p.clip));
     if (params.integer("train_size") < 1 || params.integer("test_size") < 1)
       throw Error("pairs: train_size and test_size must be at least 1, got " +
-                  std::to_string(params.integer("train_size")) + " and " +
-                  std::to_string(params.integer("test_size")));
+                  std::to_string(params.integer("train_size")) + " and " + std::to_string(params.integer("test_size")));
     return p;
   }
 

@@ -11,11 +11,11 @@
 namespace htm::data {
 
 struct PairsParams {
-  int64_t tokens = 16;   ///< even: tokens / 2 hidden pairs
-  int64_t shared = 14;   ///< coordinates a pair shares (through R), even
-  int64_t own = 2;       ///< coordinates of each token alone
-  double sd = 0.25;      ///< standard deviation of every coordinate before clipping
-  double clip = 0.95;    ///< coordinates are clipped to [-clip, clip]
+  int64_t tokens = 16;  ///< even: tokens / 2 hidden pairs
+  int64_t shared = 14;  ///< coordinates a pair shares (through R), even
+  int64_t own = 2;      ///< coordinates of each token alone
+  double sd = 0.25;     ///< standard deviation of every coordinate before clipping
+  double clip = 0.95;   ///< coordinates are clipped to [-clip, clip]
 };
 
 /// One sample: pair k draws a shared part s (`shared` coordinates) and own parts p, q (`own`
