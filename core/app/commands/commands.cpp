@@ -131,6 +131,7 @@ int cmd_run(const Args& args) {
   if (!req.shard.empty()) parse_shard(req.shard);  // refused before anything runs
   if (vm.count("db")) req.overrides.push_back("runtime.results=" + to_toml(Value(vm["db"].as<std::string>())));
   if (vm.count("quiet") && vm.count("verbose")) throw Error("--quiet and --verbose contradict each other");
+  if (req.reuse_seeds && !req.confirm) throw Error("--reuse-seeds goes with --confirm");
   req.verbosity = vm.count("quiet") ? 0 : vm.count("verbose") ? 2 : 1;
   for (const auto& tag : req.tags) key_value("--tag", tag);  // refused before anything runs
   Registry registry;

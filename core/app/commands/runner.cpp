@@ -12,12 +12,8 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <iostream>
 #include <map>
 #include <optional>
-#include <set>
-#include <sstream>
 #include <thread>
 
 #include <torch/torch.h>
@@ -360,43 +356,6 @@ std::unique_ptr<Communicator> rank_group(const WorldInfo& world,
                                         std::chrono::seconds(timeout ? std::max(1, std::atoi(timeout)) : 300));
 }
 
-// The seed ledger: a confirmation seed whose data an earlier run drew (any experiment, any phase,
-// but this experiment's own confirmation, whose variants share each seed's data by design) is
-// refused, naming the runs; with --reuse-seeds it is said and run.
-void check_fresh_data(const ExperimentFile& file, const Registry& registry,
-                      const std::vector<std::pair<std::string, int64_t>>& work, bool reuse) {
-  std::map<std::string, std::map<std::string, std::vector<DataUse>>> ledgers;  // database → key → uses
-  std::vector<std::string> reused;
-  std::set<std::string> seen;
-  for (const auto& [variant, seed] : work) {
-    const ResolvedConfig config = file.resolve(variant, registry);
-    const std::string& db = config.settings.runtime.results;
-    if (!std::filesystem::exists(db)) continue;  // a new database: nothing drawn yet
-    if (!ledgers.count(db)) {
-      ResultsStore store(db, OpenMode::read_only);
-      ledgers[db] = data_uses(store);
-    }
-    const std::string key = data_key(config, seed);
-    if (!seen.insert(db + "\n" + key).second) continue;  // said for this seed's data already
-    const auto found = ledgers[db].find(key);
-    if (found == ledgers[db].end()) continue;
-    const std::vector<DataUse> earlier = outside_confirmation(found->second, config.experiment);
-    if (earlier.empty()) continue;
-    reused.push_back("seed " + std::to_string(seed) + ": " + describe_uses(earlier) +
-                     (data_follow_seed(config)
-                          ? ""
-                          : " (dataset '" + config.dataset.name + "' draws the same data for every seed)"));
-  }
-  if (reused.empty()) return;
-  std::string list;
-  for (const auto& line : reused) list += "\n  " + line;
-  if (!reuse)
-    throw Error("--confirm: earlier runs already drew the data of " + std::to_string(reused.size()) +
-                " confirmation seed(s), so a variant may have been chosen on it:" + list +
-                "\nchoose fresh seeds (experiment.confirm_seeds) or give --reuse-seeds to confirm on them anyway");
-  std::fprintf(stderr, "warning: --reuse-seeds: this confirmation is not on fresh data:%s\n", list.c_str());
-}
-
 }  // namespace
 
 int run_experiment(const RunRequest& request, const Registry& registry) {
@@ -409,7 +368,6 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
   for (const auto& tag : request.tags)
     if (key_value("--tag", tag).first == "phase")
       throw Error("--tag " + tag + ": the tag 'phase' is set by --confirm (runs without it are exploratory)");
-  if (request.reuse_seeds && !request.confirm) throw Error("--reuse-seeds goes with --confirm");
   auto [work, results, logs] = study_work(request, file, registry);
   const std::optional<WorldInfo> world = world_from_environment();
   if (request.confirm && !supervised_child() && (!world || world->rank == 0))  // said once, before any run

@@ -18,7 +18,7 @@ struct RunRequest {
   std::vector<std::string> sweeps;     ///< --sweep k=a,b,c: grid axes added to the file's
   std::vector<std::string> variants;   ///< empty: all
   std::vector<int64_t> seeds;          ///< empty: the file's [experiment] seeds (confirm_seeds with confirm)
-  bool confirm = false;  ///< --confirm: the named variants on the confirmation seeds, tagged phase=confirm
+  bool confirm = false;      ///< --confirm: the named variants on the confirmation seeds, tagged phase=confirm
   bool reuse_seeds = false;  ///< --reuse-seeds: confirm on seeds whose data earlier runs drew (the ledger warns)
   int jobs = 1;
   bool rerun = false;             ///< --rerun: run again even when a finished run exists

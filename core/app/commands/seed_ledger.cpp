@@ -1,7 +1,10 @@
 #include "commands/seed_ledger.h"
 
+#include <cstdio>
+#include <filesystem>
 #include <set>
 
+#include "htm/error.h"
 #include "htm/manifest.h"
 #include "htm/value.h"
 #include "store/results_store.h"
@@ -93,6 +96,40 @@ std::string describe_uses(const std::vector<DataUse>& uses, size_t limit) {
   }
   if (uses.size() > limit) text += " and " + std::to_string(uses.size() - limit) + " more";
   return text;
+}
+
+void check_fresh_data(const ExperimentFile& file, const PluginCatalog& catalog,
+                      const std::vector<std::pair<std::string, int64_t>>& work, bool reuse) {
+  std::map<std::string, std::map<std::string, std::vector<DataUse>>> ledgers;  // database → key → uses
+  std::vector<std::string> reused;
+  std::set<std::string> seen;
+  for (const auto& [variant, seed] : work) {
+    const ResolvedConfig config = file.resolve(variant, catalog);
+    const std::string& db = config.settings.runtime.results;
+    if (!std::filesystem::exists(db)) continue;  // a new database: nothing drawn yet
+    if (!ledgers.count(db)) {
+      ResultsStore store(db, OpenMode::read_only);
+      ledgers[db] = data_uses(store);
+    }
+    const std::string key = data_key(config, seed);
+    if (!seen.insert(db + "\n" + key).second) continue;  // said for this seed's data already
+    const auto found = ledgers[db].find(key);
+    if (found == ledgers[db].end()) continue;
+    const std::vector<DataUse> earlier = outside_confirmation(found->second, config.experiment);
+    if (earlier.empty()) continue;
+    reused.push_back("seed " + std::to_string(seed) + ": " + describe_uses(earlier) +
+                     (data_follow_seed(config)
+                          ? ""
+                          : " (dataset '" + config.dataset.name + "' draws the same data for every seed)"));
+  }
+  if (reused.empty()) return;
+  std::string list;
+  for (const auto& line : reused) list += "\n  " + line;
+  if (!reuse)
+    throw Error("--confirm: earlier runs already drew the data of " + std::to_string(reused.size()) +
+                " confirmation seed(s), so a variant may have been chosen on it:" + list +
+                "\nchoose fresh seeds (experiment.confirm_seeds) or give --reuse-seeds to confirm on them anyway");
+  std::fprintf(stderr, "warning: --reuse-seeds: this confirmation is not on fresh data:%s\n", list.c_str());
 }
 
 }  // namespace htm

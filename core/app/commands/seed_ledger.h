@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/experiment_config.h"
@@ -43,6 +44,13 @@ std::vector<DataUse> outside_confirmation(const std::vector<DataUse>& uses, cons
 /// that another experiment's confirmation drew (that confirmation's data are no longer unseen).
 /// Each names the seeds and some of the other runs; empty when neither holds.
 std::vector<std::string> shared_data_warnings(ResultsStore& store, const std::string& experiment);
+
+/// htm run --confirm's check, before any run: a seed of `work` whose data an earlier run of its
+/// results database drew (any experiment, either phase, except `file`'s own confirmation, whose
+/// variants share each seed's data by design) is refused with htm::Error naming those runs; with
+/// `reuse` it is said on stderr and allowed.
+void check_fresh_data(const ExperimentFile& file, const PluginCatalog& catalog,
+                      const std::vector<std::pair<std::string, int64_t>>& work, bool reuse);
 
 /// "run 3 (htm-x/learned seed 0, exploration)", at most `limit` of them, then "and N more".
 std::string describe_uses(const std::vector<DataUse>& uses, size_t limit = 4);

@@ -131,7 +131,8 @@ std::vector<HostSection> build_schema() {
           .add("seeds", &E::seeds, Ints{0}, "exploration seeds: every variant runs once per seed", at_least(0))
           .add("confirm_seeds", &E::confirm_seeds, Ints{1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009},
                "confirmation seeds, disjoint from seeds: only `htm run --confirm --variant V` runs them (tagged "
-               "phase=confirm)",
+               "phase=confirm), and refuses those whose data an earlier run drew unless given `--reuse-seeds` (the "
+               "seed ledger, `docs/statistics.md`)",
                at_least(0))
           .done());
   schema.push_back(
