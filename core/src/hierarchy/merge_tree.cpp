@@ -324,52 +324,9 @@ bool schedule_reaches(const MergeTree& truth, const std::vector<int64_t>& schedu
 
 MergeTree agglomerative_merges(const std::vector<std::array<double, 2>>& positions,
                                const std::vector<int64_t>& schedule) {
-  check_schedule_entries(schedule);
-  struct Cluster {
-    int64_t node;
-    double x, y;  // sums of the leaves' positions; the centroid is sum / count
-    int64_t count;
-  };
-  MergeTree t;
-  t.leaves = static_cast<int64_t>(positions.size());
-  std::vector<Cluster> current;  // always in increasing node id
-  for (int64_t i = 0; i < t.leaves; ++i) current.push_back({i, positions[i][0], positions[i][1], 1});
-
-  for (size_t l = 0; l < schedule.size(); ++l) {
-    check_room(l, schedule[l], current.size());
-    if (schedule[l] == 0) continue;
-    struct Candidate {
-      double d;
-      size_t i, j;
-    };
-    std::vector<Candidate> candidates;
-    for (size_t i = 0; i < current.size(); ++i)
-      for (size_t j = i + 1; j < current.size(); ++j) {
-        const Cluster &a = current[i], &b = current[j];
-        const double dx = a.x / a.count - b.x / b.count, dy = a.y / a.count - b.y / b.count;
-        candidates.push_back({dx * dx + dy * dy, i, j});
-      }
-    // Stable: equal distances keep the (i, j) order they were generated in.
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [](const Candidate& a, const Candidate& b) { return a.d < b.d; });
-    std::vector<char> used(current.size(), 0);
-    std::vector<Cluster> made;
-    for (const Candidate& c : candidates) {
-      if (static_cast<int64_t>(made.size()) == schedule[l]) break;
-      if (used[c.i] || used[c.j]) continue;
-      used[c.i] = used[c.j] = 1;
-      const Cluster &a = current[c.i], &b = current[c.j];
-      t.merges.push_back({a.node, b.node});
-      t.layer.push_back(static_cast<int64_t>(l) + 1);
-      made.push_back({t.leaves + static_cast<int64_t>(t.merges.size()) - 1, a.x + b.x, a.y + b.y, a.count + b.count});
-    }
-    std::vector<Cluster> next;
-    for (size_t i = 0; i < current.size(); ++i)
-      if (!used[i]) next.push_back(current[i]);
-    next.insert(next.end(), made.begin(), made.end());  // new ids exceed all old ones
-    current = std::move(next);
-  }
-  return t;
+  std::vector<std::vector<double>> rows;
+  for (const auto& p : positions) rows.push_back({p[0], p[1]});
+  return rule_merges(rows, schedule, PairRule::closest);  // the same sums, in the same order
 }
 
 const char* pair_rule_name(PairRule rule) {
