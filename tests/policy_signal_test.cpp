@@ -5,6 +5,7 @@
 // (anytime) loss.
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include <torch/torch.h>
 
@@ -87,6 +88,39 @@ TEST(OraclePolicy, MergesExactlyTheTrueTree) {
   }
   EXPECT_GT(exact, 6);  // ~16 of 32 expected
   EXPECT_LT(exact, 26);
+}
+
+// direction = "content": the same true pairs as the draw, each merged from the token whose first
+// feature is smaller into the other; "drawn" keeps the draw's directions (both occur).
+TEST(OraclePolicy, ContentDirectionMergesTheSmallerFirstFeatureIntoTheOther) {
+  const auto decide = [](const std::string& direction) {
+    Params p = htm::testing::plugins().default_params(PluginKind::policy, "oracle");
+    p.set("direction", direction);
+    auto oracle = htm::testing::plugins().create<Policy>(PluginKind::policy, "oracle", p, BuildContext{});
+    MergeContext ctx;
+    torch::manual_seed(3);
+    ctx.tokens = torch::randn({64, 8, 4});
+    ctx.r = 4;
+    ctx.generator = at::make_generator<at::CPUGeneratorImpl>(5);
+    ctx.siblings = torch::zeros({64, 8, 8});
+    for (int64_t k = 0; k < 4; ++k) ctx.siblings.select(1, 2 * k).select(1, 2 * k + 1).fill_(1);
+    ctx.siblings = ctx.siblings + ctx.siblings.transpose(1, 2);
+    auto d = oracle->choose_merges(ctx);
+    auto first = ctx.tokens.select(2, 0);
+    return std::make_tuple(d.src, d.dst, (first.gather(1, d.src) <= first.gather(1, d.dst)).to(torch::kFloat));
+  };
+  const auto [src, dst, ordered] = decide("content");
+  EXPECT_EQ(ordered.min().item<float>(), 1.0f);  // every pair smaller-first
+  EXPECT_TRUE(torch::equal(torch::div(torch::minimum(src, dst), 2, "floor"),
+                           torch::div(torch::maximum(src, dst), 2, "floor")));  // true pairs
+  const auto [src2, dst2, ordered2] = decide("drawn");
+  EXPECT_TRUE(torch::equal(torch::minimum(src, dst), torch::minimum(src2, dst2)));  // the same pairs
+  const double share = ordered2.mean().item<double>();
+  EXPECT_GT(share, 0.3);  // the draw's directions: about half smaller-first
+  EXPECT_LT(share, 0.7);
+  Params bad = htm::testing::plugins().default_params(PluginKind::policy, "oracle");
+  bad.set("direction", std::string("sideways"));
+  EXPECT_THROW(htm::testing::plugins().create<Policy>(PluginKind::policy, "oracle", bad, BuildContext{}), Error);
 }
 
 TEST(OraclePolicy, IsRefusedOnDataWithoutATree) {

@@ -12,12 +12,15 @@ htm::Manifest manifest() {
   using htm::ValueType;
   return {"oracle",
           htm::PluginKind::policy,
-          "1.0.0",
+          "1.1.0",
           htm::kSdkAbiVersion,
           "Merges true siblings of the data's hierarchy (Batch::tree) first, the rest uniformly: "
           "a ceiling for studies, never a learner; needs a dataset with a tree",
           {{"truth_fraction", ValueType::floating, 1.0,
-            "probability that a sample's merges follow the truth; the others merge uniformly at random"}}};
+            "probability that a sample's merges follow the truth; the others merge uniformly at random"},
+           {"direction", ValueType::string, std::string("drawn"),
+            "drawn: each pair's direction i->j as the draw gives it (uniform); content: the token whose first "
+            "feature is smaller merges into the other (one direction for one content)"}}};
 }
 
 // A true pair outweighs every other by e^30: the draw takes all available true pairs first.
@@ -25,8 +28,11 @@ constexpr double kTruthLogit = 30.0;
 
 class OraclePolicy : public htm::Policy {
  public:
-  OraclePolicy(const htm::Params& params, const htm::BuildContext&) : truth_fraction_(params.number("truth_fraction")) {
+  OraclePolicy(const htm::Params& params, const htm::BuildContext&)
+      : truth_fraction_(params.number("truth_fraction")), by_content_(params.text("direction") == "content") {
     if (!(truth_fraction_ >= 0 && truth_fraction_ <= 1)) throw htm::Error("truth_fraction must be in [0, 1]");
+    if (params.text("direction") != "drawn" && !by_content_)
+      throw htm::Error("oracle: direction must be \"drawn\" or \"content\", got \"" + params.text("direction") + "\"");
   }
 
   bool needs_truth() const override { return true; }
@@ -42,6 +48,12 @@ class OraclePolicy : public htm::Policy {
       logits = logits * follow;
     }
     auto [src, dst] = htm::sample_disjoint_pairs(logits, ctx.r, ctx.generator, ctx.logit_bound);
+    if (by_content_) {  // src: the token whose first feature is smaller
+      auto first = ctx.tokens.detach().select(2, 0);
+      auto swap = first.gather(1, src) > first.gather(1, dst);
+      auto s = torch::where(swap, dst, src), d = torch::where(swap, src, dst);
+      return {s, d, torch::Tensor(), torch::Tensor()};
+    }
     return {src, dst, torch::Tensor(), torch::Tensor()};
   }
 
@@ -55,6 +67,7 @@ class OraclePolicy : public htm::Policy {
 
  private:
   double truth_fraction_;
+  bool by_content_;
 };
 
 }  // namespace
