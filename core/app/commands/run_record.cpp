@@ -9,7 +9,6 @@
 #include <torch/version.h>
 
 #include "commands/seed_ledger.h"
-#include "htm/manifest.h"
 #include "process/launch.h"
 #include "store/results_store.h"
 
@@ -36,9 +35,7 @@ RunInfo describe(const ResolvedConfig& config, const Registry& registry, const s
   info.torch_version = TORCH_VERSION;
   info.htm_version = HTM_VERSION;
   info.host = hostname();
-  info.params = config.flattened();
-  if (data_follow_seed(config))  // its data follow the seed: the seed ledger reads it here
-    info.params[std::string("dataset.") + kRunSeedParam] = Value(seed);
+  info.params = recorded_params(config, seed);  // with dataset.run_seed, which the seed ledger reads
   auto add = [&](PluginKind kind, const std::string& name) {
     const PluginEntry& entry = registry.entry(kind, name);
     info.plugins.push_back({kind_name(kind), name, entry.manifest.version, entry.path, registry.sha256(entry.path)});

@@ -19,11 +19,16 @@ std::string data_key(const std::map<std::string, std::string>& dataset_params) {
 
 bool data_follow_seed(const ResolvedConfig& config) { return config.dataset.params.has(kRunSeedParam); }
 
+std::map<std::string, Value> recorded_params(const ResolvedConfig& config, int64_t seed) {
+  std::map<std::string, Value> params = config.flattened();
+  if (data_follow_seed(config)) params[std::string("dataset.") + kRunSeedParam] = Value(seed);
+  return params;
+}
+
 std::string data_key(const ResolvedConfig& config, int64_t seed) {
-  std::map<std::string, std::string> params;
-  for (const auto& [name, value] : config.flattened())
+  std::map<std::string, std::string> params;  // as the store writes them: TOML text
+  for (const auto& [name, value] : recorded_params(config, seed))
     if (name.rfind("dataset.", 0) == 0) params[name] = to_toml(value);
-  if (data_follow_seed(config)) params[std::string("dataset.") + kRunSeedParam] = to_toml(Value(seed));
   return data_key(params);
 }
 
@@ -101,10 +106,13 @@ std::string describe_uses(const std::vector<DataUse>& uses, size_t limit) {
 void check_fresh_data(const ExperimentFile& file, const PluginCatalog& catalog,
                       const std::vector<std::pair<std::string, int64_t>>& work, bool reuse) {
   std::map<std::string, std::map<std::string, std::vector<DataUse>>> ledgers;  // database → key → uses
+  std::map<std::string, ResolvedConfig> configs;                               // variant → its config
   std::vector<std::string> reused;
   std::set<std::string> seen;
   for (const auto& [variant, seed] : work) {
-    const ResolvedConfig config = file.resolve(variant, catalog);
+    auto at = configs.find(variant);
+    if (at == configs.end()) at = configs.emplace(variant, file.resolve(variant, catalog)).first;
+    const ResolvedConfig& config = at->second;
     const std::string& db = config.settings.runtime.results;
     if (!std::filesystem::exists(db)) continue;  // a new database: nothing drawn yet
     if (!ledgers.count(db)) {

@@ -21,7 +21,11 @@ class ResultsStore;
 /// with one key drew the same data.
 std::string data_key(const std::map<std::string, std::string>& dataset_params);
 
-/// The key of the data `config` draws at `seed`.
+/// The parameters a run of `config` at `seed` records: config.flattened(), plus dataset.run_seed
+/// where the dataset's data follow the seed (what the ledger reads back).
+std::map<std::string, Value> recorded_params(const ResolvedConfig& config, int64_t seed);
+
+/// The key of the data `config` draws at `seed`: data_key() of its recorded dataset.* parameters.
 std::string data_key(const ResolvedConfig& config, int64_t seed);
 
 /// True when the dataset `config` names draws data of its own for every seed.

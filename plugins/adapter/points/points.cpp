@@ -73,7 +73,7 @@ class PointsAdapter : public htm::Adapter {
   }
 
   torch::Tensor reconstruction_error(const torch::Tensor& output, const torch::Tensor& input) override {
-    if (ordered_ && output.sizes() == input.sizes()) return (output - input).pow(2).flatten(1).mean(1);
+    if (ordered_ && output.sizes() == input.sizes()) return htm::Adapter::reconstruction_error(output, input);
     return htm::matched_mse(output, input);
   }
 

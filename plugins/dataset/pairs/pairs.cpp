@@ -55,9 +55,7 @@ class Pairs : public htm::data::GeneratedSets {
     if (p.own < 0) throw Error("pairs: own must be 0 or more, got " + std::to_string(p.own));
     if (!(p.sd > 0)) throw Error("pairs: sd must be positive, got " + htm::data::number_text(p.sd));
     if (!(p.clip > 0)) throw Error("pairs: clip must be positive, got " + htm::data::number_text(p.clip));
-    if (params.integer("train_size") < 1 || params.integer("test_size") < 1)
-      throw Error("pairs: train_size and test_size must be at least 1, got " +
-                  std::to_string(params.integer("train_size")) + " and " + std::to_string(params.integer("test_size")));
+    check_sizes("pairs", params);
     return p;
   }
 

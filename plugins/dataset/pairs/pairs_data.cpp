@@ -24,23 +24,23 @@ int64_t join_balanced(const std::vector<int64_t>& nodes, int64_t leaves, Merges&
   return leaves + static_cast<int64_t>(merges.size()) - 1;
 }
 
-}  // namespace
-
+// R applied to a token's shared part: coordinates 2m and 2m+1 swapped for 2m + 1 < shared.
 std::vector<double> reflect_shared(const std::vector<double>& token, int64_t shared) {
   std::vector<double> out = token;
   for (int64_t m = 0; m + 1 < shared; m += 2) std::swap(out[m], out[m + 1]);
   return out;
 }
 
+}  // namespace
+
 PairsSample pairs_sample(const PairsParams& params, uint64_t seed) {
   Rng rng(seed);
   const int64_t n = params.tokens, pairs = n / 2, features = params.shared + params.own;
   std::vector<std::vector<double>> drawn;  // token 2k is pair k's a, 2k + 1 its b
   for (int64_t k = 0; k < pairs; ++k) {
-    std::vector<double> a(features), b(features);
-    for (int64_t d = 0; d < params.shared; ++d) a[d] = clipped_normal(rng, params.sd, params.clip);
-    for (int64_t d = params.shared; d < features; ++d) a[d] = clipped_normal(rng, params.sd, params.clip);
-    b = reflect_shared(a, params.shared);
+    std::vector<double> a(features);
+    for (double& x : a) x = clipped_normal(rng, params.sd, params.clip);
+    std::vector<double> b = reflect_shared(a, params.shared);
     for (int64_t d = params.shared; d < features; ++d) b[d] = clipped_normal(rng, params.sd, params.clip);
     drawn.push_back(std::move(a));
     drawn.push_back(std::move(b));

@@ -31,7 +31,4 @@ struct PairsSample {
 };
 PairsSample pairs_sample(const PairsParams& params, uint64_t seed);
 
-/// R applied to a token's shared part: coordinates 2m and 2m+1 swapped for 2m + 1 < shared.
-std::vector<double> reflect_shared(const std::vector<double>& token, int64_t shared);
-
 }  // namespace htm::data

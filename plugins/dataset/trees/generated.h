@@ -41,13 +41,18 @@ class GeneratedSets : public Dataset {
   }
 
  protected:
-  /// Checks the shared parameters, naming `plugin` in the message; returns the layout's.
-  static LayoutParams checked_layout(const std::string& plugin, const Params& params) {
+  /// Checks train_size and test_size, naming `plugin` in the message.
+  static void check_sizes(const std::string& plugin, const Params& params) {
     const int64_t train = params.integer("train_size"), test = params.integer("test_size");
-    LayoutParams layout{params.number("shrink"), params.number("angle_jitter")};
     if (train < 1 || test < 1)
       throw Error(plugin + ": train_size and test_size must be at least 1, got " + std::to_string(train) + " and " +
                   std::to_string(test));
+  }
+
+  /// Checks the shared parameters, naming `plugin` in the message; returns the layout's.
+  static LayoutParams checked_layout(const std::string& plugin, const Params& params) {
+    check_sizes(plugin, params);
+    LayoutParams layout{params.number("shrink"), params.number("angle_jitter")};
     if (!(layout.shrink > 0 && layout.shrink < 1))
       throw Error(plugin + ": shrink must lie strictly between 0 and 1, got " + number_text(layout.shrink));
     if (!(layout.angle_jitter >= 0 && layout.angle_jitter <= 90))
