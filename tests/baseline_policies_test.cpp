@@ -1,7 +1,9 @@
 // The non-learned baseline policies `nearest` (greedy closest pairs) and `tome` (ToMe's bipartite
 // soft matching, one to one) against references written out here: brute-force greedy matchers
-// over all pairs, ToMe's own rule (tome/merge.py), and the softmax their draws claim to follow.
+// over all pairs, ToMe's own rule (tome/merge.py), and the softmax their draws claim to follow;
+// and the learned `bilinear` form against its matrices, layer by layer.
 #include <algorithm>
+#include <map>
 #include <tuple>
 
 #include <torch/torch.h>
@@ -439,6 +441,35 @@ TEST(GreedyDisjointPairs, TheDeviceRoundsTakeTheHostScansPairsInItsOrder) {
               htm::greedy_disjoint_pairs(torch::zeros({2, 3, 4}), 1);
             }).find("greedy_disjoint_pairs: logits must be B×T×T"),
             std::string::npos);
+}
+
+// bilinear: logits x_iᵀ W x_j with W the symmetric part of the layer's matrix, on detached
+// tokens; with levels = 2, layer 1 reads `weight` and every deeper layer `weight_2`, and a
+// layer's score function reaches its own matrix alone.
+TEST(BilinearPolicy, LogitsAreTheLayersSymmetricFormAndItsGradientStaysThere) {
+  auto policy = make_policy("bilinear", Params({{"levels", int64_t{2}}, {"init_std", 0.5}}));
+  std::map<std::string, torch::Tensor> w;
+  for (const auto& p : policy->named_parameters()) w[p.key()] = p.value();
+  ASSERT_TRUE(w.count("weight") && w.count("weight_2") && !w.count("weight_3"));
+  torch::manual_seed(3);
+  const auto x = torch::randn({2, 6, 8}, torch::TensorOptions().requires_grad(true));
+  for (int64_t depth : {1, 2, 3}) {
+    auto ctx = merge_context(x, 2);
+    ctx.depth = depth;
+    const auto& a = w[depth == 1 ? "weight" : "weight_2"];
+    const auto logits = policy->merge_logits(ctx);
+    const auto expected = x.detach().matmul(0.5 * (a + a.t())).matmul(x.detach().transpose(1, 2));
+    EXPECT_TRUE(torch::allclose(logits, expected, 1e-5, 1e-6)) << "depth " << depth;
+    EXPECT_TRUE(torch::allclose(logits, logits.transpose(1, 2), 1e-5, 1e-6));
+    for (auto& p : policy->parameters()) p.mutable_grad() = torch::Tensor();
+    policy->choose_merges(ctx).log_prob.sum().backward();
+    EXPECT_TRUE(w["weight"].grad().defined() == (depth == 1)) << "depth " << depth;
+    EXPECT_TRUE(w["weight_2"].grad().defined() == (depth > 1)) << "depth " << depth;
+    EXPECT_FALSE(x.grad().defined());  // detached: the tokens learn nothing through the score
+  }
+  EXPECT_NE(
+      build_error("bilinear", Params({{"levels", int64_t{0}}})).find("bilinear: levels must be at least 1, got 0"),
+      std::string::npos);
 }
 
 }  // namespace

@@ -109,6 +109,15 @@ void expect_seeded(const std::string& name) {
   // Sample i does not depend on how many others are generated.
   Batch fewer = all(*make(name, {{"train_size", int64_t{8}}}), Split::train);
   EXPECT_TRUE(torch::equal(a.input.narrow(0, 0, 8), fewer.input));
+  // The run's seed changes nothing by default; with per_run it is mixed with seed, not added.
+  const auto with = [&](bool per_run, int64_t run_seed, int64_t seed) {
+    return all(*make(name, {{kPerRunParam, per_run}, {kRunSeedParam, run_seed}, {"seed", seed}}), Split::train).input;
+  };
+  EXPECT_TRUE(torch::equal(a.input, with(false, 5, 0)));
+  EXPECT_TRUE(torch::equal(with(true, 5, 0), with(true, 5, 0)));
+  EXPECT_FALSE(torch::equal(a.input, with(true, 5, 0)));
+  EXPECT_FALSE(torch::equal(with(true, 5, 0), with(true, 6, 0)));
+  EXPECT_FALSE(torch::equal(with(true, 5, 0), with(true, 0, 5)));
 }
 
 void expect_error(const std::string& name, const std::map<std::string, Value>& params, const std::string& parameter) {
@@ -140,7 +149,7 @@ TEST(HierarchyData, MirroredShapesAndTrees) {
   expect_shapes_and_trees("mirrored", {{"tokens", int64_t{2}}}, 2, 3);
 }
 
-TEST(HierarchyData, SameSeedSameDataOtherSeedOrSplitOtherData) {
+TEST(HierarchyData, SameSeedSameDataOtherSeedOrSplitOrPerRunSeedOtherData) {
   expect_seeded("trees");
   expect_seeded("crosses");
   expect_seeded("mirrored");

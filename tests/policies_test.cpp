@@ -1,5 +1,6 @@
 // Behaviour of the baseline policies: the distributions they claim, and the model feeding the
-// heuristic its attention weights.
+// heuristic its attention weights; what evaluation logs of a learned policy's own parameters.
+#include <cmath>
 #include <fstream>
 
 #include <torch/torch.h>
@@ -174,6 +175,32 @@ TEST(SelfAttentionPolicy, PairScoresDependOnTheOtherTokensAndTrainTheBlocks) {
   build.dim = 8;
   build.heads = 2;
   EXPECT_THROW(htm::testing::plugins().create<Policy>(PluginKind::policy, "self_attention", no_blocks, build), Error);
+}
+
+// Evaluation logs the policy's own one-number parameters: residual's gate, which starts at 0 and
+// learns, and its inverse temperature; not its layers' parameters (no policy/unmerge.…).
+TEST(ResidualPolicy, EvaluationLogsItsGateAndTemperature) {
+  const std::string dir = htm::testing::fresh_dir("policy_scalars");
+  const std::string file = dir + "/r.toml";
+  std::ofstream(file)
+      << "[experiment]\nname = \"r\"\n[policy]\nplugin = \"residual\"\n"
+      << "[dataset]\nplugin = \"trees\"\ntrain_size = 64\ntest_size = 16\n[adapter]\nplugin = \"points\"\n"
+      << "[model]\ndim = 16\nheads = 2\nlayers = 2\nschedule = [8, 4]\n"
+      << "[train]\nbatch_size = 16\nimages = 0\n"
+      << "[runtime]\nthreads = 1\nresults = \"" << dir << "/htm.sqlite\"\nartifacts = \"" << dir << "/runs\"\n";
+  RunRequest request;
+  request.file = file;
+  ASSERT_EQ(run_experiment(request, htm::testing::plugins()), 0);
+  ResultsStore store(dir + "/htm.sqlite");
+  const auto logged =
+      store.query("SELECT name, value FROM latest_metrics WHERE split = 'test' AND name LIKE 'policy/%' ORDER BY name");
+  ASSERT_EQ(logged.rows.size(), 2u);
+  EXPECT_EQ(logged.rows[0][0], "policy/gate");
+  const double gate = std::stod(logged.rows[0][1]);
+  EXPECT_NE(gate, 0.0);  // moved by its first AdamW steps
+  EXPECT_LT(std::abs(gate), 0.05);
+  EXPECT_EQ(logged.rows[1][0], "policy/log_inverse_temperature");
+  EXPECT_NEAR(std::stod(logged.rows[1][1]), -std::log(0.1), 0.05);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 # The seed ledger (ctest cli.seed_ledger): htm run --confirm refuses confirmation seeds whose data
 # an earlier run drew (naming the runs), runs them with --reuse-seeds (saying so), accepts fresh
 # seeds and its own confirmation's runs again, and htm compare says when a confirmation was not on
-# fresh data. The pairs dataset draws data from the run's seed; cli-tiny's (Fashion-MNIST) does not.
+# fresh data. The pairs dataset draws data from the run's seed, trees with per_run too; cli-tiny's
+# (Fashion-MNIST) does not.
 set -euo pipefail
 HTM=$1
 D=$2/tests/data
@@ -60,4 +61,22 @@ TOML
 "$HTM" run fixed.toml > /dev/null 2>&1
 if "$HTM" run fixed.toml --confirm --variant default > out 2> err; then fail "fixed data's confirmation accepted"; fi
 grep -q "draws the same data for every seed" err || { cat err; fail "fixed data not explained"; }
+
+# trees with per_run = true: its data follow the run's seed too, so a new seed is fresh data.
+cat > trees.toml <<TOML
+extends = "$D/tiny_pairs.toml"
+[experiment]
+name = "tiny-trees"
+[dataset]
+plugin = "trees"
+per_run = true
+[runtime]
+results = "$db"
+artifacts = "$work/runs"
+TOML
+"$HTM" run trees.toml > /dev/null 2>&1 || fail "tiny trees failed"
+"$HTM" run trees.toml --confirm --variant default > out 2> err || { cat err; fail "per_run trees' fresh seed refused"; }
+[ "$(sqlite3 "$db" "SELECT group_concat(p.value) FROM params p JOIN runs r ON r.id = p.run_id JOIN experiments e
+     ON e.id = r.experiment_id WHERE e.name = 'tiny-trees' AND p.key = 'dataset.run_seed' ORDER BY r.id")" = "0,2000" ] \
+  || fail "per_run trees runs do not record dataset.run_seed"
 echo "seed ledger test passed"

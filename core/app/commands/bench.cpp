@@ -21,6 +21,7 @@
 
 #include "commands/bench_census.h"
 #include "commands/bench_gemm.h"
+#include "commands/bench_gradients.h"
 #include "commands/commands.h"
 #include "config/device.h"
 #include "dist/communicator.h"
@@ -49,14 +50,7 @@ namespace po = boost::program_options;
 namespace htm {
 namespace {
 
-using bench::Census;
-using bench::gemm_rates;
-using bench::GemmRates;
-using bench::median;
-using bench::print_census;
-using bench::print_gemm_rates;
-using bench::take_census;
-using bench::time_ms;
+using namespace bench;  // NOLINT: bench_census.h, bench_gemm.h, bench_gradients.h
 
 double peak_rss_mib() { return peak_resident_mib(); }
 
@@ -328,6 +322,7 @@ struct BenchArgs {
   int nproc = 1;
   std::string profile, config_file, variant;
   std::vector<std::string> overrides;
+  int64_t gradient_draws = 0, train_first = 0;
 };
 
 po::options_description bench_options(BenchArgs& a) {
@@ -348,7 +343,12 @@ po::options_description bench_options(BenchArgs& a) {
       "with fitted exponents")("step-only", "the training step's summary line alone (no GEMM rates, no sampler)")(
       "census",
       "also one step's memory census: the most tensor memory alive at once on the run's device, and what "
-      "held it, by the htm scope, autograd node and torch op that made it");
+      "held it, by the htm scope, autograd node and torch op that made it")(
+      "gradient-variance", po::value(&a.gradient_draws)->default_value(0),
+      "N: only the policy gradient's variance over N draws of one batch (no update), the time of one "
+      "gradient, and their product: the variance at equal compute")(
+      "train-first", po::value(&a.train_first)->default_value(0),
+      "with --gradient-variance: K training steps first, on successive batches of the training set");
   return opts;
 }
 
@@ -447,6 +447,12 @@ int cmd_bench(const Args& args) {
   use_kernels(runtime.kernels, runtime.recompute);
   gpu::set_graph_rounds_cap(runtime.graph_rounds);
   const RuntimePrecision precision = set_precision(runtime.precision, runtime.device);
+  const std::string name =
+      ex.config.experiment + "/" + ex.config.variant + (precision == RuntimePrecision::bf16 ? " bf16" : " fp32");
+  if (a.gradient_draws > 0 && !world) {  // its line alone: no GEMM rates, no step timing
+    print_gradient_noise(name, gradient_noise(ex, c.data, a.gradient_draws, a.train_first));
+    return 0;
+  }
   const char* given_peak = std::getenv("HTM_BENCH_GEMM_PEAK");  // a parent measured it, in our precision
   GemmRates peak;
   if (given_peak != nullptr) peak.htm_fp32 = peak.htm_bf16 = std::atof(given_peak);
@@ -462,8 +468,6 @@ int cmd_bench(const Args& args) {
   }
   const double gemm_peak = peak.of(precision);
   const int64_t batch = c.data.input.size(0), T = c.T;
-  const std::string name =
-      ex.config.experiment + "/" + ex.config.variant + (precision == RuntimePrecision::bf16 ? " bf16" : " fp32");
   auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
 
   if (T >= 2 && !world && !step_only) time_sampler(ex, batch, T, gen);

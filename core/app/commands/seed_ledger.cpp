@@ -17,7 +17,10 @@ std::string data_key(const std::map<std::string, std::string>& dataset_params) {
   return key;
 }
 
-bool data_follow_seed(const ResolvedConfig& config) { return config.dataset.params.has(kRunSeedParam); }
+bool data_follow_seed(const ResolvedConfig& config) {
+  const Params& p = config.dataset.params;
+  return p.has(kRunSeedParam) && (!p.has(kPerRunParam) || p.flag(kPerRunParam));
+}
 
 std::map<std::string, Value> recorded_params(const ResolvedConfig& config, int64_t seed) {
   std::map<std::string, Value> params = config.flattened();

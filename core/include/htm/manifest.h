@@ -22,6 +22,9 @@ constexpr int kSdkAbiMinor = 1;  // 6.1: greedy_disjoint_pairs
 /// the seed ledger (htm run --confirm) then knows that each seed draws data of its own. A dataset
 /// without it gives every seed the same data.
 constexpr const char* kRunSeedParam = "run_seed";
+/// A dataset that declares kRunSeedParam and also this boolean parameter follows the run's seed
+/// only where it is true; false: every seed draws the same data, from the dataset's own settings.
+constexpr const char* kPerRunParam = "per_run";
 
 enum class PluginKind { policy, merge, loss, adapter, dataset };
 

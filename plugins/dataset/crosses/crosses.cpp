@@ -14,7 +14,7 @@ htm::Manifest manifest() {
                     "smallest angle in degrees between a cross's two segments (above 0, at most 90)"});
   return {"crosses",
           htm::PluginKind::dataset,
-          "1.0.0",
+          "1.1.0",
           htm::kSdkAbiVersion,
           "Generated segment sets: crosses (two segments sharing their midpoint) on a balanced "
           "tree layout, true merge tree in Batch::tree; HTM slides (Crosses)",

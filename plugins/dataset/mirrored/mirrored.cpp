@@ -14,7 +14,7 @@ htm::Manifest manifest() {
                     "one point's information); false: its own position, reflected"});
   return {"mirrored",
           htm::PluginKind::dataset,
-          "1.0.0",
+          "1.1.0",
           htm::kSdkAbiVersion,
           "Generated point sets: the trees leaves with one of each pair of sibling leaves reflected "
           "through the origin, tokens (x, y, s) with s = -1 on the reflected; true merge tree in Batch::tree",

@@ -1,6 +1,7 @@
 // Hidden pairs (issue 63): tokens whose partners are correlated through a fixed reflection R but
-// no more similar than strangers; a wrong pairing must lose information. Data follow the run's
-// seed, so a confirmation seed is a fresh sample of the data, not only of the weights.
+// no more similar than strangers, optionally nested in quads, octets, ... hidden the same way; a
+// wrong pairing must lose information. Data follow the run's seed, so a confirmation seed is a
+// fresh sample of the data, not only of the weights.
 #include "generated.h"  // plugins/dataset/trees
 #include "pairs_data.h"
 
@@ -10,13 +11,18 @@ htm::Manifest manifest() {
   using htm::ValueType;
   return {"pairs",
           htm::PluginKind::dataset,
-          "1.0.0",
+          "1.1.0",
           htm::kSdkAbiVersion,
           "Generated hidden pairs: token pairs a = [s; p], b = [R s; q] with R a fixed symmetric reflection, "
-          "shuffled; partners as far apart as strangers, found by a bilinear score, not by distance; "
+          "optionally nested (upper levels); shuffled; partners as far apart as strangers, found by a bilinear "
+          "score, not by distance; "
           "true tree in Batch::tree; data drawn from the run's seed",
-          {{"tokens", ValueType::integer, int64_t{16}, "tokens per sample, even: tokens/2 hidden pairs"},
+          {{"tokens", ValueType::integer, int64_t{16},
+            "tokens per sample, a multiple of 2^levels (levels = 1 + the entries of upper): tokens/2 hidden pairs"},
            {"shared", ValueType::integer, int64_t{14}, "coordinates a pair shares through R (even, at least 2)"},
+           {"upper", ValueType::integer_list, std::vector<int64_t>{},
+            "coordinates shared by each level of clusters above the pairs: entry l-2 for the clusters of 2^l "
+            "tokens (quads, octets, ...), each a multiple of 2^l; empty: pairs only"},
            {"own", ValueType::integer, int64_t{2}, "coordinates each token holds alone (0 or more)"},
            {"sd", ValueType::floating, 0.25, "standard deviation of every coordinate before clipping (> 0)"},
            {"clip", ValueType::floating, 0.95, "coordinates are clipped to [-clip, clip] (> 0)"},
@@ -33,7 +39,7 @@ class Pairs : public htm::data::GeneratedSets {
     const int64_t data_seed =
         static_cast<int64_t>(htm::data::sample_seed(params.integer("seed"), 2, params.integer(htm::kRunSeedParam)));
     generate(
-        params, p_.tokens, p_.shared + p_.own,
+        params, p_.tokens, p_.features(),
         [&](uint64_t seed) {
           auto s = htm::data::pairs_sample(p_, seed);
           return std::make_pair(std::move(s.tokens), std::move(s.merges));
@@ -41,15 +47,27 @@ class Pairs : public htm::data::GeneratedSets {
         data_seed);
   }
 
-  std::vector<int64_t> sample_shape() const override { return {p_.tokens, p_.shared + p_.own}; }
+  std::vector<int64_t> sample_shape() const override { return {p_.tokens, p_.features()}; }
 
  private:
   static htm::data::PairsParams checked(const htm::Params& params) {
     using htm::Error;
     htm::data::PairsParams p{params.integer("tokens"), params.integer("shared"), params.integer("own"),
-                             params.number("sd"), params.number("clip")};
-    if (p.tokens < 2 || p.tokens % 2 != 0)
-      throw Error("pairs: tokens must be even and at least 2, got " + std::to_string(p.tokens));
+                             params.number("sd"),      params.number("clip"),    params.integers("upper")};
+    if (p.upper.size() > 8)
+      throw Error("pairs: upper may hold at most 8 levels, got " + std::to_string(p.upper.size()));
+    for (size_t k = 0; k < p.upper.size(); ++k) {
+      const int64_t members = int64_t{1} << (k + 2);
+      if (p.upper[k] < members || p.upper[k] % members != 0)
+        throw Error("pairs: upper[" + std::to_string(k) + "] (the clusters of " + std::to_string(members) +
+                    " tokens) must be a positive multiple of " + std::to_string(members) + ", got " +
+                    std::to_string(p.upper[k]));
+    }
+    const int64_t cluster = int64_t{1} << p.levels();
+    if (p.tokens < cluster || p.tokens % cluster != 0)
+      throw Error(cluster == 2 ? "pairs: tokens must be even and at least 2, got " + std::to_string(p.tokens)
+                               : "pairs: tokens must be a positive multiple of " + std::to_string(cluster) + " (" +
+                                     std::to_string(p.levels()) + " levels), got " + std::to_string(p.tokens));
     if (p.shared < 2 || p.shared % 2 != 0)
       throw Error("pairs: shared must be even and at least 2, got " + std::to_string(p.shared));
     if (p.own < 0) throw Error("pairs: own must be 0 or more, got " + std::to_string(p.own));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 namespace htm::data {
 namespace {
@@ -24,34 +25,61 @@ int64_t join_balanced(const std::vector<int64_t>& nodes, int64_t leaves, Merges&
   return leaves + static_cast<int64_t>(merges.size()) - 1;
 }
 
-// R applied to a token's shared part: coordinates 2m and 2m+1 swapped for 2m + 1 < shared.
-std::vector<double> reflect_shared(const std::vector<double>& token, int64_t shared) {
-  std::vector<double> out = token;
-  for (int64_t m = 0; m + 1 < shared; m += 2) std::swap(out[m], out[m + 1]);
-  return out;
+// A part shared by a cluster of 2^level tokens, drawn.
+std::vector<double> draw_part(int64_t size, const PairsParams& p, Rng& rng) {
+  std::vector<double> part(size);
+  for (double& x : part) x = clipped_normal(rng, p.sd, p.clip);
+  return part;
+}
+
+// Member m's copy of a part shared by a cluster of 2^level tokens, written from `out` on:
+// coordinate b·2^level + e holds part[b·2^level + (e xor m)].
+void copy_part(const std::vector<double>& part, int64_t level, int64_t m, double* out) {
+  const int64_t low = (int64_t{1} << level) - 1;
+  for (int64_t c = 0; c < static_cast<int64_t>(part.size()); ++c) out[c] = part[(c & ~low) | ((c & low) ^ m)];
+}
+
+// The cluster of 2^level tokens from drawn[first] on: its part, then its two halves (a pair: its
+// shared part, then each token's own part).
+void draw_cluster(int64_t level, int64_t first, const PairsParams& p, Rng& rng,
+                  std::vector<std::vector<double>>& drawn) {
+  if (level == 1) {
+    const auto s = draw_part(p.shared, p, rng);
+    for (int64_t m = 0; m < 2; ++m) copy_part(s, 1, m, drawn[first + m].data());
+    for (int64_t m = 0; m < 2; ++m)
+      for (int64_t d = p.features() - p.own; d < p.features(); ++d)
+        drawn[first + m][d] = clipped_normal(rng, p.sd, p.clip);
+    return;
+  }
+  const int64_t offset = p.shared + std::accumulate(p.upper.begin(), p.upper.begin() + level - 2, int64_t{0});
+  const auto part = draw_part(p.upper[level - 2], p, rng);
+  for (int64_t m = 0; m < (int64_t{1} << level); ++m) copy_part(part, level, m, drawn[first + m].data() + offset);
+  draw_cluster(level - 1, first, p, rng, drawn);
+  draw_cluster(level - 1, first + (int64_t{1} << (level - 1)), p, rng, drawn);
 }
 
 }  // namespace
 
+int64_t PairsParams::features() const { return shared + std::accumulate(upper.begin(), upper.end(), int64_t{0}) + own; }
+
 PairsSample pairs_sample(const PairsParams& params, uint64_t seed) {
   Rng rng(seed);
-  const int64_t n = params.tokens, pairs = n / 2, features = params.shared + params.own;
-  std::vector<std::vector<double>> drawn;  // token 2k is pair k's a, 2k + 1 its b
-  for (int64_t k = 0; k < pairs; ++k) {
-    std::vector<double> a(features);
-    for (double& x : a) x = clipped_normal(rng, params.sd, params.clip);
-    std::vector<double> b = reflect_shared(a, params.shared);
-    for (int64_t d = params.shared; d < features; ++d) b[d] = clipped_normal(rng, params.sd, params.clip);
-    drawn.push_back(std::move(a));
-    drawn.push_back(std::move(b));
-  }
+  const int64_t n = params.tokens, cluster = int64_t{1} << params.levels();
+  // Drawn order: top cluster c's member m is token c·2^levels + m, so a pair is 2k, 2k + 1.
+  std::vector<std::vector<double>> drawn(n, std::vector<double>(params.features()));
+  for (int64_t first = 0; first < n; first += cluster) draw_cluster(params.levels(), first, params, rng, drawn);
   Merges merges;
-  std::vector<int64_t> pair_nodes;
-  for (int64_t k = 0; k < pairs; ++k) {
-    merges.push_back({2 * k, 2 * k + 1});
-    pair_nodes.push_back(n + k);
+  std::vector<int64_t> nodes(n);
+  std::iota(nodes.begin(), nodes.end(), int64_t{0});
+  for (int64_t level = 1; level <= params.levels(); ++level) {
+    std::vector<int64_t> joined;
+    for (size_t k = 0; k + 1 < nodes.size(); k += 2) {
+      merges.push_back({nodes[k], nodes[k + 1]});
+      joined.push_back(n + static_cast<int64_t>(merges.size()) - 1);
+    }
+    nodes = std::move(joined);
   }
-  join_balanced(pair_nodes, n, merges);
+  join_balanced(nodes, n, merges);
 
   const auto perm = rng.permutation(n);
   PairsSample sample;

@@ -14,11 +14,17 @@
 
 namespace htm::data {
 
-/// The parameters both plugins declare (besides their own size parameter).
+/// The parameters trees, crosses and mirrored declare (besides their own size parameter).
 inline std::vector<ParamSpec> shared_params(const std::string& shrink_meaning) {
   return {{"train_size", ValueType::integer, int64_t{8192}, "training samples"},
           {"test_size", ValueType::integer, int64_t{1024}, "test samples"},
-          {"seed", ValueType::integer, int64_t{0}, "generator seed; sample i depends on it alone"},
+          {"seed", ValueType::integer, int64_t{0},
+           "generator seed; sample i depends on it alone (and the run's seed with per_run)"},
+          {kPerRunParam, ValueType::boolean, false,
+           "draw the data from the run's seed too, mixed with seed: every run seed a fresh sample of the data "
+           "(what a confirmation on fresh data needs); false: every run seed the same data"},
+          {kRunSeedParam, ValueType::integer, int64_t{0},
+           "the run's seed, set by the host (htm run); read only with per_run; an experiment file cannot set it"},
           {"shrink", ValueType::floating, 0.55, shrink_meaning + ", in (0, 1)"},
           {"angle_jitter", ValueType::floating, 15.0, "degrees of uniform jitter on each split direction (0 to 90)"}};
 }
@@ -60,10 +66,14 @@ class GeneratedSets : public Dataset {
     return layout;
   }
 
-  /// Fills both splits with samples of `tokens` elements of `features` coordinates each.
+  /// Fills both splits with samples of `tokens` elements of `features` coordinates each, drawn
+  /// from `seed`, mixed with the run's seed where `per_run` is set (as pairs mixes it).
   template <class SampleFn>
   void generate(const Params& params, int64_t tokens, int64_t features, SampleFn sample_fn) {
-    generate(params, tokens, features, sample_fn, params.integer("seed"));
+    generate(params, tokens, features, sample_fn,
+             params.flag(kPerRunParam)
+                 ? static_cast<int64_t>(sample_seed(params.integer("seed"), 2, params.integer(kRunSeedParam)))
+                 : params.integer("seed"));
   }
 
   /// The same from an explicit seed (a plugin whose data also follow the run's seed mixes it in).

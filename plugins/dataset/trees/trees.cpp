@@ -10,7 +10,7 @@ htm::Manifest manifest() {
   for (auto& p : htm::data::shared_params("sibling distance factor per tree level")) params.push_back(p);
   return {"trees",
           htm::PluginKind::dataset,
-          "1.0.0",
+          "1.1.0",
           htm::kSdkAbiVersion,
           "Generated point sets: leaves (x,y) of a balanced binary tree laid out with shrinking "
           "sibling distances, true merge tree in Batch::tree; HTM slides (Trees)",

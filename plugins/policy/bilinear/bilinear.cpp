@@ -15,12 +15,15 @@ htm::Manifest manifest() {
   using htm::ValueType;
   return {"bilinear",
           htm::PluginKind::policy,
-          "1.0.0",
+          "1.1.0",
           htm::kSdkAbiVersion,
           "Learned symmetric bilinear merge policy: logits x_i^T W x_j, W = (A + A^T)/2 on the raw detached "
           "tokens (no LayerNorm, one head); learned unmerge scoring MLP (paper §3.1.3)",
           {{"init_std", ValueType::floating, 0.01,
             "standard deviation of A's entries at the start (0: a uniform policy at first)"},
+           {"levels", ValueType::integer, int64_t{1},
+            "weights of their own for the first levels: encoder layer d scores with W_min(d, levels) (1: one W for "
+            "every layer)"},
            {"score_hidden", ValueType::integer, int64_t{0},
             "hidden width of the unmerge scoring MLP; 0 = the model's width"}}};
 }
@@ -30,7 +33,11 @@ class SymmetricBilinearPolicy : public htm::Policy {
   SymmetricBilinearPolicy(const htm::Params& params, const htm::BuildContext& ctx) {
     const double init_std = params.number("init_std");
     if (!(init_std >= 0)) throw htm::Error("bilinear: init_std must be 0 or more, got " + std::to_string(init_std));
-    weight_ = register_parameter("weight", torch::randn({ctx.dim, ctx.dim}) * init_std);
+    const int64_t levels = params.integer("levels");
+    if (levels < 1) throw htm::Error("bilinear: levels must be at least 1, got " + std::to_string(levels));
+    for (int64_t l = 1; l <= levels; ++l)  // "weight" the first (as before levels), then weight_2, ...
+      weights_.push_back(register_parameter(l == 1 ? std::string("weight") : "weight_" + std::to_string(l),
+                                            torch::randn({ctx.dim, ctx.dim}) * init_std));
     const int64_t hidden = params.integer("score_hidden") > 0 ? params.integer("score_hidden") : ctx.dim;
     unmerge_ = register_module("unmerge", htm::UnmergeScorer(ctx.dim, hidden));
   }
@@ -44,15 +51,16 @@ class SymmetricBilinearPolicy : public htm::Policy {
 
   htm::UnmergeDecision choose_unmerges(const htm::UnmergeContext& ctx) override { return unmerge_->choose(ctx); }
 
-  // B×T×T: x W xᵀ with the symmetric part of the weight, on the detached tokens.
+  // B×T×T: x W xᵀ with the symmetric part of the layer's weight, on the detached tokens.
   torch::Tensor merge_logits(const htm::MergeContext& ctx) override {
     auto x = ctx.tokens.detach();
-    auto w = 0.5 * (weight_ + weight_.t());
+    const auto& weight = weights_[std::min<size_t>(std::max<int64_t>(ctx.depth, 1), weights_.size()) - 1];
+    auto w = 0.5 * (weight + weight.t());
     return torch::matmul(torch::matmul(x, w), x.transpose(1, 2));
   }
 
  private:
-  torch::Tensor weight_;
+  std::vector<torch::Tensor> weights_;
   htm::UnmergeScorer unmerge_{nullptr};
 };
 
