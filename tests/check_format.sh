@@ -10,11 +10,10 @@ files=$( (find core registry plugins tests docs/examples bench -name '*.cpp' -o 
 # One clang-format for every file (a process a file costs 30 s here, one for all 2 s); its
 # warnings name the files that are not in style.
 bad=()
-if ! clang-format --dry-run --Werror $files > /dev/null 2> "${TMPDIR:-/tmp}/htm_format.$$"; then
-  mapfile -t bad < <(grep -o '^[^:]*:[0-9]*:[0-9]*: \(warning\|error\)' "${TMPDIR:-/tmp}/htm_format.$$" | cut -d: -f1 | sort -u)
-  [ ${#bad[@]} -gt 0 ] || { cat "${TMPDIR:-/tmp}/htm_format.$$"; rm -f "${TMPDIR:-/tmp}/htm_format.$$"; exit 1; }
+if ! warnings=$(clang-format --dry-run --Werror $files 2>&1 > /dev/null); then
+  mapfile -t bad < <(grep -oE '^[^:]+:[0-9]+:[0-9]+: (warning|error)' <<< "$warnings" | cut -d: -f1 | sort -u)
+  [ ${#bad[@]} -gt 0 ] || { echo "$warnings"; exit 1; }
 fi
-rm -f "${TMPDIR:-/tmp}/htm_format.$$"
 if [ ${#bad[@]} -gt 0 ]; then
   echo "not in .clang-format's style (${#bad[@]} file(s)):"
   for f in "${bad[@]}"; do

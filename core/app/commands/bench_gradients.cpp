@@ -16,20 +16,16 @@ GradientNoise gradient_noise(Experiment& ex, const Batch& batch, int64_t draws, 
   if (trained_steps < 0) throw Error("--train-first " + std::to_string(trained_steps) + ": must be 0 or more");
   TrainStep train_step(ex, at::make_generator<at::CPUGeneratorImpl>(0));
   ex.model->train();
-  const int64_t rows = batch.input.size(0), available = ex.dataset->size(Split::train);
-  for (int64_t k = 0; k < trained_steps; ++k) {
-    StepRequest request;
-    request.schedule = ex.schedule;
-    request.batch_rows = rows;
-    request.step = k;
-    const auto indices = torch::arange(k * rows, (k + 1) * rows) % available;
+  StepRequest request;
+  request.schedule = ex.schedule;
+  request.batch_rows = batch.input.size(0);
+  const int64_t available = ex.dataset->size(Split::train);
+  for (; request.step < trained_steps; ++request.step) {
+    const int64_t first = request.step * request.batch_rows;
+    const auto indices = torch::arange(first, first + request.batch_rows) % available;
     request.batch = on_device(ex.dataset->get(Split::train, indices), ex.device);
     train_step(request);
   }
-  StepRequest request;
-  request.schedule = ex.schedule;
-  request.batch_rows = rows;
-  request.step = trained_steps;
   request.batch = batch;
   std::vector<torch::Tensor> policy;
   for (const auto& p : ex.model->named_parameters())
@@ -38,8 +34,9 @@ GradientNoise gradient_noise(Experiment& ex, const Batch& batch, int64_t draws, 
   g.draws = draws;
   g.trained_steps = trained_steps;
   torch::Tensor sum, sum_sq;
-  const std::vector<double> ms = time_ms(static_cast<int>(draws), [&] {
-    train_step.gradients(request);
+  std::vector<double> ms;
+  for (int64_t k = 0; k < draws; ++k) {
+    ms.push_back(time_ms(1, [&] { train_step.gradients(request); })[0]);  // the gradient alone is timed
     std::vector<torch::Tensor> grads;
     for (const auto& p : policy)
       if (p.grad().defined())
@@ -48,7 +45,7 @@ GradientNoise gradient_noise(Experiment& ex, const Batch& batch, int64_t draws, 
     const auto flat = torch::cat(grads);
     sum = sum.defined() ? sum + flat : flat.clone();
     sum_sq = sum_sq.defined() ? sum_sq + flat * flat : flat * flat;
-  });
+  }
   const double n = static_cast<double>(draws);
   const auto mean = sum / n;
   g.parameters = sum.numel();

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <set>
 
+#include "htm/dataset.h"
 #include "htm/error.h"
 #include "htm/manifest.h"
 #include "htm/value.h"
@@ -17,10 +18,7 @@ std::string data_key(const std::map<std::string, std::string>& dataset_params) {
   return key;
 }
 
-bool data_follow_seed(const ResolvedConfig& config) {
-  const Params& p = config.dataset.params;
-  return p.has(kRunSeedParam) && (!p.has(kPerRunParam) || p.flag(kPerRunParam));
-}
+bool data_follow_seed(const ResolvedConfig& config) { return data_follow_run_seed(config.dataset.params); }
 
 std::map<std::string, Value> recorded_params(const ResolvedConfig& config, int64_t seed) {
   std::map<std::string, Value> params = config.flattened();

@@ -34,4 +34,11 @@ class Dataset : public Plugin {
   virtual Batch get(Split split, const at::Tensor& indices) const = 0;
 };
 
+/// Whether a dataset built with `params` draws data of its own for every run seed: it declares
+/// kRunSeedParam and, where it also declares kPerRunParam, that is true (htm/manifest.h). The
+/// datasets and the seed ledger (htm run --confirm) read the same rule here.
+inline bool data_follow_run_seed(const Params& params) {
+  return params.has(kRunSeedParam) && (!params.has(kPerRunParam) || params.flag(kPerRunParam));
+}
+
 }  // namespace htm

@@ -31,17 +31,18 @@ Trainer::Eval Trainer::evaluate() {
   }
   // A policy's own one-number parameters as they stand (residual's gate g and inverse
   // temperature): what a learned policy changed, read beside what it scored. Its own: not its
-  // layers' (a submodule's), and no weight or bias that has one entry only at this size.
-  for (const auto& p : ex_.model->named_parameters()) {
-    const std::string name = p.key().rfind("policy.", 0) == 0 ? p.key().substr(7) : "";
-    const auto ends = [&](const std::string& tail) {
-      return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
-    };
-    if (!name.empty() && name.find('.') == std::string::npos && p.value().numel() == 1 && !ends("weight") &&
-        !ends("bias"))
-      e.metrics.push_back(
-          {"policy/" + name,
-           p.value().detach().to(torch::kCPU, torch::kDouble).item<double>()});  // host: one number a parameter
+  // layers' (recurse = false), and no weight that has one entry only at this size (head_weight
+  // at one head).
+  for (const auto& child : ex_.model->named_children()) {
+    if (child.key() != "policy") continue;
+    for (const auto& p : child.value()->named_parameters(/*recurse=*/false)) {
+      const std::string& name = p.key();
+      const bool a_weight = name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0;
+      if (p.value().numel() == 1 && !a_weight)
+        e.metrics.push_back(
+            {"policy/" + name,
+             p.value().detach().to(torch::kCPU, torch::kDouble).item<double>()});  // host: one number a parameter
+    }
   }
   if (greedy) {  // the same weights drawing their merges, as without train.eval_greedy
     htm_model->greedy_merges(false);

@@ -36,15 +36,10 @@ htm::Manifest manifest() {
 class Pairs : public htm::data::GeneratedSets {
  public:
   Pairs(const htm::Params& params, const htm::BuildContext&) : p_(checked(params)) {
-    const int64_t data_seed =
-        static_cast<int64_t>(htm::data::sample_seed(params.integer("seed"), 2, params.integer(htm::kRunSeedParam)));
-    generate(
-        params, p_.tokens, p_.features(),
-        [&](uint64_t seed) {
-          auto s = htm::data::pairs_sample(p_, seed);
-          return std::make_pair(std::move(s.tokens), std::move(s.merges));
-        },
-        data_seed);
+    generate(params, p_.tokens, p_.features(), [&](uint64_t seed) {
+      auto s = htm::data::pairs_sample(p_, seed);
+      return std::make_pair(std::move(s.tokens), std::move(s.merges));
+    });
   }
 
   std::vector<int64_t> sample_shape() const override { return {p_.tokens, p_.features()}; }

@@ -46,9 +46,9 @@ void draw_cluster(int64_t level, int64_t first, const PairsParams& p, Rng& rng,
   if (level == 1) {
     const auto s = draw_part(p.shared, p, rng);
     for (int64_t m = 0; m < 2; ++m) copy_part(s, 1, m, drawn[first + m].data());
+    const int64_t features = p.features();
     for (int64_t m = 0; m < 2; ++m)
-      for (int64_t d = p.features() - p.own; d < p.features(); ++d)
-        drawn[first + m][d] = clipped_normal(rng, p.sd, p.clip);
+      for (int64_t d = features - p.own; d < features; ++d) drawn[first + m][d] = clipped_normal(rng, p.sd, p.clip);
     return;
   }
   const int64_t offset = p.shared + std::accumulate(p.upper.begin(), p.upper.begin() + level - 2, int64_t{0});

@@ -67,18 +67,14 @@ class GeneratedSets : public Dataset {
   }
 
   /// Fills both splits with samples of `tokens` elements of `features` coordinates each, drawn
-  /// from `seed`, mixed with the run's seed where `per_run` is set (as pairs mixes it).
+  /// from `seed`, mixed with the run's seed where the data follow it (data_follow_run_seed:
+  /// pairs always, trees, crosses and mirrored with `per_run`).
   template <class SampleFn>
   void generate(const Params& params, int64_t tokens, int64_t features, SampleFn sample_fn) {
-    generate(params, tokens, features, sample_fn,
-             params.flag(kPerRunParam)
-                 ? static_cast<int64_t>(sample_seed(params.integer("seed"), 2, params.integer(kRunSeedParam)))
-                 : params.integer("seed"));
-  }
-
-  /// The same from an explicit seed (a plugin whose data also follow the run's seed mixes it in).
-  template <class SampleFn>
-  void generate(const Params& params, int64_t tokens, int64_t features, SampleFn sample_fn, int64_t seed) {
+    const int64_t seed =
+        data_follow_run_seed(params)
+            ? static_cast<int64_t>(sample_seed(params.integer("seed"), 2, params.integer(kRunSeedParam)))
+            : params.integer("seed");
     train_ = make_part(params.integer("train_size"), tokens, features, seed, 0, sample_fn);
     test_ = make_part(params.integer("test_size"), tokens, features, seed, 1, sample_fn);
   }
