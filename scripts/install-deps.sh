@@ -20,6 +20,9 @@ pkgs=(
   libjs-chart.js                     # charts inlined into `htm report` pages
   libcpp-httplib-dev                 # the HTTP server of `htm serve`
   python3                            # htm serve's database maker and load test (scripts/serve)
+  python3-torch                      # the Python route: policies scripted in PyTorch (the same 1.13 as libtorch-dev)
+  python3-pandas python3-matplotlib  # results as DataFrames (python/htm_results) and the notebook's plots
+  python3-nbclient python3-nbformat python3-ipykernel  # the notebook docs/examples/results.ipynb, executed by the tests
   libgloo-dev                        # Gloo headers for data-parallel training (libtorch's c10d)
   slurm-wlm munge                    # the Slurm sweep test starts a real one-node cluster (tests/slurm)
   chromium                           # the report's browser test (headless)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace htm::conformance {
@@ -13,5 +14,10 @@ void set_targets(const std::vector<std::string>& targets);
 std::vector<std::string> search_path();
 /// Whether the library at `path` is under test.
 bool under_test(const std::string& path);
+/// Parameter values from the command line (`--param NAME=VALUE`), given to every plugin under
+/// test that declares NAME: a plugin that cannot be built from its defaults (the torchscript
+/// policy's `path`) is checked with them.
+void set_params(const std::vector<std::pair<std::string, std::string>>& params);
+const std::vector<std::pair<std::string, std::string>>& params();
 
 }  // namespace htm::conformance

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# A merge policy written in PyTorch (plugins/policy/torchscript), end to end: the example module
+# (docs/examples/python_policy) scripted by Debian's python3-torch; bad modules refused with one
+# line; 2 epochs of Trees inside `htm run` (the policy's gradient reaches it, its weights move);
+# kill -9 after a checkpoint and the same command resumes to the uninterrupted run's metrics bit
+# for bit; --nproc 2 matches one process; `htm check-plugin --param path=...` passes.
+#   usage: policy_test.sh HTM_BINARY SOURCE_DIR PYTHON
+set -uo pipefail
+HTM=$(realpath "$1")
+SRC=$(realpath "$2")
+PY=$3
+if ! "$PY" -c "import torch" 2> /dev/null; then
+  echo "skipped: $PY has no torch (install Debian's python3-torch)"
+  exit 77
+fi
+WORK=$(mktemp -d /tmp/htm-python-policy.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+export OMP_NUM_THREADS=1
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+sql() { sqlite3 "$1" "$2"; }
+EXAMPLE=$SRC/docs/examples/python_policy/bilinear_policy.py
+STUDY=$SRC/tests/faults/tiny.toml  # Trees, width 16, 32 steps an epoch
+# One run of the study's learned variant with the Python policy: run DB ARTIFACTS MODULE [ARGS...]
+run() {
+  "$HTM" run "$STUDY" --variant learned --seed 0 --set train.epochs=2 --set policy.plugin='"torchscript"' \
+    --set "policy.path=\"$3\"" --set "runtime.results=\"$1\"" --set "runtime.artifacts=\"$2\"" "${@:4}"
+}
+series() {  # every metric of run 1 but the timing, as text
+  sql "$1" "SELECT split, name, step, printf('%.17g', value) FROM metrics WHERE run_id = 1
+            AND name != 'images_per_s' ORDER BY split, name, step"
+}
+
+"$PY" "$EXAMPLE" --dim 16 -o policy.pt || fail "the example did not script"
+
+# ---- bad modules: one line each, a non-zero exit, nothing trained
+# TorchScript compiles from source files, so the bad modules' classes are written to one first.
+cat > bad_modules.py << 'PY'
+import zipfile, torch
+class WrongSignature(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+class WrongShape(torch.nn.Module):
+    def forward(self, tokens: torch.Tensor, depth: int) -> torch.Tensor:
+        return tokens.sum(-1)
+class Unmerges(torch.nn.Module):
+    def forward(self, tokens: torch.Tensor, depth: int) -> torch.Tensor:
+        return tokens @ tokens.transpose(1, 2)
+    @torch.jit.export
+    def unmerge_scores(self, tokens: torch.Tensor) -> torch.Tensor:
+        return tokens.sum(-1)
+torch.jit.script(WrongSignature()).save("signature.pt")
+torch.jit.script(WrongShape()).save("shape.pt")
+torch.jit.script(Unmerges()).save("unmerge_signature.pt")
+torch.save(torch.nn.Linear(16, 16).state_dict(), "state_dict.pt")
+with open("text.pt", "w") as f:
+    f.write("not a module\n")
+# The example saved as a newer torch would: the archive's format version raised to 99.
+with zipfile.ZipFile("policy.pt") as src, zipfile.ZipFile("newer.pt", "w") as dst:
+    for item in src.infolist():
+        data = src.read(item.filename)
+        dst.writestr(item, b"99\n" if item.filename.endswith("/version") else data)
+PY
+"$PY" bad_modules.py || fail "could not write the bad modules"
+"$PY" "$EXAMPLE" --dim 8 -o width8.pt
+refused() {  # module expected-text
+  local out rc
+  out=$(run bad.sqlite bad-runs "$WORK/$1" 2>&1)
+  rc=$?
+  if [[ $rc == 0 ]]; then fail "$1: htm run accepted it"; return; fi
+  grep -qF -- "$2" <<< "$out" || fail "$1: expected '$2' in: $(tail -2 <<< "$out")"
+  echo "refused $1: $(grep -F -- "$2" <<< "$out" | head -1)"
+}
+refused missing.pt "missing.pt: no such file"
+refused text.pt "text.pt: not a TorchScript module"
+refused state_dict.pt "state_dict.pt: not a TorchScript module"
+refused newer.pt "saved by a newer torch than the libtorch htm links"
+refused signature.pt "forward must be forward(self, tokens: Tensor, depth: int) -> Tensor; the module's is forward(__torch__.WrongSignature self, Tensor x) -> Tensor"
+refused unmerge_signature.pt "unmerge_scores must be unmerge_scores(self, tokens: Tensor, depth: int) -> Tensor"
+refused shape.pt "forward returned [1, 4] for tokens of shape [1, 4, 16]; expected the pair logits B x T x T"
+refused width8.pt "forward failed on tokens of shape [1, 4, 16]: RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x16 and 8x8)"
+
+# ---- 2 epochs of Trees: the gradient reaches the policy and its weights move
+run ref.sqlite ref-runs "$WORK/policy.pt" > ref.log 2>&1 || fail "the reference run failed: $(tail -2 ref.log)"
+norm=$(sql ref.sqlite "SELECT max(value) FROM metrics WHERE split = 'train' AND name = 'grad_norm/policy'")
+awk -v n="${norm:-0}" 'BEGIN { exit !(n > 0) }' || fail "grad_norm/policy is '$norm', not > 0"
+checkpoint=$(find ref-runs -name checkpoint.pt | head -1)
+"$PY" - "$WORK/policy.pt" "$checkpoint" << 'PY' || fail "the policy's weights did not move"
+import sys, torch
+start = torch.jit.load(sys.argv[1]).weight
+trained = dict(torch.jit.load(sys.argv[2]).named_parameters())
+names = [n for n in trained if n.endswith("policy.weight")]
+assert len(names) == 1, f"no policy.weight in the checkpoint: {sorted(trained)[:8]}"
+moved = (trained[names[0]] - start).abs().max().item()
+assert moved > 0, "policy.weight did not move"
+print(f"{names[0]} moved by up to {moved:.3g}; grad_norm/policy up to", end=" ")
+PY
+echo "$norm"
+
+# ---- kill -9 once a checkpoint is written; the same command resumes to the same bits
+run kill.sqlite kill-runs "$WORK/policy.pt" > kill1.log 2>&1 &
+pid=$!
+for _ in $(seq 1 400); do
+  [[ -n $(find kill-runs -name checkpoint.pt 2> /dev/null) ]] && break
+  sleep 0.05
+done
+kill -9 $pid $(pgrep -P $pid) 2> /dev/null
+wait $pid 2> /dev/null
+[[ $(sql kill.sqlite "SELECT status FROM runs") == running ]] || fail "the kill did not land in training"
+run kill.sqlite kill-runs "$WORK/policy.pt" > kill2.log 2>&1 || fail "the resumed run failed: $(tail -2 kill2.log)"
+grep -q 'resuming run' kill2.log || fail "the second htm run did not resume: $(head -2 kill2.log)"
+[[ "$(series ref.sqlite)" == "$(series kill.sqlite)" ]] || fail "the resumed run's metrics differ from the uninterrupted run's"
+echo "killed after a checkpoint and resumed: $(series kill.sqlite | wc -l) metric values equal bit for bit"
+
+# ---- two ranks of half the batch match one process (float sums in another order: 1e-4)
+run two.sqlite two-runs "$WORK/policy.pt" --nproc 2 > two.log 2>&1 || fail "--nproc 2 failed: $(tail -2 two.log)"
+worst=$(sqlite3 :memory: "ATTACH 'ref.sqlite' AS a; ATTACH 'two.sqlite' AS b;
+  SELECT max(abs(x.value - y.value) / max(1.0, abs(x.value))) || ' ' || count(*) FROM a.metrics x JOIN b.metrics y
+  ON x.split = y.split AND x.name = y.name AND x.step = y.step WHERE x.split = 'train' AND x.name = 'loss'")
+awk -v w="$worst" 'BEGIN { split(w, f, " "); exit !(f[2] >= 8 && f[1] <= 1e-4) }' ||
+  fail "--nproc 2 differs from one process: largest relative difference, rows: $worst"
+echo "--nproc 2 against one process: largest relative train-loss difference, steps compared: $worst"
+
+# ---- the conformance suite with the module named on the command line
+plugin=$(dirname "$HTM")/plugins/htm_policy_torchscript.so
+"$HTM" check-plugin "$plugin" --param path="$WORK/policy.pt" > check.log 2>&1 ||
+  fail "htm check-plugin failed: $(grep -E 'FAILED|error' check.log | head -3)"
+grep -q "PASSED" check.log && echo "check-plugin: $(grep PASSED check.log)"
+
+if ((failures > 0)); then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "python policy test passed"
