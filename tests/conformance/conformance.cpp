@@ -61,19 +61,32 @@ Value typed(const Value& like, const std::string& name, const std::string& text)
   throw Error("--param " + name + "=" + text + ": expected a " + type_name(type_of(like)));
 }
 
-// The torchscript policy has no default module: the build scripts one (tests/python/policy.cmake)
-// where Debian's python3-torch is installed; `--param path=FILE` names another.
-std::string torchscript_module() {
+// The torchscript policy and merge operator have no default module: the build scripts one of
+// each (tests/python/policy.cmake: test-modules/policy.pt, merge.pt) where Debian's python3-torch
+// is installed; `--param path=FILE` names another.
+std::string torchscript_module(PluginKind kind) {
   for (const auto& [k, v] : conformance::params())
     if (k == "path") return v;
-  return std::filesystem::exists(HTM_CONFORMANCE_TORCHSCRIPT) ? HTM_CONFORMANCE_TORCHSCRIPT : "";
+  const std::string built = std::string(HTM_CONFORMANCE_MODULES) + "/" + kind_name(kind) + ".pt";
+  return std::filesystem::exists(built) ? built : "";
 }
+
+// A suite of one kind: a torchscript plugin without a module to load is skipped, saying why.
+template <PluginKind kKind>
+class KindConformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "torchscript" && torchscript_module(kKind).empty())
+      GTEST_SKIP() << "torchscript: no scripted module to check (python3-torch absent at build time); "
+                      "htm check-plugin PLUGIN.so --param path=FILE.pt checks one";
+  }
+};
 
 template <class T>
 std::shared_ptr<T> make(PluginKind kind, const std::string& name, BuildContext ctx = small_context(),
                         Params params = {}) {
   Params p = registry().default_params(kind, name);
-  if (name == "torchscript") p.set("path", torchscript_module());
+  if (name == "torchscript") p.set("path", torchscript_module(kind));
   for (const auto& [k, v] : params.values()) p.set(k, v);
   for (const auto& [k, text] : conformance::params())
     if (p.has(k)) p.set(k, typed(p.at(k), k, text));
@@ -94,14 +107,7 @@ void expect_gradients(torch::nn::Module& module, const std::string& what) {
 std::string param_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
 
 // ---------------------------------------------------------------------------------------------
-class PolicyConformance : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    if (GetParam() == "torchscript" && torchscript_module().empty())
-      GTEST_SKIP() << "torchscript: no scripted module to check (python3-torch absent at build time); "
-                      "htm check-plugin PLUGIN.so --param path=FILE.pt checks one";
-  }
-};
+class PolicyConformance : public KindConformance<PluginKind::policy> {};
 // Checking one plugin leaves the other kinds with nothing to check.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PolicyConformance);
 
@@ -211,7 +217,7 @@ TEST_P(PolicyConformance, MergeLogitsWhereGivenAreTheSampledDistribution) {
 INSTANTIATE_TEST_SUITE_P(All, PolicyConformance, ::testing::ValuesIn(names(PluginKind::policy)), param_name);
 
 // ---------------------------------------------------------------------------------------------
-class MergeConformance : public ::testing::TestWithParam<std::string> {};
+class MergeConformance : public KindConformance<PluginKind::merge> {};
 // Checking one plugin leaves the other kinds with nothing to check.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MergeConformance);
 

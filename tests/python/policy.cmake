@@ -1,19 +1,23 @@
-# The torchscript policy (plugins/policy/torchscript): the conformance suite checks a module the
-# build scripts from docs/examples/python_policy (width 16, Python unmerge scores, a submodule),
-# and tests/python/policy_test.sh scripts the example, refuses bad modules and trains it inside
-# htm run (gradients, weights moving, kill and resume to the same bits, two ranks, check-plugin).
+# The torchscript plugins (plugins/policy/torchscript, plugins/merge/torchscript): the conformance
+# suite checks modules the build scripts from docs/examples/python_policy (width 16: a policy with
+# Python unmerge scores and a submodule, the residual MLP merge), and tests/python/policy_test.sh
+# scripts the examples, refuses bad modules and trains them inside htm run (gradients, weights
+# moving, kill and resume to the same bits, two ranks, check-plugin).
 execute_process(COMMAND ${HTM_PYTHON} -c "import torch" RESULT_VARIABLE HTM_PYTHON_TORCH_MISSING
   OUTPUT_QUIET ERROR_QUIET)
-set(HTM_PYTHON_POLICY ${PROJECT_SOURCE_DIR}/docs/examples/python_policy/bilinear_policy.py)
+set(HTM_PYTHON_EXAMPLES ${PROJECT_SOURCE_DIR}/docs/examples/python_policy)
 if(NOT HTM_PYTHON_TORCH_MISSING)
-  add_custom_command(OUTPUT ${HTM_CONFORMANCE_TORCHSCRIPT}
-    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/test-modules
-    COMMAND ${HTM_PYTHON} ${HTM_PYTHON_POLICY} --dim 16 --unmerge -o ${HTM_CONFORMANCE_TORCHSCRIPT}
-    DEPENDS ${HTM_PYTHON_POLICY} COMMENT "Scripting the example Python policy for the conformance suite")
-  add_custom_target(htm_conformance_module ALL DEPENDS ${HTM_CONFORMANCE_TORCHSCRIPT})
-  add_dependencies(htm-conformance htm_conformance_module)
+  add_custom_command(OUTPUT ${HTM_CONFORMANCE_MODULES}/policy.pt ${HTM_CONFORMANCE_MODULES}/merge.pt
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${HTM_CONFORMANCE_MODULES}
+    COMMAND ${HTM_PYTHON} ${HTM_PYTHON_EXAMPLES}/bilinear_policy.py --dim 16 --unmerge -o ${HTM_CONFORMANCE_MODULES}/policy.pt
+    COMMAND ${HTM_PYTHON} ${HTM_PYTHON_EXAMPLES}/mlp_merge.py --dim 16 -o ${HTM_CONFORMANCE_MODULES}/merge.pt
+    DEPENDS ${HTM_PYTHON_EXAMPLES}/bilinear_policy.py ${HTM_PYTHON_EXAMPLES}/mlp_merge.py
+    COMMENT "Scripting the example Python policy and merge operator for the conformance suite")
+  add_custom_target(htm_conformance_modules ALL DEPENDS ${HTM_CONFORMANCE_MODULES}/policy.pt
+    ${HTM_CONFORMANCE_MODULES}/merge.pt)
+  add_dependencies(htm-conformance htm_conformance_modules)
 else()
-  message(STATUS "${HTM_PYTHON} has no torch: the torchscript policy's tests skip (install python3-torch)")
+  message(STATUS "${HTM_PYTHON} has no torch: the torchscript plugins' tests skip (install python3-torch)")
 endif()
 add_test(NAME python.policy COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/policy_test.sh $<TARGET_FILE:htm>
   ${PROJECT_SOURCE_DIR} ${HTM_PYTHON})

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A merge policy written in PyTorch (plugins/policy/torchscript), end to end: the example module
-# (docs/examples/python_policy) scripted by Debian's python3-torch; bad modules refused with one
-# line; 2 epochs of Trees inside `htm run` (the policy's gradient reaches it, its weights move);
+# A merge policy and merge operators written in PyTorch (plugins/policy/torchscript,
+# plugins/merge/torchscript), end to end: the example modules (docs/examples/python_policy)
+# scripted by Debian's python3-torch; bad modules refused with one line; 2 epochs of Trees inside
+# `htm run` with both (the gradient reaches each, their weights move);
 # kill -9 after a checkpoint and the same command resumes to the uninterrupted run's metrics bit
 # for bit; --nproc 2 matches one process; `htm check-plugin --param path=...` passes.
 #   usage: policy_test.sh HTM_BINARY SOURCE_DIR PYTHON
@@ -22,17 +23,20 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 sql() { sqlite3 "$1" "$2"; }
 EXAMPLE=$SRC/docs/examples/python_policy/bilinear_policy.py
 STUDY=$SRC/tests/faults/tiny.toml  # Trees, width 16, 32 steps an epoch
-# One run of the study's learned variant with the Python policy: run DB ARTIFACTS MODULE [ARGS...]
+# One run of the study's learned variant with the Python policy and merge operator:
+#   [MERGE_MODULE=FILE] run DB ARTIFACTS POLICY_MODULE [ARGS...]
 run() {
   "$HTM" run "$STUDY" --variant learned --seed 0 --set train.epochs=2 --set policy.plugin='"torchscript"' \
-    --set "policy.path=\"$3\"" --set "runtime.results=\"$1\"" --set "runtime.artifacts=\"$2\"" "${@:4}"
+    --set "policy.path=\"$3\"" --set merge.plugin='"torchscript"' --set "merge.path=\"${MERGE_MODULE:-$WORK/merge.pt}\"" \
+    --set "runtime.results=\"$1\"" --set "runtime.artifacts=\"$2\"" "${@:4}"
 }
 series() {  # every metric of run 1 but the timing, as text
   sql "$1" "SELECT split, name, step, printf('%.17g', value) FROM metrics WHERE run_id = 1
             AND name != 'images_per_s' ORDER BY split, name, step"
 }
 
-"$PY" "$EXAMPLE" --dim 16 -o policy.pt || fail "the example did not script"
+"$PY" "$EXAMPLE" --dim 16 -o policy.pt || fail "the example policy did not script"
+"$PY" "$(dirname "$EXAMPLE")/mlp_merge.py" --dim 16 -o merge.pt || fail "the example merge operator did not script"
 
 # ---- bad modules: one line each, a non-zero exit, nothing trained
 # TorchScript compiles from source files, so the bad modules' classes are written to one first.
@@ -53,6 +57,11 @@ class Unmerges(torch.nn.Module):
 torch.jit.script(WrongSignature()).save("signature.pt")
 torch.jit.script(WrongShape()).save("shape.pt")
 torch.jit.script(Unmerges()).save("unmerge_signature.pt")
+class MergeOnly(torch.nn.Module):
+    @torch.jit.export
+    def merge(self, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+        return src + dst
+torch.jit.script(MergeOnly()).save("merge_only.pt")
 torch.save(torch.nn.Linear(16, 16).state_dict(), "state_dict.pt")
 with open("text.pt", "w") as f:
     f.write("not a module\n")
@@ -64,9 +73,9 @@ with zipfile.ZipFile("policy.pt") as src, zipfile.ZipFile("newer.pt", "w") as ds
 PY
 "$PY" bad_modules.py || fail "could not write the bad modules"
 "$PY" "$EXAMPLE" --dim 8 -o width8.pt
-refused() {  # module expected-text
+refused() {  # policy-module expected-text [merge-module]
   local out rc
-  out=$(run bad.sqlite bad-runs "$WORK/$1" 2>&1)
+  out=$(MERGE_MODULE="$WORK/${3:-merge.pt}" run bad.sqlite bad-runs "$WORK/$1" 2>&1)
   rc=$?
   if [[ $rc == 0 ]]; then fail "$1: htm run accepted it"; return; fi
   grep -qF -- "$2" <<< "$out" || fail "$1: expected '$2' in: $(tail -2 <<< "$out")"
@@ -79,24 +88,28 @@ refused newer.pt "saved by a newer torch than the libtorch htm links"
 refused signature.pt "forward must be forward(self, tokens: Tensor, depth: int) -> Tensor; the module's is forward(__torch__.WrongSignature self, Tensor x) -> Tensor"
 refused unmerge_signature.pt "unmerge_scores must be unmerge_scores(self, tokens: Tensor, depth: int) -> Tensor"
 refused shape.pt "forward returned [1, 4] for tokens of shape [1, 4, 16]; expected the pair logits B x T x T"
+refused policy.pt "merge_only.pt: the module has no unmerge(self, tokens: Tensor) -> Tuple[Tensor, Tensor]" merge_only.pt
 refused width8.pt "forward failed on tokens of shape [1, 4, 16]: RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x16 and 8x8)"
 
-# ---- 2 epochs of Trees: the gradient reaches the policy and its weights move
+# ---- 2 epochs of Trees: the gradient reaches the policy and the merge operator, their weights move
 run ref.sqlite ref-runs "$WORK/policy.pt" > ref.log 2>&1 || fail "the reference run failed: $(tail -2 ref.log)"
-norm=$(sql ref.sqlite "SELECT max(value) FROM metrics WHERE split = 'train' AND name = 'grad_norm/policy'")
-awk -v n="${norm:-0}" 'BEGIN { exit !(n > 0) }' || fail "grad_norm/policy is '$norm', not > 0"
+for block in policy merge; do
+  norm=$(sql ref.sqlite "SELECT max(value) FROM metrics WHERE split = 'train' AND name = 'grad_norm/$block'")
+  awk -v n="${norm:-0}" 'BEGIN { exit !(n > 0) }' || fail "grad_norm/$block is '$norm', not > 0"
+  echo "grad_norm/$block up to $norm"
+done
 checkpoint=$(find ref-runs -name checkpoint.pt | head -1)
-"$PY" - "$WORK/policy.pt" "$checkpoint" << 'PY' || fail "the policy's weights did not move"
+"$PY" - "$WORK/policy.pt" "$WORK/merge.pt" "$checkpoint" << 'PY' || fail "the Python modules' weights did not move"
 import sys, torch
-start = torch.jit.load(sys.argv[1]).weight
-trained = dict(torch.jit.load(sys.argv[2]).named_parameters())
-names = [n for n in trained if n.endswith("policy.weight")]
-assert len(names) == 1, f"no policy.weight in the checkpoint: {sorted(trained)[:8]}"
-moved = (trained[names[0]] - start).abs().max().item()
-assert moved > 0, "policy.weight did not move"
-print(f"{names[0]} moved by up to {moved:.3g}; grad_norm/policy up to", end=" ")
+trained = dict(torch.jit.load(sys.argv[3]).named_parameters())
+for block, path in (("policy", sys.argv[1]), ("merge", sys.argv[2])):
+    for name, start in torch.jit.load(path).named_parameters():
+        key = [k for k in trained if k.endswith(f"{block}.{name}")]
+        assert len(key) == 1, f"no {block}.{name} in the checkpoint: {sorted(trained)[:8]}"
+        moved = (trained[key[0]] - start).abs().max().item()
+        assert moved > 0, f"{key[0]} did not move"
+    print(f"every parameter of the Python {block} moved; e.g. {key[0]} by up to {moved:.3g}")
 PY
-echo "$norm"
 
 # ---- kill -9 once a checkpoint is written; the same command resumes to the same bits
 run kill.sqlite kill-runs "$WORK/policy.pt" > kill1.log 2>&1 &

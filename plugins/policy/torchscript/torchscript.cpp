@@ -1,22 +1,21 @@
 // A merge policy written in Python: a module scripted with torch.jit.script and saved with
 // torch.jit.save, whose forward(tokens, depth) gives the B×T×T pair logits (and, optionally,
 // unmerge_scores(tokens, depth) the B×T unmerge scores). The scripted module's parameters and
-// buffers are registered as this policy's own, under their Python names, so the optimiser,
-// checkpoints and resume, runtime.device, the data-parallel reducer and the memory estimate see
-// them as any plugin's; sampling, exact log-probabilities and entropy stay in the SDK and draw
-// from the run's generator.
-#include <torch/script.h>
+// buffers are registered as this policy's own, under their Python names (scripted_module.h), so
+// the optimiser, checkpoints and resume, runtime.device, the data-parallel reducer and the memory
+// estimate see them as any plugin's; sampling, exact log-probabilities and entropy stay in the
+// SDK and draw from the run's generator.
 #include <torch/torch.h>
-
-#include <filesystem>
-#include <map>
-#include <sstream>
 
 #include "htm/error.h"
 #include "htm/layers.h"
 #include "htm/policy.h"
+#include "scripted_module.h"
 
 namespace {
+
+using htm::scripted::is;
+using htm::scripted::shape;
 
 constexpr const char* kForward = "forward(self, tokens: Tensor, depth: int) -> Tensor";
 constexpr const char* kUnmerge = "unmerge_scores(self, tokens: Tensor, depth: int) -> Tensor";
@@ -36,72 +35,26 @@ htm::Manifest manifest() {
             "model's width"}}};
 }
 
-// What a libtorch or TorchScript error says, in one line: its last non-empty line, without C++
-// frames (the interpreter puts the Python traceback first and the error itself last).
-std::string last_line(const std::exception& e) {
-  const auto* error = dynamic_cast<const c10::Error*>(&e);
-  std::string text = error ? error->what_without_backtrace() : e.what();
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text.substr(text.rfind('\n') + 1);
-}
-
-// A torch.jit.save file, or one clear line saying why the file is not one.
-torch::jit::Module load_scripted(const std::string& path) {
-  const std::string where = "torchscript: " + path + ": ";
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw htm::Error(where + "no such file (save one with torch.jit.script(module).save(path))");
-  try {
-    return torch::jit::load(path);
-  } catch (const c10::Error& e) {
-    const std::string text = e.what_without_backtrace();
-    const size_t at = text.find("Attempted to read a PyTorch file with version");
-    if (at != std::string::npos)
-      throw htm::Error(where + "saved by a newer torch than the libtorch htm links (" TORCH_VERSION "): " +
-                       text.substr(at, text.find(". ", at) + 1 - at) + " Save it with torch " TORCH_VERSION ".");
-    throw htm::Error(where +
-                     "not a TorchScript module (save it with torch.jit.script(module).save(path); "
-                     "torch.save of a module or state_dict is not one): " +
-                     last_line(e));
-  }
-}
-
-// Whether the module has `name` with the signature (self, Tensor, int) -> Tensor; a method of that
-// name with another signature is an error.
-bool has_method(const torch::jit::Module& module, const std::string& name, const char* expected,
-                const std::string& path) {
-  auto method = module.find_method(name);
-  if (!method) return false;
-  const c10::FunctionSchema& schema = method->function().getSchema();
-  const auto& args = schema.arguments();
-  const bool ok = args.size() == 3 && args[1].type()->kind() == c10::TypeKind::TensorType &&
-                  args[2].type()->kind() == c10::TypeKind::IntType && schema.returns().size() == 1 &&
-                  schema.returns()[0].type()->kind() == c10::TypeKind::TensorType;
-  if (ok) return true;
-  std::ostringstream found;
-  found << schema;
-  throw htm::Error("torchscript: " + path + ": " + name + " must be " + expected + "; the module's is " + found.str());
+// (tokens: Tensor, depth: int) -> Tensor
+bool tokens_and_depth(const std::vector<c10::Argument>& args, const std::vector<c10::Argument>& returns) {
+  return args.size() == 2 && is(args[0].type(), c10::TypeKind::TensorType) &&
+         is(args[1].type(), c10::TypeKind::IntType) && returns.size() == 1 &&
+         is(returns[0].type(), c10::TypeKind::TensorType);
 }
 
 class TorchScriptPolicy : public htm::Policy {
  public:
-  TorchScriptPolicy(const htm::Params& params, const htm::BuildContext& ctx) : path_(params.text("path")) {
-    if (path_.empty())
-      throw htm::Error(
-          "torchscript: set policy.path to a module saved by torch.jit.script(module).save(path) "
-          "(docs/examples/python_policy/)");
-    module_ = load_scripted(path_);
-    if (!has_method(module_, "forward", kForward, path_))
-      throw htm::Error("torchscript: " + path_ + ": the module has no " + kForward);
-    scores_unmerges_ = has_method(module_, "unmerge_scores", kUnmerge, path_);
-    for (const auto& p : module_.named_parameters(/*recurse=*/true))
-      owner(p.name).register_parameter(leaf(p.name), p.value, p.value.requires_grad());
-    for (const auto& b : module_.named_buffers(/*recurse=*/true)) owner(b.name).register_buffer(leaf(b.name), b.value);
+  TorchScriptPolicy(const htm::Params& params, const htm::BuildContext& ctx)
+      : module_("torchscript", params.text("path")) {
+    if (!module_.has_method("forward", kForward, tokens_and_depth))
+      throw htm::Error(module_.where() + "the module has no " + kForward);
+    scores_unmerges_ = module_.has_method("unmerge_scores", kUnmerge, tokens_and_depth);
+    module_.adopt(*this);
     if (!scores_unmerges_) {
       if (module_.hasattr("unmerge"))
-        throw htm::Error("torchscript: " + path_ +
-                         ": the module has an attribute `unmerge` but no unmerge_scores; htm's unmerge scorer "
-                         "needs that name (rename it, or define " +
+        throw htm::Error(module_.where() +
+                         "the module has an attribute `unmerge` but no unmerge_scores; htm's unmerge scorer needs "
+                         "that name (rename it, or define " +
                          kUnmerge + ")");
       const int64_t hidden = params.integer("score_hidden") > 0 ? params.integer("score_hidden") : ctx.dim;
       unmerge_ = register_module("unmerge", htm::UnmergeScorer(ctx.dim, hidden));
@@ -141,63 +94,27 @@ class TorchScriptPolicy : public htm::Policy {
   }
 
  private:
-  // The nn::Module that holds the scripted attribute `name` ("a.b.weight": child a, its child b),
-  // made as the names are read, so the policy's parameters keep their Python names.
-  torch::nn::Module& owner(const std::string& name) {
-    torch::nn::Module* module = this;
-    size_t start = 0;
-    for (size_t dot = name.find('.'); dot != std::string::npos; start = dot + 1, dot = name.find('.', start)) {
-      const std::string prefix = name.substr(0, dot);
-      auto& child = children_[prefix];
-      if (!child)
-        child = module->register_module(name.substr(start, dot - start), std::make_shared<torch::nn::Module>());
-      module = child.get();
-    }
-    return *module;
+  // The method's B×T×(width) output for B×T×C tokens, or one line saying what came back.
+  torch::Tensor scores_of(const std::string& method, const torch::Tensor& tokens, int64_t depth, bool pairs) {
+    const auto out = module_.call(method, {tokens, depth}, "tokens of shape " + shape(tokens)).toTensor();
+    const int64_t B = tokens.size(0), T = tokens.size(1);
+    const bool ok = pairs ? out.dim() == 3 && out.size(0) == B && out.size(1) == T && out.size(2) == T
+                          : out.dim() == 2 && out.size(0) == B && out.size(1) == T;
+    if (!ok)
+      throw htm::Error(module_.where() + method + " returned " + shape(out) + " for tokens of shape " + shape(tokens) +
+                       "; expected " + (pairs ? "the pair logits B x T x T = [" : "B x T = [") + std::to_string(B) +
+                       ", " + std::to_string(T) + (pairs ? ", " + std::to_string(T) : "") + "]");
+    return out;
   }
-  static std::string leaf(const std::string& name) { return name.substr(name.rfind('.') + 1); }
-
-  torch::Tensor call(const std::string& method, const torch::Tensor& tokens, int64_t depth) {
-    c10::IValue out;
-    try {
-      out = module_.get_method(method)({tokens, depth});
-    } catch (const std::exception& e) {
-      throw htm::Error("torchscript: " + path_ + ": " + method + " failed on tokens of shape " + shape(tokens) + ": " +
-                       last_line(e));
-    }
-    return out.toTensor();
-  }
-
   torch::Tensor logits_of(const torch::Tensor& tokens, int64_t depth) {
-    auto logits = call("forward", tokens, depth);
-    const int64_t B = tokens.size(0), T = tokens.size(1);
-    if (logits.dim() != 3 || logits.size(0) != B || logits.size(1) != T || logits.size(2) != T)
-      throw htm::Error("torchscript: " + path_ + ": forward returned " + shape(logits) + " for tokens of shape " +
-                       shape(tokens) + "; expected the pair logits B x T x T = [" + std::to_string(B) + ", " +
-                       std::to_string(T) + ", " + std::to_string(T) + "]");
-    return logits;
+    return scores_of("forward", tokens, depth, true);
   }
-
   torch::Tensor unmerge_scores_of(const torch::Tensor& tokens, int64_t depth) {
-    auto scores = call("unmerge_scores", tokens, depth);
-    const int64_t B = tokens.size(0), T = tokens.size(1);
-    if (scores.dim() != 2 || scores.size(0) != B || scores.size(1) != T)
-      throw htm::Error("torchscript: " + path_ + ": unmerge_scores returned " + shape(scores) +
-                       " for tokens of shape " + shape(tokens) + "; expected B x T = [" + std::to_string(B) + ", " +
-                       std::to_string(T) + "]");
-    return scores;
+    return scores_of("unmerge_scores", tokens, depth, false);
   }
 
-  static std::string shape(const torch::Tensor& t) {
-    std::ostringstream out;
-    out << t.sizes();
-    return out.str();
-  }
-
-  std::string path_;
-  torch::jit::Module module_;
+  htm::scripted::Module module_;
   bool scores_unmerges_ = false;
-  std::map<std::string, std::shared_ptr<torch::nn::Module>> children_;
   htm::UnmergeScorer unmerge_{nullptr};
 };
 
