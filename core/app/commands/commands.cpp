@@ -50,7 +50,7 @@ const std::vector<Command>& commands() {
       {"merge", cmd_merge, "copy the runs of other databases into this one"},
       {"db", cmd_db, "check a results database (SQLite's integrity check), or recover a damaged one's runs"},
       {"compare", cmd_compare, "per-variant mean, sd and Welch t-test of a metric over seeds"},
-      {"export", cmd_export, "a run's or a study's metrics as CSV"},
+      {"export", cmd_export, "a run's or a study's metrics as CSV or TensorBoard files; a run's weights for Python"},
       {"report", cmd_report, "one self-contained HTML page of a study: settings, curves, final values, pictures"},
       {"serve", cmd_serve, "the results database in a browser, live: runs, studies, sweeps, curves (read only)"},
       {"sample", cmd_sample, "generate from a run: Gaussian mixture on root embeddings, then decode"},
@@ -61,7 +61,7 @@ const std::vector<Command>& commands() {
 }
 
 void usage() {
-  std::printf("usage: htm <command> [options]   (htm <command> --help for its options)\n\n");
+  std::printf("usage: htm <command> [options]   (htm <command> --help for its options; htm --version)\n\n");
   for (const auto& c : commands()) std::printf("  %-12s %s\n", c.name, c.summary);
   std::printf(
       "\nplugins are searched in HTM_PLUGIN_PATH (':'-separated), then the build's and the\n"
@@ -464,6 +464,10 @@ int dispatch(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string name = argv[1];
+  if (name == "--version") {  // the revision a run records (build_revision.cpp)
+    std::printf("htm %s (git revision %s)\n", HTM_VERSION, git_revision().c_str());
+    return 0;
+  }
   for (const auto& c : commands()) {
     if (name != c.name) continue;
     try {

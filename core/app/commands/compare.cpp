@@ -38,7 +38,7 @@ struct Samples {
 Samples load(ResultsStore& store, const CompareRequest& request, const std::string& metric) {
   const size_t slash = metric.find('/');
   std::string sql =
-      "SELECT r.variant, m.value, r.config_hash, r.seed, r.id, "
+      "SELECT r.variant, printf('%!.17g', m.value), r.config_hash, r.seed, r.id, "
       "coalesce((SELECT value FROM tags t WHERE t.run_id = r.id AND t.key = 'phase'), '') "
       "FROM runs r JOIN experiments e ON e.id = r.experiment_id "
       "JOIN metrics m ON m.rowid = " +
@@ -79,8 +79,10 @@ int count_collapsed(ResultsStore& store, const std::string& metric, const std::m
   const size_t slash = metric.find('/');
   int collapsed = 0;
   for (const auto& [seed, s] : samples) {
-    const auto peak = store.query("SELECT max(value) FROM metrics WHERE run_id = ? AND split = ? AND name = ?",
-                                  {s.run, metric.substr(0, slash), metric.substr(slash + 1)});
+    const auto peak = store.query(
+        "SELECT CASE WHEN max(value) IS NULL THEN NULL ELSE printf('%!.17g', max(value)) END FROM metrics "
+        "WHERE run_id = ? AND split = ? AND name = ?",
+        {s.run, metric.substr(0, slash), metric.substr(slash + 1)});
     if (!peak.rows.empty() && !peak.rows[0][0].empty() && s.value < std::stod(peak.rows[0][0]) - drop) ++collapsed;
   }
   return collapsed;

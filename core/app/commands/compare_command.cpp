@@ -1,7 +1,9 @@
-// `htm compare`: its options, and the tables it prints of a Comparison (commands/compare.h).
+// `htm compare`: its options, and the tables it prints of a Comparison (commands/compare.h):
+// aligned for people, or (--format csv) one row per phase, metric and variant at full precision.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <tuple>
 
 #include <boost/program_options.hpp>
@@ -154,6 +156,74 @@ void print_metrics(const Comparison& c) {
   }
 }
 
+// --format csv: every number at full precision ("%.17g", empty for NaN or where it does not apply).
+std::string full(double value) { return std::isnan(value) ? "" : fixed(value, 17); }
+
+std::string csv_cell(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+void print_csv(const Comparison& c, const CompareRequest& request) {
+  std::printf(
+      "phase,metric,variant,reference,n,seeds,values,mean,sd,test,diff,se,t,df,p,p_adjusted,adjustment,family,"
+      "diff_ci_low,diff_ci_high,effect,effect_ci_low,effect_ci_high,configs,target,target_bound,target_p,target_met,"
+      "margin,margin_bound,margin_threshold,margin_p,margin_p_adjusted,margin_met,collapsed\n");
+  for (const char* phase : kPhases)
+    for (const auto& table : c.metrics)
+      for (const auto& pt : table.phases) {
+        if (pt.phase != phase) continue;
+        for (const auto& r : pt.rows) {
+          std::ostringstream seeds, values;
+          for (size_t i = 0; i < r.seeds.size(); ++i)
+            seeds << (i ? " " : "") << r.seeds[i], values << (i ? " " : "") << full(r.values[i]);
+          const bool tested = r.tested, target = r.has_target, margin = r.has_margin;
+          const auto when = [](bool on, const std::string& text) { return on ? text : std::string(); };
+          const std::vector<std::string> cells = {
+              pt.phase,
+              table.metric,
+              r.variant,
+              r.reference ? "1" : "0",
+              std::to_string(r.values.size()),
+              seeds.str(),
+              values.str(),
+              full(r.mean),
+              full(r.sd),
+              when(tested, r.test.kind == stats::TestKind::paired ? "paired" : "welch"),
+              when(tested, full(r.test.diff)),
+              when(tested, full(r.test.se)),
+              when(tested, full(r.test.t)),
+              when(tested, full(r.test.df)),
+              when(tested, full(r.test.p)),
+              when(tested, full(r.p_adjusted)),
+              stats::adjustment_name(c.adjustment),
+              std::to_string(pt.family),
+              when(tested, full(r.test.ci_low)),
+              when(tested, full(r.test.ci_high)),
+              when(tested, full(r.effect.percent)),
+              when(tested, full(r.effect.ci_low)),
+              when(tested, full(r.effect.ci_high)),
+              std::to_string(r.configs),
+              when(target, table.target.text),
+              when(target, full(r.target.bound)),
+              when(target, full(r.target.p)),
+              when(target && !std::isnan(r.target.bound), r.target.met ? "1" : "0"),
+              when(margin, table.margin.text),
+              when(margin, full(r.margin.bound)),
+              when(margin, full(r.margin.threshold)),
+              when(margin, full(r.margin.p)),
+              when(margin, full(r.margin_p_adjusted)),
+              when(margin && !std::isnan(r.margin.bound), r.margin_p_adjusted < 0.05 ? "1" : "0"),
+              when(request.collapse > 0, std::to_string(r.collapsed))};
+          std::string line;
+          for (size_t i = 0; i < cells.size(); ++i) line += (i ? "," : "") + csv_cell(cells[i]);
+          std::printf("%s\n", line.c_str());
+        }
+      }
+}
+
 // --seeds FIRST-LAST (or one seed): the two ends, checked.
 std::pair<int64_t, int64_t> seed_range(const std::string& text) {
   const auto integer = [&](const std::string& part, int64_t* out) {
@@ -180,7 +250,7 @@ int cmd_compare(const Args& args) {
   po::options_description opts("options");
   std::string split, db;
   std::vector<std::string> metrics, tags, margins;
-  std::string seeds;
+  std::string seeds, format;
   CompareRequest request;
   ClaimOptions claims;
   opts.add_options()("experiment", po::value(&request.experiment)->required(),
@@ -195,7 +265,11 @@ int cmd_compare(const Args& args) {
       "margin", po::value(&margins)->composing(),
       "a claim on each variant's difference from the reference, e.g. 'cluster_f1>=-1%' (not worse by more than "
       "1% of its mean) or 'mse<=0.002': the one-sided 95% bound of the difference, p adjusted over the variants")(
-      "db", po::value(&db)->default_value(kDefaultResultsPath), "results database");
+      "format,f", po::value(&format)->default_value("table"),
+      "table, or csv: one row per phase, metric and variant (n, seeds, each seed's value, mean, sd, test, diff, "
+      "t, df, p, adjusted p, CIs, effect %, target, margin and collapse columns), numbers with 17 significant digits "
+      "(%.17g), warnings on standard error")("db", po::value(&db)->default_value(kDefaultResultsPath),
+                                             "results database");
   add_claim_options(opts, claims);
   po::positional_options_description pos;
   pos.add("experiment", 1);
@@ -203,8 +277,9 @@ int cmd_compare(const Args& args) {
   if (!parse_options("compare", args, opts, pos, vm,
                      "EXPERIMENT [--metric M...] [--reference VARIANT] [--target 'M>=X'] [--margin 'M>=-1%'] "
                      "[--adjust holm] "
-                     "[--hash H] [--revision R] [--seeds A-B] [--tag k=v]"))
+                     "[--hash H] [--revision R] [--seeds A-B] [--tag k=v] [--format csv]"))
     return 0;
+  if (format != "table" && format != "csv") throw Error("--format must be table or csv, not '" + format + "'");
   std::tie(request.adjustment, request.targets) = parse_claims(claims, split);
   request.collapse = claims.collapse;
   for (const auto& text : margins) {
@@ -220,6 +295,11 @@ int cmd_compare(const Args& args) {
   const Comparison c = compare_study(store, request);
   for (const auto& table : c.metrics)
     if (!table.missing.empty()) throw Error(table.missing + " in " + store.path());
+  if (format == "csv") {
+    print_csv(c, request);
+    for (const auto& w : c.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    return 0;
+  }
   std::printf("%s: the last value of each seed's latest finished run, against %s\n", request.experiment.c_str(),
               c.reference.c_str());
   if (c.metrics.size() == 1) {
