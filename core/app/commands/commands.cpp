@@ -419,9 +419,11 @@ int cmd_sample(const Args& args) {
 int cmd_check_plugin(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::printf(
-        "usage: htm check-plugin PLUGIN.so|FOLDER... [--gtest_filter=PATTERN]\n\n"
+        "usage: htm check-plugin PLUGIN.so|FOLDER... [--param NAME=VALUE]... [--gtest_filter=PATTERN]\n\n"
         "Runs the conformance suite (shapes, gradients, determinism under a seed) on the named\n"
-        "plugin libraries, or every library in the named folders, with htm-conformance.\n");
+        "plugin libraries, or every library in the named folders, with htm-conformance. --param\n"
+        "sets a parameter of the plugins under test (the torchscript plugins' path: a module of\n"
+        "width 16, the suite's).\n");
     return args.empty() ? 2 : 0;
   }
   const auto beside = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "htm-conformance";
