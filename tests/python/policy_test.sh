@@ -35,12 +35,20 @@ series() {  # every metric of run 1 but the timing, as text
             AND name != 'images_per_s' ORDER BY split, name, step"
 }
 
-"$PY" "$EXAMPLE" --dim 16 -o policy.pt || fail "the example policy did not script"
-"$PY" "$(dirname "$EXAMPLE")/mlp_merge.py" --dim 16 -o merge.pt || fail "the example merge operator did not script"
+# The examples, scripted in one interpreter (each start imports torch: about a second): the policy
+# and the merge operator at the study's width, the policy at width 8 for the refusal below.
+"$PY" - "$(dirname "$EXAMPLE")" << 'PY' || fail "the examples did not script"
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+from bilinear_policy import BilinearPolicy
+from mlp_merge import MlpMerge
+torch.manual_seed(0)
+for module, path in ((BilinearPolicy(16), "policy.pt"), (MlpMerge(16), "merge.pt"), (BilinearPolicy(8), "width8.pt")):
+    torch.jit.script(module).save(path)
+PY
 
 # ---- a bad module as a user meets it: one line and a non-zero exit from htm run (every other
 # refusal, in process: TorchScriptRefusals.*)
-"$PY" "$(dirname "$EXAMPLE")/bilinear_policy.py" --dim 8 -o width8.pt
 out=$(run bad.sqlite bad-runs "$WORK/width8.pt" 2>&1)
 rc=$?
 want="width8.pt: forward failed on tokens of shape [1, 4, 16]: RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x16 and 8x8)"
