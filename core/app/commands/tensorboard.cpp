@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "htm/error.h"
 
 namespace htm::tensorboard {
@@ -47,6 +49,37 @@ void put_float(std::string& out, uint32_t field, float v) {
   std::memcpy(&bits, &v, sizeof bits);
   put_key(out, field, kFixed32);
   put_little(out, bits, 4);
+}
+
+// `text` with every byte that is not part of well-formed UTF-8 replaced by '?': a tag is a proto3
+// string, which a reader refuses whole (the event lost) when it is not UTF-8, and TensorBoard
+// decodes text summaries as UTF-8.
+std::string utf8(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const size_t n = c < 0x80                        ? 1
+                     : (c >> 5) == 0x6 && c >= 0xc2  ? 2
+                     : (c >> 4) == 0xe               ? 3
+                     : (c >> 3) == 0x1e && c <= 0xf4 ? 4
+                                                     : 0;
+    bool ok = n > 0 && i + n <= text.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
+    if (ok && n >= 3) {  // no overlong forms, no surrogates, nothing past U+10FFFF
+      const auto c1 = static_cast<unsigned char>(text[i + 1]);
+      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0) && !(c == 0xf0 && c1 < 0x90) &&
+           !(c == 0xf4 && c1 >= 0x90);
+    }
+    if (ok) {
+      out.append(text, i, n);
+      i += n;
+    } else {
+      out += '?';
+      ++i;
+    }
+  }
+  return out;
 }
 
 // Event{wall_time = 1, step = 2, summary = 5{value = 1{...}}}.
@@ -97,24 +130,24 @@ std::string file_version_event(double wall_time) {
 
 std::string scalar_event(double wall_time, int64_t step, const std::string& tag, float value) {
   std::string v;
-  put_bytes(v, 1, tag);    // Summary.Value.tag
-  put_float(v, 2, value);  // Summary.Value.simple_value
+  put_bytes(v, 1, utf8(tag));  // Summary.Value.tag
+  put_float(v, 2, value);      // Summary.Value.simple_value
   return summary_event(wall_time, step, v);
 }
 
 std::string text_event(double wall_time, int64_t step, const std::string& tag, const std::string& text) {
   std::string plugin, metadata, tensor, v;
-  put_bytes(plugin, 1, "text");    // PluginData.plugin_name
-  put_bytes(metadata, 1, plugin);  // SummaryMetadata.plugin_data
-  put_key(metadata, 4, kVarint);   // SummaryMetadata.data_class
-  put_varint(metadata, 2);         // DATA_CLASS_TENSOR, what the text plugin reads
-  put_key(tensor, 1, kVarint);     // TensorProto.dtype
-  put_varint(tensor, 7);           // DT_STRING
-  put_bytes(tensor, 2, "");        // TensorProto.tensor_shape: no dimensions, a scalar
-  put_bytes(tensor, 8, text);      // TensorProto.string_val
-  put_bytes(v, 1, tag);            // Summary.Value.tag
-  put_bytes(v, 9, metadata);       // Summary.Value.metadata
-  put_bytes(v, 8, tensor);         // Summary.Value.tensor
+  put_bytes(plugin, 1, "text");      // PluginData.plugin_name
+  put_bytes(metadata, 1, plugin);    // SummaryMetadata.plugin_data
+  put_key(metadata, 4, kVarint);     // SummaryMetadata.data_class
+  put_varint(metadata, 2);           // DATA_CLASS_TENSOR, what the text plugin reads
+  put_key(tensor, 1, kVarint);       // TensorProto.dtype
+  put_varint(tensor, 7);             // DT_STRING
+  put_bytes(tensor, 2, "");          // TensorProto.tensor_shape: no dimensions, a scalar
+  put_bytes(tensor, 8, utf8(text));  // TensorProto.string_val
+  put_bytes(v, 1, utf8(tag));        // Summary.Value.tag
+  put_bytes(v, 9, metadata);         // Summary.Value.metadata
+  put_bytes(v, 8, tensor);           // Summary.Value.tensor
   return summary_event(wall_time, step, v);
 }
 
@@ -123,7 +156,10 @@ std::string event_file_name(double time, const std::string& host) {
   return "events.out.tfevents." + std::to_string(seconds) + "." + host;
 }
 
-EventFile::EventFile(const std::string& path, double wall_time) : path_(path), tmp_(path + ".tmp") {
+// The file is written under a name TensorBoard does not read (it takes every name holding
+// "tfevents"), then renamed: a TensorBoard watching the folder never sees half a file.
+EventFile::EventFile(const std::string& path, double wall_time)
+    : path_(path), tmp_(path.substr(0, path.rfind('/') + 1) + ".htm-export-" + std::to_string(getpid()) + ".partial") {
   out_.open(tmp_, std::ios::binary | std::ios::trunc);
   if (!out_) throw Error("cannot write '" + tmp_ + "'");
   write(file_version_event(wall_time));

@@ -18,6 +18,8 @@ uint32_t masked_crc32c(const void* data, size_t size);
 /// One encoded Event: the file's first, Event{wall_time, file_version = "brain.Event:2"}.
 std::string file_version_event(double wall_time);
 /// Event{wall_time, step, summary{value{tag, simple_value}}}: a scalar (NaN stays a NaN float).
+/// Tags and texts are written as UTF-8, a byte outside well-formed UTF-8 as '?' (a reader refuses
+/// a whole event whose tag, a proto3 string, is not UTF-8).
 std::string scalar_event(double wall_time, int64_t step, const std::string& tag, float value);
 /// Event{wall_time, step, summary{value{tag, metadata{plugin_data{plugin_name = "text"},
 /// data_class = DATA_CLASS_TENSOR}, tensor{DT_STRING, scalar shape, string_val = text}}}}: the
@@ -27,7 +29,8 @@ std::string text_event(double wall_time, int64_t step, const std::string& tag, c
 /// `events.out.tfevents.<time>.<host>`, the name TensorBoard looks for (time: whole seconds).
 std::string event_file_name(double time, const std::string& host);
 
-/// Writes TFRecords to `path` through `path`.tmp, renamed over it by close(); the file starts
+/// Writes TFRecords to `path` through a hidden `.htm-export-<pid>.partial` beside it (a name
+/// TensorBoard does not read), renamed over it by close(); the file starts
 /// with the file-version event. Throws htm::Error naming the path when it cannot write.
 class EventFile {
  public:
