@@ -16,7 +16,8 @@ TEST(TensorBoard, TagsAndTextsAreWrittenAsUtf8) {
   const std::string event = tensorboard::scalar_event(1.0, 3, bad, 0.5f);
   EXPECT_NE(event.find("train/a?b?"), std::string::npos);
   EXPECT_EQ(event.find('\xff'), std::string::npos);
-  const std::string good = "test/\xc3\xa9l\xc3\xa8ve \xe2\x9c\x93 \xf0\x9f\x8c\xb3";  // é, è, ✓, 🌳 stay as they are
+  // é, è, ✓ and 🌳 stay as they are.
+  const std::string good = "test/\xc3\xa9l\xc3\xa8ve \xe2\x9c\x93 \xf0\x9f\x8c\xb3";
   EXPECT_NE(tensorboard::scalar_event(1.0, 3, good, 0.5f).find(good), std::string::npos);
   const std::string overlong =
       std::string("x") + '\xc0' + '\xaf' + '\xed' + '\xa0' + '\x80';  // '/' overlong, a surrogate

@@ -8,10 +8,10 @@ set(HTM_RESULTS_STUDY ${CMAKE_BINARY_DIR}/python-results)
 add_test(NAME python.results_study COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/results_study.sh
   $<TARGET_FILE:htm> ${PROJECT_SOURCE_DIR} ${HTM_RESULTS_STUDY})
 set_tests_properties(python.results_study PROPERTIES FIXTURES_SETUP python_results LABELS integration TIMEOUT 180
-  ENVIRONMENT "HTM_PLUGIN_PATH=${HTM_TEST_PLUGIN_DIR}" PASS_REGULAR_EXPRESSION "results study ready")
+  ENVIRONMENT "HTM_PLUGIN_PATH=${HTM_TEST_PLUGIN_DIR};HTM_PYTHON=${HTM_PYTHON}" PASS_REGULAR_EXPRESSION "results study ready")
 add_test(NAME python.results COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/results_test.sh
   $<TARGET_FILE:htm> ${PROJECT_SOURCE_DIR} ${HTM_RESULTS_STUDY}/htm.sqlite)
 add_test(NAME python.notebook COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/results_notebook.sh
   $<TARGET_FILE:htm> ${PROJECT_SOURCE_DIR} ${HTM_RESULTS_STUDY}/htm.sqlite)
 set_tests_properties(python.results python.notebook PROPERTIES FIXTURES_REQUIRED python_results LABELS integration
-  SKIP_RETURN_CODE 77 TIMEOUT 120)
+  SKIP_RETURN_CODE 77 TIMEOUT 120 ENVIRONMENT "HTM_PYTHON=${HTM_PYTHON}")

@@ -2,8 +2,6 @@
 // spreadsheet), as TensorBoard event files (tensorboard.h: written by htm, no new dependency;
 // W&B and Aim import them), or one run's trained weights for Python (export_weights.h).
 // docs/report.md, "Tags, notes and export".
-#include <unistd.h>
-
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +18,7 @@
 #include "config/settings.h"
 #include "htm/error.h"
 #include "store/results_store.h"
+#include "train/checkpoint_file.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -65,11 +64,6 @@ std::string safe_name(const std::string& text) {
     out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
   if (out.empty() || out == "." || out == "..") out = "_" + out;
   return out;
-}
-
-std::string local_host() {
-  char name[256] = {};
-  return gethostname(name, sizeof name - 1) == 0 && name[0] ? name : "localhost";
 }
 
 // A Markdown table cell (TensorBoard's text plugin renders Markdown): code, '|' escaped.
@@ -135,8 +129,7 @@ void export_tensorboard(ResultsStore& store, const std::vector<StoredRun>& runs,
     if (ec) throw Error("cannot create '" + folder.string() + "': " + ec.message());
     // Named after when and where the run started: exporting again replaces the file.
     const double start = std::isfinite(r.started_at) ? r.started_at : 0.0;
-    const fs::path path =
-        folder / tensorboard::event_file_name(start, safe_name(r.host.empty() ? local_host() : r.host));
+    const fs::path path = folder / tensorboard::event_file_name(start, safe_name(r.host.empty() ? "unknown" : r.host));
     tensorboard::EventFile file(path.string(), start);
     file.write(tensorboard::text_event(start, 0, "settings", settings_markdown(store, r.id)));
     file.write(tensorboard::text_event(start, 0, "run", run_markdown(r)));
@@ -165,7 +158,7 @@ void export_weights(ResultsStore& store, int64_t run_id, const std::string& out)
       {run_id});
   const auto& row = rows.rows.at(0);
   WeightsExport what;
-  what.checkpoint = row[10] + "/checkpoint.pt";  // the trainer's (train/artifacts.cpp): the last one written
+  what.checkpoint = checkpoint_file(row[10]);  // the last one the trainer wrote
   if (!fs::exists(what.checkpoint))
     throw Error("run " + row[0] + " has no checkpoint at '" + what.checkpoint + "' (status " + row[4] +
                 "; was it run with train.checkpoint = false?)");

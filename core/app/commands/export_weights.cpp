@@ -11,11 +11,10 @@
 
 #include "config/toml_tree.h"
 #include "htm/error.h"
+#include "train/checkpoint_file.h"
 
 namespace htm {
 namespace {
-
-constexpr const char* kResumeState = "htm_resume";  // train/artifacts.cpp: the resume state's archive
 
 bool is_resume_state(const std::string& name) { return name.rfind(std::string(kResumeState) + ".", 0) == 0; }
 

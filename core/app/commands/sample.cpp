@@ -13,6 +13,7 @@
 #include "model/gmm.h"
 #include "report/pictures.h"
 #include "store/results_store.h"
+#include "train/checkpoint_file.h"
 #include "train/experiment.h"
 
 namespace htm {
@@ -33,7 +34,7 @@ StoredRun find_run(ResultsStore& store, int64_t run_id) {
 
 // The run's model with its trained weights.
 Experiment load_run(const StoredRun& run, int64_t run_id, const Registry& registry) {
-  const std::string checkpoint = run.artifact_dir + "/checkpoint.pt";
+  const std::string checkpoint = checkpoint_file(run.artifact_dir);
   if (!std::filesystem::exists(checkpoint))
     throw Error("run " + std::to_string(run_id) + " has no checkpoint at '" + checkpoint + "' (status " + run.status +
                 "; was it run with train.checkpoint = false?)");

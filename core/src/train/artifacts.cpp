@@ -15,6 +15,7 @@
 #include "hierarchy/tree_scoring.h"
 #include "htm/error.h"
 #include "report/pictures.h"
+#include "train/checkpoint_file.h"
 #include "train/estimator/estimator.h"
 #include "train/optimizer.h"
 #include "train/trainer.h"
@@ -59,7 +60,7 @@ void set_state(at::Generator generator, const torch::Tensor& state) {  // a hand
 void Trainer::save_checkpoint(const LoopState& s, const FusedAdamW& optimizer, const FusedAdamW& policy_optimizer,
                               const Estimator& estimator, const at::Generator& data_gen) {
   if (!primary()) return;  // every rank holds the same state: rank 0 keeps it
-  const std::string path = artifact_dir_ + "/checkpoint.pt";
+  const std::string path = checkpoint_file(artifact_dir_);
   torch::serialize::OutputArchive archive;
   ex_.model->save(archive);
   torch::serialize::OutputArchive state;
@@ -82,7 +83,7 @@ void Trainer::save_checkpoint(const LoopState& s, const FusedAdamW& optimizer, c
   state.write("default_generator", at::detail::getDefaultCPUGenerator().get_state());
   optimizer.save(state, "optimizer");
   policy_optimizer.save(state, "policy_optimizer");
-  archive.write("htm_resume", state);
+  archive.write(kResumeState, state);
   // Serialised in memory first: libtorch's file writer aborts the process when the disk fills.
   std::ostringstream bytes;
   archive.save_to(bytes);
@@ -92,7 +93,7 @@ void Trainer::save_checkpoint(const LoopState& s, const FusedAdamW& optimizer, c
 
 bool Trainer::load_checkpoint(LoopState& s, FusedAdamW& optimizer, FusedAdamW& policy_optimizer, Estimator& estimator,
                               at::Generator& data_gen) {
-  const std::string path = artifact_dir_ + "/checkpoint.pt";
+  const std::string path = checkpoint_file(artifact_dir_);
   std::string bytes;
   if (primary() && std::filesystem::exists(path)) {
     std::ifstream in(path, std::ios::binary);
@@ -107,7 +108,7 @@ bool Trainer::load_checkpoint(LoopState& s, FusedAdamW& optimizer, FusedAdamW& p
   } catch (const c10::Error& e) {
     throw Error("cannot resume from '" + path + "': " + e.what_without_backtrace());
   }
-  if (!archive.try_read("htm_resume", state)) return false;  // weights only: an older htm wrote it
+  if (!archive.try_read(kResumeState, state)) return false;  // weights only: an older htm wrote it
   ex_.model->load(archive);
   ex_.model->to(ex_.device);  // a checkpoint's tensors load where they were saved
   s.step = read_scalar<int64_t>(state, "step");

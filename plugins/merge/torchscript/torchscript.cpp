@@ -10,8 +10,8 @@
 
 namespace {
 
-using htm::scripted::is;
 using htm::scripted::shape;
+using Kind = c10::TypeKind;
 
 constexpr const char* kMerge = "merge(self, src: Tensor, dst: Tensor) -> Tensor";
 constexpr const char* kUnmerge = "unmerge(self, tokens: Tensor) -> Tuple[Tensor, Tensor]";
@@ -27,26 +27,13 @@ htm::Manifest manifest() {
             "the module saved by torch.jit.script(m).save(path) (docs/examples/python_policy/mlp_merge.py)"}}};
 }
 
-bool merge_signature(const std::vector<c10::Argument>& args, const std::vector<c10::Argument>& returns) {
-  return args.size() == 2 && is(args[0].type(), c10::TypeKind::TensorType) &&
-         is(args[1].type(), c10::TypeKind::TensorType) && returns.size() == 1 &&
-         is(returns[0].type(), c10::TypeKind::TensorType);
-}
-
-bool unmerge_signature(const std::vector<c10::Argument>& args, const std::vector<c10::Argument>& returns) {
-  if (args.size() != 1 || !is(args[0].type(), c10::TypeKind::TensorType) || returns.size() != 1) return false;
-  const auto tuple = returns[0].type()->cast<c10::TupleType>();
-  return tuple && tuple->elements().size() == 2 && is(tuple->elements()[0], c10::TypeKind::TensorType) &&
-         is(tuple->elements()[1], c10::TypeKind::TensorType);
-}
-
 class TorchScriptMerge : public htm::MergeOperator {
  public:
   TorchScriptMerge(const htm::Params& params, const htm::BuildContext& ctx)
       : module_("torchscript", params.text("path")) {
-    if (!module_.has_method("merge", kMerge, merge_signature))
+    if (!module_.has_method("merge", kMerge, {Kind::TensorType, Kind::TensorType}, {Kind::TensorType}))
       throw htm::Error(module_.where() + "the module has no " + kMerge + " (@torch.jit.export)");
-    if (!module_.has_method("unmerge", kUnmerge, unmerge_signature))
+    if (!module_.has_method("unmerge", kUnmerge, {Kind::TensorType}, {Kind::TensorType, Kind::TensorType}))
       throw htm::Error(module_.where() + "the module has no " + kUnmerge + " (@torch.jit.export)");
     module_.adopt(*this);
     // A dry run on zeros: a module built for another width fails here with one line.

@@ -9,7 +9,6 @@
 #include <torch/torch.h>
 
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -34,8 +33,6 @@ inline std::string shape(const torch::Tensor& t) {
   out << t.sizes();
   return out.str();
 }
-
-inline bool is(const c10::TypePtr& type, c10::TypeKind kind) { return type->kind() == kind; }
 
 class Module {
  public:
@@ -63,16 +60,23 @@ class Module {
     }
   }
 
-  /// Whether the module has method `name` whose schema `fits` (arguments after self, returns);
-  /// a method of that name with another signature is an error quoting `expected`.
-  bool has_method(
-      const std::string& name, const std::string& expected,
-      const std::function<bool(const std::vector<c10::Argument>&, const std::vector<c10::Argument>&)>& fits) const {
+  /// Whether the module has method `name` taking `args` (after self) and returning `returns` (a
+  /// tuple counted as its elements); a method of that name with another signature is an error
+  /// quoting `expected`.
+  bool has_method(const std::string& name, const std::string& expected, const std::vector<c10::TypeKind>& args,
+                  const std::vector<c10::TypeKind>& returns) const {
     auto method = module_.find_method(name);
     if (!method) return false;
     const c10::FunctionSchema& schema = method->function().getSchema();
-    const std::vector<c10::Argument> args(schema.arguments().begin() + 1, schema.arguments().end());
-    if (fits(args, schema.returns())) return true;
+    std::vector<c10::TypeKind> takes, gives;
+    for (size_t i = 1; i < schema.arguments().size(); ++i) takes.push_back(schema.arguments()[i].type()->kind());
+    for (const auto& r : schema.returns()) {
+      if (const auto tuple = r.type()->cast<c10::TupleType>())
+        for (const auto& element : tuple->elements()) gives.push_back(element->kind());
+      else
+        gives.push_back(r.type()->kind());
+    }
+    if (takes == args && gives == returns) return true;
     std::ostringstream found;
     found << schema;
     throw Error(where_ + name + " must be " + expected + "; the module's is " + found.str());

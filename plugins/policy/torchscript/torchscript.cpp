@@ -14,8 +14,8 @@
 
 namespace {
 
-using htm::scripted::is;
 using htm::scripted::shape;
+using Kind = c10::TypeKind;
 
 constexpr const char* kForward = "forward(self, tokens: Tensor, depth: int) -> Tensor";
 constexpr const char* kUnmerge = "unmerge_scores(self, tokens: Tensor, depth: int) -> Tensor";
@@ -35,20 +35,14 @@ htm::Manifest manifest() {
             "model's width"}}};
 }
 
-// (tokens: Tensor, depth: int) -> Tensor
-bool tokens_and_depth(const std::vector<c10::Argument>& args, const std::vector<c10::Argument>& returns) {
-  return args.size() == 2 && is(args[0].type(), c10::TypeKind::TensorType) &&
-         is(args[1].type(), c10::TypeKind::IntType) && returns.size() == 1 &&
-         is(returns[0].type(), c10::TypeKind::TensorType);
-}
-
 class TorchScriptPolicy : public htm::Policy {
  public:
   TorchScriptPolicy(const htm::Params& params, const htm::BuildContext& ctx)
       : module_("torchscript", params.text("path")) {
-    if (!module_.has_method("forward", kForward, tokens_and_depth))
+    if (!module_.has_method("forward", kForward, {Kind::TensorType, Kind::IntType}, {Kind::TensorType}))
       throw htm::Error(module_.where() + "the module has no " + kForward);
-    scores_unmerges_ = module_.has_method("unmerge_scores", kUnmerge, tokens_and_depth);
+    scores_unmerges_ =
+        module_.has_method("unmerge_scores", kUnmerge, {Kind::TensorType, Kind::IntType}, {Kind::TensorType});
     module_.adopt(*this);
     if (!scores_unmerges_) {
       if (module_.hasattr("unmerge"))
@@ -94,23 +88,22 @@ class TorchScriptPolicy : public htm::Policy {
   }
 
  private:
-  // The method's B×T×(width) output for B×T×C tokens, or one line saying what came back.
-  torch::Tensor scores_of(const std::string& method, const torch::Tensor& tokens, int64_t depth, bool pairs) {
-    const auto out = module_.call(method, {tokens, depth}, "tokens of shape " + shape(tokens)).toTensor();
-    const int64_t B = tokens.size(0), T = tokens.size(1);
-    const bool ok = pairs ? out.dim() == 3 && out.size(0) == B && out.size(1) == T && out.size(2) == T
-                          : out.dim() == 2 && out.size(0) == B && out.size(1) == T;
-    if (!ok)
+  // The method's output for B×T×C tokens when it has the `expected` sizes, else one line saying
+  // what came back.
+  torch::Tensor scores_of(const std::string& method, const torch::Tensor& tokens, int64_t depth,
+                          const std::vector<int64_t>& expected, const std::string& what) {
+    auto out = module_.call(method, {tokens, depth}, "tokens of shape " + shape(tokens)).toTensor();
+    if (out.sizes() != expected)
       throw htm::Error(module_.where() + method + " returned " + shape(out) + " for tokens of shape " + shape(tokens) +
-                       "; expected " + (pairs ? "the pair logits B x T x T = [" : "B x T = [") + std::to_string(B) +
-                       ", " + std::to_string(T) + (pairs ? ", " + std::to_string(T) : "") + "]");
+                       "; expected " + what + " = " + c10::str(c10::IntArrayRef(expected)));
     return out;
   }
   torch::Tensor logits_of(const torch::Tensor& tokens, int64_t depth) {
-    return scores_of("forward", tokens, depth, true);
+    const int64_t B = tokens.size(0), T = tokens.size(1);
+    return scores_of("forward", tokens, depth, {B, T, T}, "the pair logits B x T x T");
   }
   torch::Tensor unmerge_scores_of(const torch::Tensor& tokens, int64_t depth) {
-    return scores_of("unmerge_scores", tokens, depth, false);
+    return scores_of("unmerge_scores", tokens, depth, {tokens.size(0), tokens.size(1)}, "B x T");
   }
 
   htm::scripted::Module module_;
