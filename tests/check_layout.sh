@@ -31,7 +31,7 @@ declare -A allowed=(
   [model]="model board kernels"
   [hierarchy]="hierarchy store"
   [report]="report hierarchy"
-  [dist]="dist"
+  [dist]="dist board"
   [stats]="stats"
   [train]="train model config store hierarchy report dist kernels board"
 )

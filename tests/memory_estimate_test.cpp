@@ -1,9 +1,11 @@
 // The training memory estimate (train/memory.h): it draws nothing a run uses, it grows with the
 // batch size, and a run trained after it ends where one trained without it ends. The run board
 // (board/run_board.h) a supervisor reads after a crash, and the store's crash record.
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -12,7 +14,9 @@
 #include "board/run_board.h"
 #include "config/experiment_config.h"
 #include "plugins_util.h"
+#include "process/supervise.h"
 #include "registry.h"
+#include "store/artifact_trust.h"
 #include "store/results_store.h"
 #include "test_util.h"
 #include "train/experiment.h"
@@ -181,10 +185,15 @@ TEST(RunBoard, AChildsRunStepAndPluginAreWhatItsSupervisorReads) {
   ASSERT_TRUE(read_run_board(path, &board));
   EXPECT_EQ(board_plugin_text(board), "") << "built: no plugin executing";
   {
-    const int token = board_enter(&object);
+    const char* previous_call = nullptr;
+    const uint64_t beats = board.beats;
+    const int token = board_enter(&object, "choose_merges", &previous_call);
     ASSERT_TRUE(read_run_board(path, &board));
     EXPECT_EQ(board_plugin_text(board), "policy plugin 'crashy' 1.2.3 (/p/htm_policy_crashy.so)");
-    board_leave(token);
+    EXPECT_EQ(board_plugin_text(board, true),
+              "policy plugin 'crashy' 1.2.3 (/p/htm_policy_crashy.so) in choose_merges");
+    EXPECT_GT(board.beats, beats) << "a plugin call is progress";
+    board_leave(token, previous_call);
   }
   ASSERT_TRUE(read_run_board(path, &board));
   EXPECT_EQ(board.run_id, 42);
@@ -193,22 +202,78 @@ TEST(RunBoard, AChildsRunStepAndPluginAreWhatItsSupervisorReads) {
   EXPECT_STREQ(board.db, "/tmp/x.sqlite");
   EXPECT_STREQ(board.label, "study/v seed 1");
   EXPECT_EQ(board.current, -1);
+  EXPECT_STREQ(board.call, "") << "left: no call executing";
+  EXPECT_EQ(board.stall_timeout_s, -1) << "not read from a config yet";
+  {
+    PhaseScope phase(BoardPhase::checkpointing);
+    board_stall_timeout(7);
+    board_step_seconds(0.25);
+    board_step_seconds(0.125);
+    ASSERT_TRUE(read_run_board(path, &board));
+    EXPECT_EQ(board.phase, static_cast<int32_t>(BoardPhase::checkpointing));
+    EXPECT_EQ(board.stall_timeout_s, 7);
+    EXPECT_EQ(board.slowest_step_ms, 250) << "the slowest step is kept";
+  }
+  ASSERT_TRUE(read_run_board(path, &board));
+  EXPECT_EQ(board.phase, static_cast<int32_t>(BoardPhase::starting)) << "the phase before the scope";
+  close_run_board();
   unsetenv("HTM_RUN_BOARD");
   std::filesystem::remove(path);
 }
 
-// A run's identity for the crash records' tests.
-RunInfo crash_run() {
+// The supervisor's watchdog on a child's board (this process plays both): quiet while the beats
+// move or the child waits in a collective; once they stop for the stall timeout, it says so.
+TEST(Watchdog, FiresOnlyWhenTheBeatsStopForTheStallTimeout) {
+  ChildBoard child;
+  const std::string environment = child.environment();
+  setenv("HTM_RUN_BOARD", environment.substr(environment.find('=') + 1).c_str(), 1);
+  ASSERT_TRUE(open_run_board());
+  board_attempt("study/v seed 0", "v", 0);
+  board_stall_timeout(1);
+  Watchdog watchdog(child);
+  const auto wait = [](int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  for (int i = 0; i < 5; ++i) {  // 1.25 s of progress: no stall
+    board_step(i + 1, 100);
+    wait(250);
+    EXPECT_EQ(watchdog.stalled(), "") << "step " << i + 1;
+  }
+  {
+    PhaseScope waiting(BoardPhase::collective);  // a peer's stall: not this child's to be named for
+    wait(1200);
+    EXPECT_EQ(watchdog.stalled(), "");
+  }
+  wait(600);
+  EXPECT_EQ(watchdog.stalled(), "") << "the collective's end is progress";
+  std::string said;
+  for (int i = 0; i < 30 && said.empty(); ++i) {
+    wait(100);
+    said = watchdog.stalled();
+  }
+  EXPECT_EQ(said, "no progress for 1 s (runtime.stall_timeout 1 s)");
+  board_stall_timeout(0);
+  Watchdog off(child);
+  wait(1200);
+  EXPECT_EQ(off.stalled(), "") << "0: no watchdog";
+  close_run_board();
+  unsetenv("HTM_RUN_BOARD");
+}
+
+// A run's identity for the crash records' tests, its folder under `dir`'s runs, which htm run
+// marked (a resume reads and writes only there).
+RunInfo crash_run(const std::string& dir) {
   RunInfo info;
   info.experiment = "e";
   info.variant = "v";
   info.config_hash = "h";
+  mark_artifacts_root(dir + "/runs");
+  info.artifact_dir = dir + "/runs/e/v";
   return info;
 }
 
 TEST(CrashRecord, CountsCrashesAtOneStepAndHoldsTheRunAtTheSecond) {
-  ResultsStore store(htm::testing::fresh_dir("crash_record") + "/db.sqlite");
-  const RunInfo info = crash_run();
+  const std::string dir = htm::testing::fresh_dir("crash_record");
+  ResultsStore store(dir + "/db.sqlite");
+  const RunInfo info = crash_run(dir);
   const Claim first = store.claim_run(info, false);
   const int64_t me = RunOwner::self().pid;
   EXPECT_EQ(store.record_crash(first.run_id, me + 1, 5, "crashed: SIGSEGV"), 0) << "another process's run";
@@ -234,8 +299,9 @@ TEST(CrashRecord, CountsCrashesAtOneStepAndHoldsTheRunAtTheSecond) {
 // supervisor records the crash: the crash is recorded all the same (the fault suite's crash
 // section saw 'killed' under load, and the study's exit code became the child's signal's).
 TEST(CrashRecord, ACrashIsRecordedOverAKilledSettlementOfTheSameOwner) {
-  ResultsStore store(htm::testing::fresh_dir("crash_record_killed") + "/db.sqlite");
-  const RunInfo info = crash_run();
+  const std::string dir = htm::testing::fresh_dir("crash_record_killed");
+  ResultsStore store(dir + "/db.sqlite");
+  const RunInfo info = crash_run(dir);
   const Claim first = store.claim_run(info, false);
   const int64_t me = RunOwner::self().pid;
   store.query("UPDATE runs SET status = 'killed' WHERE id = ?", {first.run_id}, true);  // what settle_stale writes

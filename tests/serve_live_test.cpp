@@ -102,8 +102,9 @@ TEST_F(LiveServer, ForgedHostsTraversalAndOversizedRequestsAreRefused) {
   EXPECT_EQ(c.Get("/", {{"Host", "localhost:" + std::to_string(server_->port())}})->status, 200);
   const fs::path folder = dir_ / "runs/a0";
   fs::create_directories(folder);
+  mark_artifacts_root((dir_ / "runs").string());  // as htm run does: its runs' files are served
   std::ofstream(folder / "shown.txt") << "shown";
-  std::ofstream(dir_ / "secret.txt") << "secret";
+  std::ofstream(dir_ / "secret.txt") << "the secret's bytes";  // a refusal may name the file, never hold it
   const std::string base = "/artifact/" + std::to_string(ids_.front()) + "/";
   auto shown = c.Get(base + "shown.txt");
   ASSERT_TRUE(shown);
@@ -113,8 +114,15 @@ TEST_F(LiveServer, ForgedHostsTraversalAndOversizedRequestsAreRefused) {
     auto res = c.Get(base + bad);
     ASSERT_TRUE(res) << bad;
     EXPECT_NE(res->status, 200) << bad;
-    EXPECT_EQ(res->body.find("secret"), std::string::npos) << bad;
+    EXPECT_EQ(res->body.find("the secret's bytes"), std::string::npos) << bad;
   }
+  // A row naming a folder outside any marked one (a merged database may): 403, saying why.
+  ResultsStore(db_path()).query("UPDATE runs SET artifact_dir = ? WHERE id = ?", {dir_.string(), ids_[1]}, true);
+  auto outside = c.Get("/artifact/" + std::to_string(ids_[1]) + "/secret.txt");
+  ASSERT_TRUE(outside);
+  EXPECT_EQ(outside->status, 403);
+  EXPECT_NE(outside->body.find("is not under a folder htm run wrote on this machine"), std::string::npos);
+  EXPECT_EQ(outside->body.find("the secret's bytes"), std::string::npos) << outside->body;
   auto huge_url = c.Get("/api/runs?where=" + std::string(20000, 'a'));
   EXPECT_TRUE(!huge_url || huge_url->status >= 400);
   httplib::Request req;

@@ -217,12 +217,28 @@ TEST_F(ServeTest, ArtifactsAreServedOnlyFromTheRunsOwnFolder) {
   fs::create_symlink(dir_ / "secret.txt", folder / "link.txt");
   ResultsStore store(db_path(), OpenMode::read_only);
   const int64_t id = ids_.front();
-  EXPECT_EQ(serve::artifact_path(store, id, "pictures/recon.png"),
+  const ArtifactTrust trust;
+  // Made by hand, not by htm run: no marker above it, so nothing of it is served.
+  EXPECT_EQ(serve::artifact_path(store, id, "pictures/recon.png", trust).verdict, ArtifactPath::Verdict::untrusted);
+  EXPECT_NE(serve::run_json(store, id, 0, 10, trust)
+                .find("\"artifacts_refused\":\"run " + std::to_string(id) + "'s artifact folder"),
+            std::string::npos);
+  mark_artifacts_root((dir_ / "runs").string());
+  EXPECT_EQ(serve::artifact_path(store, id, "pictures/recon.png", trust).path,
             fs::canonical(folder / "pictures/recon.png").string());
+  EXPECT_NE(serve::run_json(store, id, 0, 10, trust).find("\"artifacts_refused\":null"), std::string::npos);
   for (const std::string bad :
        {"../secret.txt", "pictures/../../secret.txt", "link.txt", "/etc/passwd", "", "pictures", "nothing.png"})
-    EXPECT_EQ(serve::artifact_path(store, id, bad), "") << bad;
-  EXPECT_EQ(serve::artifact_path(store, ids_.back() + 5, "pictures/recon.png"), "");
+    EXPECT_EQ(serve::artifact_path(store, id, bad, trust).verdict, ArtifactPath::Verdict::absent) << bad;
+  EXPECT_EQ(serve::artifact_path(store, ids_.back() + 5, "pictures/recon.png", trust).refusal,
+            "no run " + std::to_string(ids_.back() + 5) + " in this database");
+  // A run whose row names a folder outside, as a merged database may: refused, though it exists.
+  ResultsStore writable(db_path());
+  writable.query("UPDATE runs SET artifact_dir = ? WHERE id = ?", {dir_.string(), id}, true);
+  EXPECT_EQ(serve::artifact_path(store, id, "secret.txt", trust).verdict, ArtifactPath::Verdict::untrusted);
+  EXPECT_EQ(serve::artifact_path(store, id, "secret.txt", ArtifactTrust({dir_.string()})).path,
+            fs::canonical(dir_ / "secret.txt").string())
+      << "a root given with --artifacts";
 }
 
 // Chart.js is read from the file named, else the one HTM_CHART_JS names (a GPU machine's unpacked

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "store/artifact_trust.h"
 #include "store/results_store.h"
 #include "store_test_util.h"
 
@@ -130,10 +131,13 @@ int64_t dead_pid() {
 
 TEST_F(ResultsStoreTest, ClaimsGiveEachRunOneOwnerAndResumeWhatWasLeft) {
   ResultsStore store(db_path());
-  const Claim first = store.claim_run(make_run(), false);
+  RunInfo run = make_run();
+  run.artifact_dir = (dir_ / "runs/quickstart/learned").string();  // under a root htm run marked: resumable
+  mark_artifacts_root((dir_ / "runs").string());
+  const Claim first = store.claim_run(run, false);
   ASSERT_EQ(first.outcome, Claim::Outcome::started);
   // This process is alive: the same identity is its work, not another's.
-  const Claim second = store.claim_run(make_run(), false);
+  const Claim second = store.claim_run(run, false);
   EXPECT_EQ(second.outcome, Claim::Outcome::taken);
   EXPECT_EQ(second.run_id, first.run_id);
   EXPECT_NE(second.detail.find("pid " + std::to_string(getpid())), std::string::npos) << second.detail;
@@ -146,7 +150,7 @@ TEST_F(ResultsStoreTest, ClaimsGiveEachRunOneOwnerAndResumeWhatWasLeft) {
   EXPECT_NE(error_of([&] { store.heartbeat(first.run_id); }).find("no longer this process's"), std::string::npos);
   EXPECT_EQ(store.settle_stale(), std::vector<int64_t>{first.run_id});
   EXPECT_EQ(single(store, "SELECT status FROM runs"), "killed");
-  const Claim resumed = store.claim_run(make_run(), false);
+  const Claim resumed = store.claim_run(run, false);
   EXPECT_EQ(resumed.outcome, Claim::Outcome::resumed);
   EXPECT_EQ(resumed.run_id, first.run_id);
   EXPECT_EQ(resumed.detail, "killed");
@@ -155,8 +159,8 @@ TEST_F(ResultsStoreTest, ClaimsGiveEachRunOneOwnerAndResumeWhatWasLeft) {
 
   // Finished: left alone, unless forced (a new row). Another host's fresh heartbeat counts as alive.
   store.finish_run(first.run_id, RunStatus::finished);
-  EXPECT_EQ(store.claim_run(make_run(), false).outcome, Claim::Outcome::finished);
-  const Claim forced = store.claim_run(make_run(), true);
+  EXPECT_EQ(store.claim_run(run, false).outcome, Claim::Outcome::finished);
+  const Claim forced = store.claim_run(run, true);
   EXPECT_EQ(forced.outcome, Claim::Outcome::started);
   EXPECT_NE(forced.run_id, first.run_id);
   store.query("UPDATE runs SET owner_host = 'elsewhere', heartbeat_at = unixepoch('now') WHERE id = ?", {forced.run_id},

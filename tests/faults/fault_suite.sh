@@ -2,17 +2,19 @@
 # The fault-injection suite (ctest label `faults`): kills, signals, concurrent runs, a full
 # disk, damaged plugins and bad input against a real `htm`. Each section asserts what
 # docs/reliability.md promises; the last lines print the figures that page quotes.
-#   usage: fault_suite.sh HTM_BINARY SOURCE_DIR [SECTION...]   (sections: all by default)
+#   usage: fault_suite.sh HTM_BINARY SOURCE_DIR [SECTION...]   (sections: all by default; ctest runs
+#   watchdog and stop as faults.watchdog, beside the rest)
 set -uo pipefail
 HTM=$(realpath "$1")
 SRC=$(realpath "$2")
 shift 2
-SECTIONS=${*:-kill signals concurrent jobs crash corrupt disk input plugins files lock}
+SECTIONS=${*:-kill signals concurrent jobs crash corrupt disk input plugins files lock watchdog stop}
 WORK=$(mktemp -d /tmp/htm-faults.XXXXXX)
-# The lock section mostly waits (35 s on an outside lock): it runs beside the others, in a
-# scratch folder of its own (not under $WORK, which the leftovers check greps for).
-LOCK_WORK=$(mktemp -d /tmp/htm-faults-lock.XXXXXX)
-trap 'rm -rf "$WORK" "$LOCK_WORK"' EXIT
+# The lock and stop sections mostly wait (35 s on an outside lock; 3 s graces): each runs beside
+# the others, in a scratch folder of its own (not under $WORK, which the leftovers check greps for).
+BESIDE="lock stop"
+declare -A BESIDE_WORK=()
+trap 'rm -rf "$WORK" "${BESIDE_WORK[@]}"' EXIT
 cd "$WORK"
 STUDY=$SRC/tests/faults/tiny.toml
 export OMP_NUM_THREADS=1
@@ -509,6 +511,209 @@ section_lock() {  # someone holds the database's write lock for 35 s: the run wa
   ok "lock: an outside write lock held 35 s paused the run, which then finished"
 }
 
+# ---- hangs: a policy that sleeps forever (as a deadlock, a stuck file system or a lost GPU would)
+# in one run, in a --jobs study, in one rank and in every rank of --nproc 2, and in one rank under an
+# outside launcher. The watchdog (runtime.stall_timeout 3 s) fails the run naming the rank, step and
+# call, stops every process, and the study goes on.
+stall_worst=0
+stalled_within() { # seconds: the slowest detection so far, for the last line
+  (( $1 > stall_worst )) && stall_worst=$1
+  (( $1 <= 3 + 30 )) || fail "$2: failed after $1 s, more than stall_timeout + 30 s"
+}
+section_watchdog() {
+  local crash=$SRC/tests/faults/crash.toml db error began rc
+  export HTM_PLUGIN_PATH=$(dirname "$HTM")/test-plugins
+  local -a quick=(--set runtime.stall_timeout=3)
+  local want="stalled: no progress for [34] s (runtime.stall_timeout 3 s) in policy plugin 'faulty' 0.9.1 (*htm_policy_faulty.so) in choose_merges at step "
+  # One run.
+  db=$WORK/hang.sqlite began=$SECONDS
+  "$HTM" run "$crash" --variant hang --seed 0 "${quick[@]}" $(run_args "$db" "$WORK/hang-runs") > hang.log 2>&1
+  rc=$?
+  injected=$((injected + 1))
+  stalled_within $((SECONDS - began)) "hang"
+  [[ $rc == 1 ]] || fail "hang: exit $rc: $(tail -2 hang.log)"
+  error=$(sql "$db" "SELECT status || ': ' || error FROM runs")
+  # shellcheck disable=SC2053
+  [[ $error == failed:\ $want*" of 64; the watchdog killed its processes" ]] || fail "hang: recorded as '$error'"
+  # --jobs 2: the hung run fails, the others finish.
+  db=$WORK/hang-jobs.sqlite began=$SECONDS
+  "$HTM" run "$crash" --variant hang --variant random --seed 0 --seed 1 --jobs 2 "${quick[@]}" \
+    $(run_args "$db" "$WORK/hang-runs") > hang-jobs.log 2>&1
+  rc=$?
+  injected=$((injected + 2))
+  stalled_within $((SECONDS - began)) "hang --jobs 2"
+  [[ $rc == 1 ]] || fail "hang --jobs: exit $rc: $(tail -2 hang-jobs.log)"
+  [[ $(sql "$db" "SELECT group_concat(variant || ':' || status, ' ') FROM (SELECT * FROM runs ORDER BY variant, seed)") == \
+     "hang:failed hang:failed random:finished random:finished" ]] ||
+    fail "hang --jobs: $(sql "$db" "SELECT group_concat(variant || seed || status) FROM runs")"
+  tail -1 hang-jobs.log | grep -q '^htm: 2 of 4 runs failed' || fail "hang --jobs: last line: $(tail -1 hang-jobs.log)"
+  # --nproc 2: rank 1 hangs (rank 0 waits for it in a collective), then both ranks hang; the ranks
+  # start again for the study's other run.
+  local target
+  for target in hang_rank1 hang; do
+    db=$WORK/hang-nproc-$target.sqlite began=$SECONDS
+    "$HTM" run "$crash" --variant $target --variant random --seed 0 --nproc 2 "${quick[@]}" \
+      $(run_args "$db" "$WORK/hang-runs") > hang-nproc.log 2>&1
+    rc=$?
+    injected=$((injected + 1))
+    stalled_within $((SECONDS - began)) "hang --nproc 2 ($target)"
+    [[ $rc == 1 ]] || fail "hang --nproc ($target): exit $rc: $(tail -2 hang-nproc.log)"
+    error=$(sql "$db" "SELECT status || ': ' || error FROM runs WHERE variant = '$target'")
+    [[ $error == failed:\ $want*" (rank "[01]" of 2); the watchdog killed its processes"* ]] ||
+      fail "hang --nproc ($target): recorded as '$error'"
+    [[ $target == hang_rank1 && $error != *"(rank 1 of 2)"* ]] && fail "hang --nproc: rank 1 not named: $error"
+    [[ $(sql "$db" "SELECT status FROM runs WHERE variant = 'random'") == finished ]] ||
+      fail "hang --nproc ($target): the study's other run: $(sql "$db" "SELECT group_concat(variant || status) FROM runs")"
+  done
+  # Two ranks as torchrun starts them: rank 1's own htm run finds it stalled; rank 0 fails at its
+  # next collective (the peer is gone); the run names rank 1's stall first.
+  db=$WORK/hang-outside.sqlite began=$SECONDS
+  local port=$((30900 + RANDOM % 400)) outside="WORLD_SIZE=2 MASTER_ADDR=127.0.0.1"
+  env $outside MASTER_PORT=$port RANK=1 "$HTM" run "$crash" --variant hang_rank1 --seed 0 "${quick[@]}" \
+    $(run_args "$db" "$WORK/hang-runs") > hang-outside1.log 2>&1 &
+  local rank1=$!
+  env $outside MASTER_PORT=$port RANK=0 "$HTM" run "$crash" --variant hang_rank1 --seed 0 "${quick[@]}" \
+    $(run_args "$db" "$WORK/hang-runs") > hang-outside0.log 2>&1
+  wait $rank1; rc=$?
+  injected=$((injected + 1))
+  stalled_within $((SECONDS - began)) "hang under an outside launcher"
+  [[ $rc == 1 ]] || fail "hang under an outside launcher: rank 1 exit $rc: $(tail -2 hang-outside1.log)"
+  error=$(sql "$db" "SELECT status || ': ' || error FROM runs")
+  [[ $error == failed:\ $want*" (rank 1 of 2); the watchdog killed its processes; then rank 0 of 2: "* ]] ||
+    fail "hang under an outside launcher: recorded as '$error'"
+  export HTM_PLUGIN_PATH=
+  ok "watchdog: a hung run, a hung run in --jobs 2, rank 1 and both ranks of --nproc 2, rank 1 under an outside launcher: each failed within $stall_worst s (stall_timeout 3 s) naming the rank, step and call; the study went on"
+}
+
+# ---- stops: SIGTERM/SIGINT while a child hangs (stop_grace 3 s, no watchdog before 60 s). The
+# parent is gone within the grace + 5 s, every affected run recorded interrupted, and a run stopped
+# that way resumes to the uninterrupted run's metrics bit for bit.
+stop_worst=0
+gone_within() { # pid limit what: waits for pid (started in the background), checks the time it took
+  local began=$SECONDS rc
+  wait "$1"; rc=$?
+  (( SECONDS - began > stop_worst )) && stop_worst=$((SECONDS - began))
+  (( SECONDS - began <= $2 )) || fail "$3: the parent took $((SECONDS - began)) s to go, more than $2 s"
+  return $rc
+}
+until_running() { # db: until one of its runs is training (up to 60 s)
+  local tries=0
+  until [[ $(sql "$1" "SELECT count(*) FROM runs WHERE status = 'running'" 2> /dev/null) -ge 1 ]] || ((tries >= 600)); do
+    sleep 0.1
+    tries=$((tries + 1))
+  done
+  sleep 1.5  # into the hang (its 31st merge call: a few steps in)
+}
+section_stop() {
+  local crash=$SRC/tests/faults/crash.toml db pid rc sig
+  export HTM_PLUGIN_PATH=$(dirname "$HTM")/test-plugins
+  local -a slow=(--set runtime.stall_timeout=60 --set runtime.stop_grace=3)
+  # One run, SIGTERM then SIGINT: the child cannot stop; killed at the grace, recorded interrupted.
+  for sig in TERM INT; do
+    db=$WORK/stop-$sig.sqlite
+    "$HTM" run "$crash" --variant hang --seed 0 "${slow[@]}" $(run_args "$db" "$WORK/stop-runs") > stop.log 2>&1 &
+    pid=$!
+    until_running "$db"
+    kill -$sig $pid
+    injected=$((injected + 1))
+    gone_within $pid 8 "SIG$sig"; rc=$?
+    [[ $rc == 130 || $rc == 143 ]] || fail "SIG$sig with a hung child: exit $rc: $(tail -2 stop.log)"
+    [[ $(sql "$db" "SELECT status || ': ' || error FROM runs") == "interrupted: interrupted by SIG$sig "*"; its process did not stop within 3 s and was killed; htm run resumes it" ]] ||
+      fail "SIG$sig with a hung child: recorded as '$(sql "$db" "SELECT status || ': ' || error FROM runs")'"
+  done
+  # A second Ctrl-C kills at once, and still records the run.
+  db=$WORK/stop-twice.sqlite
+  "$HTM" run "$crash" --variant hang --seed 0 "${slow[@]}" $(run_args "$db" "$WORK/stop-runs") > stop.log 2>&1 &
+  pid=$!
+  until_running "$db"
+  kill -INT $pid; sleep 0.3; kill -INT $pid
+  injected=$((injected + 1))
+  gone_within $pid 5 "a second SIGINT"
+  [[ $(sql "$db" "SELECT status || ': ' || error FROM runs") == "interrupted: "*"; ended at a second signal; htm run resumes it" ]] ||
+    fail "a second SIGINT: recorded as '$(sql "$db" "SELECT status || ': ' || error FROM runs")'"
+  # kill -9 of htm run: its hung child gets SIGTERM from the kernel (it asked for it when its parent
+  # dies) and, unable to stop, ends itself at the grace + 4 s; the next htm run records it killed.
+  db=$WORK/stop-orphan.sqlite
+  "$HTM" run "$crash" --variant hang --seed 0 "${slow[@]}" $(run_args "$db" "$WORK/stop-runs") > stop.log 2>&1 &
+  pid=$!
+  until_running "$db"
+  kill -9 $pid
+  wait $pid 2> /dev/null
+  injected=$((injected + 1))
+  local waited=0
+  while pgrep -f -- "$WORK/stop-runs" > /dev/null && ((waited < 120)); do sleep 0.1; waited=$((waited + 1)); done
+  (( waited < 100 )) || fail "kill -9 of htm run: its hung child outlived it by $((waited / 10)) s (grace 3 s)"
+  "$HTM" runs --db "$db" --clean > stop.log 2>&1
+  [[ $(sql "$db" "SELECT status FROM runs") == killed ]] || fail "kill -9 of htm run: the run is '$(sql "$db" "SELECT status FROM runs")'"
+  # --jobs 2 and --nproc 2, each with a hung child.
+  db=$WORK/stop-jobs.sqlite
+  "$HTM" run "$crash" --variant hang --variant steady --seed 0 --seed 1 --jobs 2 "${slow[@]}" \
+    $(run_args "$db" "$WORK/stop-runs") > stop-jobs.log 2>&1 &
+  pid=$!
+  until_running "$db"
+  kill -TERM $pid
+  injected=$((injected + 1))
+  gone_within $pid 8 "SIGTERM to --jobs 2"
+  [[ $(sql "$db" "SELECT count(*) FROM runs WHERE status = 'interrupted'") -ge 1 ]] ||
+    fail "SIGTERM to --jobs 2: $(sql "$db" "SELECT group_concat(variant || seed || status) FROM runs")"
+  db=$WORK/stop-nproc.sqlite
+  "$HTM" run "$crash" --variant hang_rank1 --seed 0 --nproc 2 "${slow[@]}" $(run_args "$db" "$WORK/stop-runs") > stop-nproc.log 2>&1 &
+  pid=$!
+  until_running "$db"
+  kill -TERM $pid
+  injected=$((injected + 1))
+  gone_within $pid 8 "SIGTERM to --nproc 2"
+  [[ $(sql "$db" "SELECT status FROM runs") == interrupted ]] ||
+    fail "SIGTERM to --nproc 2: recorded as '$(sql "$db" "SELECT status || ': ' || error FROM runs")': $(tail -2 stop-nproc.log)"
+  # Under an outside launcher: torchrun sends each rank's htm run SIGTERM.
+  db=$WORK/stop-outside.sqlite
+  local port=$((31300 + RANDOM % 400)) outside="WORLD_SIZE=2 MASTER_ADDR=127.0.0.1" rank1
+  env $outside MASTER_PORT=$port RANK=1 "$HTM" run "$crash" --variant hang_rank1 --seed 0 "${slow[@]}" \
+    $(run_args "$db" "$WORK/stop-runs") > stop-outside1.log 2>&1 &
+  rank1=$!
+  env $outside MASTER_PORT=$port RANK=0 "$HTM" run "$crash" --variant hang_rank1 --seed 0 "${slow[@]}" \
+    $(run_args "$db" "$WORK/stop-runs") > stop-outside0.log 2>&1 &
+  pid=$!
+  until_running "$db"
+  kill -TERM $pid $rank1
+  injected=$((injected + 1))
+  gone_within $pid 8 "SIGTERM to rank 0 under an outside launcher"
+  gone_within $rank1 8 "SIGTERM to rank 1 under an outside launcher"
+  [[ $(sql "$db" "SELECT status FROM runs") == interrupted ]] ||
+    fail "SIGTERM under an outside launcher: recorded as '$(sql "$db" "SELECT status || ': ' || error FROM runs")'"
+  # Resumed to the same result: the same run hangs in its second epoch (its 121st merge call, about
+  # step 45, after the checkpoint at the first epoch's end), is stopped and killed, and resumes
+  # without the hang.
+  local -a steady=("$crash" --variant steady --seed 0 "${slow[@]}")
+  "$HTM" run "${steady[@]}" $(run_args "$WORK/stop-ref.sqlite" "$WORK/stop-runs") > stop-ref.log 2>&1 ||
+    fail "stop: the reference run failed: $(tail -2 stop-ref.log)"
+  db=$WORK/stop-resume.sqlite
+  HTM_FAULTY_HANG_AFTER=120 "$HTM" run "${steady[@]}" $(run_args "$db" "$WORK/stop-runs") > stop-resume.log 2>&1 &
+  pid=$!
+  until_running "$db"
+  sleep 1
+  kill -TERM $pid
+  injected=$((injected + 1))
+  gone_within $pid 8 "SIGTERM before a resume"
+  [[ $(sql "$db" "SELECT status FROM runs") == interrupted ]] || fail "stop: the run to resume is '$(sql "$db" "SELECT status FROM runs")'"
+  "$HTM" run "${steady[@]}" $(run_args "$db" "$WORK/stop-runs") > stop-resumed.log 2>&1 || fail "stop: the resume failed: $(tail -2 stop-resumed.log)"
+  grep -q 'resuming run 1' stop-resumed.log && resumed=$((resumed + 1)) || fail "stop: the run was not resumed: $(head -3 stop-resumed.log)"
+  grep -q 'resumed from its checkpoint at step' stop-resumed.log || fail "stop: not resumed from a checkpoint: $(grep -m1 resum stop-resumed.log)"
+  if [[ -z "$(series "$db" 1)" || "$(series "$WORK/stop-ref.sqlite" 1)" != "$(series "$db" 1)" ]]; then
+    fail "stop: the resumed run's metrics differ from the uninterrupted run's"
+    lost=$((lost + 1))
+  fi
+  # htm serve goes at once.
+  "$HTM" serve --db "$WORK/stop-ref.sqlite" --port 0 > serve.log 2>&1 &
+  pid=$!
+  sleep 1.5
+  kill -TERM $pid
+  injected=$((injected + 1))
+  gone_within $pid 5 "SIGTERM to htm serve"
+  export HTM_PLUGIN_PATH=
+  ok "stop: SIGTERM, SIGINT, a second SIGINT (one run, --jobs 2, --nproc 2, an outside launcher's ranks, htm serve) with a hung child: parent gone within $stop_worst s (grace 3 s), every run recorded interrupted; a stopped run resumed to the uninterrupted one's metrics bit for bit; a hung child of a killed parent gone within $((waited / 10)) s"
+}
+
 # After each section: no process of the suite's left (every htm run names $WORK on its command
 # line), no run left 'running' in any of its databases (a malformed one excepted: it has no answer).
 leftovers() { # section
@@ -529,16 +734,22 @@ leftovers() { # section
 }
 left_processes=0 left_running=0
 timings=""
-if [[ " $SECTIONS " == *" lock "* ]]; then  # beside the rest: its counts come back in a file
+declare -A beside_pid=()
+for s in $BESIDE; do  # beside the rest: their counts come back in a file
+  [[ " $SECTIONS " == *" $s "* ]] || continue
+  BESIDE_WORK[$s]=$(mktemp -d "/tmp/htm-faults-$s.XXXXXX")
   (
-    cd "$LOCK_WORK" && WORK=$LOCK_WORK failures=0 injected=0 section_start=0 began=$SECONDS
-    section_lock
-    leftovers lock
-    echo "$failures $injected $left_processes $left_running $((SECONDS - began))" > "$LOCK_WORK/counts"
-  ) > "$LOCK_WORK/lock.out" 2>&1 &
-  lock_section=$!
-  SECTIONS=$(sed -E 's/(^| )lock( |$)/ /' <<< "$SECTIONS")
-fi
+    WORK=${BESIDE_WORK[$s]}
+    cd "$WORK" && failures=0 injected=0 resumed=0 lost=0 section_start=0 began=$SECONDS
+    "section_$s"
+    leftovers "$s"
+    echo "$failures $injected $left_processes $left_running $((SECONDS - began)) $resumed $lost" > "$WORK/counts"
+  ) > "${BESIDE_WORK[$s]}/out" 2>&1 &
+  beside_pid[$s]=$!
+done
+rest=""
+for s in $SECTIONS; do [[ -n ${beside_pid[$s]:-} ]] || rest+=" $s"; done
+SECTIONS=$rest
 for s in $SECTIONS; do
   section_start=$failures
   began=$SECONDS
@@ -546,16 +757,18 @@ for s in $SECTIONS; do
   leftovers "$s"
   timings+=" $s $((SECONDS - began)) s,"
 done
-if [[ -n ${lock_section:-} ]]; then
-  wait "$lock_section"
-  cat "$LOCK_WORK/lock.out"
-  if read -r f i p r t < "$LOCK_WORK/counts"; then
+for s in $BESIDE; do
+  [[ -n ${beside_pid[$s]:-} ]] || continue
+  wait "${beside_pid[$s]}"
+  cat "${BESIDE_WORK[$s]}/out"
+  if read -r f i p r t u l < "${BESIDE_WORK[$s]}/counts"; then
     failures=$((failures + f)) injected=$((injected + i)) left_processes=$((left_processes + p))
-    left_running=$((left_running + r)) timings+=" lock $t s (beside the others),"
+    left_running=$((left_running + r)) resumed=$((resumed + u)) lost=$((lost + l))
+    timings+=" $s $t s (beside the others),"
   else
-    fail "lock: the section ended without its counts"
+    fail "$s: the section ended without its counts"
   fi
-fi
+done
 echo
 echo "seconds per section:${timings%,}"
 echo

@@ -158,10 +158,7 @@ void export_weights(ResultsStore& store, int64_t run_id, const std::string& out)
       {run_id});
   const auto& row = rows.rows.at(0);
   WeightsExport what;
-  what.checkpoint = checkpoint_file(row[10]);  // the last one the trainer wrote
-  if (!fs::exists(what.checkpoint))
-    throw Error("run " + row[0] + " has no checkpoint at '" + what.checkpoint + "' (status " + row[4] +
-                "; was it run with train.checkpoint = false?)");
+  what.checkpoint = readable_checkpoint(run_id, row[10], row[4]);  // the last one the trainer wrote
   const char* names[] = {"id",           "experiment",    "variant",     "seed", "status",       "config_hash",
                          "git_revision", "torch_version", "htm_version", "host", "artifact_dir", "config_toml"};
   for (size_t c = 0; c < row.size(); ++c) {

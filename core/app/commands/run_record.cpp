@@ -10,6 +10,7 @@
 
 #include "commands/seed_ledger.h"
 #include "process/launch.h"
+#include "store/artifact_trust.h"
 #include "store/results_store.h"
 
 namespace htm {
@@ -49,7 +50,10 @@ RunInfo describe(const ResolvedConfig& config, const Registry& registry, const s
 }
 
 // results/runs/<experiment>/<variant>-seed<S>-<time>-<pid>: unique without asking the database.
+// Its root is marked as htm's first (store/artifact_trust.h): htm serve, report, sample and export
+// read, and a claim resumes, only run folders under a marked one.
 std::string artifact_dir(const ResolvedConfig& config, const std::string& variant, int64_t seed) {
+  mark_artifacts_root(config.settings.runtime.artifacts);
   const std::string name = run_file_name(variant, seed);
   char stamp[32];
   const std::time_t now = std::time(nullptr);

@@ -20,6 +20,7 @@
 
 #include "board/plugin_scope.h"
 #include "board/run_board.h"
+#include "commands/run_lines.h"
 #include "commands/run_record.h"
 #include "commands/seed_ledger.h"
 #include "commands/selection.h"
@@ -77,6 +78,8 @@ bool apply_runtime(const RuntimeSettings& runtime, const Communicator* comm) {
   if (threads == 0 && comm != nullptr)
     threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / comm->info().local_world);
   set_threads(threads);
+  board_stall_timeout(runtime.stall_timeout);  // the supervisor's watchdog reads it
+  set_stop_grace(static_cast<int>(runtime.stop_grace));
   use_kernels(runtime.kernels, runtime.recompute);
   gpu::set_graph_rounds_cap(runtime.graph_rounds);
   return set_precision(runtime.precision, runtime.device) != runtime.precision;
@@ -148,6 +151,11 @@ std::optional<Outcome> say_claim(const Claim& claim, const std::string& label, c
                   static_cast<long long>(claim.run_id), claim.detail.c_str());
       return Outcome::skipped;
     case Claim::Outcome::held:
+      if (claim.folder_refused) {  // not a folder htm wrote here: --force would not help, a fresh run would
+        std::fprintf(stderr, "error: [%s] run %lld is not resumed: %s (htm run --rerun trains it afresh here)\n",
+                     label.c_str(), static_cast<long long>(claim.run_id), claim.detail.c_str());
+        return Outcome::held;
+      }
       std::fprintf(stderr,
                    "error: [%s] run %lld is not resumed: %s (htm runs shows the error; htm resume %lld "
                    "--force retries it)\n",
@@ -180,46 +188,6 @@ Outcome record_failure(ResultsStore& store, const Claim& claim, const std::strin
   return Outcome::failed;
 }
 
-// A finished run's lines: its result beside its references, its memory against the estimate,
-// and, on data with a true hierarchy, the scores that matter beside the random-merge floor.
-void print_finished(ResultsStore& store, int64_t run_id, const std::string& label, const TrainSummary& s,
-                    int64_t parameters, const std::optional<MemoryEstimate>& memory, int verbosity) {
-  const auto id = static_cast<long long>(run_id);
-  if (std::isnan(s.accuracy))
-    std::printf(
-        "[%s] run %lld finished: test MSE %.5f vs mean-image baseline %.5f (%.1f%%), %lld steps in %.1f s "
-        "(%.1f img/s)\n",
-        label.c_str(), id, s.test_mse, s.reference.mean_mse, 100.0 * s.test_mse / s.reference.mean_mse,
-        static_cast<long long>(s.steps), s.seconds, s.images_per_s);
-  else
-    std::printf("[%s] run %lld finished: test accuracy %.4f, %lld parameters, %lld steps in %.1f s (%.1f img/s)\n",
-                label.c_str(), id, s.accuracy, static_cast<long long>(parameters), static_cast<long long>(s.steps),
-                s.seconds, s.images_per_s);
-  std::printf("[%s] time: %s\n", label.c_str(), describe(s.time).c_str());
-  if (!s.graphs.empty()) std::printf("[%s] cuda graph: %s\n", label.c_str(), s.graphs.c_str());
-  const BaselineScores& r = s.reference;
-  if (!std::isnan(r.pca_mse) && std::isnan(s.accuracy))
-    std::printf("[%s] reference: PCA with the bottleneck's %lld floats %.5f (%.1f%% of the mean-image error)\n",
-                label.c_str(), static_cast<long long>(r.pca_components), r.pca_mse, 100.0 * r.pca_mse / r.mean_mse);
-  if (!std::isnan(r.linear_accuracy) && !std::isnan(s.accuracy))
-    std::printf("[%s] reference: a linear (ridge) classifier on the raw input %.4f\n", label.c_str(),
-                r.linear_accuracy);
-  if (memory && verbosity >= 1)
-    std::printf("[%s] memory: peak %.0f MiB resident; estimated %.0f MiB before the first step (%+.0f%%)\n",
-                label.c_str(), peak_resident_mib(), memory->total_mib(),
-                100.0 * (memory->total_mib() / peak_resident_mib() - 1));
-  const auto f1 = store.query(
-      "SELECT name, value FROM latest_metrics WHERE run_id = ? AND split = 'test' AND name IN "
-      "('cluster_f1', 'sibling_f1', 'random/cluster_f1', 'random/sibling_f1') ORDER BY name",
-      {run_id});
-  std::map<std::string, std::string> scores;
-  for (const auto& row : f1.rows) scores[row[0]] = row[1];
-  if (scores.count("cluster_f1"))
-    std::printf("[%s] hierarchy: cluster F1 %s (random merges %s), sibling F1 %s (random %s)\n", label.c_str(),
-                scores["cluster_f1"].c_str(), scores["random/cluster_f1"].c_str(), scores["sibling_f1"].c_str(),
-                scores["random/sibling_f1"].c_str());
-}
-
 // Trains a claimed run and records how it ended.
 Outcome train_claimed(Experiment& ex, ResultsStore& store, const Claim& claim, const std::string& label, int64_t seed,
                       const Registry& registry, const std::optional<MemoryEstimate>& memory, int verbosity,
@@ -245,6 +213,12 @@ Outcome train_claimed(Experiment& ex, ResultsStore& store, const Claim& claim, c
                  label.c_str(), static_cast<long long>(claim.run_id));
     return Outcome::interrupted;
   } catch (const std::exception& e) {
+    if (comm != nullptr && interrupt_requested()) {  // stopping: a peer rank stopped first, or was killed at the grace
+      store.finish_run(claim.run_id, RunStatus::interrupted, "interrupted by a signal; htm run resumes it");
+      std::fprintf(stderr, "\n[%s] run %lld interrupted (the other ranks stopped first); htm run resumes it\n",
+                   label.c_str(), static_cast<long long>(claim.run_id));
+      return Outcome::interrupted;
+    }
     std::string full, message = one_line(e, &full);
     const PluginFault fault = take_plugin_fault();
     if (dynamic_cast<const NonFinite*>(&e) != nullptr)
@@ -334,6 +308,7 @@ StudyWork study_work(const RunRequest& request, const ExperimentFile& file, cons
   StudyWork out;
   for (const auto& variant : request.variants.empty() ? file.variants() : request.variants) {
     ResolvedConfig config = file.resolve(variant, registry);
+    set_stop_grace(static_cast<int>(config.settings.runtime.stop_grace));  // the supervisor's, before any run
     out.results = config.settings.runtime.results;
     out.logs = config.settings.runtime.artifacts + "/" + config.experiment + "/logs";
     for (int64_t seed : seeds_of(request, config.settings.experiment, request.file))
@@ -348,12 +323,20 @@ std::unique_ptr<Communicator> rank_group(const WorldInfo& world,
                                          const std::vector<std::pair<std::string, int64_t>>& work,
                                          const ExperimentFile& file, const Registry& registry) {
   std::string runs;
-  for (const auto& [variant, seed] : work)
-    runs += variant + "\n" + std::to_string(seed) + "\n" + file.resolve(variant, registry).hash + "\n";
+  int64_t stall = 0;  // the longest runtime.stall_timeout; 0 anywhere: no watchdog
+  bool watched = true;
+  for (const auto& [variant, seed] : work) {
+    const ResolvedConfig config = file.resolve(variant, registry);
+    runs += variant + "\n" + std::to_string(seed) + "\n" + config.hash + "\n";
+    stall = std::max(stall, config.settings.runtime.stall_timeout);
+    watched = watched && config.settings.runtime.stall_timeout > 0;
+  }
   const std::string identity = "runs " + std::to_string(work.size()) + ", hash " + sha256_hex(runs).substr(0, 16);
+  // The collective timeout follows the watchdog's, 30 s later: a stalled rank's watchdog names it
+  // before the ranks waiting for it time out (without a watchdog: 30 minutes).
   const char* timeout = std::getenv("HTM_DIST_TIMEOUT");
-  return std::make_unique<Communicator>(world, identity,
-                                        std::chrono::seconds(timeout ? std::max(1, std::atoi(timeout)) : 300));
+  const int64_t seconds = timeout ? std::max(1, std::atoi(timeout)) : watched ? stall + 30 : 1800;
+  return std::make_unique<Communicator>(world, identity, std::chrono::seconds(seconds));
 }
 
 }  // namespace

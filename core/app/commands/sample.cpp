@@ -4,7 +4,6 @@
 #include "commands/sample.h"
 
 #include <cstdio>
-#include <filesystem>
 
 #include <torch/torch.h>
 
@@ -34,10 +33,7 @@ StoredRun find_run(ResultsStore& store, int64_t run_id) {
 
 // The run's model with its trained weights.
 Experiment load_run(const StoredRun& run, int64_t run_id, const Registry& registry) {
-  const std::string checkpoint = checkpoint_file(run.artifact_dir);
-  if (!std::filesystem::exists(checkpoint))
-    throw Error("run " + std::to_string(run_id) + " has no checkpoint at '" + checkpoint + "' (status " + run.status +
-                "; was it run with train.checkpoint = false?)");
+  const std::string checkpoint = readable_checkpoint(run_id, run.artifact_dir, run.status);
   // The stored config is a complete experiment file: resolve it as one.
   const ResolvedConfig config = ExperimentFile::parse(run.config_toml, "run " + std::to_string(run_id) + "'s config")
                                     .resolve("default", registry);
@@ -119,6 +115,7 @@ int sample_run(const SampleRequest& request, const Registry& registry) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(request.seed) + 2);
   const auto samples = model->generate(root_tokens, ex.schedule, gen, by_classifier, request.leaf_threshold);
 
+  // By default beside the checkpoint, in the folder load_run found htm had written.
   const std::string out = request.out.empty() ? run.artifact_dir + "/samples.png" : request.out;
   const auto rows = grid_rows(samples, std::min<int64_t>(8, request.count));
   if (sets)

@@ -174,29 +174,29 @@ class JobPool {
   }
 
   /// Until every run has started and ended (or an interrupt or a refusal stops the starting).
+  /// Each live job is watched (supervise.h): a stalled one is killed and its run failed, the
+  /// study goes on; when a stop's grace has passed, every job left is killed.
   void run() {
+    auto drawn = std::chrono::steady_clock::now();
     while (may_start() || !jobs_.empty()) {
       if (may_start() && static_cast<int>(jobs_.size()) < request_.jobs) {
         start(work_[next_++]);
         continue;
       }
       int status = 0;
-      if (!live_) {  // a plain log: block until a worker ends
-        const pid_t pid = wait(&status);
-        if (pid > 0)
-          finished(pid, status);
-        else if (errno == ECHILD)
-          jobs_.clear();
-        continue;
-      }
       const pid_t pid = waitpid(-1, &status, WNOHANG);
       if (pid > 0) {
         finished(pid, status);
         continue;
       }
-      erase_block();
-      draw_block();
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      if (pid < 0 && errno == ECHILD) jobs_.clear();
+      watch();
+      if (live_ && std::chrono::steady_clock::now() - drawn >= std::chrono::milliseconds(250)) {
+        erase_block();
+        draw_block();
+        drawn = std::chrono::steady_clock::now();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (live_) erase_block();
   }
@@ -227,7 +227,22 @@ class JobPool {
     std::unique_ptr<ChildBoard> board;
     std::string variant;
     int64_t seed = 0;
+    std::unique_ptr<Watchdog> watchdog;
+    Forced forced;  ///< why this supervisor killed it, if it did
   };
+
+  void watch() {
+    for (auto& [pid, job] : jobs_) {
+      if (job.forced.kind != Forced::Kind::none) continue;  // killed: reaped next
+      if (stop_now()) {
+        job.forced = {Forced::Kind::stopped, ""};
+        kill_child(pid);
+      } else if (std::string what = job.watchdog->stalled(); !what.empty()) {
+        job.forced = {Forced::Kind::stalled, what};
+        kill_child(pid);
+      }
+    }
+  }
 
   bool may_start() const { return next_ < work_.size() && !interrupt_requested() && !refused_; }
 
@@ -236,7 +251,8 @@ class JobPool {
     std::vector<std::string> args = shared_args(request_);
     args.insert(args.end(), {"--variant", variant, "--seed", std::to_string(seed)});
     if (request_.jobs > 1 && work_.size() > 1) add_threads(args, request_, static_cast<unsigned>(request_.jobs));
-    Job job{variant + " seed " + std::to_string(seed), "", std::make_unique<ChildBoard>(), variant, seed};
+    Job job{variant + " seed " + std::to_string(seed), "", std::make_unique<ChildBoard>(), variant, seed, nullptr, {}};
+    job.watchdog = std::make_unique<Watchdog>(*job.board);
     if (live_) job.log = logs_ + "/" + run_file_name(variant, seed) + ".log";
     const pid_t pid = spawner_.spawn(args, {job.board->environment()}, job.log);
     jobs_[pid] = std::move(job);
@@ -251,10 +267,12 @@ class JobPool {
       print_outcome(found->second.log);
     }
     const Job& job = found->second;
-    const ChildEnd end = job.board->settle(pid, status);
+    const ChildEnd end = job.board->settle(pid, status, job.forced);
     if (end.crashed)
       std::fprintf(stderr, "error: [%s] %s\n", (end.label.empty() ? job.label : end.label).c_str(),
                    end.message.c_str());
+    else if (!end.message.empty())
+      std::fprintf(stderr, "[%s] %s\n", (end.label.empty() ? job.label : end.label).c_str(), end.message.c_str());
     if (end.crashed && !end.claimed && record_unclaimed_) {  // no row yet: htm runs shows the attempt
       try {
         record_unclaimed_(job.variant, job.seed, end.message);
@@ -347,9 +365,13 @@ int run_outside_rank(const RunRequest& request, int rank, int world, const Child
   if (!request.shard.empty()) args.insert(args.end(), {"--shard", request.shard});
   ChildBoard board;
   const pid_t pid = start_worker(args, {board.environment()}, "");
-  const int status = wait_worker(pid);
-  const ChildEnd end = board.settle_outside_rank(pid, status, rank, world, place);
-  if (end.crashed) std::fprintf(stderr, "error: [%s] %s\n", end.label.c_str(), end.message.c_str());
+  Forced forced;
+  const int status = watch_child(pid, board, &forced);
+  const ChildEnd end = board.settle_outside_rank(pid, status, rank, world, place, forced);
+  if (end.crashed)
+    std::fprintf(stderr, "error: [%s] %s\n", end.label.c_str(), end.message.c_str());
+  else if (!end.message.empty())
+    std::fprintf(stderr, "[%s] %s\n", end.label.c_str(), end.message.c_str());
   return end.code;
 }
 
@@ -392,25 +414,32 @@ int launch_ranks(const std::vector<std::string>& args, int n, const std::string&
     ranks[pid] = r;
     pids[static_cast<size_t>(r)] = pid;
   }
-  int crashed_rank = -1, crashed_status = 0;
+  int crashed_rank = -1, crashed_status = 0, rank0_status = 0;
   int rank0 = 0, worst = 0;
   std::chrono::steady_clock::time_point deadline{};
   bool failed = false, terminated = false;
+  Forced forced;  // a stall this launcher found, or a stop whose grace passed: every rank killed
+  std::vector<std::unique_ptr<Watchdog>> watchdogs;
+  for (const auto& board : boards) watchdogs.push_back(std::make_unique<Watchdog>(*board));
+  const auto kill_all = [&] {
+    for (const auto& [p, r] : ranks) kill_child(p);
+    terminated = true;
+  };
   while (!ranks.empty()) {
     int status = 0;
-    const pid_t pid = waitpid(-1, &status, failed ? WNOHANG : 0);
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
       auto found = ranks.find(pid);
       if (found == ranks.end()) continue;
       forget_worker(pid);
       const int code = exit_code(status);
-      if (found->second == 0) rank0 = code;
+      if (found->second == 0) rank0 = code, rank0_status = status;
       worst = std::max(worst, code);
       if (is_crash(status) && crashed_rank < 0 && !(terminated && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
         crashed_rank = found->second;  // the first to crash (not one this launcher killed)
         crashed_status = status;
       }
-      if (code != 0 && code != 130 && !failed) {  // the others should notice at their next collective
+      if (code != 0 && code != 130 && !failed && !terminated) {  // the others notice at their next collective
         failed = true;
         deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
         std::fprintf(stderr, "htm: rank %d ended with %s %d; the other ranks stop within %d s\n", found->second,
@@ -420,6 +449,20 @@ int launch_ranks(const std::vector<std::string>& args, int n, const std::string&
       continue;
     }
     if (pid < 0 && errno == ECHILD) break;
+    if (forced.kind == Forced::Kind::none && stop_now()) {
+      forced = {Forced::Kind::stopped, ""};
+      kill_all();
+    }
+    for (const auto& [p, r] : ranks) {  // the first rank found stalled is the one named
+      if (forced.kind != Forced::Kind::none || failed) break;
+      if (std::string what = watchdogs[static_cast<size_t>(r)]->stalled(); !what.empty()) {
+        forced = {Forced::Kind::stalled, what};
+        crashed_rank = r;
+        crashed_status = SIGKILL;  // as waitpid shows a kill
+        std::fprintf(stderr, "htm: rank %d made no progress: %s; every rank is stopped\n", r, what.c_str());
+        kill_all();
+      }
+    }
     if (failed && std::chrono::steady_clock::now() > deadline) {
       for (const auto& [p, r] : ranks) kill(p, terminated ? SIGKILL : SIGTERM);
       deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -427,9 +470,15 @@ int launch_ranks(const std::vector<std::string>& args, int n, const std::string&
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  if (forced.kind == Forced::Kind::stopped || (crashed_rank < 0 && stop_signal() != 0)) {
+    // stopped by a signal: the run rank 0 claimed is interrupted, resumable
+    const ChildEnd end = boards[0]->settle(pids[0], rank0_status, forced);
+    if (!end.message.empty()) std::fprintf(stderr, "[%s] %s\n", end.label.c_str(), end.message.c_str());
+    return 128 + (stop_signal() != 0 ? stop_signal() : SIGTERM);
+  }
   if (crashed_rank >= 0) {  // every rank has ended: the run rank 0 claimed is failed with the crash
-    const ChildEnd end =
-        boards[static_cast<size_t>(crashed_rank)]->settle_rank(crashed_status, crashed_rank, n, *boards[0], pids[0]);
+    const ChildEnd end = boards[static_cast<size_t>(crashed_rank)]->settle_rank(crashed_status, crashed_rank, n,
+                                                                                *boards[0], pids[0], forced);
     if (crashed != nullptr) *crashed = end.label;
     if (end.crashed) {
       std::fprintf(stderr, "error: [%s] %s\n", end.label.c_str(), end.message.c_str());

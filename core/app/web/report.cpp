@@ -329,10 +329,14 @@ std::string finals(ResultsStore& store, ReportRequest& request, const std::vecto
 // The latest picture of each kind of each variant's runs (finished ones first, at most
 // kSeedsShown of them), embedded as data URIs in a file (htm report), else by the address of
 // htm serve's artifact route: the page offers a seed picker per variant and loads them lazily.
+// Only files inside a run folder ArtifactTrust accepts are read or linked; a picture of a folder
+// it refuses carries why ("refused"), one elsewhere or gone none ("missing file" on the page).
 constexpr size_t kSeedsShown = 5;
 
 std::string pictures(ResultsStore& store, const std::vector<Run>& runs, const std::vector<std::string>& variants,
-                     bool inline_pictures) {
+                     const ReportRequest& request) {
+  const ArtifactTrust trust(request.artifact_roots);
+  const bool inline_pictures = request.inline_pictures;
   std::string out = "[";
   for (const std::string& variant : variants) {
     std::vector<const Run*> shown;
@@ -341,6 +345,9 @@ std::string pictures(ResultsStore& store, const std::vector<Run>& runs, const st
         if (r.variant == variant && (r.status == "finished") == (pass == 0) && shown.size() < kSeedsShown)
           shown.push_back(&r);
     for (const Run* run : shown) {
+      const ArtifactPath folder = trust.folder(run->id, run->artifacts);
+      const std::string refused =
+          folder.verdict == ArtifactPath::Verdict::untrusted ? folder.refusal + "; not read" : "";
       const auto rows = store.query(
           "SELECT kind, path, coalesce(step, 0) FROM artifacts WHERE run_id = ? AND path LIKE '%.png' "
           "ORDER BY step, rowid",
@@ -358,15 +365,15 @@ std::string pictures(ResultsStore& store, const std::vector<Run>& runs, const st
         std::string picture = "{\"variant\":" + quote(variant) + ",\"seed\":" + std::to_string(run->seed) +
                               ",\"run\":" + std::to_string(run->id) + ",\"kind\":" + quote(kind) + ",\"step\":" + step +
                               ",\"path\":" + quote(path);
-        std::error_code ec;
+        const ArtifactPath file = ArtifactTrust::recorded_file(folder, path);  // else no src: "missing file"
         const std::string relative =
-            run->artifacts.empty() ? ""
-                                   : std::filesystem::path(path).lexically_relative(run->artifacts).generic_string();
-        const bool present = std::filesystem::is_regular_file(path, ec);  // else no src: "missing file"
-        if (present && !inline_pictures && !relative.empty() && relative.rfind("..", 0) != 0)  // htm serve's route
+            file ? std::filesystem::path(file.path).lexically_relative(folder.path).generic_string() : "";
+        if (file && !inline_pictures)  // htm serve's route
           picture += ",\"src\":" + quote("/artifact/" + std::to_string(run->id) + "/" + relative);
-        else if (present && inline_pictures)
-          picture += ",\"src\":" + quote("data:image/png;base64," + base64(read_file(path)));
+        else if (file)
+          picture += ",\"src\":" + quote("data:image/png;base64," + base64(read_file(file.path)));
+        else if (!refused.empty())
+          picture += ",\"refused\":" + quote(refused);
         out += (out.size() > 1 ? "," : "") + picture + "}";
       }
     }
@@ -375,23 +382,6 @@ std::string pictures(ResultsStore& store, const std::vector<Run>& runs, const st
 }
 
 }  // namespace
-
-std::string chart_js_source(const std::string& path) {
-  // The file named, else HTM_CHART_JS (a prefix without a package manager: scripts/gpu/offline-deps.sh
-  // sets it), else Debian's package's.
-  const char* env = std::getenv("HTM_CHART_JS");
-  const std::vector<std::string> candidates =
-      !path.empty()            ? std::vector<std::string>{path}
-      : env != nullptr && *env ? std::vector<std::string>{env}
-                               : std::vector<std::string>{"/usr/share/javascript/chart.js/chart.min.js",
-                                                          "/usr/share/javascript/chart.js/chart.js"};
-  for (const auto& candidate : candidates) {
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(candidate, ec)) return read_file(candidate);
-  }
-  throw Error("Chart.js was not found at " + candidates.front() +
-              " (install Debian's libjs-chart.js: scripts/install-deps.sh does)");
-}
 
 std::string report_data(ResultsStore& store, ReportRequest& request) {
   const auto rows = store.query(
@@ -452,8 +442,7 @@ std::string report_data(ResultsStore& store, ReportRequest& request) {
          ",\"plugins\":" + array(plugins.rows, [](const std::vector<std::string>& p) { return array(p, quote); }) +
          ",\"differs\":" + differing_settings(store, runs, variants) +
          ",\"curves\":" + curves(store, runs, variants, request.curves, logged) + ",\"finals\":" + finals_json +
-         ",\"warnings\":" + warnings + ",\"pictures\":" + pictures(store, runs, variants, request.inline_pictures) +
-         "}";
+         ",\"warnings\":" + warnings + ",\"pictures\":" + pictures(store, runs, variants, request) + "}";
 }
 
 int cmd_report(const Args& args) {
@@ -468,13 +457,16 @@ int cmd_report(const Args& args) {
       "(repeatable; default: the task's, e.g. test/mse)")("reference,r", po::value(&request.reference),
                                                           "variant the others are compared with (default: the first)")(
       "chart-js", po::value(&request.chart_js), "Chart.js file to inline (default: Debian's libjs-chart.js)")(
+      "artifacts", po::value(&request.artifact_roots)->composing(),
+      "a folder whose runs' pictures are read though htm run did not mark it (repeatable; docs/report.md)")(
       "db", po::value(&request.db)->default_value(kDefaultResultsPath), "results database");
   add_claim_options(opts, claims);  // targets drawn in the final-values panel; split defaults to test
   po::positional_options_description pos;
   pos.add("experiment", 1);
   po::variables_map vm;
   if (!parse_options("report", args, opts, pos, vm,
-                     "EXPERIMENT [-o FILE.html] [--metric [split/]name] [--reference V] [--target 'M>=X']"))
+                     "EXPERIMENT [-o FILE.html] [--metric [split/]name] [--reference V] [--target 'M>=X'] "
+                     "[--artifacts DIR]"))
     return 0;
   std::tie(request.adjustment, request.targets) = parse_claims(claims, "test");
   for (auto& m : request.metrics) m = qualified_metric(m, "test");  // sibling_f1 as htm compare reads it

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "stats/statistics.h"
+#include "store/artifact_trust.h"
 #include "store/results_store.h"
 
 namespace htm {
@@ -31,6 +32,8 @@ struct ReportRequest {
   bool finals_only = false;                 ///< report_data: the final-values panel alone (htm serve)
   ReportCurves curves = ReportCurves::all;  ///< rest: report_data is {experiment, curves} alone
   bool inline_pictures = true;              ///< false: pictures by their /artifact/RUN_ID/PATH route (htm serve)
+  /// Folders whose runs' pictures are read besides the ones htm run marked (--artifacts; artifact_trust.h).
+  std::vector<std::string> artifact_roots;
 };
 
 /// The page's JSON data: runs, differing settings, curves, final comparisons, pictures.

@@ -126,12 +126,14 @@ struct Server::Impl {
   std::string chart_js;
   int port = 0;
   std::set<std::string> hosts;  // Host headers accepted on a loopback address
+  ArtifactTrust trust;          // which runs' folders files are served from: marked ones, --artifacts
 
   explicit Impl(ServeOptions o)
       : options(std::move(o)),
         http(static_cast<size_t>(options.threads),
              std::chrono::milliseconds(static_cast<int64_t>(options.header_timeout_s * 1000)),
-             static_cast<size_t>(options.client_connections)) {}
+             static_cast<size_t>(options.client_connections)),
+        trust(options.artifact_roots) {}
 
   // This thread's read-only connection to the database, opened on its first request.
   ResultsStore& store() {
@@ -241,7 +243,7 @@ struct Server::Impl {
     });
     json_route(R"(/api/run/(\d+))", [this](const httplib::Request& req) {
       return serve::run_json(store(), std::stoll(req.matches[1].str()), integer(req, "after", 0),
-                             integer(req, "limit", 20000));
+                             integer(req, "limit", 20000), trust);
     });
     http.Get(R"(/study/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
       ReportRequest request = study_request(req);
@@ -273,25 +275,29 @@ struct Server::Impl {
       const std::string phase = req.has_param("phase") ? req.get_param_value("phase") : "explore";
       return serve::sweep_json(store(), req.matches[1].str(), metric, phase);
     });
+    // A file of a run's folder: 403 with why when the folder is not one htm may read (no marker
+    // above it, not under --artifacts), 404 with why when the run, its folder or the file is not there.
     http.Get(R"(/artifact/(\d+)/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-      const std::string path = serve::artifact_path(store(), std::stoll(req.matches[1].str()), req.matches[2].str());
-      if (path.empty()) {
-        res.status = 404;
-        res.set_content(error_json("no such file under run " + req.matches[1].str() + "'s artifact folder"),
-                        "application/json");
+      const ArtifactPath file =
+          serve::artifact_path(store(), std::stoll(req.matches[1].str()), req.matches[2].str(), trust);
+      if (!file) {
+        const bool untrusted = file.verdict == ArtifactPath::Verdict::untrusted;
+        res.status = untrusted ? 403 : 404;
+        res.set_content(error_json(file.refusal + (untrusted ? "; not served" : "")), "application/json");
         return;
       }
-      res.set_content(read_whole(path), mime_type(path));
+      res.set_content(read_whole(file.path), mime_type(file.path));
     });
   }
 
   // What a study's page or JSON asks for: the study, its reference variant (?reference=), pictures
   // by their /artifact/ route, never inlined.
-  static ReportRequest study_request(const httplib::Request& req) {
+  ReportRequest study_request(const httplib::Request& req) const {
     ReportRequest request;
     request.experiment = req.matches[1].str();
     request.reference = req.get_param_value("reference");
     request.inline_pictures = false;
+    request.artifact_roots = options.artifact_roots;
     return request;
   }
 
@@ -400,10 +406,13 @@ int cmd_serve(const Args& args) {
       "seconds a connection may take to send its request head (waiting costs no worker)")(
       "client-connections", po::value(&options.client_connections)->default_value(256),
       "connections one client address may hold at once (more are closed at once)")(
-      "chart-js", po::value(&options.chart_js), "Chart.js file (default: Debian's libjs-chart.js)");
+      "chart-js", po::value(&options.chart_js), "Chart.js file (default: Debian's libjs-chart.js)")(
+      "artifacts", po::value(&options.artifact_roots)->composing(),
+      "a folder whose runs' files are served though htm run did not mark it (repeatable; docs/serve.md)");
   po::positional_options_description pos;
   po::variables_map vm;
-  if (!parse_options("serve", args, opts, pos, vm, "[--db FILE] [--port 8080] [--host 127.0.0.1] [--token T]"))
+  if (!parse_options("serve", args, opts, pos, vm,
+                     "[--db FILE] [--port 8080] [--host 127.0.0.1] [--token T] [--artifacts DIR]"))
     return 0;
   if (options.threads < 2 || options.threads > 1024)
     throw Error("--threads " + std::to_string(options.threads) + ": expected 2 to 1024");

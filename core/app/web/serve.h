@@ -13,6 +13,7 @@
 
 #include "config/settings.h"
 #include "htm/error.h"
+#include "store/artifact_trust.h"
 #include "store/results_store.h"
 
 namespace htm {
@@ -28,6 +29,8 @@ struct ServeOptions {
   int timeout_s = 10;               ///< a client slower than this to send a body or read is dropped
   double header_timeout_s = 5;      ///< a connection that has not sent its request head by then is closed
   int client_connections = 256;     ///< connections one client address may hold at once
+  /// Folders whose runs' files are served besides the marked ones (--artifacts).
+  std::vector<std::string> artifact_roots;
 };
 
 /// A request the pages' JSON routes refuse: HTTP 400 with this text.
@@ -59,9 +62,11 @@ struct RunsQuery {
 std::string runs_json(ResultsStore& store, const RunsQuery& query);
 /// One run: its record, settings (first call only), metrics logged after `after` (a rowid, so
 /// that a page polls for what is new), pictures. {"run", "params", "metrics": [[rowid, metric,
-/// step, value, time, epoch]...], "last", "more", "artifacts"}; time in seconds since 1970, epoch
-/// null where none was logged.
-std::string run_json(ResultsStore& store, int64_t run_id, int64_t after, int64_t limit = 20000);
+/// step, value, time, epoch]...], "last", "more", "artifacts", "artifacts_refused"}; time in
+/// seconds since 1970, epoch null where none was logged. The artifacts are the files under the
+/// run's folder when `trust` accepts it; else none, and artifacts_refused says why (else null).
+std::string run_json(ResultsStore& store, int64_t run_id, int64_t after, int64_t limit = 20000,
+                     const ArtifactTrust& trust = ArtifactTrust());
 /// What changes while a study trains: its runs' statuses and, while one is running, the
 /// database's newest metric rowid. A page re-reads the study when this changes.
 std::string study_version(ResultsStore& store, const std::string& experiment);
@@ -77,9 +82,15 @@ std::string run_page(int64_t run_id);
 std::string sweep_page(const std::string& experiment);
 std::string compare_page();  ///< runs chosen in the address (?runs=3,7,12): curves overlaid, settings diffed
 
-/// The file `relative` under the run's own artifact folder, or empty when it is elsewhere
-/// (.., a link out, an absolute path), absent or not a regular file.
-std::string artifact_path(ResultsStore& store, int64_t run_id, const std::string& relative);
+/// Run `run_id`'s artifact folder when `trust` accepts it (marked as htm's, or under
+/// --artifacts), else why not: absent (no such run, no folder) or untrusted.
+ArtifactPath artifact_folder(ResultsStore& store, int64_t run_id, const ArtifactTrust& trust);
+/// The file `relative` in that folder, or why not: absent also when it is elsewhere (.., a link
+/// out, an absolute path) or not a regular file.
+inline ArtifactPath artifact_path(ResultsStore& store, int64_t run_id, const std::string& relative,
+                                  const ArtifactTrust& trust) {
+  return ArtifactTrust::file(artifact_folder(store, run_id, trust), relative);
+}
 
 }  // namespace serve
 

@@ -20,7 +20,7 @@ using page::array;
 using page::number;
 using page::quote;
 
-std::string run_json(ResultsStore& store, int64_t run_id, int64_t after, int64_t limit) {
+std::string run_json(ResultsStore& store, int64_t run_id, int64_t after, int64_t limit, const ArtifactTrust& trust) {
   const auto run = store.query(
       "SELECT r.id, e.name, coalesce(r.variant, ''), coalesce(r.seed, ''), r.status, "
       "printf('%.3f', r.started_at), printf('%.3f', coalesce(r.ended_at, r.heartbeat_at, r.started_at)), "
@@ -64,19 +64,23 @@ std::string run_json(ResultsStore& store, int64_t run_id, int64_t after, int64_t
   points += "]";
   const auto artifacts = store.query(
       "SELECT kind, path, coalesce(step, '') FROM artifacts WHERE run_id = ? ORDER BY step, rowid", {run_id});
+  // A folder htm may not read lists nothing: the route would refuse each file anyway. A listed name
+  // is only a hint (lexically under the folder); the route checks the file itself.
+  const ArtifactPath folder = trust.folder(run_id, r[11]);
   std::string pictures = "[";
   const std::filesystem::path dir = r[11];
-  for (const auto& a : artifacts.rows) {
+  for (const auto& a : folder ? artifacts.rows : std::vector<std::vector<std::string>>{}) {
     const std::filesystem::path path = a[1];
-    const std::string relative = dir.empty() ? "" : path.lexically_relative(dir).generic_string();
+    const std::string relative = path.lexically_relative(dir).generic_string();
     if (relative.empty() || relative.rfind("..", 0) == 0) continue;  // not under its own folder: not served
     pictures += (pictures.size() > 1 ? "," : "") + std::string("{\"kind\":") + quote(a[0]) +
                 ",\"file\":" + quote(relative) + ",\"step\":" + (a[2].empty() ? "null" : a[2]) + "}";
   }
   pictures += "]";
+  const bool refused = folder.verdict == ArtifactPath::Verdict::untrusted;
   return "{\"run\":" + record + ",\"params\":" + params + ",\"metrics\":" + points +
          ",\"last\":" + std::to_string(last) + ",\"more\":" + (more ? "true" : "false") + ",\"artifacts\":" + pictures +
-         "}";
+         ",\"artifacts_refused\":" + (refused ? quote(folder.refusal + "; not served") : "null") + "}";
 }
 
 std::string study_version(ResultsStore& store, const std::string& experiment) {
@@ -194,21 +198,11 @@ std::string sweep_json(ResultsStore& store, const std::string& experiment, const
          ",\"importance\":" + array(rows, [](const std::string& s) { return s; }) + "}";
 }
 
-std::string artifact_path(ResultsStore& store, int64_t run_id, const std::string& relative) {
+ArtifactPath artifact_folder(ResultsStore& store, int64_t run_id, const ArtifactTrust& trust) {
   const auto found = store.query("SELECT coalesce(artifact_dir, '') FROM runs WHERE id = ?", {run_id});
-  if (found.rows.empty() || found.rows[0][0].empty()) return "";
-  const std::filesystem::path wanted(relative);
-  if (relative.empty() || wanted.is_absolute()) return "";
-  for (const auto& part : wanted)
-    if (part == "..") return "";
-  std::error_code ec;
-  const auto root = std::filesystem::canonical(found.rows[0][0], ec);
-  if (ec) return "";
-  const auto file = std::filesystem::canonical(root / wanted, ec);  // resolves links: one out is refused below
-  if (ec || !std::filesystem::is_regular_file(file, ec)) return "";
-  const auto inside = file.lexically_relative(root);
-  if (inside.empty() || *inside.begin() == "..") return "";
-  return file.string();
+  if (found.rows.empty())
+    return {ArtifactPath::Verdict::absent, run_id, "", "no run " + std::to_string(run_id) + " in this database"};
+  return trust.folder(run_id, found.rows[0][0]);
 }
 
 }  // namespace htm::serve

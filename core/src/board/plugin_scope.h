@@ -30,16 +30,17 @@ inline PluginFault take_plugin_fault() {
 
 class PluginScope {
  public:
-  /// `plugin`: the plugin object (recorded by its most-derived address, as the registry knows it).
+  /// `plugin`: the plugin object (recorded by its most-derived address, as the registry knows it);
+  /// `call`: the call's name, a string literal (a watchdog names it: "choose_merges").
   template <class T>
-  PluginScope(PluginKind kind, const T* plugin)
+  PluginScope(PluginKind kind, const T* plugin, const char* call = nullptr)
       : kind_(kind),
         object_(dynamic_cast<const void*>(plugin)),
         exceptions_(std::uncaught_exceptions()),
-        board_previous_(board_enter(object_)),
+        board_previous_(board_enter(object_, call, &previous_call_)),
         precision_(kind == PluginKind::policy ? Precision::fp32 : matmul_precision()) {}
   ~PluginScope() {
-    board_leave(board_previous_);
+    board_leave(board_previous_, previous_call_);
     if (std::uncaught_exceptions() > exceptions_ && g_plugin_fault.object == nullptr) g_plugin_fault = {kind_, object_};
   }
   PluginScope(const PluginScope&) = delete;
@@ -49,7 +50,8 @@ class PluginScope {
   PluginKind kind_;
   const void* object_;
   int exceptions_;
-  int board_previous_;  ///< the plugin a supervised run's board showed before this scope
+  const char* previous_call_ = nullptr;  ///< the call before this scope's (set by board_enter)
+  int board_previous_;                   ///< the plugin a supervised run's board showed before this scope
   PrecisionScope precision_;
 };
 

@@ -32,10 +32,23 @@ void publish(T& field, T value) {
   __atomic_store_n(&field, value, __ATOMIC_RELAXED);
 }
 
+void beat() { __atomic_fetch_add(&g_board->beats, uint64_t{1}, __ATOMIC_RELAXED); }
+
+// A call's name, as its supervisor reads it; "" for none.
+void publish_call(const char* call) {
+  char text[sizeof g_board->call] = {};
+  if (call != nullptr) std::strncpy(text, call, sizeof text - 1);
+  std::memcpy(g_board->call, text, sizeof text);
+}
+
+}  // namespace
+
+namespace {
+std::string g_tried;  // the board path last tried: each is mapped once (calls come from one thread)
 }  // namespace
 
 bool open_run_board() {
-  static std::string tried;  // the board path last tried: each is mapped once (calls come from one thread)
+  std::string& tried = g_tried;
   const char* path = std::getenv("HTM_RUN_BOARD");
   if (g_board != nullptr || path == nullptr || *path == '\0' || tried == path) return g_board != nullptr;
   tried = path;
@@ -53,6 +66,12 @@ bool open_run_board() {
   return true;
 }
 
+void close_run_board() {
+  if (g_board != nullptr) munmap(g_board, sizeof(RunBoard));
+  g_board = nullptr;
+  g_tried.clear();
+}
+
 void board_attempt(const std::string& label, const std::string& variant, int64_t seed) {
   if (!open_run_board()) return;
   publish(g_board->run_id, int64_t{0});
@@ -60,6 +79,8 @@ void board_attempt(const std::string& label, const std::string& variant, int64_t
   copy(g_board->label, label);
   copy(g_board->variant, variant);
   publish(g_board->seed, seed);
+  publish(g_board->phase, static_cast<int32_t>(BoardPhase::constructing));
+  beat();
 }
 
 void board_run(int64_t run_id, const std::string& db, const std::string& label) {
@@ -77,6 +98,7 @@ void board_step(int64_t step, int64_t total) {
   if (g_board == nullptr) return;
   publish(g_board->total_steps, total);
   publish(g_board->step, step);
+  beat();
 }
 
 int board_building(PluginKind kind, const std::string& name, const std::string& version, const std::string& path,
@@ -93,6 +115,8 @@ int board_building(PluginKind kind, const std::string& name, const std::string& 
   if (slot == g_board->count) publish(g_board->count, slot + 1);
   *previous = g_board->current;
   publish(g_board->current, slot);
+  publish_call("its constructor");
+  beat();
   return slot;
 }
 
@@ -100,9 +124,16 @@ void board_built(int slot, const void* object, int previous) {
   if (g_board == nullptr || slot < 0) return;
   g_objects[slot] = object;
   publish(g_board->current, previous);
+  publish_call(nullptr);
+  beat();
 }
 
-int board_enter(const void* object) {
+namespace {
+const char* g_call = nullptr;  // the call executing, as this process knows it (its board has a copy)
+}  // namespace
+
+int board_enter(const void* object, const char* call, const char** previous_call) {
+  *previous_call = g_call;
   if (g_board == nullptr) return -1;
   const int previous = g_board->current;
   for (int i = 0; i < g_board->count; ++i)
@@ -110,11 +141,62 @@ int board_enter(const void* object) {
       publish(g_board->current, i);
       break;
     }
+  g_call = call;
+  publish_call(call);
+  beat();
   return previous;
 }
 
-void board_leave(int previous) {
-  if (g_board != nullptr) publish(g_board->current, previous);
+void board_leave(int previous, const char* previous_call) {
+  if (g_board == nullptr) return;
+  publish(g_board->current, previous);
+  g_call = previous_call;
+  publish_call(previous_call);
+  beat();
+}
+
+void board_beat() {
+  if (g_board != nullptr) beat();
+}
+
+BoardPhase board_phase(BoardPhase phase) {
+  if (g_board == nullptr) return BoardPhase::starting;
+  const auto previous = static_cast<BoardPhase>(g_board->phase);
+  publish(g_board->phase, static_cast<int32_t>(phase));
+  beat();
+  return previous;
+}
+
+void board_stall_timeout(int64_t seconds) {
+  if (open_run_board()) publish(g_board->stall_timeout_s, seconds);
+}
+
+void board_step_seconds(double seconds) {
+  if (g_board == nullptr) return;
+  const auto ms = static_cast<int64_t>(seconds * 1000);
+  if (ms > g_board->slowest_step_ms) publish(g_board->slowest_step_ms, ms);
+}
+
+const char* board_phase_text(BoardPhase phase) {
+  switch (phase) {
+    case BoardPhase::starting:
+      return "starting";
+    case BoardPhase::constructing:
+      return "building its plugins and data";
+    case BoardPhase::references:
+      return "computing the references";
+    case BoardPhase::training:
+      return "in a training step";
+    case BoardPhase::evaluating:
+      return "evaluating";
+    case BoardPhase::checkpointing:
+      return "writing a checkpoint";
+    case BoardPhase::collective:
+      return "waiting for the other ranks (a collective)";
+    case BoardPhase::finishing:
+      return "finishing (pictures, the last records)";
+  }
+  return "in an unknown phase";
 }
 
 std::string create_run_board() {
@@ -127,6 +209,7 @@ std::string create_run_board() {
   RunBoard board{};
   std::memcpy(board.magic, kMagic, sizeof kMagic);
   board.current = -1;
+  board.stall_timeout_s = -1;
   const bool written = write(fd, &board, sizeof board) == static_cast<ssize_t>(sizeof board);
   close(fd);
   if (!written) {
@@ -142,17 +225,18 @@ bool read_run_board(const std::string& path, RunBoard* out) {
   const bool whole = read(fd, out, sizeof *out) == static_cast<ssize_t>(sizeof *out);
   close(fd);
   if (!whole || std::memcmp(out->magic, kMagic, sizeof kMagic) != 0) return false;
-  out->db[sizeof out->db - 1] = out->label[sizeof out->label - 1] = '\0';
+  out->db[sizeof out->db - 1] = out->label[sizeof out->label - 1] = out->call[sizeof out->call - 1] = '\0';
   for (auto& p : out->plugins)
     p.kind[sizeof p.kind - 1] = p.name[sizeof p.name - 1] = p.version[sizeof p.version - 1] =
         p.path[sizeof p.path - 1] = '\0';
   return true;
 }
 
-std::string board_plugin_text(const RunBoard& board) {
+std::string board_plugin_text(const RunBoard& board, bool call) {
   if (board.current < 0 || board.current >= std::min(board.count, kBoardPlugins)) return "";
   const BoardPlugin& p = board.plugins[board.current];
-  return std::string(p.kind) + " plugin '" + p.name + "' " + p.version + " (" + p.path + ")";
+  const std::string text = std::string(p.kind) + " plugin '" + p.name + "' " + p.version + " (" + p.path + ")";
+  return call && board.call[0] != '\0' ? text + " in " + board.call : text;
 }
 
 }  // namespace htm

@@ -327,6 +327,16 @@ std::vector<HostSection> build_schema() {
                "epochs between pictures (reconstructions, policy diagram, policy heatmap), besides those at the "
                "run's end (0: none); each is kept, and htm serve's pages step through them",
                at_least(0))
+          .add("stall_timeout", &R::stall_timeout, kDefaultStallTimeout,
+               "seconds a run (or a data-parallel rank) may go without progress (a step, a plugin call, an "
+               "evaluation batch) before its supervisor's watchdog fails it, naming the rank, step and call, and "
+               "stops its processes; never less than 10 times the slowest step so far; 0: no watchdog "
+               "(docs/reliability.md)",
+               at_least(0))
+          .add("stop_grace", &R::stop_grace, int64_t{30},
+               "seconds a run stopped by SIGINT or SIGTERM gets to reach a step boundary and record itself "
+               "interrupted before it is killed (and recorded interrupted by its supervisor)",
+               at_least(0))
           .done());
   return schema;
 }

@@ -109,6 +109,8 @@ struct EstimatorSettings {
 
 /// The results database when neither a file nor a command line names one.
 inline constexpr const char* kDefaultResultsPath = "results/htm.sqlite";
+/// runtime.stall_timeout's default: the watchdog's limit also before a run has read its config.
+inline constexpr int64_t kDefaultStallTimeout = 300;
 
 struct RuntimeSettings {
   int64_t threads = 0;                                  ///< 0: every core
@@ -120,9 +122,11 @@ struct RuntimeSettings {
   RuntimeRecompute recompute = RuntimeRecompute::off;  ///< mlp / blocks: their activations made again in backward
   std::string results;
   std::string artifacts;
-  int64_t checkpoint_every = 0;   ///< steps between checkpoints besides each epoch's end; 0: none
-  double checkpoint_minutes = 0;  ///< minutes between checkpoints; 0: none
-  int64_t pictures_every = 0;     ///< epochs between pictures besides the run's end; 0: none
+  int64_t checkpoint_every = 0;                  ///< steps between checkpoints besides each epoch's end; 0: none
+  double checkpoint_minutes = 0;                 ///< minutes between checkpoints; 0: none
+  int64_t pictures_every = 0;                    ///< epochs between pictures besides the run's end; 0: none
+  int64_t stall_timeout = kDefaultStallTimeout;  ///< seconds without progress before the watchdog stops a run; 0: none
+  int64_t stop_grace = 30;  ///< seconds a stopped run gets to reach a step boundary before it is killed
 };
 
 struct HostSettings {

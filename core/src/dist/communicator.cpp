@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "board/run_board.h"
 #include "htm/error.h"
 
 namespace htm {
@@ -181,6 +182,7 @@ Communicator::~Communicator() = default;
 
 std::vector<double> Communicator::sum(const std::vector<double>& values) {
   if (values.empty()) return {};
+  PhaseScope waiting(BoardPhase::collective);  // a peer's stall is its watchdog's to name, not this rank's
   auto t = torch::tensor(values, torch::kDouble);
   std::vector<at::Tensor> one{t};
   impl_->collective("sum", [&] { return impl_->group->allreduce(one); });
@@ -188,6 +190,7 @@ std::vector<double> Communicator::sum(const std::vector<double>& values) {
 }
 
 void Communicator::broadcast(at::Tensor& tensor) {
+  PhaseScope waiting(BoardPhase::collective);
   std::vector<at::Tensor> one{tensor};
   c10d::BroadcastOptions options;
   options.rootRank = 0;
@@ -213,6 +216,7 @@ void Communicator::start_all_reduce(at::Tensor& buffer) {
 }
 
 void Communicator::wait_all() {
+  PhaseScope waiting(BoardPhase::collective);
   auto pending = std::move(impl_->pending);
   impl_->pending.clear();
   for (auto& work : pending) impl_->collective("gradient sum", [&] { return work; });

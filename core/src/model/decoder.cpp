@@ -29,7 +29,7 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
   ctx.forced = forced;
   UnmergeDecision decision;
   {
-    PluginScope scope(PluginKind::policy, &policy());
+    PluginScope scope(PluginKind::policy, &policy(), "choose_unmerges");
     decision = policy().choose_unmerges(ctx);
     const bool range = values_checked_[1].insert(&policy()).second;
     check_decision(decision.index, "unmerge decision's index", B, r, T, range);
@@ -48,7 +48,7 @@ torch::Tensor HtmModelImpl::unmerge_layer(const torch::Tensor& x, int64_t r, int
   if (chosen != nullptr) *chosen = decision.index;
   torch::Tensor first, second;
   {
-    PluginScope scope(PluginKind::merge, merge_.get());
+    PluginScope scope(PluginKind::merge, merge_.get(), "unmerge");
     std::tie(first, second) = merge_->unmerge(gather_tokens(x, decision.index).reshape({B * r, C}));
     check_tokens(first, "merge operator's unmerge() (first)", B * r, C);
     check_tokens(second, "merge operator's unmerge() (second)", B * r, C);

@@ -121,7 +121,7 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
   }
   MergeDecision decision;
   {
-    PluginScope scope(PluginKind::policy, &policy());
+    PluginScope scope(PluginKind::policy, &policy(), "choose_merges");
     if (replayed != nullptr) {  // a replayed draw: the policy scores the pairs given
       auto logits = policy().merge_logits(ctx);
       if (!logits.defined())
@@ -144,7 +144,7 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
 
   torch::Tensor merged;
   {
-    PluginScope scope(PluginKind::merge, merge_.get());
+    PluginScope scope(PluginKind::merge, merge_.get(), "merge");
     auto src = gather_tokens(x, decision.src), dst = gather_tokens(x, decision.dst);
     merged = merge_->merge(src.reshape({B * r, C}), dst.reshape({B * r, C}));
     check_tokens(merged, "merge operator's merge()", B * r, C);

@@ -134,17 +134,17 @@ torch::Tensor HtmModelImpl::first_merge_logits(const torch::Tensor& input, int64
 }
 
 torch::Tensor HtmModelImpl::reconstruction_error(const torch::Tensor& output, const torch::Tensor& input) {
-  PluginScope scope(PluginKind::adapter, adapter_.get());
+  PluginScope scope(PluginKind::adapter, adapter_.get(), "reconstruction_error");
   return adapter_->reconstruction_error(output, input);
 }
 
 torch::Tensor HtmModelImpl::lift(const torch::Tensor& input) {
-  PluginScope scope(PluginKind::adapter, adapter_.get());
+  PluginScope scope(PluginKind::adapter, adapter_.get(), "lift");
   return adapter_->lift(input);
 }
 
 torch::Tensor HtmModelImpl::unlift(const torch::Tensor& tokens) {
-  PluginScope scope(PluginKind::adapter, adapter_.get());
+  PluginScope scope(PluginKind::adapter, adapter_.get(), "unlift");
   return adapter_->unlift(tokens);
 }
 

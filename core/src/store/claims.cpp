@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "htm/error.h"
+#include "store/artifact_trust.h"
 #include "store/results_store.h"
 #include "store/sqlite.h"
 
@@ -100,6 +101,15 @@ Claim ResultsStore::claim_run(const RunInfo& info, bool force, bool retry_crashe
             "it crashed " + std::to_string(crashes) + " times at step " + latest.column_text(8)};
   }
   if (found && status != "finished" && !force) {
+    // A resumed run reads and writes its folder: only one htm made here (artifact_trust.h). A
+    // refused run's row stays as it was.
+    const ArtifactPath folder = ArtifactTrust().resumable_folder(id, artifact_dir);
+    if (!folder) {
+      transaction.commit();
+      Claim refused{Claim::Outcome::held, id, artifact_dir, folder.refusal};
+      refused.folder_refused = true;
+      return refused;
+    }
     Statement(db_, path_,
               "UPDATE runs SET status = 'running', ended_at = NULL, error = NULL, owner_host = ?, "
               "owner_pid = ?, owner_start = ?, heartbeat_at = ?, resumes = resumes + 1 WHERE id = ?")
@@ -127,6 +137,21 @@ int64_t ResultsStore::record_crash(int64_t run_id, int64_t owner_pid, int64_t st
 
 int64_t ResultsStore::record_rank_crash(int64_t run_id, int64_t owner_pid, int64_t step, const std::string& message) {
   return crash(run_id, owner_pid, step, message, true);
+}
+
+bool ResultsStore::record_interrupted(int64_t run_id, int64_t owner_pid, const std::string& message) {
+  Transaction transaction(db_, path_);
+  Statement(db_, path_,
+            "UPDATE runs SET status = 'interrupted', ended_at = ?, error = ? WHERE id = ? AND status IN "
+            "('running', 'killed') AND owner_pid = ?")
+      .bind_real(1, now_seconds())
+      .bind_text(2, message)
+      .bind_int(3, run_id)
+      .bind_int(4, owner_pid)
+      .run();
+  const bool recorded = sqlite3_changes(db_) > 0;
+  transaction.commit();
+  return recorded;
 }
 
 int64_t ResultsStore::crash(int64_t run_id, int64_t owner_pid, int64_t step, const std::string& message,

@@ -66,12 +66,15 @@ struct Claim {
     resumed,   ///< an unfinished row (interrupted or killed), now owned by this process
     finished,  ///< already finished: nothing to do
     taken,     ///< running under a live owner: another process's work
-    held,      ///< crashed kCrashesHeld times at one step: resumed only when asked (htm resume --force)
+    held,      ///< crashed kCrashesHeld times at one step: resumed only when asked (htm resume --force);
+               ///< or its artifact folder is not one htm wrote here (folder_refused): not resumed
   };
   Outcome outcome = Outcome::started;
   int64_t run_id = 0;
   std::string artifact_dir;  ///< the row's artifact folder (resumed: where its checkpoint is)
   std::string detail;        ///< taken: the owner ("host h pid p"); resumed: the status it had; held: why
+  /// Held because its artifact folder is not one htm wrote here (artifact_trust.h; detail: why).
+  bool folder_refused = false;
 };
 
 /// Everything recorded when a run starts.
@@ -148,7 +151,8 @@ class ResultsStore {
   /// one (interrupted, killed, or running under a dead owner, which is first recorded killed)
   /// is resumed, and otherwise a new row is begun from `info`. A run whose process crashed
   /// (record_crash) is resumed too, unless it crashed kCrashesHeld times at one step: then it
-  /// is `held`, unless `retry_crashed`.
+  /// is `held`, unless `retry_crashed`. A run to resume whose artifact folder ArtifactTrust
+  /// does not accept is `held` with folder_refused, `retry_crashed` or not, its row left as it was.
   Claim claim_run(const RunInfo& info, bool force, bool retry_crashed = false);
   /// A supervisor's record of a run whose process (`owner_pid`) died by a signal at `step`:
   /// failed with `message`, and the tags `crashes` (how many times in a row at this step) and
@@ -160,6 +164,10 @@ class ResultsStore {
   /// outcome of its own after the crash (failed: the other ranks failed; interrupted: it was
   /// stopped), whose text then follows the message. A finished run is left alone.
   int64_t record_rank_crash(int64_t run_id, int64_t owner_pid, int64_t step, const std::string& message);
+  /// A supervisor's record of a run it stopped on a signal (its process did not stop in time and
+  /// was killed, or ended without recording): `interrupted` with `message`, resumable. Does
+  /// nothing when the run is no longer running under `owner_pid`; whether it recorded.
+  bool record_interrupted(int64_t run_id, int64_t owner_pid, const std::string& message);
   /// Refreshes the owner's heartbeat; throws htm::Error when the run is no longer this
   /// process's (another process settled it as killed and took it over).
   void heartbeat(int64_t run_id);

@@ -113,7 +113,7 @@ Trainer::Eval Trainer::evaluate_once(const std::string& policy) {
     if (options_.comm == nullptr && interrupt_requested()) throw Interrupted();
     Batch batch;
     {
-      PluginScope scope(PluginKind::dataset, ex_.dataset.get());
+      PluginScope scope(PluginKind::dataset, ex_.dataset.get(), "get");
       batch = on_device(ex_.dataset->get(Split::test, torch::arange(i, std::min(n, i + bs))), ex_.device);
     }
     EvalBatch b;

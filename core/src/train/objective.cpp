@@ -20,7 +20,7 @@ ForwardHooks loss_hooks(std::vector<WeightedLoss>& losses, int64_t epoch, int64_
     LayerEntry entry{depth, epoch, step, training, generator};
     auto x = tokens;
     for (auto& term : losses) {
-      PluginScope scope(PluginKind::loss, term.loss.get());
+      PluginScope scope(PluginKind::loss, term.loss.get(), "enter_layer");
       x = term.loss->enter_layer(x, entry);
     }
     return x;
@@ -48,7 +48,7 @@ torch::Tensor training_objective(const std::vector<WeightedLoss>& losses, const 
   torch::Tensor total;
   for (const auto& term : losses) {
     if (term.weight == 0) continue;
-    PluginScope scope(PluginKind::loss, term.loss.get());
+    PluginScope scope(PluginKind::loss, term.loss.get(), "per_sample");
     auto value = term.loss->per_sample(ctx);
     if (!value.defined() || value.dim() != 1 || value.size(0) != batch.input.size(0))
       throw Error("its per_sample() returned " +

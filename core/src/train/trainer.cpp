@@ -117,6 +117,7 @@ TrainSummary Trainer::run() {
       after_batch(loop, epoch_end);
     }
     settle(loop);
+    board_phase(BoardPhase::finishing);
   } catch (const DatabaseCorrupt&) {
     store_broken_ = true;
     if (ex_.config.settings.train.checkpoint) checkpoint(loop);
@@ -166,6 +167,7 @@ Trainer::Loop Trainer::plan() {
 }
 
 BaselineScores Trainer::start(Loop& loop) {
+  board_phase(BoardPhase::references);
   const BaselineScores reference =
       baseline_scores(*ex_.dataset, *ex_.model, loop.n_train, eval_samples_, ex_.latent_floats);
   // The references' buffers (PCA in fp64) and the memory estimate's go back to the system: glibc
@@ -241,6 +243,7 @@ bool Trainer::train_batch(Loop& loop) {
   }
   const auto step_t0 = Clock::now();
   board_step(step + 1, loop.total_steps);  // what a supervisor names if this process dies in the step
+  board_phase(BoardPhase::training);
   // ---- learning rate and ρ for this step
   const double lr = lr_at(train, step, epoch, loop.total_steps);
   loop.step->set_lr(lr);
@@ -259,7 +262,7 @@ bool Trainer::train_batch(Loop& loop) {
   const auto [first, rows] =
       comm != nullptr ? rows_of_rank(B, comm->rank(), comm->world()) : std::pair<int64_t, int64_t>{0, B};
   {
-    PluginScope scope(PluginKind::dataset, ex_.dataset.get());
+    PluginScope scope(PluginKind::dataset, ex_.dataset.get(), "get");
     request.batch = on_device(ex_.dataset->get(Split::train, indices.narrow(0, first, rows)), ex_.device);
   }
   request.first = first;
@@ -284,6 +287,7 @@ bool Trainer::train_batch(Loop& loop) {
   settle(loop);  // the step before: its loss read now that this one is under way
   const double step_seconds = seconds_since(step_t0);
   loop.time.step_seconds += step_seconds;
+  board_step_seconds(step_seconds);  // the watchdog's patience grows with the slowest step
   ++loop.time.steps;
   const double step_ips = B / std::max(1e-9, step_seconds);
   state.images_per_s = step == 1 ? step_ips : 0.9 * state.images_per_s + 0.1 * step_ips;
@@ -352,6 +356,7 @@ void Trainer::after_batch(Loop& loop, bool epoch_end) {
 }
 
 void Trainer::log_eval(Loop& loop, int64_t step, int64_t epoch) {
+  PhaseScope phase(BoardPhase::evaluating);
   const auto eval_t0 = Clock::now();
   if (eval_graphs_) eval_graphs_->share_pool(loop.step->graph_pool());
   Eval e = evaluate();
@@ -375,6 +380,7 @@ void Trainer::log_eval(Loop& loop, int64_t step, int64_t epoch) {
 }
 
 void Trainer::checkpoint(Loop& loop) {
+  PhaseScope phase(BoardPhase::checkpointing);
   settle(loop);  // the state written is the steps' whole state
   loop.state.seconds = loop.seconds();
   TrainStep& step = *loop.step;

@@ -409,7 +409,8 @@ function render(data) {
           figures.replaceChildren(...[...latest.values()].map(
               p =>
                   el('figure', {},
-                     p.src ? el('img', {src: p.src, alt: p.kind, loading: 'lazy'}) : nodata('missing file: ' + p.path),
+                     p.src ? el('img', {src: p.src, alt: p.kind, loading: 'lazy'}) :
+                             nodata(p.refused || 'missing file: ' + p.path),  // refused: a folder htm may not read
                      el('figcaption', {}, `${p.kind} (run ${p.run}, seed ${p.seed}, step ${p.step})`))));
           label.textContent = ` ${at} (${all.length} steps with pictures)`;
         };

@@ -34,11 +34,12 @@ function chart(metric) {
 // Pictures: each kind as it was at the chosen step (its latest at or before it), a slider over
 // the steps that have any; while nothing is chosen, the newest.
 let pictureStep = null, pictureSteps = [], pictureArtifacts = [];
-function showPictures(artifacts) {
+function showPictures(artifacts, refused) {
   pictureArtifacts = artifacts;
   const pngs = artifacts.filter(a => /\.png$/.test(a.file)), box = document.getElementById('pictures');
   const bar = document.getElementById('picture-steps');
   const steps = [...new Set(pngs.map(a => a.step ?? 0))].sort((a, b) => a - b);
+  if (refused) return box.replaceChildren(el('div', {class: 'nodata'}, refused));  // a folder htm may not read
   if (!pngs.length) return box.replaceChildren(el('div', {class: 'nodata'}, 'No pictures yet.'));
   const at = pictureStep ?? steps[steps.length - 1], shown = {};
   for (const a of pngs)  // the route lists them by step
@@ -91,7 +92,7 @@ async function poll() {
   }
   for (const s of touched) Charts.apply(s.entry);
   last = D.last;
-  showPictures(D.artifacts);
+  showPictures(D.artifacts, D.artifacts_refused);
   const none = (id, text) => document.getElementById(id).replaceChildren(el('div', {class: 'nodata'}, text));
   if (!Object.keys(series).length) none('curves', 'No metrics logged yet.');
   document.body.dataset.points = points;
