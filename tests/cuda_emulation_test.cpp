@@ -70,10 +70,10 @@ class CudaEmulation : public ::testing::TestWithParam<emulation::Schedule> {
  protected:
   void SetUp() override { emulation::schedule = GetParam(); }
   void TearDown() override { emulation::schedule = {}; }
-  // The sizes a case runs at; a drawn schedule, quicker than the free one, also at the paper's
-  // first layer (T = 256: 256 threads, 8 warps).
+  // The sizes a case runs at; the first drawn schedule, quicker than the free one, also at the
+  // paper's first layer (T = 256: 256 threads, 8 warps; 15 s a schedule here, so once).
   std::vector<int64_t> sizes(std::vector<int64_t> small) const {
-    if (GetParam().seed) small.push_back(256);
+    if (GetParam().seed == 1) small.push_back(256);
     return small;
   }
 };
@@ -228,12 +228,15 @@ TEST_P(CudaEmulation, TheLogProbabilityAndEntropyKernelsGiveTheDriversValuesTwic
             << "a write past an output, T " << T << " r " << r;
         return std::vector<std::vector<float>>{out.values(), grad.values(), H.values(), egrad.values()};
       };
-      // Twice: under a drawn schedule, the second time in another order of the threads.
+      // Twice under a drawn schedule, the second time in another order of the threads (the free
+      // schedule's order is the operating system's: a second launch there adds little, and 9 s).
       const auto once = on_kernels();
-      if (GetParam().seed) emulation::schedule.seed = GetParam().seed + 100;
-      const auto twice = on_kernels();
-      emulation::schedule = GetParam();
-      for (size_t i = 0; i < once.size(); ++i) EXPECT_EQ(once[i], twice[i]) << "output " << i << " T " << T;
+      if (GetParam().seed) {
+        emulation::schedule.seed = GetParam().seed + 100;
+        const auto twice = on_kernels();
+        emulation::schedule = GetParam();
+        for (size_t i = 0; i < once.size(); ++i) EXPECT_EQ(once[i], twice[i]) << "output " << i << " T " << T;
+      }
       // The drivers.
       std::vector<float> out(B * r), top(B), grad(B * T * T), H(B), etop(B), egrad(B * T * T);
       std::vector<double> Z(B * r), sums(2 * B), scratch(r + 1);

@@ -90,9 +90,9 @@ section_kill() {  # kill -9 at random points, then the same command resumes; the
   ok "kill: $kills kill -9 during training, run finished with the reference's metrics bit for bit"
 }
 
-section_signals() {  # SIGINT/SIGTERM x 20 at random points of 4 runs (320 steps each): never an abort; each resumes
+section_signals() {  # SIGINT/SIGTERM x 14 at random points of 4 runs (320 steps each): never an abort; each resumes
   local db=$WORK/sig.sqlite rc aborts=0 landed=0
-  for i in $(seq 1 20); do
+  for i in $(seq 1 14); do
     local sig=INT
     (( i % 2 == 0 )) && sig=TERM
     "$HTM" run "$STUDY" --variant learned --seed $((i % 4)) --set train.epochs=10 \
@@ -118,7 +118,7 @@ section_signals() {  # SIGINT/SIGTERM x 20 at random points of 4 runs (320 steps
   [[ $(sql "$db" "SELECT count(*) || ' ' || sum(status = 'finished') FROM runs") == "4 4" ]] ||
     fail "signals: expected 4 finished runs, got $(sql "$db" "SELECT group_concat(seed || status) FROM runs")"
   [[ $(sql "$db" "PRAGMA integrity_check") == ok ]] || fail "signals: integrity_check"
-  ok "signals: 20 SIGINT/SIGTERM ($landed before the run ended), $aborts aborts"
+  ok "signals: 14 SIGINT/SIGTERM ($landed before the run ended), $aborts aborts"
 }
 
 section_concurrent() {  # two `htm run` of one study at once split the work
