@@ -441,12 +441,9 @@ int cmd_bench(const Args& args) {
   const bool step_only = vm.count("step-only") > 0;
   Registry registry;
   Configured c = configure(config_file, overrides, variant, registry);
-  set_threads(threads);  // after assembly: the file's runtime.threads is not what is timed
   Experiment& ex = c.ex;
-  const RuntimeSettings& runtime = ex.config.settings.runtime;
-  use_kernels(runtime.kernels, runtime.recompute);
-  gpu::set_graph_rounds_cap(runtime.graph_rounds);
-  const RuntimePrecision precision = set_precision(runtime.precision, runtime.device);
+  // after assembly: the file's runtime.threads is not what is timed
+  const RuntimePrecision precision = use_runtime(ex.config.settings.runtime, threads);
   const std::string name =
       ex.config.experiment + "/" + ex.config.variant + (precision == RuntimePrecision::bf16 ? " bf16" : " fp32");
   if (a.gradient_draws > 0 && !world) {  // its line alone: no GEMM rates, no step timing

@@ -31,7 +31,6 @@
 #include "htm/merge.h"
 #include "htm/policy.h"
 #include "htm/sets.h"
-#include "kernels/gpu.h"
 #include "process/launch.h"
 #include "process/signals.h"
 #include "process/supervise.h"
@@ -77,12 +76,9 @@ bool apply_runtime(const RuntimeSettings& runtime, const Communicator* comm) {
   int64_t threads = runtime.threads;
   if (threads == 0 && comm != nullptr)
     threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / comm->info().local_world);
-  set_threads(threads);
   board_stall_timeout(runtime.stall_timeout);  // the supervisor's watchdog reads it
   set_stop_grace(static_cast<int>(runtime.stop_grace));
-  use_kernels(runtime.kernels, runtime.recompute);
-  gpu::set_graph_rounds_cap(runtime.graph_rounds);
-  return set_precision(runtime.precision, runtime.device) != runtime.precision;
+  return use_runtime(runtime, threads) != runtime.precision;
 }
 
 // Data-parallel: what rank 0 decided for a run, sent to every rank (one broadcast per run).

@@ -93,9 +93,7 @@ int sample_run(const SampleRequest& request, const Registry& registry) {
   auto model = std::dynamic_pointer_cast<HtmModelImpl>(ex.model);
   if (!model || ex.config.settings.model.task != Task::reconstruct)
     throw Error("run " + std::to_string(request.run_id) + " is not an HTM autoencoder; only those generate");
-  set_threads(ex.config.settings.runtime.threads);
-  use_kernels(ex.config.settings.runtime.kernels);
-  set_precision(ex.config.settings.runtime.precision, ex.config.settings.runtime.device);
+  use_runtime(ex.config.settings.runtime, ex.config.settings.runtime.threads);
 
   const int64_t n = std::min(request.fit_samples, ex.dataset->size(Split::train));
   int64_t dim = 0;

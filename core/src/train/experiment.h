@@ -70,4 +70,10 @@ void use_kernels(RuntimeKernels kernels, RuntimeRecompute recompute = RuntimeRec
 /// stays. Returns the precision in force.
 RuntimePrecision set_precision(RuntimePrecision asked, const std::string& device = "cpu");
 
+/// Puts a run's [runtime] in force, the one place every command does it (htm run, bench, sample):
+/// `threads` torch threads (the caller's count: runtime.threads, or a rank's share), the kernels
+/// and recomputation, a captured sampler's rounds and the precision. Returns the precision in
+/// force (fp32 where bf16 was asked of a CPU without it).
+RuntimePrecision use_runtime(const RuntimeSettings& runtime, int64_t threads);
+
 }  // namespace htm
