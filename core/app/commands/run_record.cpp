@@ -62,10 +62,9 @@ std::string artifact_dir(const ResolvedConfig& config, const std::string& varian
          std::to_string(getpid());
 }
 
-void record_unclaimed_crash(const ExperimentFile& file, const Registry& registry, const std::string& variant,
-                            int64_t seed, const std::string& message) {
-  const ResolvedConfig config = file.resolve(variant, registry);
-  RunInfo info = describe(config, registry, file.path(), seed);
+void record_unclaimed_crash(const ResolvedConfig& config, const Registry& registry, const std::string& file,
+                            const std::string& variant, int64_t seed, const std::string& message) {
+  RunInfo info = describe(config, registry, file, seed);
   info.artifact_dir = artifact_dir(config, variant, seed);
   ResultsStore store(config.settings.runtime.results);
   store.finish_run(store.begin_run(info), RunStatus::failed, message);

@@ -17,8 +17,9 @@ RunInfo describe(const ResolvedConfig& config, const Registry& registry, const s
 /// throws htm::Error when it cannot.
 std::string artifact_dir(const ResolvedConfig& config, const std::string& variant, int64_t seed);
 /// A supervised child crashed before it claimed its run (a plugin's constructor, the first
-/// pass): a `failed` row with `message`, so that htm runs shows the attempt.
-void record_unclaimed_crash(const ExperimentFile& file, const Registry& registry, const std::string& variant,
-                            int64_t seed, const std::string& message);
+/// pass): a `failed` row with `message`, so that htm runs shows the attempt. `config`: its
+/// variant's, from experiment file `file`.
+void record_unclaimed_crash(const ResolvedConfig& config, const Registry& registry, const std::string& file,
+                            const std::string& variant, int64_t seed, const std::string& message);
 
 }  // namespace htm

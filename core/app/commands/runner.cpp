@@ -91,18 +91,19 @@ int64_t share_decision(Communicator* comm, int64_t decision) {
 }
 
 // A rank other than 0: trains the run rank 0 decided on, recording into a private in-memory store.
-Outcome follow_run(const ExperimentFile& file, const std::string& variant, int64_t seed, const Registry& registry,
-                   Communicator& comm) {
-  ResolvedConfig config = file.resolve(variant, registry);
+Outcome follow_run(const PlannedRun& planned, const std::string& file, const Registry& registry, Communicator& comm) {
+  const ResolvedConfig& config = *planned.config;
+  const std::string& variant = planned.variant;
+  const int64_t seed = planned.seed;
   apply_runtime(config.settings.runtime, &comm);
-  const std::string run = config.experiment + "/" + variant + " seed " + std::to_string(seed);
+  const std::string run = planned.label();
   const std::string label = run + ", rank " + std::to_string(comm.rank());
   const int64_t decision = share_decision(&comm, kSkip);
   if (decision == kSkip) return Outcome::skipped;
   board_attempt(run, variant, seed);  // the run it follows, for its supervisor (rank 0 claims it)
   Experiment ex = assemble(config, registry, seed, comm.info().local_rank);
   ResultsStore scratch(":memory:");
-  const int64_t run_id = scratch.begin_run(describe(config, registry, file.path(), seed));
+  const int64_t run_id = scratch.begin_run(describe(config, registry, file, seed));
   TrainerOptions options;
   options.resume = decision == kResume;
   options.verbosity = 0;
@@ -225,14 +226,17 @@ Outcome train_claimed(Experiment& ex, ResultsStore& store, const Claim& claim, c
   }
 }
 
-Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t seed, bool rerun, bool ignore_memory,
+// One run of the plan, from experiment file `file`.
+Outcome run_one(const PlannedRun& planned, const std::string& file, bool rerun, bool ignore_memory,
                 const Registry& registry, const std::map<std::string, std::string>& tags = {}, int verbosity = 1,
                 Continue resume = {}, Communicator* comm = nullptr) {
   const int64_t expected_run = resume.expected_run;
-  if (comm != nullptr && comm->rank() != 0) return follow_run(file, variant, seed, registry, *comm);
-  ResolvedConfig config = file.resolve(variant, registry);
+  if (comm != nullptr && comm->rank() != 0) return follow_run(planned, file, registry, *comm);
+  const ResolvedConfig& config = *planned.config;
+  const std::string& variant = planned.variant;
+  const int64_t seed = planned.seed;
   const bool bf16_fell_back = apply_runtime(config.settings.runtime, comm);
-  const std::string label = config.experiment + "/" + variant + " seed " + std::to_string(seed);
+  const std::string label = planned.label();
   ResultsStore store(config.settings.runtime.results);
   store.set_busy_timeout(kRunBusyTimeoutMs);
   if (crashed_in_this_launch(label)) {  // as a single run's crash: the next htm run resumes it
@@ -275,7 +279,7 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   std::optional<MemoryEstimate> memory;
   if (ex && comm == nullptr) memory = check_memory(*ex, label, ignore_memory);
 
-  RunInfo info = describe(config, registry, file.path(), seed);
+  RunInfo info = describe(config, registry, file, seed);
   info.artifact_dir = artifact_dir(config, variant, seed);
   const Claim claim = store.claim_run(info, rerun, resume.retry_crashed);
   if (expected_run != 0 && claim.run_id != expected_run && claim.outcome != Claim::Outcome::finished)
@@ -292,40 +296,16 @@ Outcome run_one(const ExperimentFile& file, const std::string& variant, int64_t 
   return train_claimed(*ex, store, claim, label, seed, registry, memory, verbosity, comm);
 }
 
-// The runs a request names (variants × seeds, repeats collapsed), every variant resolved first so
-// that any config error is reported before a single run starts; the results database and the
-// logs folder they go to.
-struct StudyWork {
-  std::vector<std::pair<std::string, int64_t>> work;
-  std::string results, logs;
-};
-
-StudyWork study_work(const RunRequest& request, const ExperimentFile& file, const Registry& registry) {
-  StudyWork out;
-  for (const auto& variant : request.variants.empty() ? file.variants() : request.variants) {
-    ResolvedConfig config = file.resolve(variant, registry);
-    set_stop_grace(static_cast<int>(config.settings.runtime.stop_grace));  // the supervisor's, before any run
-    out.results = config.settings.runtime.results;
-    out.logs = config.settings.runtime.artifacts + "/" + config.experiment + "/logs";
-    for (int64_t seed : seeds_of(request, config.settings.experiment, request.file))
-      if (std::find(out.work.begin(), out.work.end(), std::make_pair(variant, seed)) == out.work.end())
-        out.work.emplace_back(variant, seed);
-  }
-  return out;
-}
-
 // This rank's group; every rank must be given the same runs with the same configs.
-std::unique_ptr<Communicator> rank_group(const WorldInfo& world,
-                                         const std::vector<std::pair<std::string, int64_t>>& work,
-                                         const ExperimentFile& file, const Registry& registry) {
+std::unique_ptr<Communicator> rank_group(const WorldInfo& world, const std::vector<PlannedRun>& work) {
   std::string runs;
   int64_t stall = 0;  // the longest runtime.stall_timeout; 0 anywhere: no watchdog
   bool watched = true;
-  for (const auto& [variant, seed] : work) {
-    const ResolvedConfig config = file.resolve(variant, registry);
-    runs += variant + "\n" + std::to_string(seed) + "\n" + config.hash + "\n";
-    stall = std::max(stall, config.settings.runtime.stall_timeout);
-    watched = watched && config.settings.runtime.stall_timeout > 0;
+  for (const auto& run : work) {
+    const RuntimeSettings& runtime = run.config->settings.runtime;
+    runs += run.variant + "\n" + std::to_string(run.seed) + "\n" + run.config->hash + "\n";
+    stall = std::max(stall, runtime.stall_timeout);
+    watched = watched && runtime.stall_timeout > 0;
   }
   const std::string identity = "runs " + std::to_string(work.size()) + ", hash " + sha256_hex(runs).substr(0, 16);
   // The collective timeout follows the watchdog's, 30 s later: a stalled rank's watchdog names it
@@ -347,10 +327,15 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
   for (const auto& tag : request.tags)
     if (key_value("--tag", tag).first == "phase")
       throw Error("--tag " + tag + ": the tag 'phase' is set by --confirm (runs without it are exploratory)");
-  auto [work, results, logs] = study_work(request, file, registry);
+  StudyPlan plan = plan_study(request, file, registry);
+  std::vector<PlannedRun>& work = plan.runs;
+  const std::string &results = plan.results, &logs = plan.logs;
+  int64_t grace = 0;  // the supervisor's: the longest of its runs', before any of them starts
+  for (const auto& run : work) grace = std::max(grace, run.config->settings.runtime.stop_grace);
+  if (!work.empty()) set_stop_grace(static_cast<int>(grace));
   const std::optional<WorldInfo> world = world_from_environment();
   if (request.confirm && !supervised_child() && (!world || world->rank == 0))  // said once, before any run
-    check_fresh_data(file, registry, work, request.reuse_seeds);
+    check_fresh_data(file, registry, pairs_of(work), request.reuse_seeds);
   if (!request.shard.empty()) {  // a deterministic slice: the same on every host given the same file
     const auto [k, n] = parse_shard(request.shard);
     const size_t all = work.size();
@@ -365,7 +350,7 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
     if (request.jobs > 1) throw Error("--nproc and --jobs cannot be combined: give the cores to one or the other");
     ResultsStore::require_sound(results);  // the ranks are supervised children: they leave it to this process
     return run_ranks(request, work.size(), [&](const std::string& variant, int64_t seed, const std::string& message) {
-      record_unclaimed_crash(file, registry, variant, seed, message);
+      record_unclaimed_crash(*plan.config_of(variant), registry, file.path(), variant, seed, message);
     });
   }
   if (world && request.jobs > 1) throw Error("--jobs cannot be used by a data-parallel rank (WORLD_SIZE is set)");
@@ -378,23 +363,25 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
   // Every run in a supervised child of its own (htm run; a caller of this function that trains
   // in-process asks for --jobs 1 without `supervise`), unless this process is one, or a rank.
   if (!world && (request.supervise || (request.jobs > 1 && work.size() > 1)) && !supervised_child())
-    return run_parallel(request, unfinished(request, file, registry, work), logs,
+    return run_parallel(request, unfinished(request, work), logs,
                         [&](const std::string& variant, int64_t seed, const std::string& message) {
-                          record_unclaimed_crash(file, registry, variant, seed, message);
+                          record_unclaimed_crash(*plan.config_of(variant), registry, file.path(), variant, seed,
+                                                 message);
                         });
 
   // A rank an outside launcher started (torchrun, srun) supervises itself: it trains in a child
   // and records the child's crash in the run, as --nproc's launcher does for its ranks.
   if (world && request.supervise && !supervised_child())
     return run_outside_rank(request, world->rank, world->world, [&](const std::string& variant) {
-      const ResolvedConfig config = file.resolve(variant, registry);
-      return std::make_pair(config.settings.experiment.name, config.settings.runtime.results);
+      const ResolvedConfig* config = plan.config_of(variant);
+      if (config == nullptr) throw Error("variant '" + variant + "' is not one of this study's");
+      return std::make_pair(config->settings.experiment.name, config->settings.runtime.results);
     });
-  std::unique_ptr<Communicator> comm = world ? rank_group(*world, work, file, registry) : nullptr;
+  std::unique_ptr<Communicator> comm = world ? rank_group(*world, work) : nullptr;
   int code = 0;
-  for (const auto& [variant, seed] : work) {
+  for (const auto& run : work) {
     if (interrupt_requested() && !comm) return 130;
-    switch (run_one(file, variant, seed, request.rerun, request.ignore_memory, registry, tags_of(request),
+    switch (run_one(run, file.path(), request.rerun, request.ignore_memory, registry, tags_of(request),
                     request.verbosity, {}, comm.get())) {
       case Outcome::interrupted:
         return 130;
@@ -460,12 +447,12 @@ int resume_run(int64_t run_id, const std::string& db, const std::vector<std::str
   settings.push_back("runtime.results=" + to_toml(Value(db)));  // the database it is recorded in
   ExperimentFile file = ExperimentFile::load(source, settings);
   for (const auto& sweep : sweeps) file.add_sweep(sweep);
-  const ResolvedConfig config = file.resolve(variant, registry);
-  if (config.hash != hash)
-    throw Error("'" + source + "' now resolves to another config for variant '" + variant + "' (hash " + config.hash +
+  const auto config = std::make_shared<const ResolvedConfig>(file.resolve(variant, registry));
+  if (config->hash != hash)
+    throw Error("'" + source + "' now resolves to another config for variant '" + variant + "' (hash " + config->hash +
                 "; run " + std::to_string(run_id) + " has " + hash +
                 "): give the --set options it was started with, or restore the file");
-  switch (run_one(file, variant, seed, false, false, registry, {}, 1, {run_id, force})) {
+  switch (run_one({variant, seed, config}, file.path(), false, false, registry, {}, 1, {run_id, force})) {
     case Outcome::interrupted:
       return 130;
     case Outcome::failed:

@@ -1,5 +1,5 @@
-// Which runs a request names: the seeds of a variant (exploration or confirmation), the ones
-// still to train, a shard's slice, and a run's file name.
+// Which runs a request names: the seeds of a variant (exploration or confirmation), the study's
+// plan (each variant resolved once), the runs still to train, a shard's slice, a run's file name.
 #include "commands/selection.h"
 
 #include <algorithm>
@@ -39,24 +39,51 @@ std::vector<int64_t> seeds_of(const RunRequest& request, const ExperimentSetting
   return seeds;
 }
 
-// The runs of `work` a child must be started for: a finished one is skipped here, as run_one
-// would, without the cost of a process.
-std::vector<std::pair<std::string, int64_t>> unfinished(const RunRequest& request, const ExperimentFile& file,
-                                                        const Registry& registry,
-                                                        const std::vector<std::pair<std::string, int64_t>>& work) {
-  if (request.rerun) return work;
+std::string PlannedRun::label() const { return config->experiment + "/" + variant + " seed " + std::to_string(seed); }
+
+const ResolvedConfig* StudyPlan::config_of(const std::string& variant) const {
+  for (const auto& run : runs)
+    if (run.variant == variant) return run.config.get();
+  return nullptr;
+}
+
+StudyPlan plan_study(const RunRequest& request, const ExperimentFile& file, const Registry& registry) {
+  StudyPlan plan;
+  for (const auto& variant : request.variants.empty() ? file.variants() : request.variants) {
+    if (plan.config_of(variant) != nullptr) continue;  // --variant v --variant v: once
+    auto config = std::make_shared<const ResolvedConfig>(file.resolve(variant, registry));
+    plan.results = config->settings.runtime.results;
+    plan.logs = config->settings.runtime.artifacts + "/" + config->experiment + "/logs";
+    std::vector<int64_t> seeds;
+    for (int64_t seed : seeds_of(request, config->settings.experiment, request.file))
+      if (std::find(seeds.begin(), seeds.end(), seed) == seeds.end()) seeds.push_back(seed);
+    for (int64_t seed : seeds) plan.runs.push_back({variant, seed, config});
+  }
+  return plan;
+}
+
+std::vector<std::pair<std::string, int64_t>> pairs_of(const std::vector<PlannedRun>& runs) {
+  std::vector<std::pair<std::string, int64_t>> pairs;
+  for (const auto& run : runs) pairs.emplace_back(run.variant, run.seed);
+  return pairs;
+}
+
+// The runs a child must be started for: a finished one is skipped here, as run_one would, without
+// the cost of a process.
+std::vector<std::pair<std::string, int64_t>> unfinished(const RunRequest& request,
+                                                        const std::vector<PlannedRun>& runs) {
+  if (request.rerun) return pairs_of(runs);
   std::vector<std::pair<std::string, int64_t>> left;
   std::map<std::string, std::unique_ptr<ResultsStore>> stores;
-  for (const auto& [variant, seed] : work) {
-    const ResolvedConfig config = file.resolve(variant, registry);
+  for (const auto& run : runs) {
+    const ResolvedConfig& config = *run.config;
     auto& store = stores[config.settings.runtime.results];
     if (!store) store = std::make_unique<ResultsStore>(config.settings.runtime.results);
-    if (auto done = store->find_finished(config.experiment, variant, seed, config.hash))
-      std::printf("[%s/%s seed %lld] already finished as run %lld in %s; skipped (--rerun runs it again)\n",
-                  config.experiment.c_str(), variant.c_str(), static_cast<long long>(seed),
+    if (auto done = store->find_finished(config.experiment, run.variant, run.seed, config.hash))
+      std::printf("[%s] already finished as run %lld in %s; skipped (--rerun runs it again)\n", run.label().c_str(),
                   static_cast<long long>(*done), store->path().c_str());
     else
-      left.emplace_back(variant, seed);
+      left.emplace_back(run.variant, run.seed);
   }
   std::fflush(stdout);
   return left;
