@@ -95,6 +95,53 @@ TEST_F(LiveServer, ServesPagesAndJsonAndRefusesWrites) {
   EXPECT_EQ(single(store, "SELECT count(*) FROM runs"), "8");
 }
 
+// Each error is a page where a page was asked for (saying what, with a link to the runs) and JSON
+// under /api/ and /artifact/: 404 for what is not there, 400 for what is malformed.
+TEST_F(LiveServer, ErrorsArePagesForPagesAndJsonForTheApiWithTheRightStatus) {
+  start({});
+  auto c = client();
+  struct Case {
+    std::string path;
+    int status;
+    bool page;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"/nope", 404, true, "nothing at '/nope'"},
+      {"/run/abc", 400, true, "run 'abc': expected a number"},
+      {"/run/999", 404, true, "no run 999"},
+      {"/run/1/extra", 404, true, "nothing at '/run/1/extra'"},
+      {"/sweep/nope", 404, true, "no study 'nope' in this database"},
+      {"/sweep/swep", 404, true, "did you mean 'sweep'?"},
+      {"/study/swep", 404, true, "no study 'swep' in this database; did you mean 'sweep'?"},
+      {"/api/nope", 404, false, "nothing at '/api/nope'"},
+      {"/api/run/999", 404, false, "no run 999 in this database"},
+      {"/api/run/abc", 400, false, "run 'abc': expected a number"},
+      {"/api/run/99999999999999999999", 400, false, "expected a number"},
+      {"/api/study/nope", 404, false, "no study 'nope'"},
+      {"/api/study/nope/version", 404, false, "no study 'nope'"},
+      {"/api/sweep/nope", 404, false, "no study 'nope'"},
+      {"/api/sweep/sweep?metric=test%2Fmes", 400, false, "did you mean 'test/mse'?"},
+      {"/artifact/99/x.png", 404, false, "{\"error\":\"no run 99 in this database\"}"},
+      {"/artifact/abc/x.png", 400, false, "run 'abc': expected a number"},
+      {"/api/runs?where=sweep.knd!%3Dlearned", 400, false, "did you mean 'sweep.kind'?"},
+      {"/api/runs?group=sweep.knd", 400, false, "group 'sweep.knd': no run has a setting 'sweep.knd'"},
+      {"/api/runs?sort=test%2Fmes", 400, false, "did you mean 'test/mse'?"},
+  };
+  for (const Case& k : cases) {
+    auto res = c.Get(k.path);
+    ASSERT_TRUE(res) << k.path;
+    EXPECT_EQ(res->status, k.status) << k.path;
+    EXPECT_EQ(res->get_header_value("Content-Type"), k.page ? "text/html; charset=utf-8" : "application/json")
+        << k.path;
+    EXPECT_NE(res->body.find(k.says), std::string::npos) << k.path << ": " << res->body;
+    if (k.page) EXPECT_NE(res->body.find("<a href=\"/\">all runs</a>"), std::string::npos) << k.path;
+    if (!k.page) EXPECT_EQ(res->body.rfind("{\"error\":", 0), 0u) << k.path << ": " << res->body;
+  }
+  EXPECT_EQ(c.Get("/artifact/99/x.png")->body.find("artifact folder"), std::string::npos);
+  EXPECT_EQ(c.Get("/sweep/sweep")->status, 200);
+}
+
 TEST_F(LiveServer, ForgedHostsTraversalAndOversizedRequestsAreRefused) {
   start({});
   auto c = client();

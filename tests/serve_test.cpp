@@ -16,6 +16,7 @@
 #include <regex>
 #include <thread>
 
+#include "commands/names.h"
 #include "serve_fixture.h"
 #include "web/report.h"
 #include "web/serve.h"
@@ -143,6 +144,80 @@ TEST_F(ServeTest, AMisspeltSettingIsRefusedWithTheNearestOne) {
   }
   q.where = {"sweep.kind=nothing"};  // a setting runs have, a value none has: no rows, no error
   EXPECT_EQ(total(runs(q)), "0");
+}
+
+// Every name a request gives (a filter's key, a group, a sort, a column) that no run in the file
+// has is refused with the closest real one, even where it would match every run (!=); a real
+// name that the selected runs lack is not an error.
+TEST_F(ServeTest, MisspeltNamesAreRefusedWhereverTheyAreGiven) {
+  auto refusal = [this](serve::RunsQuery q) -> std::string {
+    try {
+      runs(q);
+    } catch (const BadRequest& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  serve::RunsQuery q;
+  q.where = {"sweep.knd!=learned"};  // matched all 8 runs before
+  EXPECT_EQ(refusal(q), "filter 'sweep.knd!=learned': no run has a setting 'sweep.knd'; did you mean 'sweep.kind'?");
+  q.where = {"varaint=a"};
+  EXPECT_EQ(refusal(q), "filter 'varaint=a': no run has a setting 'varaint'; did you mean 'variant'?");
+  q.where = {"tag.phse!=confirm"};
+  EXPECT_EQ(refusal(q), "filter 'tag.phse!=confirm': no run has a tag 'phse'; did you mean 'tag.phase'?");
+  q.where = {"test/mes<3"};
+  EXPECT_EQ(refusal(q), "filter 'test/mes<3': no run logged a metric 'test/mes'; did you mean 'test/mse'?");
+  q.where = {};
+  q.group = "sweep.knd";  // was one "(unset)" group
+  EXPECT_EQ(refusal(q), "group 'sweep.knd': no run has a setting 'sweep.knd'; did you mean 'sweep.kind'?");
+  q.group = "";
+  q.sort = "test/mes";
+  EXPECT_EQ(refusal(q), "sort 'test/mes': no run logged a metric 'test/mes'; did you mean 'test/mse'?");
+  q.sort = "varaint";
+  EXPECT_NE(refusal(q).find("; did you mean 'variant'?"), std::string::npos) << refusal(q);
+  q.sort = "id";
+  q.columns = {"test/mes"};
+  EXPECT_EQ(refusal(q), "column 'test/mes': no run logged a metric 'test/mes'; did you mean 'test/mse'?");
+  // Real names the selected runs lack: as before.
+  q = {};
+  q.experiment = "other";  // its one run has no sweep.* setting and no metric
+  q.where = {"sweep.kind!=learned"};
+  q.columns = {"train/loss"};
+  q.group = "sweep.width";
+  const std::string json = runs(q);
+  EXPECT_EQ(total(json), "1");
+  EXPECT_NE(json.find("{\"value\":\"(unset)\",\"n\":1,"), std::string::npos) << json;
+  q.where = {"sweep.kind!=learned"};
+  q.experiment = "";
+  EXPECT_EQ(total(runs(q)), "5");
+}
+
+TEST(ClosestName, ASwapOrALetterMoreOrLessIsCloseAndAnUnrelatedWordIsNot) {
+  EXPECT_EQ(edit_distance("mes", "mse"), 1u);  // two neighbours swapped: one edit
+  EXPECT_EQ(closest_name("polcy.plugin", {"policy.plugin", "policy.temperature"}), "policy.plugin");
+  EXPECT_EQ(closest_name("sibling_f", {"test/sibling_f1", "sibling_f1", "cluster_f1"}), "sibling_f1");
+  EXPECT_EQ(closest_name("nope", {"mse", "id", "seed"}), "");
+  EXPECT_EQ(did_you_mean("varaint", {"variant"}), "; did you mean 'variant'?");
+}
+
+TEST_F(ServeTest, WhatIsNotThereIsNotFoundAndAMisspeltSweepMetricIsNamed) {
+  ResultsStore store(db_path(), OpenMode::read_only);
+  EXPECT_THROW(serve::run_json(store, 999, 0), NotFound);
+  EXPECT_THROW(serve::study_version(store, "nope"), NotFound);
+  try {
+    serve::sweep_json(store, "swep", "test/mse", "explore");
+    FAIL() << "a sweep of a study that is not there";
+  } catch (const NotFound& e) {
+    EXPECT_EQ(std::string(e.what()), "no study 'swep' in this database; did you mean 'sweep'?");
+  }
+  try {
+    serve::sweep_json(store, "sweep", "test/mes", "explore");
+    FAIL() << "a sweep of a metric no run logged";
+  } catch (const NotFound&) {
+    FAIL() << "a misspelt metric is a bad request, not a missing study";
+  } catch (const BadRequest& e) {
+    EXPECT_NE(std::string(e.what()).find("logged test/mes; did you mean 'test/mse'?"), std::string::npos) << e.what();
+  }
 }
 
 // Reference: scipy.stats.f_oneway([1, 2, 3], [4, 5, 6]) (scipy 1.10.1) gives F = 13.5,

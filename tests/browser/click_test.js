@@ -114,6 +114,24 @@ async function main() {
     check(
         await page.$$eval('#settings-table tr[data-differs="no"]', r => r.filter(x => x.offsetParent).length) > 0,
         'compare: "show every setting" shows the equal ones');
+    // a one-point chart (each run's one final test/mse, at the same step) has that step as its one x tick
+    const onePoint = await page.evaluate(() => {
+      const e = Charts.entries.find(e => e.metric === 'test/mse'),
+            xs = e.chart.data.datasets.flatMap(d => d.data.map(p => p.x));
+      return {ticks: e.chart.scales.x.ticks.map(t => t.value), xs: [...new Set(xs)]};
+    });
+    check(
+        onePoint.xs.length === 1 && JSON.stringify(onePoint.ticks) === JSON.stringify(onePoint.xs),
+        `compare: a one-point chart's x ticks are its one x (${onePoint.ticks} for ${onePoint.xs})`);
+    // a log axis's ticks in one notation; counts with their nouns
+    const words = await page.evaluate(() => {
+      const axis = values => values.map(v => logTick(v, values));
+      return [axis([1e-7, 1e-6, 5e-6, 1e-5]), axis([0.001, 0.002, 0.01, 100]), plural(1, 'run'), plural(2, 'run')];
+    });
+    check(
+        JSON.stringify(words) ===
+            JSON.stringify([['1e-7', '1e-6', '5e-6', '1e-5'], ['0.001', '0.002', '0.01', '100'], '1 run', '2 runs']),
+        `log ticks in one notation, plurals: ${JSON.stringify(words)}`);
     const metric = 'train/loss';
     const loss = `.panel[data-metric="${metric}"]`;
 
@@ -321,6 +339,18 @@ async function main() {
     await open('misspelt filter', '/?where=' + encodeURIComponent('modl.dim=8'));
     const said = await page.$eval('#bad-filter', e => e.textContent);
     check(/did you mean 'model\.dim'/.test(said), `a misspelt setting: "${said}"`);
+    await open('misspelt != filter', '/?where=' + encodeURIComponent('modl.dim!=8'));  // matched every run before
+    const notEqual = await page.$eval('#bad-filter', e => e.textContent);
+    check(/did you mean 'model\.dim'/.test(notEqual), `a misspelt setting with !=: "${notEqual}"`);
+    for (const [url, status, says] of [
+             ['/nope', 404, /nothing at '\/nope'/], ['/run/abc', 400, /expected a number/],
+             ['/sweep/nope', 404, /no study 'nope'/]]) {
+      response = await page.goto(base + url);
+      const text = await page.$eval('body', b => b.textContent);
+      check(
+          response.status() === status && says.test(text) && (await page.$('a[href="/"]')) !== null,
+          `${url}: a ${status} page saying so, with a link to the runs ("${text.slice(0, 80)}")`);
+    }
   } finally {
     await browser.close();
     server.kill();

@@ -14,6 +14,7 @@
 #include <boost/program_options.hpp>
 
 #include "commands/compare.h"
+#include "commands/names.h"
 #include "commands/runner.h"
 #include "commands/sample.h"
 #include "commands/table.h"
@@ -258,7 +259,10 @@ int cmd_runs(const Args& args) {
   std::vector<std::pair<std::string, std::string>> columns = {{"test/mse", "printf('%.5f', l.value)"},
                                                               {"test/accuracy", "printf('%.4f', l.value)"}};
   if (!metrics.empty()) columns.clear();
-  for (const std::string& m : metrics) columns.emplace_back(qualified_metric(m, "test"), "printf('%.6g', l.value)");
+  for (const std::string& m : metrics) {  // a metric no run logged is a misspelling, not an empty column
+    columns.emplace_back(qualified_metric(m, "test"), "printf('%.6g', l.value)");
+    require_metric(store, "--metric " + m, m, columns.back().first);
+  }
   std::string select = "SELECT s.id, s.experiment, s.variant, s.seed, s.status, s.started_at, s.duration_s";
   std::vector<SqlValue> params;
   auto metric_sql = [&](const std::string& metric, const std::string& cell) {
@@ -286,6 +290,10 @@ int cmd_runs(const Args& args) {
     select += " ORDER BY " + key->second + (descending ? " DESC" : " ASC") + (sort == "id" ? "" : ", s.id DESC");
   } else {
     const std::string metric = qualified_metric(sort, "test");  // a bare name is the test split's
+    std::vector<std::string> keys;
+    for (const auto& [key, sql] : runs_sort_keys()) keys.push_back(key);
+    require_metric(store, "--sort " + sort + " (not id, experiment, variant, seed, status, started or duration)", sort,
+                   metric, keys);
     select += " ORDER BY " + metric_sql(metric, "l.value") + (reverse ? " DESC" : " ASC") + " NULLS LAST, s.id DESC";
   }
   params.push_back(static_cast<int64_t>(limit));

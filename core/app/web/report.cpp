@@ -15,6 +15,7 @@
 
 #include "commands/commands.h"
 #include "commands/compare.h"
+#include "commands/names.h"
 #include "config/settings.h"
 #include "config/toml_tree.h"
 #include "htm/error.h"
@@ -469,10 +470,13 @@ int cmd_report(const Args& args) {
                      "[--artifacts DIR]"))
     return 0;
   std::tie(request.adjustment, request.targets) = parse_claims(claims, "test");
-  for (auto& m : request.metrics) m = qualified_metric(m, "test");  // sibling_f1 as htm compare reads it
   request.collapse = claims.collapse;
   const std::string chart_js = chart_js_source(request.chart_js);
   ResultsStore store(request.db, OpenMode::read_only);
+  for (auto& m : request.metrics) {  // sibling_f1 as htm compare reads it; one no run logged is a misspelling
+    const std::string typed = m;
+    require_metric(store, "--metric " + typed, typed, m = qualified_metric(m, "test"));
+  }
   const std::string data = report_data(store, request);
   if (request.out.empty()) request.out = "results/reports/" + request.experiment + ".html";
   const std::filesystem::path out(request.out);

@@ -104,13 +104,30 @@ void reply(const httplib::Request& req, httplib::Response& res, std::string body
   });
 }
 
-// A page was asked for what is not there: a page (404) says so, with the way back.
-void not_found_page(httplib::Response& res, const std::string& title, const std::string& text) {
-  res.status = 404;
-  res.set_content("<!doctype html><meta charset=\"utf-8\"><title>htm serve: " + page::escape_html(title) +
-                      "</title><h1>" + page::escape_html(title) + "</h1><p id=\"not-found\">" +
-                      page::escape_html(text) + "</p><p><a href=\"/\">all runs</a></p>",
+// A request refused: a page (what was wrong, and the way back to the runs) where a page was asked
+// for, JSON for /api/ and the files (/artifact/, /static/).
+void refuse(const httplib::Request& req, httplib::Response& res, int status, const std::string& text) {
+  res.status = status;
+  const bool page =
+      req.path.rfind("/api/", 0) != 0 && req.path.rfind("/artifact/", 0) != 0 && req.path.rfind("/static/", 0) != 0;
+  if (!page) return res.set_content(error_json(text), "application/json");
+  const std::string title = status == 404 ? "not found" : status == 400 ? "bad request" : "refused";
+  const std::string id = status == 404 ? "not-found" : "refused";
+  res.set_content("<!doctype html><meta charset=\"utf-8\"><title>htm serve: " + title + "</title><h1>" + title + " (" +
+                      std::to_string(status) + ")</h1><p id=\"" + id + "\">" + page::escape_html(text) +
+                      "</p><p><a href=\"/\">all runs</a></p>",
                   "text/html; charset=utf-8");
+}
+
+// A number in a route's path (a run id), else a 400 naming what came.
+int64_t path_id(const std::string& text, const std::string& what) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size() && v >= 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw BadRequest(what + " '" + text + "': expected a number");
 }
 
 std::string read_whole(const std::string& path) {
@@ -152,9 +169,8 @@ struct Server::Impl {
                    "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; "
                    "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'");
     if (req.method != "GET" && req.method != "HEAD") {
-      res.status = 405;
       res.set_header("Allow", "GET, HEAD");
-      res.set_content(error_json("htm serve only reads: " + req.method + " is not allowed"), "application/json");
+      refuse(req, res, 405, "htm serve only reads: " + req.method + " is not allowed");
       return httplib::Server::HandlerResponse::Handled;
     }
     // The library reads no body of a GET: a request that announces one over the limit is
@@ -163,18 +179,16 @@ struct Server::Impl {
     const bool too_long = !length.empty() && (length.find_first_not_of("0123456789") != std::string::npos ||
                                               length.size() > 12 || std::stoull(length) > options.max_request_bytes);
     if (too_long || req.has_header("Transfer-Encoding")) {
-      res.status = 413;
       res.set_header("Connection", "close");
-      res.set_content(error_json("request too large: htm serve takes at most " +
-                                 std::to_string(options.max_request_bytes) + " bytes of body"),
-                      "application/json");
+      refuse(
+          req, res, 413,
+          "request too large: htm serve takes at most " + std::to_string(options.max_request_bytes) + " bytes of body");
       return httplib::Server::HandlerResponse::Handled;
     }
     if (loopback(options.host) && hosts.count(req.get_header_value("Host")) == 0) {
-      res.status = 403;
-      res.set_content(error_json("Host '" + req.get_header_value("Host") +
-                                 "' is not this server's loopback address (DNS rebinding is refused)"),
-                      "application/json");
+      refuse(req, res, 403,
+             "Host '" + req.get_header_value("Host") +
+                 "' is not this server's loopback address (DNS rebinding is refused)");
       return httplib::Server::HandlerResponse::Handled;
     }
     if (!options.token.empty()) {
@@ -184,10 +198,8 @@ struct Server::Impl {
       if (given.empty()) given = req.get_param_value("token");
       if (given.empty()) given = cookie(req, "htm_token");
       if (!same_secret(given, options.token)) {
-        res.status = 401;
-        res.set_content(error_json("this server needs its token: open a page once with ?token=... "
-                                   "or send Authorization: Bearer ..."),
-                        "application/json");
+        refuse(req, res, 401,
+               "this server needs its token: open a page once with ?token=... or send Authorization: Bearer ...");
         return httplib::Server::HandlerResponse::Handled;
       }
       if (req.has_param("token"))  // remembered for the page's own requests
@@ -196,23 +208,31 @@ struct Server::Impl {
     return httplib::Server::HandlerResponse::Unhandled;
   }
 
-  // A JSON route: errors in the request are 400 with their text, anything else 500.
+  // A JSON route (type application/json) or a page (text/html): what is not there is 404, other
+  // errors in the request 400, with their text (as a page for a page); anything else 500.
   template <class F>
-  void json_route(const std::string& pattern, F&& make) {
-    http.Get(pattern, [this, make](const httplib::Request& req, httplib::Response& res) {
+  void route(const std::string& pattern, F&& make, const std::string& type = "application/json") {
+    http.Get(pattern, [make, type](const httplib::Request& req, httplib::Response& res) {
       try {
-        reply(req, res, make(req), "application/json");
+        reply(req, res, make(req), type);
+      } catch (const NotFound& e) {
+        refuse(req, res, 404, e.what());
       } catch (const BadRequest& e) {
-        res.status = 400;
-        res.set_content(error_json(e.what()), "application/json");
+        refuse(req, res, 400, e.what());
       }
     });
   }
+  template <class F>
+  void json_route(const std::string& pattern, F&& make) {
+    route(pattern, std::forward<F>(make));
+  }
+  template <class F>
+  void page_route(const std::string& pattern, F&& make) {
+    route(pattern, std::forward<F>(make), "text/html; charset=utf-8");
+  }
 
   void routes() {
-    http.Get("/", [](const httplib::Request& req, httplib::Response& res) {
-      reply(req, res, serve::runs_page(), "text/html; charset=utf-8");
-    });
+    page_route("/", [](const httplib::Request&) { return serve::runs_page(); });
     http.Get("/static/chart.js", [this](const httplib::Request& req, httplib::Response& res) {
       res.set_header("Cache-Control", "max-age=3600");
       reply(req, res, chart_js, "text/javascript");
@@ -232,33 +252,30 @@ struct Server::Impl {
       q.size = integer(req, "size", 50);
       return serve::runs_json(store(), q);
     });
-    http.Get(R"(/run/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
-      const std::string id = req.matches[1].str();
-      if (store().query("SELECT 1 FROM runs WHERE id = ?", {static_cast<int64_t>(std::stoll(id))}).rows.empty())
-        return not_found_page(res, "no run " + id, "There is no run " + id + " in " + options.db + ".");
-      reply(req, res, serve::run_page(std::stoll(id)), "text/html; charset=utf-8");
+    page_route(R"(/run/([^/]+))", [this](const httplib::Request& req) {
+      const int64_t id = path_id(req.matches[1].str(), "run");
+      if (store().query("SELECT 1 FROM runs WHERE id = ?", {id}).rows.empty())
+        throw NotFound("There is no run " + std::to_string(id) + " in " + options.db + ".");
+      return serve::run_page(id);
     });
-    http.Get("/compare", [](const httplib::Request& req, httplib::Response& res) {
-      reply(req, res, serve::compare_page(), "text/html; charset=utf-8");
-    });
-    json_route(R"(/api/run/(\d+))", [this](const httplib::Request& req) {
-      return serve::run_json(store(), std::stoll(req.matches[1].str()), integer(req, "after", 0),
+    page_route("/compare", [](const httplib::Request&) { return serve::compare_page(); });
+    json_route(R"(/api/run/([^/]+))", [this](const httplib::Request& req) {
+      return serve::run_json(store(), path_id(req.matches[1].str(), "run"), integer(req, "after", 0),
                              integer(req, "limit", 20000), trust);
     });
-    http.Get(R"(/study/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    page_route(R"(/study/([^/]+))", [this](const httplib::Request& req) {
       ReportRequest request = study_request(req);
       request.curves = ReportCurves::main;  // the page asks for the other curves once these are drawn
+      serve::require_study(store(), request.experiment);
       std::string data;
       try {
         data = report_data(store(), request);
       } catch (const Error& e) {  // a page was asked for: a page says what is missing
-        return not_found_page(res, "no study " + request.experiment, e.what());
+        throw NotFound(e.what());
       }
       const std::string live = page::script("const LIVE = '/api/study/' + encodeURIComponent(" +
                                             page::quote(request.experiment) + ");\n" + assets::live_js);
-      reply(req, res,
-            report_page(data, "<script src=\"/static/chart.js\"></script>", "htm serve: " + request.experiment, live),
-            "text/html; charset=utf-8");
+      return report_page(data, "<script src=\"/static/chart.js\"></script>", "htm serve: " + request.experiment, live);
     });
     json_route(R"(/api/study/([^/]+)/version)",
                [this](const httplib::Request& req) { return serve::study_version(store(), req.matches[1].str()); });
@@ -267,8 +284,9 @@ struct Server::Impl {
       return study(req, false, ReportCurves::rest);  // the curves a study page names but left out
     });
     json_route(R"(/api/study/([^/]+))", [this](const httplib::Request& req) { return study(req, false); });
-    http.Get(R"(/sweep/([^/]+))", [](const httplib::Request& req, httplib::Response& res) {
-      reply(req, res, serve::sweep_page(req.matches[1].str()), "text/html; charset=utf-8");
+    page_route(R"(/sweep/([^/]+))", [this](const httplib::Request& req) {
+      serve::require_study(store(), req.matches[1].str());
+      return serve::sweep_page(req.matches[1].str());
     });
     json_route(R"(/api/sweep/([^/]+))", [this](const httplib::Request& req) {
       const std::string metric = req.has_param("metric") ? req.get_param_value("metric") : "test/mse";
@@ -277,14 +295,19 @@ struct Server::Impl {
     });
     // A file of a run's folder: 403 with why when the folder is not one htm may read (no marker
     // above it, not under --artifacts), 404 with why when the run, its folder or the file is not there.
-    http.Get(R"(/artifact/(\d+)/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-      const ArtifactPath file =
-          serve::artifact_path(store(), std::stoll(req.matches[1].str()), req.matches[2].str(), trust);
+    http.Get(R"(/artifact/([^/]+)/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      int64_t id = 0;
+      try {
+        id = path_id(req.matches[1].str(), "run");
+      } catch (const BadRequest& e) {
+        return refuse(req, res, 400, e.what());
+      }
+      if (store().query("SELECT 1 FROM runs WHERE id = ?", {id}).rows.empty())
+        return refuse(req, res, 404, "no run " + std::to_string(id) + " in this database");
+      const ArtifactPath file = serve::artifact_path(store(), id, req.matches[2].str(), trust);
       if (!file) {
         const bool untrusted = file.verdict == ArtifactPath::Verdict::untrusted;
-        res.status = untrusted ? 403 : 404;
-        res.set_content(error_json(file.refusal + (untrusted ? "; not served" : "")), "application/json");
-        return;
+        return refuse(req, res, untrusted ? 403 : 404, file.refusal + (untrusted ? "; not served" : ""));
       }
       res.set_content(read_whole(file.path), mime_type(file.path));
     });
@@ -302,7 +325,7 @@ struct Server::Impl {
   }
 
   // A study's report_data (finals_only: its final-values panel; ?curves=main: the page's first
-  // curves, the others by name); an unknown study is a 400.
+  // curves, the others by name); an unknown study is a 404.
   std::string study(const httplib::Request& req, bool finals_only, ReportCurves curves = ReportCurves::all) {
     ReportRequest request = study_request(req);
     request.finals_only = finals_only;
@@ -312,6 +335,7 @@ struct Server::Impl {
     else if (curves == ReportCurves::all && !asked.empty() && asked != "all")
       throw BadRequest("curves=" + asked + ": expected main or all");
     request.curves = curves;
+    serve::require_study(store(), request.experiment);
     try {
       return report_data(store(), request);
     } catch (const Error& e) {
@@ -344,7 +368,7 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(op
   s.http.set_write_timeout(s.options.timeout_s, 0);
   s.http.set_pre_routing_handler(
       [&s](const httplib::Request& req, httplib::Response& res) { return s.guard(req, res); });
-  s.http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  s.http.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
     try {
       std::rethrow_exception(ep);
@@ -352,9 +376,17 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(op
       what = e.what();
     } catch (...) {
     }
-    res.status = 500;
-    res.set_content(error_json(what), "application/json");
+    refuse(req, res, 500, what);
   });
+  // What no route answers (/nope, /run/1/x), and any other error the library makes without a body.
+  s.http.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // said already
+        refuse(req, res, res.status,
+               res.status == 404 ? "nothing at '" + req.path + "' (the runs page links what is)"
+                                 : "the server could not answer '" + req.path + "'");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   s.routes();
   s.port = s.options.port == 0 ? s.http.bind_to_any_port(s.options.host)
                                : (s.http.bind_to_port(s.options.host, s.options.port) ? s.options.port : -1);

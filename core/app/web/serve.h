@@ -33,9 +33,13 @@ struct ServeOptions {
   std::vector<std::string> artifact_roots;
 };
 
-/// A request the pages' JSON routes refuse: HTTP 400 with this text.
+/// A request the pages' routes refuse: HTTP 400 with this text (a page, or JSON under /api/).
 struct BadRequest : Error {
   using Error::Error;
+};
+/// A request for what is not there (a run, a study): HTTP 404 with this text.
+struct NotFound : BadRequest {
+  using BadRequest::BadRequest;
 };
 
 namespace serve {
@@ -57,8 +61,9 @@ struct RunsQuery {
 
 /// Final-values table of runs as JSON: {"total", "page", "size", "columns", "runs": [...],
 /// "experiments": [[name, runs, running]...], "settings": [...], "metrics": [...]}, and with a
-/// group "group" and "groups": [{"value", "n", "stats": {metric: [n, mean, sd]}}...]. A filter on
-/// a setting that no run has is refused, naming the nearest setting that one has.
+/// group "group" and "groups": [{"value", "n", "stats": {metric: [n, mean, sd]}}...]. A name no
+/// run in the file has (a filter's setting, tag or metric, the group, the sort, a column) is
+/// refused (BadRequest), naming the nearest one that a run has.
 std::string runs_json(ResultsStore& store, const RunsQuery& query);
 /// One run: its record, settings (first call only), metrics logged after `after` (a rowid, so
 /// that a page polls for what is new), pictures. {"run", "params", "metrics": [[rowid, metric,
@@ -75,6 +80,9 @@ std::string study_version(ResultsStore& store, const std::string& experiment);
 /// explain (eta squared of a one-way ANOVA, with its F test).
 std::string sweep_json(ResultsStore& store, const std::string& experiment, const std::string& metric,
                        const std::string& phase);
+
+/// Throws NotFound unless some run belongs to `experiment`, naming the closest study that one does.
+void require_study(ResultsStore& store, const std::string& experiment);
 
 /// The pages' HTML: the data is fetched by their scripts from the JSON routes.
 std::string runs_page();

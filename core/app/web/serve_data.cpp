@@ -10,6 +10,7 @@
 
 #include <boost/math/distributions/fisher_f.hpp>
 
+#include "commands/names.h"
 #include "web/page_text.h"
 #include "web/serve.h"
 #include "web/serve_sql.h"
@@ -29,7 +30,7 @@ std::string run_json(ResultsStore& store, int64_t run_id, int64_t after, int64_t
       "coalesce((SELECT group_concat(t.key || '=' || t.value, ' ') FROM tags t WHERE t.run_id = r.id), '') "
       "FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE r.id = ?",
       {run_id});
-  if (run.rows.empty()) throw BadRequest("no run " + std::to_string(run_id) + " in this database");
+  if (run.rows.empty()) throw NotFound("no run " + std::to_string(run_id) + " in this database");
   const auto& r = run.rows[0];
   const std::vector<std::string> names = {"id",    "experiment", "variant",     "seed", "status",    "started", "ended",
                                           "error", "git",        "config_hash", "uuid", "artifacts", "tags"};
@@ -83,6 +84,14 @@ std::string run_json(ResultsStore& store, int64_t run_id, int64_t after, int64_t
          ",\"artifacts_refused\":" + (refused ? quote(folder.refusal + "; not served") : "null") + "}";
 }
 
+void require_study(ResultsStore& store, const std::string& experiment) {
+  const std::string runs = "FROM runs r JOIN experiments e ON e.id = r.experiment_id";
+  if (!store.query("SELECT 1 " + runs + " WHERE e.name = ? LIMIT 1", {experiment}).rows.empty()) return;
+  std::vector<std::string> names;
+  for (const auto& row : store.query("SELECT DISTINCT e.name " + runs).rows) names.push_back(row[0]);
+  throw NotFound("no study '" + experiment + "' in this database" + did_you_mean(experiment, names));
+}
+
 std::string study_version(ResultsStore& store, const std::string& experiment) {
   const auto runs = store.query(
       "SELECT count(*), coalesce(sum(r.status = 'running'), 0), coalesce(group_concat(r.status, ''), ''), "
@@ -90,7 +99,7 @@ std::string study_version(ResultsStore& store, const std::string& experiment) {
       "FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE e.name = ?",
       {experiment});
   const auto& row = runs.rows.at(0);
-  if (row[0] == "0") throw BadRequest("no runs of experiment '" + experiment + "' in this database");
+  if (row[0] == "0") require_study(store, experiment);
   // While a run trains, any new metric row may be one of its: the newest rowid is one seek.
   std::string newest = "0";
   if (row[1] != "0") newest = store.query("SELECT coalesce(max(rowid), 0) FROM metrics").rows.at(0).at(0);
@@ -150,6 +159,7 @@ std::string setting_importance(const std::string& key, const std::vector<std::st
 
 std::string sweep_json(ResultsStore& store, const std::string& experiment, const std::string& metric,
                        const std::string& phase) {
+  require_study(store, experiment);
   if (phase != "explore" && phase != "confirm") throw BadRequest("phase '" + phase + "': expected explore or confirm");
   const auto [split, name] = split_metric(metric);
   const auto runs =
@@ -168,9 +178,15 @@ std::string sweep_json(ResultsStore& store, const std::string& experiment, const
     seeds.push_back(row[2]);
     values.push_back(std::stod(row[3]));
   }
-  if (ids.empty())
+  if (ids.empty()) {
+    std::vector<int64_t> study;  // a metric none of the study's runs logged is a misspelling
+    for (const auto& row : runs.rows) study.push_back(std::stoll(row[0]));
+    const auto logged = store.metric_names(study);
     throw BadRequest("no finished " + phase + " run of '" + experiment + "' logged " + metric +
-                     " (the study's page lists what it logged)");
+                     (std::find(logged.begin(), logged.end(), metric) != logged.end()
+                          ? std::string(" (the study's page lists what it logged)")
+                          : did_you_mean(metric, logged)));
+  }
   const auto settings = differing_settings(store, ids);
   auto importance = [&values](const std::string& key, const std::vector<std::string>& column) {
     return setting_importance(key, column, values);

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "commands/names.h"
 #include "web/page_text.h"
 #include "web/serve.h"
 #include "web/serve_sql.h"
@@ -120,41 +121,42 @@ std::string condition_sql(const Condition& c, std::vector<SqlValue>& params) {
   return compare("(SELECT p.value FROM params p WHERE p.run_id = r.id AND p.key = ?)", c, true, params);
 }
 
-bool setting_key(const std::string& key) {
-  return run_columns().count(key) == 0 && key.rfind("tag.", 0) != 0 && key.find('/') == std::string::npos;
+// The names a filter or a group key may give besides settings: the runs columns.
+std::vector<std::string> column_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, sql] : run_columns()) names.push_back(name);
+  return names;
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
+// Why `key` (a setting, tag.NAME or a metric split/name) names nothing any run has, or "" when a
+// run has it. A setting is compared with every setting and the runs columns (varaint: variant).
+std::string unknown_key(ResultsStore& store, const std::string& key) {
+  if (key.rfind("tag.", 0) == 0) {
+    if (!store.query("SELECT 1 FROM tags WHERE key = ? LIMIT 1", {key.substr(4)}).rows.empty()) return "";
+    std::vector<std::string> tags;
+    for (const auto& row : store.query("SELECT DISTINCT 'tag.' || key FROM tags").rows) tags.push_back(row[0]);
+    return "no run has a tag '" + key.substr(4) + "'" + did_you_mean(key, tags);
   }
-  return row[b.size()];
+  if (key.find('/') != std::string::npos)
+    return metric_logged(store, key) ? ""
+                                     : "no run logged a metric '" + key + "'" + did_you_mean(key, known_metrics(store));
+  if (setting_known(store, key)) return "";
+  std::vector<std::string> names = known_settings(store), columns = column_names();
+  names.insert(names.end(), columns.begin(), columns.end());
+  const std::string hint = did_you_mean(key, names);
+  return "no run has a setting '" + key + "'" + (hint.empty() ? " (a metric is split/name, a tag tag.NAME)" : hint);
 }
 
-// When a filter matched nothing: a setting no run has is a misspelling until shown otherwise, so
-// it is refused with the nearest setting any run has (one scan of the settings, only on this path).
-void refuse_unknown_settings(ResultsStore& store, const RunsQuery& query) {
+// A filter on a name no run has is a misspelling until shown otherwise: refused, naming the
+// nearest real one. Asked of every filter when the filters matched nothing (one scan of the
+// settings, only then), and always of a != on a setting or tag (runs without it match it).
+void refuse_unknown_keys(ResultsStore& store, const RunsQuery& query, bool matched) {
   for (const std::string& text : query.where) {
     if (text.find_first_not_of(' ') == std::string::npos) continue;
     const Condition c = parse_condition(text);
-    if (!setting_key(c.key) || !store.query("SELECT 1 FROM params WHERE key = ? LIMIT 1", {c.key}).rows.empty())
-      continue;
-    std::string nearest;
-    size_t best = std::string::npos;
-    for (const auto& row : store.query("SELECT DISTINCT key FROM params").rows)
-      if (const size_t d = edit_distance(c.key, row[0]); d < best) best = d, nearest = row[0];
-    throw BadRequest("filter '" + text + "': no run has a setting '" + c.key + "'" +
-                     (nearest.empty() || best > std::max<size_t>(3, c.key.size() / 3)
-                          ? std::string(" (a metric is split/name, a tag tag.NAME)")
-                          : "; did you mean '" + nearest + "'?"));
+    if (run_columns().count(c.key) || (matched && (c.op != "!=" || c.key.find('/') != std::string::npos))) continue;
+    if (const std::string why = unknown_key(store, c.key); !why.empty())
+      throw BadRequest("filter '" + text + "': " + why);
   }
 }
 
@@ -191,13 +193,16 @@ std::string runs_filter(const RunsQuery& query, std::vector<SqlValue>& params) {
 }
 
 // The runs table's sort key as SQL, a metric's split and name appended to `params`.
-std::string runs_order(const RunsQuery& query, std::vector<SqlValue>& params) {
+std::string runs_order(ResultsStore& store, const RunsQuery& query, std::vector<SqlValue>& params) {
   if (auto found = run_columns().find(query.sort); found != run_columns().end()) return found->second;
   if (query.sort.find('/') == std::string::npos)
     throw BadRequest("sort '" + query.sort +
                      "': expected id, experiment, variant, seed, status, started, duration "
-                     "or a metric split/name");
+                     "or a metric split/name" +
+                     did_you_mean(query.sort, column_names()));
   const auto [split, name] = split_metric(query.sort);
+  if (!metric_logged(store, query.sort))
+    throw BadRequest("sort '" + query.sort + "': " + unknown_key(store, query.sort));
   params.emplace_back(split);
   params.emplace_back(name);
   return final_sql();
@@ -265,6 +270,10 @@ std::string groups_json(ResultsStore& store, const RunsQuery& query, const std::
     for (size_t i = 0; i < columns.size(); ++i)
       if (!row[i + 1].empty()) group[i].push_back(std::stod(row[i + 1]));
   }
+  // Every selected run without the key (or none selected): a key no run in the file has is a misspelling.
+  if (groups.size() <= 1 && run_columns().count(query.group) == 0 && (groups.empty() || groups.count("(unset)")))
+    if (const std::string why = unknown_key(store, query.group); !why.empty())
+      throw BadRequest("group '" + query.group + "': " + why);
   if (groups.size() > kGroups)
     throw BadRequest("group '" + query.group + "': " + std::to_string(groups.size()) + " values, more than " +
                      std::to_string(kGroups) + " groups");
@@ -292,7 +301,7 @@ std::string groups_json(ResultsStore& store, const RunsQuery& query, const std::
 std::string runs_json(ResultsStore& store, const RunsQuery& query) {
   std::vector<SqlValue> where_params, params;
   const std::string where = runs_filter(query, where_params);
-  const std::string order = runs_order(query, params);
+  const std::string order = runs_order(store, query, params);
   const std::string from = " FROM runs r JOIN experiments e ON e.id = r.experiment_id";
   params.insert(params.end(), where_params.begin(), where_params.end());
   // The filters and the sort key are computed once per run (f), the count and the page (p) from
@@ -322,14 +331,19 @@ std::string runs_json(ResultsStore& store, const RunsQuery& query) {
     total = std::stoll(runs.rows.front().front());
   else if (page > 0)  // past the last page: the count alone
     total = std::stoll(store.query("SELECT count(*)" + from + where, where_params).rows.at(0).at(0));
-  else
-    refuse_unknown_settings(store, query);
+  refuse_unknown_keys(store, query, total > 0);
   for (auto& row : runs.rows) row.erase(row.begin());
 
   // Shown: the asked-for metrics, or the task metrics any run of this page has.
   std::vector<bool> shown(columns.size(), !query.columns.empty());
   for (const auto& row : runs.rows)
     for (size_t i = 0; i < columns.size(); ++i) shown[i] = shown[i] || !row[10 + i].empty();
+  for (size_t i = 0; i < query.columns.size(); ++i) {  // an asked-for column no run of the page has: is it real?
+    const bool empty =
+        std::all_of(runs.rows.begin(), runs.rows.end(), [i](const auto& r) { return r[10 + i].empty(); });
+    if (empty && !metric_logged(store, columns[i]))
+      throw BadRequest("column '" + columns[i] + "': " + unknown_key(store, columns[i]));
+  }
   std::vector<std::string> samples, shown_columns;  // samples: the page's first run of each experiment
   std::set<std::string> seen;
   for (const auto& row : runs.rows)

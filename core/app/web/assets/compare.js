@@ -98,7 +98,10 @@ function settings(runs) {
   show();
   const n = keys.filter(differs).length;
   document.getElementById('settings')
-      .replaceChildren(el('p', {class: 'muted', id: 'settings-summary'}, `${n} of ${keys.length} settings differ.`), t);
+      .replaceChildren(
+          el('p', {class: 'muted', id: 'settings-summary'},
+             `${n} of ${plural(keys.length, 'setting')} ${n === 1 ? 'differs' : 'differ'}.`),
+          t);
   return n;
 }
 (async () => {
@@ -128,7 +131,7 @@ function settings(runs) {
     }
   }
   const studies = new Set(runs.map(r => r.run.experiment)).size;
-  summary.textContent = `${runs.length} run(s) from ${studies} ${studies === 1 ? 'study' : 'studies'}`;
+  summary.textContent = `${plural(runs.length, 'run')} from ${plural(studies, 'study', 'studies')}`;
   if (missing.length) summary.append(el('div', {class: 'bad', id: 'missing-runs'}, missing.join('; ')));
   legend(runs);
   Charts.bar(document.getElementById('controls'), Charts.axesOf(runs.flatMap(r => Object.values(r.series).flat())));

@@ -20,7 +20,7 @@
     try {
       const v = await (await fetch(LIVE + '/version')).json();
       banner.textContent =
-          v.running ? `live: ${v.running} run(s) training; redrawn when they log` : 'live: nothing is training';
+          v.running ? `live: ${plural(v.running, 'run')} training; redrawn when they log` : 'live: nothing is training';
       if (version !== null && v.version !== version) {
         const started = performance.now();
         const q = new URLSearchParams(location.search);  // ?reference= as the page was asked
@@ -28,7 +28,7 @@
         const response = await fetch(LIVE + '?' + q);
         if (response.ok) {
           render(await response.json());
-          banner.textContent += ' (updated ' + new Date().toLocaleTimeString() + ')';
+          banner.textContent += ' (updated ' + new Date().toISOString().slice(11, 19) + ' UTC)';  // as the page's times
         }
         wait = Math.max(2000, 2 * (performance.now() - started));
       }

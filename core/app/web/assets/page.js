@@ -13,9 +13,19 @@ const el = (tag, attrs = {}, ...kids) => {
   return e;
 };
 const fmt = (x, d = 5) => x === null || x === undefined ? '' : Number(x).toPrecision(d).replace(/\.?0+(e|$)/, '$1');
+// "1 run", "3 runs": a count and its noun.
+const plural = (n, one, many = one + 's') => `${n} ${n === 1 ? one : many}`;
+// A log axis's tick labels, in one notation for the whole axis: 1e-7 … 5e-5 where any tick is below
+// 0.001 or from 1e5 up, else plain (0.002, 500); only the 1, 2 and 5 of each decade are written.
+const logTick = (v, values) => {
+  const mantissa = Math.round(v / 10 ** Math.floor(Math.log10(v)));
+  if (![1, 2, 5].includes(mantissa)) return '';
+  const exponent = values.some(x => x > 0 && (x < 1e-3 || x >= 1e5));
+  return exponent ? v.toExponential(0).replace('e+', 'e') : String(Number(v.toPrecision(1)));
+};
 // A chart's y axis (Chart.js 3): a constant series spans ±5 % of its value, not Chart.js's ±1
 // (around a small value that reads as 0), and the ticks are written as fmt() writes numbers
-// (1e-9, not 0.000000001; on a log axis only the 1, 2 and 5 of each decade).
+// (1e-9, not 0.000000001; on a log axis as logTick() writes them).
 const yAxis = (options = {}) => Object.assign(
     {
       afterDataLimits(axis) {
@@ -35,8 +45,7 @@ const yAxis = (options = {}) => Object.assign(
           const step = ticks.length > 1 ? Math.abs(ticks[1].value - ticks[0].value) : 0;
           const digits = step > 0 && v ? Math.ceil(Math.log10(Math.abs(v) / step)) + 1 : 4;
           if (this.type !== 'logarithmic') return fmt(v, Math.min(12, Math.max(4, digits)));
-          const mantissa = Math.round(v / 10 ** Math.floor(Math.log10(v)));
-          return [1, 2, 5].includes(mantissa) ? fmt(v, 2) : '';
+          return logTick(v, ticks.map(t => t.value));
         }
       }
     },
@@ -61,6 +70,15 @@ const higherIsBetter = m => /(accuracy|f1|precision|recall|auc|images_per_s|r2)$
 // gives each x-bound dataset a spec: Charts.line(canvas, panel, metric, config, specs), specs[i] for
 // chart.data.datasets[i]: {kind: 'line'|'raw'|'band'|'seed', points: [{step, time, epoch, y}]} or
 // {kind: 'ref', y} (a horizontal reference across the drawn x range). The settings live in the address.
+// A chart's x axis: one x value (a one-point chart) is its one tick, not -1 … 1 around it.
+const xAxis = () => ({
+  type: 'linear',
+  title: {display: true, text: 'step'},
+  afterBuildTicks(axis) {
+    const {min, max} = axis.getMinMax(false);
+    if (Number.isFinite(min) && min === max) axis.ticks = [{value: min}];
+  }
+});
 // The options every curve chart shares (Chart.js 3, points given as {x, y}): `legend`, the
 // legend's label options (false: no legend), and `y`, the y axis.
 const curveOptions = (legend, y = yAxis()) => ({
@@ -70,7 +88,7 @@ const curveOptions = (legend, y = yAxis()) => ({
   normalized: true,
   interaction: {mode: 'nearest', intersect: false},
   plugins: {legend: legend ? {labels: Object.assign({boxWidth: 10}, legend)} : {display: false}},
-  scales: {x: {type: 'linear', title: {display: true, text: 'step'}}, y}
+  scales: {x: xAxis(), y}
 });
 const Charts = (() => {
   const q = new URLSearchParams(location.search);

@@ -104,7 +104,7 @@ function render(data) {
     if (D.description) h.append(el('p', {}, D.description));
     h.append(
         el('p', {class: 'muted'},
-           `${D.runs.length} runs of ${D.variants.length} variant(s), ` +
+           `${plural(D.runs.length, 'run')} of ${plural(D.variants.length, 'variant')}, ` +
                Object.entries(count).map(([s, n]) => `${n} ${s}`).join(', ') +
                (dates.length ? `; ${day(Math.min(...dates))} to ${day(Math.max(...dates))} UTC` : '') +
                `; git ${gits.join(', ') || 'unknown'}; database ${D.database}`));
@@ -140,7 +140,8 @@ function render(data) {
            el('tr', {}, el('th', {}, 'setting'), ...D.variants.map(v => el('th', {style: `color:${color(v)}`}, v))));
     D.differs.keys.forEach(
         (k, i) => t.append(el('tr', {}, el('td', {}, k), ...D.differs.values[i].map(x => el('td', {}, setting(x))))));
-    box.append(t, el('p', {class: 'muted'}, `${D.differs.same} other settings are equal in every variant.`));
+    const same = D.differs.same === 1 ? '1 other setting is' : `${D.differs.same} other settings are`;
+    box.append(t, el('p', {class: 'muted'}, `${same} equal in every variant.`));
   })();
 
   // ---- final values: htm compare's tables, phase by phase, and the seeds' values beside each
@@ -195,9 +196,12 @@ function render(data) {
             el('td', {class: 'num'}, fmt(r.mean)), el('td', {class: 'num'}, fmt(r.sd, 3)),
             el('td', {class: 'num'}, r.tested ? fmt(r.diff) : ''),
             el('td', {class: 'num'},
-               r.tested && r.effect !== null ?
-                   `${fmt(r.effect, 3)} [${fmt(r.effect_low, 3)}, ${fmt(r.effect_high, 3)}]` :
-                   ''),
+               r.tested && r.effect !== null ?  // no interval from one seed: the effect alone, and why
+                   fmt(r.effect, 3) +
+                       (r.effect_low !== null && r.effect_high !== null ?
+                            ` [${fmt(r.effect_low, 3)}, ${fmt(r.effect_high, 3)}]` :
+                            ` (n=${Math.min(r.n, ...ph.rows.filter(x => x.reference).map(x => x.n))})`) :
+                            ''),
             el('td', {}, r.reference ? '(reference)' : r.test), el('td', {class: 'num'}, r.tested ? fmt(r.p, 3) : ''),
             el('td', {class: 'num'}, r.tested ? fmt(r.p_adjusted, 3) : '')
           ];

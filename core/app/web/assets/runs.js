@@ -146,8 +146,10 @@ async function load() {
           ...['variant', 'experiment', 'status', 'seed', ...D.settings].map(k => el('option', {value: k})));
   showGroups(D);
   const first = D.page * D.size;
-  document.getElementById('summary').textContent =
-      D.total ? `${D.total} runs match; ${first + 1} to ${first + D.runs.length} shown` : 'No run matches.';
+  document.getElementById('summary').textContent = D.total ?
+      `${plural(D.total, 'run')} ${D.total === 1 ? 'matches' : 'match'}; ${first + 1} to ${
+          first + D.runs.length} shown` :
+      'No run matches.';
   document.getElementById('pageinfo').textContent = `page ${D.page + 1} of ${Math.max(1, Math.ceil(D.total / D.size))}`;
   document.getElementById('prev').disabled = D.page === 0;
   document.getElementById('next').disabled = first + D.runs.length >= D.total;

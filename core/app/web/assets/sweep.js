@@ -110,7 +110,7 @@ function brushes(plot, axes, x, y, scale) {
                       .filter(i => new Set(D.runs.map(r => r.settings[i]).filter(v => v !== '(unset)')).size > 1);
   const up = higherIsBetter(D.metric);
   document.getElementById('summary').textContent =
-      `${D.runs.length} finished runs, ${D.settings.length} settings that differ` +
+      `${plural(D.runs.length, 'finished run')}, ${plural(D.settings.length, 'setting')} that differ` +
       (D.settings.length > varying.length ?
            ` (${D.settings.length - varying.length} set by one plugin only, to one value, not drawn)` :
            '') +
