@@ -2,17 +2,17 @@
 # The fault-injection suite (ctest label `faults`): kills, signals, concurrent runs, a full
 # disk, damaged plugins and bad input against a real `htm`. Each section asserts what
 # docs/reliability.md promises; the last lines print the figures that page quotes.
-#   usage: fault_suite.sh HTM_BINARY SOURCE_DIR [SECTION...]   (sections: all by default; ctest runs
-#   watchdog and stop as faults.watchdog, beside the rest)
+#   usage: fault_suite.sh HTM_BINARY SOURCE_DIR [SECTION...]   (sections: all by default)
 set -uo pipefail
 HTM=$(realpath "$1")
 SRC=$(realpath "$2")
 shift 2
 SECTIONS=${*:-kill signals concurrent jobs crash corrupt disk input plugins files lock watchdog stop}
 WORK=$(mktemp -d /tmp/htm-faults.XXXXXX)
-# The lock and stop sections mostly wait (35 s on an outside lock; 3 s graces): each runs beside
-# the others, in a scratch folder of its own (not under $WORK, which the leftovers check greps for).
-BESIDE="lock stop"
+# The lock, stop and watchdog sections mostly wait (35 s on an outside lock; 3 s graces and stall
+# timeouts): each runs beside the others, in a scratch folder of its own (not under $WORK, which
+# the leftovers check greps for).
+BESIDE="lock stop watchdog"
 declare -A BESIDE_WORK=()
 trap 'rm -rf "$WORK" "${BESIDE_WORK[@]}"' EXIT
 cd "$WORK"
