@@ -215,7 +215,7 @@ TEST(RunBoard, AChildsRunStepAndPluginAreWhatItsSupervisorReads) {
     EXPECT_EQ(board.slowest_step_ms, 250) << "the slowest step is kept";
   }
   ASSERT_TRUE(read_run_board(path, &board));
-  EXPECT_EQ(board.phase, static_cast<int32_t>(BoardPhase::starting)) << "the phase before the scope";
+  EXPECT_EQ(board.phase, static_cast<int32_t>(BoardPhase::training)) << "the phase before the scope: board_step's";
   close_run_board();
   unsetenv("HTM_RUN_BOARD");
   std::filesystem::remove(path);

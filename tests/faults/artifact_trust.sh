@@ -7,6 +7,7 @@
 # spellings, with the token), htm report, htm sample or htm export; htm resume and htm run must
 # refuse to resume the foreign run and write nothing there; the local run's pictures still show.
 #   usage: artifact_trust.sh HTM_BINARY SOURCE_DIR
+source "$(dirname "$0")/../serve/serve_base.sh"
 set -uo pipefail
 HTM=$(realpath "$1")
 SRC=$(realpath "$2")
@@ -80,12 +81,7 @@ before=$(outside_state)
 TOKEN=trust-$RANDOM$RANDOM
 "$HTM" serve --db local.sqlite --port 0 --token "$TOKEN" > serve.log 2>&1 &
 SERVER=$!
-for _ in $(seq 100); do
-  grep -q 'http://' serve.log && break
-  sleep 0.1
-done
-BASE=$(grep -o 'http://[^/ ]*' serve.log | head -1)
-[[ -n $BASE ]] || { echo "FAIL: htm serve did not start: $(cat serve.log)"; exit 1; }
+BASE=$(serve_base serve.log) || { echo "FAIL: htm serve did not start: $(cat serve.log)"; exit 1; }
 get() { # PATH: its status in CODE, its body in body.out, any outside bytes in it counted
   CODE=$(curl -s --path-as-is -o body.out -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "$BASE$1")
   if (($(leaks body.out) > 0)); then

@@ -6,6 +6,7 @@
 # the study's live report, the sweep's parallel coordinates and variance table. No page may
 # show a script error. A screenshot of each page is left in SHOTS (docs/serve.md uses them).
 #   usage: browser_test.sh HTM_BINARY FIXTURE_DATABASE EXPERIMENT TINY_TOML [SHOTS]
+source "$(dirname "$0")/serve_base.sh"
 set -uo pipefail
 HTM=$(realpath "$1")
 FIXTURE=$(realpath "$2")
@@ -48,12 +49,7 @@ cp "$FIXTURE" htm.sqlite
 STUDY=$!
 "$HTM" serve --db htm.sqlite --port 0 > serve.log 2>&1 &
 SERVER=$!
-for _ in $(seq 100); do
-  grep -q 'http://' serve.log && break
-  sleep 0.1
-done
-BASE=$(grep -o 'http://[^/ ]*' serve.log | head -1)
-[[ -n $BASE ]] || { echo "FAIL: htm serve did not start: $(cat serve.log)"; exit 1; }
+BASE=$(serve_base serve.log) || { echo "FAIL: htm serve did not start: $(cat serve.log)"; exit 1; }
 for _ in $(seq 300); do  # until the live run has logged a few steps
   [[ $(sql "SELECT count(*) FROM metrics m JOIN runs r ON r.id = m.run_id JOIN experiments e ON e.id = r.experiment_id
             WHERE e.name = 'serve-live'") -gt 20 ]] 2> /dev/null && break

@@ -4,6 +4,7 @@
 # for 30 s on loopback while a writer keeps adding a running run's metrics. Passes when no
 # request fails and no write fails; prints the latencies (docs/serve.md has the full-size figures).
 #   usage: load_test.sh HTM_BINARY SOURCE_DIR [CLIENTS SECONDS]
+source "$(dirname "$0")/serve_base.sh"
 set -uo pipefail
 HTM=$(realpath "$1")
 SRC=$(realpath "$2")
@@ -20,12 +21,7 @@ PYTHON=$(command -v /usr/bin/python3 || command -v python3)
 "$PYTHON" "$SRC/scripts/serve/make_db.py" "$HTM" "$WORK/big.sqlite" --runs 10000 --points 3 --running 1 || exit 1
 "$HTM" serve --db "$WORK/big.sqlite" --port 0 > "$WORK/serve.log" 2>&1 &
 SERVER=$!
-for _ in $(seq 100); do
-  grep -q 'http://' "$WORK/serve.log" && break
-  sleep 0.1
-done
-BASE=$(grep -o 'http://[^/ ]*' "$WORK/serve.log" | head -1)
-[[ -n $BASE ]] || { echo "FAIL: htm serve did not start: $(cat "$WORK/serve.log")"; exit 1; }
+BASE=$(serve_base "$WORK/serve.log") || { echo "FAIL: htm serve did not start: $(cat "$WORK/serve.log")"; exit 1; }
 if "$PYTHON" "$SRC/scripts/serve/load.py" "$BASE" --clients "$CLIENTS" --seconds "$SECONDS_" \
   --writer "$WORK/big.sqlite"; then
   echo "serve load test passed"

@@ -234,13 +234,7 @@ class JobPool {
   void watch() {
     for (auto& [pid, job] : jobs_) {
       if (job.forced.kind != Forced::Kind::none) continue;  // killed: reaped next
-      if (stop_now()) {
-        job.forced = {Forced::Kind::stopped, ""};
-        kill_child(pid);
-      } else if (std::string what = job.watchdog->stalled(); !what.empty()) {
-        job.forced = {Forced::Kind::stalled, what};
-        kill_child(pid);
-      }
+      if ((job.forced = job.watchdog->due()).kind != Forced::Kind::none) kill_child(pid);
     }
   }
 
@@ -449,19 +443,17 @@ int launch_ranks(const std::vector<std::string>& args, int n, const std::string&
       continue;
     }
     if (pid < 0 && errno == ECHILD) break;
-    if (forced.kind == Forced::Kind::none && stop_now()) {
-      forced = {Forced::Kind::stopped, ""};
-      kill_all();
-    }
-    for (const auto& [p, r] : ranks) {  // the first rank found stalled is the one named
-      if (forced.kind != Forced::Kind::none || failed) break;
-      if (std::string what = watchdogs[static_cast<size_t>(r)]->stalled(); !what.empty()) {
-        forced = {Forced::Kind::stalled, what};
+    for (const auto& [p, r] : ranks) {  // a stop ends every rank; the first rank found stalled is named
+      if (forced.kind != Forced::Kind::none) break;
+      const Forced due = watchdogs[static_cast<size_t>(r)]->due();
+      if (due.kind == Forced::Kind::none || (due.kind == Forced::Kind::stalled && failed)) continue;
+      forced = due;
+      if (due.kind == Forced::Kind::stalled) {
         crashed_rank = r;
         crashed_status = SIGKILL;  // as waitpid shows a kill
-        std::fprintf(stderr, "htm: rank %d made no progress: %s; every rank is stopped\n", r, what.c_str());
-        kill_all();
+        std::fprintf(stderr, "htm: rank %d made no progress: %s; every rank is stopped\n", r, due.what.c_str());
       }
+      kill_all();
     }
     if (failed && std::chrono::steady_clock::now() > deadline) {
       for (const auto& [p, r] : ranks) kill(p, terminated ? SIGKILL : SIGTERM);

@@ -226,6 +226,12 @@ std::string Watchdog::stalled() {
   return what + (limit > timeout ? ", 10 times its slowest step " + std::to_string(limit) + " s)" : ")");
 }
 
+Forced Watchdog::due() {
+  if (stop_now()) return {Forced::Kind::stopped, ""};
+  if (std::string what = stalled(); !what.empty()) return {Forced::Kind::stalled, what};
+  return {};
+}
+
 void kill_child(pid_t pid) {
   kill(-pid, SIGKILL);
   kill(pid, SIGKILL);
@@ -240,15 +246,7 @@ int watch_child(pid_t pid, const ChildBoard& board, Forced* forced) {
       forget_worker(pid);
       return status;
     }
-    if (forced->kind == Forced::Kind::none) {
-      if (stop_now()) {
-        *forced = {Forced::Kind::stopped, ""};
-        kill_child(pid);
-      } else if (std::string what = watchdog.stalled(); !what.empty()) {
-        *forced = {Forced::Kind::stalled, what};
-        kill_child(pid);
-      }
-    }
+    if (forced->kind == Forced::Kind::none && (*forced = watchdog.due()).kind != Forced::Kind::none) kill_child(pid);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }

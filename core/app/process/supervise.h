@@ -87,6 +87,9 @@ class Watchdog {
   /// "" while the child makes progress; once it made none for its limit, what it says:
   /// "no progress for 6 s (runtime.stall_timeout 5 s)".
   std::string stalled();
+  /// Whether its supervisor ends the child now: `stopped` once a stop's grace has passed
+  /// (signals.h stop_now()), `stalled` once stalled() says so, else `none`.
+  Forced due();
 
  private:
   const ChildBoard& board_;

@@ -98,6 +98,7 @@ void board_step(int64_t step, int64_t total) {
   if (g_board == nullptr) return;
   publish(g_board->total_steps, total);
   publish(g_board->step, step);
+  publish(g_board->phase, static_cast<int32_t>(BoardPhase::training));
   beat();
 }
 

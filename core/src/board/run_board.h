@@ -73,7 +73,7 @@ void board_attempt(const std::string& label, const std::string& variant, int64_t
 void board_run(int64_t run_id, const std::string& db, const std::string& label);
 /// The run's database turned out malformed: the supervisor starts no more runs.
 void board_database_corrupt();
-/// The step being trained (1-based) of `total`.
+/// The step being trained (1-based) of `total`: the phase is training.
 void board_step(int64_t step, int64_t total);
 /// A plugin this process is about to build: it becomes the one executing, and returns its
 /// slot; board_built() then ties the built object to the slot and restores `previous`.

@@ -48,6 +48,20 @@ std::string this_host() {
 
 std::string owner_text(const RunOwner& owner) { return "host " + owner.host + " pid " + std::to_string(owner.pid); }
 
+// A supervisor's record of a run still under `owner_pid`: `sql` binds the end time, the message,
+// the run and the owner, in that order. Whether a row changed (none: the process recorded its
+// outcome itself, or another owner has the run now).
+bool update_owned(sqlite3* db, const std::string& path, const char* sql, int64_t run_id, int64_t owner_pid,
+                  const std::string& message) {
+  Statement(db, path, sql)
+      .bind_real(1, now_seconds())
+      .bind_text(2, message)
+      .bind_int(3, run_id)
+      .bind_int(4, owner_pid)
+      .run();
+  return sqlite3_changes(db) > 0;
+}
+
 }  // namespace
 
 RunOwner RunOwner::self() { return of(getpid()); }
@@ -141,15 +155,10 @@ int64_t ResultsStore::record_rank_crash(int64_t run_id, int64_t owner_pid, int64
 
 bool ResultsStore::record_interrupted(int64_t run_id, int64_t owner_pid, const std::string& message) {
   Transaction transaction(db_, path_);
-  Statement(db_, path_,
-            "UPDATE runs SET status = 'interrupted', ended_at = ?, error = ? WHERE id = ? AND status IN "
-            "('running', 'killed') AND owner_pid = ?")
-      .bind_real(1, now_seconds())
-      .bind_text(2, message)
-      .bind_int(3, run_id)
-      .bind_int(4, owner_pid)
-      .run();
-  const bool recorded = sqlite3_changes(db_) > 0;
+  const bool recorded = update_owned(db_, path_,
+                                     "UPDATE runs SET status = 'interrupted', ended_at = ?, error = ? WHERE id = ? "
+                                     "AND status IN ('running', 'killed') AND owner_pid = ?",
+                                     run_id, owner_pid, message);
   transaction.commit();
   return recorded;
 }
@@ -157,21 +166,18 @@ bool ResultsStore::record_interrupted(int64_t run_id, int64_t owner_pid, const s
 int64_t ResultsStore::crash(int64_t run_id, int64_t owner_pid, int64_t step, const std::string& message,
                             bool over_own_outcome) {
   Transaction transaction(db_, path_);
-  Statement(db_, path_,
-            over_own_outcome
-                ? "UPDATE runs SET status = 'failed', ended_at = ?, error = ? || coalesce('; then ' || error, '') "
-                  "WHERE id = ? AND status IN ('running', 'failed', 'interrupted') AND owner_pid = ?"
-                : "UPDATE runs SET status = 'failed', ended_at = ?, error = ? WHERE id = ? AND status IN "
-                  "('running', 'killed') AND owner_pid = ?")
-      .bind_real(1, now_seconds())
-      .bind_text(2, message)
-      .bind_int(3, run_id)
-      .bind_int(4, owner_pid)
-      .run();
   // 'killed' too: another htm process (a sibling job starting, `htm run` beside it) may find the
   // dead child's row before its supervisor does and settle it as killed (settle_stale); the
   // supervisor saw how it died and says so. A run resumed since has another owner.
-  if (sqlite3_changes(db_) == 0) {  // recorded by the process itself, or taken over: not ours to say
+  const bool recorded = update_owned(
+      db_, path_,
+      over_own_outcome
+          ? "UPDATE runs SET status = 'failed', ended_at = ?, error = ? || coalesce('; then ' || error, '') "
+            "WHERE id = ? AND status IN ('running', 'failed', 'interrupted') AND owner_pid = ?"
+          : "UPDATE runs SET status = 'failed', ended_at = ?, error = ? WHERE id = ? AND status IN "
+            "('running', 'killed') AND owner_pid = ?",
+      run_id, owner_pid, message);
+  if (!recorded) {  // recorded by the process itself, or taken over: not ours to say
     transaction.commit();
     return 0;
   }

@@ -243,7 +243,6 @@ bool Trainer::train_batch(Loop& loop) {
   }
   const auto step_t0 = Clock::now();
   board_step(step + 1, loop.total_steps);  // what a supervisor names if this process dies in the step
-  board_phase(BoardPhase::training);
   // ---- learning rate and ρ for this step
   const double lr = lr_at(train, step, epoch, loop.total_steps);
   loop.step->set_lr(lr);
