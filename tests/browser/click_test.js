@@ -4,8 +4,13 @@
 // and the settings diff, moves the smoothing slider, drags a zoom and resets it, searches and pins
 // metrics, switches the x axis, groups the runs table by variant (mean, sd and n checked against
 // the runs' own values), opens the study with ?reference=, its best-first order and per-seed lines,
-// a study's pictures moved back by their step slider, and the error pages. No page may report a
-// script error (#errors, or an uncaught exception).
+// a study's pictures moved back by their step slider, and the error pages. While a tiny run trains
+// beside them: a zoom on its live study page and a search being typed there survive the page's redraws,
+// and the runs table's reload keeps a ticked box's focus and a menu choice not yet submitted. With a
+// 200-character tag and a long description, no page is wider than a 1400 px window; the compare page
+// across two studies leaves experiment.* and runtime.* out of what differs, bolds only the differing
+// cells and its "runs" link keeps the selection. No page may report a script error (#errors, or an
+// uncaught exception).
 //   usage: node click_test.js HTM_BINARY FIXTURE_DATABASE EXPERIMENT   (screenshots: $HTM_BROWSER_SHOTS)
 'use strict';
 const {spawn, execFileSync} = require('child_process');
@@ -35,13 +40,24 @@ const sql = query => execFileSync('sqlite3', ['-readonly', '-csv', path.join(wor
                          .split('\n')
                          .map(line => line.split(','));
 
+// A tag of 200 characters without a space, and a description with a 200-character word in it.
+const LONG = 'abcdefghij'.repeat(20);
+const DESCRIPTION = 'A description long enough to wrap, with a word that has no space in it: '.repeat(3) + LONG;
+let training = null;  // the tiny run that trains while the live pages are looked at
+
 async function serve() {
   fs.copyFileSync(fixture, path.join(work, 'htm.sqlite'));
+  const tiny = path.join(__dirname, '..', 'data', 'tiny.toml'), db = path.join(work, 'htm.sqlite');
+  // A run long enough to train through the live checks (a row every step); stopped after them.
+  training = spawn(htm, [
+    'run', tiny, '--quiet', '--db', db, '--set', 'experiment.name="click-live"', '--set', 'train.train_samples=16000',
+    '--set', 'train.eval_samples=16', '--set', `runtime.artifacts="${path.join(work, 'live')}"`
+  ], {stdio: 'ignore'});
   // One more study, two epochs of two steps with pictures at each epoch's end (steps 2 and 4).
   execFileSync(htm, [
-    'run', path.join(__dirname, '..', 'data', 'tiny.toml'), '--quiet', '--db', path.join(work, 'htm.sqlite'), '--set',
-    'experiment.name="click-pictures"', '--set', 'train.epochs=2', '--set', 'runtime.pictures_every=1', '--set',
-    `runtime.artifacts="${path.join(work, 'runs')}"`
+    'run', tiny, '--quiet', '--db', db, '--set', 'experiment.name="click-pictures"', '--set', 'train.epochs=2', '--set',
+    'runtime.pictures_every=1', '--set', `runtime.artifacts="${path.join(work, 'runs')}"`, '--set',
+    `experiment.description="${DESCRIPTION}"`, '--tag', 'long=' + LONG.slice(5)
   ]);
   const server = spawn(htm, ['serve', '--db', path.join(work, 'htm.sqlite'), '--port', '0'], {cwd: work});
   const base = await new Promise((resolve, reject) => {
@@ -72,20 +88,92 @@ async function main() {
     const thrown = [];
     page.on('pageerror', e => thrown.push(e.message));
     // Opens (or waits after a click for) a page whose script sets data-ready, then checks #errors.
-    const ready = async name => {
-      await page.waitForFunction(() => document.body && document.body.dataset.ready === 'yes', {timeout: 15000});
-      const errors = await page.$eval('#errors', e => e.textContent);
+    const ready = async (name, on = page) => {
+      await on.waitForFunction(() => document.body && document.body.dataset.ready === 'yes', {timeout: 15000});
+      const errors = await on.$eval('#errors', e => e.textContent);
       check(!errors && !thrown.length, `${name}: no script error ${errors}${thrown.join('; ')}`);
     };
-    const open = async (name, url) => {
-      await page.goto(base + url);
-      await ready(name);
+    const open = async (name, url, on = page) => {
+      await on.goto(base + url);
+      await ready(name, on);
     };
     const here = async () => new URLSearchParams(await page.evaluate(() => location.search));  // the address now
     const shot = async name => {
       if (shots) await page.screenshot({path: path.join(shots, `serve-${name}.png`), fullPage: false});
     };
     if (shots) fs.mkdirSync(shots, {recursive: true});
+
+    // ---- while a run trains: its study page redraws every few seconds, the runs table reloads every 5
+    const since = Date.now();
+    const liveRows = () => Number(sql(`SELECT count(*) FROM metrics m JOIN runs r ON r.id = m.run_id
+        JOIN experiments e ON e.id = r.experiment_id WHERE e.name = 'click-live'`)[0][0]);
+    while (liveRows() < 5 && Date.now() - since < 30000) await new Promise(resolve => setTimeout(resolve, 200));
+    const counter = (on, name) => on.evaluate(n => Number(document.body.dataset[n] || 0), name);
+    const counted = (on, name, n) =>  // until the page's counter (data-NAME) reaches n
+        on.waitForFunction((c, k) => Number(document.body.dataset[c] || 0) >= k, {timeout: 20000}, name, n);
+    const studyChecks = async () => {  // (a) a zoom and (b) a search typed slowly, across redraws
+      await open('live study', '/study/click-live');
+      await counted(page, 'renders', (await counter(page, 'renders')) + 1);  // just redrawn: a drag fits before the next
+      const lossEntry = `Charts.entries.find(e => e.metric === 'train/loss')`;
+      const area = await page.evaluate(`(() => { const e = ${lossEntry}; e.panel.scrollIntoView();
+          const a = e.chart.chartArea, s = e.chart.scales.x;
+          return {left: a.left, right: a.right, top: a.top, bottom: a.bottom, min: s.min, max: s.max}; })()`);
+      const box = await (await page.$('.panel[data-metric="train/loss"] canvas')).boundingBox();
+      const y = box.y + (area.top + area.bottom) / 2, x0 = box.x + area.left, w = area.right - area.left;
+      await page.mouse.move(x0 + 0.2 * w, y);
+      await page.mouse.down();
+      await page.mouse.move(x0 + 0.6 * w, y, {steps: 4});
+      await page.mouse.up();
+      const range = `(() => { const s = ${lossEntry}.chart.scales.x; return [s.min, s.max]; })()`;
+      const zoomed = await page.evaluate(range);
+      const from = await counter(page, 'renders');
+      await page.click('#metric-search');
+      for (const part of ['tr', 'ain ', 'loss']) {  // a redraw between the keystrokes, as a slow typist meets
+        await page.type('#metric-search', part, {delay: 150});
+        if (part !== 'loss') await counted(page, 'renders', (await counter(page, 'renders')) + 1);
+      }
+      const after = await page.evaluate(`(() => { const e = ${lossEntry}, s = e.chart.scales.x, box = document.activeElement;
+          return {range: [s.min, s.max], zoomed: e.panel.dataset.zoomed, renders: Number(document.body.dataset.renders),
+          value: box.value, id: box.id, caret: box.selectionStart, shown: Number(document.body.dataset.shownCharts)}; })()`);
+      check(
+          after.renders - from >= 2 && after.zoomed === 'yes' &&
+              after.range.every((v, i) => Math.abs(v - zoomed[i]) < 1e-9 * Math.max(1, Math.abs(v))) &&
+              zoomed[0] > area.min && zoomed[1] < area.max,
+          `live study: the zoom to x ${zoomed.map(v => v.toFixed(2))} (of ${area.min}..${area.max}) kept through ` +
+              `${after.renders - from} redraws (${after.range.map(v => v.toFixed(2))})`);
+      check(
+          after.value === 'train loss' && after.id === 'metric-search' && after.caret === 10 && after.shown >= 1,
+          `live study: "train loss" typed across redraws kept (value "${after.value}", focus #${after.id}, ` +
+              `caret ${after.caret}, ${after.shown} chart(s) shown)`);
+      await shot('live-study');
+    };
+    const runsChecks = async () => {  // (c) the runs table's reload keeps focus and a choice not yet submitted
+      const other = await browser.newPage();
+      other.on('pageerror', e => thrown.push(e.message));
+      await other.setViewport({width: 1280, height: 1000});
+      await open('live runs', '/', other);
+      const id = await other.$eval('#runs tr[data-run]:not([data-status="running"])', r => r.dataset.run);
+      await other.select('select[name=experiment]', experiment);
+      const tick = `#runs tr[data-run="${id}"] input.pick`;
+      await other.click(tick);
+      await other.focus(tick);
+      const loads = await counter(other, 'loads');
+      await counted(other, 'loads', loads + 1);
+      const after = await other.evaluate(() => {
+        const a = document.activeElement;
+        return {label: a.getAttribute('aria-label'), checked: a.checked, connected: a.isConnected,
+                experiment: document.querySelector('select[name=experiment]').value,
+                rows: document.querySelectorAll('#runs tr[data-run]').length};
+      });
+      check(
+          after.label === `compare run ${id}` && after.checked && after.connected && after.experiment === experiment,
+          `live runs: after a reload, the ticked box of run ${id} keeps the focus (${after.label}) and the ` +
+              `experiment menu its unsubmitted "${after.experiment}" (${after.rows} rows, all studies still)`);
+      await other.close();
+    };
+    await Promise.all([studyChecks(), runsChecks()]);
+    training.kill();
+    console.log(`(live checks: ${((Date.now() - since) / 1000).toFixed(1)} s)`);
 
     // ---- pick runs in the runs table, open their comparison
     await open('runs', `/?experiment=${experiment}`);
@@ -351,9 +439,50 @@ async function main() {
           response.status() === status && says.test(text) && (await page.$('a[href="/"]')) !== null,
           `${url}: a ${status} page saying so, with a link to the runs ("${text.slice(0, 80)}")`);
     }
+
+    // ---- (d) a 200-character tag and a long description: no page wider than a 1400 px window
+    await page.setViewport({width: 1400, height: 1000});
+    const pictured = sql(`SELECT r.id FROM runs r JOIN experiments e ON e.id = r.experiment_id
+        WHERE e.name = 'click-pictures'`)[0][0];
+    const across = ids.slice(0, 4).concat([Number(pictured)]).sort((a, b) => a - b);  // two studies
+    for (const [name, url] of [
+             ['runs', '/'], ['run', `/run/${pictured}`], ['study', '/study/click-pictures'],
+             ['compare', `/compare?runs=${across.join(',')}`]]) {
+      await open(`wide ${name}`, url);
+      const width = await page.evaluate(() => document.documentElement.scrollWidth);
+      check(width <= 1400, `${name} page with a 200-character tag and description: ${width} px wide (at most 1400)`);
+      await shot(`wide-${name}`);
+    }
+    // ---- (e) that compare page: settings of two studies side by side
+    const compared = await page.$$eval('#settings-table tr', rows => rows.slice(1).map(r => {
+      const cells = [...r.children].slice(1).map(c => [c.textContent, Number(getComputedStyle(c).fontWeight)]);
+      return {key: r.children[0].textContent, differs: r.dataset.differs === 'yes', cells};
+    }));
+    const differ = compared.filter(r => r.differs);
+    check(
+        differ.length > 0 && !differ.some(r => /^(experiment|runtime)\./.test(r.key)) &&
+            compared.some(r => r.key === 'experiment.name'),
+        `compare: experiment.* and runtime.* listed, not as differing (${differ.map(r => r.key).join(', ')})`);
+    const wrongBold = compared.filter(r => {
+      const count = new Map();
+      for (const [text] of r.cells) count.set(text, (count.get(text) || 0) + 1);
+      const most = [...count].reduce((a, b) => b[1] > a[1] ? b : a)[0];
+      return r.cells.some(([text, weight]) => (weight >= 600) !== (r.differs && text !== most));
+    });
+    check(
+        !wrongBold.length, `compare: only the cells unlike their row's usual value are bold (wrong: ${
+            wrongBold.map(r => r.key).join(', ') || 'none'})`);
+    const runsLink = await page.$eval('nav a', a => a.getAttribute('href'));
+    await Promise.all([page.waitForNavigation(), page.click('nav a')]);
+    await ready('runs from compare');
+    const ticked = await page.$$eval('#runs input.pick:checked', bs => bs.map(b => b.closest('tr').dataset.run));
+    check(
+        (await here()).get('sel') === across.join(',') && ticked.length === across.length,
+        `compare: its runs link (${runsLink}) keeps the ${across.length} runs ticked (${ticked})`);
   } finally {
     await browser.close();
     server.kill();
+    if (training) training.kill();
     fs.rmSync(work, {recursive: true, force: true});
   }
   const seconds = ((Date.now() - started) / 1000).toFixed(1);

@@ -76,31 +76,42 @@ function charts(runs) {
   }
   return metrics.length;
 }
+// experiment.* (a study's name, seeds, description) and runtime.* (paths, threads) never change a
+// result: they are listed with the settings that are equal, not as differing. In a row that differs,
+// the cells in bold are those unlike the row's most common value (the first run's, on a tie).
+const compared = k => !/^(experiment|runtime)\./.test(k);
 function settings(runs) {
   const values = runs.map(r => Object.fromEntries(r.params));
   const keys = [...new Set(runs.flatMap(r => r.params.map(([k]) => k)))].sort();
-  const differs = k => new Set(values.map(v => v[k] ?? '(unset)')).size > 1;
+  const differs = k => compared(k) && new Set(values.map(v => v[k] ?? '(unset)')).size > 1;
+  const usual = k => {
+    const count = new Map();
+    for (const v of values) count.set(v[k] ?? '(unset)', (count.get(v[k] ?? '(unset)') || 0) + 1);
+    return [...count].reduce((a, b) => b[1] > a[1] ? b : a)[0];  // the first of the most common on a tie
+  };
   const ordered = keys.filter(differs).concat(keys.filter(k => !differs(k)));
   const t =
       el('table', {id: 'settings-table'},
          el('tr', {}, el('th', {}, 'setting'),
             ...runs.map((r, i) => el('th', {style: `color:${lineOf(i).color}`}, `run ${r.run.id}`))));
   for (const k of ordered) {
-    const d = differs(k);
-    t.append(
-        el('tr', {'data-differs': d ? 'yes' : 'no', class: d ? '' : 'same'}, el('td', {}, k),
-           ...values.map(
-               v => el('td', {class: d ? 'differs' : 'muted'}, v[k] === undefined ? '(unset)' : setting(v[k])))));
+    const d = differs(k), most = d ? usual(k) : null;
+    t.append(el(
+        'tr', {'data-differs': d ? 'yes' : 'no', class: d ? '' : 'same'}, el('td', {}, k),
+        ...values.map(
+            v => el('td', {class: 'wrap ' + (!d ? 'muted' : (v[k] ?? '(unset)') !== most ? 'differs' : '')},
+                    v[k] === undefined ? '(unset)' : setting(v[k])))));
   }
   const all = document.getElementById('all-settings');
   const show = () => t.classList.toggle('only-differing', !all.checked);
   all.addEventListener('change', show);
   show();
-  const n = keys.filter(differs).length;
+  const n = keys.filter(differs).length, ignored = keys.filter(k => !compared(k)).length;
   document.getElementById('settings')
       .replaceChildren(
           el('p', {class: 'muted', id: 'settings-summary'},
-             `${n} of ${plural(keys.length, 'setting')} ${n === 1 ? 'differs' : 'differ'}.`),
+             `${n} of ${plural(keys.length - ignored, 'setting')} ${n === 1 ? 'differs' : 'differ'}` +
+                 ` (and ${ignored} experiment.* and runtime.*, not compared).`),
           t);
   return n;
 }
@@ -113,6 +124,8 @@ function settings(runs) {
     document.body.dataset.ready = 'yes';
     return;
   }
+  const back = document.querySelector('nav a[href="/"]');  // the runs table, with these runs ticked
+  if (back) back.href = '/?sel=' + ids.slice().sort((a, b) => a - b).join(',');
   const runs = [], missing = [];
   for (const result of await Promise.allSettled(ids.map(load)))
     if (result.status === 'fulfilled')

@@ -1,5 +1,6 @@
 // htm serve's study page: the version route is polled (cheap); the study is re-read and
-// redrawn by report.js's render() only when it changed, never more often than its last read took.
+// redrawn by report.js's render() only when it changed, never more often than its last read took,
+// and never in the middle of a drag across a chart (a zoom being chosen).
 // LIVE, the study's JSON route, is set before this script.
 'use strict';
 (() => {
@@ -27,7 +28,9 @@
         q.set('curves', 'main');                         // the others as the page reads them: after
         const response = await fetch(LIVE + '?' + q);
         if (response.ok) {
-          render(await response.json());
+          const data = await response.json();
+          while (Charts.busy()) await new Promise(resolve => setTimeout(resolve, 100));  // a drag across a chart ends first
+          render(data);
           banner.textContent += ' (updated ' + new Date().toISOString().slice(11, 19) + ' UTC)';  // as the page's times
         }
         wait = Math.max(2000, 2 * (performance.now() - started));

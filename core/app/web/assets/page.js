@@ -12,6 +12,31 @@ const el = (tag, attrs = {}, ...kids) => {
   for (const k of kids) e.append(k ?? '');
   return e;
 };
+// A redraw (`build`) that replaces the element with the keyboard focus gives the focus, caret and
+// selection to its replacement: the element `key` names (a selector: by default its id, else its
+// aria-label, href, name or class inside the nearest element with an id or a data-run, data-study,
+// data-metric or data-variant), so a page that redraws while someone types or ticks keeps up with them.
+const focusKey = e => {
+  if (e.id) return '#' + CSS.escape(e.id);
+  const attr = ['aria-label', 'href', 'name', 'class'].find(a => e.getAttribute(a));
+  const self = e.tagName.toLowerCase() + (attr ? `[${attr}="${CSS.escape(e.getAttribute(attr))}"]` : '');
+  const scope = e.parentElement && e.parentElement.closest('[id],[data-run],[data-study],[data-metric],[data-variant]');
+  if (!scope) return null;
+  if (scope.id) return `#${CSS.escape(scope.id)} ${self}`;
+  const data = ['run', 'study', 'metric', 'variant'].find(d => scope.dataset[d] !== undefined);
+  return `[data-${data}="${CSS.escape(scope.dataset[data])}"] ${self}`;
+};
+function keepFocus(build, key = focusKey) {
+  const a = document.activeElement, name = a && a !== document.body ? key(a) : null;
+  const caret = name && typeof a.selectionStart === 'number' ? [a.selectionStart, a.selectionEnd] : null;
+  const result = build();
+  const b = name && !a.isConnected ? document.querySelector(name) : null;
+  if (b) {
+    b.focus({preventScroll: true});
+    if (caret && typeof b.setSelectionRange === 'function') b.setSelectionRange(...caret);
+  }
+  return result;
+}
 const fmt = (x, d = 5) => x === null || x === undefined ? '' : Number(x).toPrecision(d).replace(/\.?0+(e|$)/, '$1');
 // "1 run", "3 runs": a count and its noun.
 const plural = (n, one, many = one + 's') => `${n} ${n === 1 ? one : many}`;
@@ -100,7 +125,10 @@ const Charts = (() => {
   };
   const TITLE = {step: 'step', time: 'wall time (s since the run started)', epoch: 'epoch'};
   const entries = [];
-  let pinnedBox = null;
+  // Each metric's zoom, [min, max] of x: a chart drawn again (a study that trains redraws every few
+  // seconds) is drawn zoomed as it was. `dragging`: a drag across a chart is under way (live.js waits).
+  const zooms = new Map();
+  let pinnedBox = null, controls = null, dragging = false;
   function save() {
     if (location.protocol === 'file:') return;  // htm report's file: nothing to keep
     const u = new URLSearchParams(location.search);
@@ -180,6 +208,10 @@ const Charts = (() => {
   // Resolves once every chart asked for is drawn.
   const drawn = () => queue.length ? new Promise(resolve => waiting.push(resolve)) : Promise.resolve();
   function zoom(entry, min, max) {
+    if (min === undefined)
+      zooms.delete(entry.metric);
+    else
+      zooms.set(entry.metric, [min, max]);
     if (!entry.chart) return;
     const x = entry.chart.options.scales.x;
     if (min === undefined)
@@ -209,14 +241,17 @@ const Charts = (() => {
     if (pinnedBox) pinnedBox.hidden = !pinnedBox.children.length;
   }
   // Drag across the plot to zoom into that x range; Shift+wheel zooms about the pointer.
+  // The window's listener goes with the chart (entry.gone, aborted when the page is drawn again).
   function zoomable(entry) {
     const {chart} = entry, canvas = chart.canvas, box = canvas.parentNode;
     const band = el('div', {class: 'zoom-band', hidden: ''});
     box.append(band);
+    entry.gone = new AbortController();
     let from = null;
     canvas.addEventListener('mousedown', e => {
       if (e.button !== 0) return;
       from = e.offsetX;
+      dragging = true;
       Object.assign(band.style, {left: from + 'px', width: '0px'});
       band.hidden = false;
     });
@@ -228,13 +263,14 @@ const Charts = (() => {
       if (from === null) return;
       const to = e.clientX - canvas.getBoundingClientRect().left, a = Math.min(from, to), b = Math.max(from, to);
       from = null;
+      dragging = false;
       band.hidden = true;
       if (b - a < 5) return;
       const scale = chart.scales.x;
       zoom(
           entry, scale.getValueForPixel(Math.max(a, chart.chartArea.left)),
           scale.getValueForPixel(Math.min(b, chart.chartArea.right)));
-    });
+    }, {signal: entry.gone.signal});
     canvas.addEventListener('wheel', e => {
       if (!e.shiftKey) return;
       e.preventDefault();
@@ -254,8 +290,11 @@ const Charts = (() => {
       entry = join({chart: null, panel, metric, specs});
     const draw = () => {
       fill(config.data.datasets, specs);
-      config.options.scales.x.title = {display: true, text: TITLE[state.x]};
+      const x = config.options.scales.x, kept = zooms.get(metric);
+      x.title = {display: true, text: TITLE[state.x]};
+      if (kept) [x.min, x.max] = kept;
       entry.chart = new Chart(canvas, config);
+      panel.dataset.zoomed = kept ? 'yes' : 'no';
       zoomable(entry);
     };
     soon(canvas, draw);
@@ -268,6 +307,7 @@ const Charts = (() => {
     const entry = join({chart, panel, metric, specs});
     zoomable(entry);
     apply(entry);
+    if (zooms.has(metric)) zoom(entry, ...zooms.get(metric));
     return entry;
   }
   // Its panel gets a pin, and is shown or hidden by the search.
@@ -286,10 +326,21 @@ const Charts = (() => {
     return entry;
   }
   // The bar above a page's charts: search, smoothing, x axis (`axes`: those the data has), reset
-  // zoom, and `extra` controls of the page's own.
+  // zoom, and `extra` controls of the page's own. Built once: a page drawn again (a study that trains)
+  // calls it again, and keeps the same elements, so that what is being typed, the focus and the caret
+  // stay; only the x axes offered and the extra controls (when they are other elements) change.
   function bar(container, axes, ...extra) {
     if (!axes.includes(state.x)) state.x = 'step';
-    if (pinnedBox) pinnedBox.remove();  // a page drawn again (a study that trains) builds its bar again
+    if (!controls || controls.container !== container) controls = build(container);
+    const {axis, extras} = controls;
+    if ([...axis.options].map(o => o.value).join() !== axes.join())
+      axis.replaceChildren(...axes.map(a => el('option', {value: a}, TITLE[a])));
+    axis.value = state.x;
+    if (extra.length !== extras.children.length || extra.some((e, i) => extras.children[i] !== e))
+      extras.replaceChildren(...extra);
+  }
+  function build(container) {
+    if (pinnedBox) pinnedBox.remove();
     const search =
         el('input', {type: 'search', id: 'metric-search', placeholder: 'search metrics', value: state.search});
     search.addEventListener('input', () => {
@@ -311,31 +362,40 @@ const Charts = (() => {
         save();
       });
     });
-    const axis = el('select', {id: 'x-axis'}, ...axes.map(a => el('option', {value: a}, TITLE[a])));
-    axis.value = state.x;
+    const axis = el('select', {id: 'x-axis'});
     axis.addEventListener('change', () => {
       state.x = axis.value;
+      zooms.clear();
       for (const e of entries) zoom(e), apply(e);
       save();
     });
     const reset = el('button', {type: 'button', id: 'reset-zoom'}, 'reset zoom');
-    reset.addEventListener('click', () => entries.forEach(e => zoom(e)));
+    reset.addEventListener('click', () => {
+      zooms.clear();
+      entries.forEach(e => zoom(e));
+    });
     const lab = (text, ...kids) => el('label', {}, text, ' ', ...kids);
+    const extras = el('span', {class: 'extra'});
     container.replaceChildren(
-        lab('metrics', search), lab('smoothing', slider, shown), lab('x axis', axis), reset, ...extra,
+        lab('metrics', search), lab('smoothing', slider, shown), lab('x axis', axis), reset, extras,
         el('span', {class: 'muted'}, 'drag across a chart to zoom (Shift+wheel too; double click: back)'));
     container.classList.add('chart-controls');
     pinnedBox = el('div', {class: 'grid', id: 'pinned', hidden: ''});
     container.after(pinnedBox);
+    return {container, axis, extras};
   }
   // The x axes the points allow: step always, wall time and epoch where every line has them.
   const axesOf = points => ['step', 'time', 'epoch'].filter(
       a => a === 'step' || points.some(p => p[a] !== null && p[a] !== undefined));
-  const clear = () => {  // the page draws everything again
+  const clear = () => {  // the page draws everything again (the zooms stay)
+    for (const e of entries)
+      if (e.gone) e.gone.abort();
     entries.length = 0;
+    dragging = false;
     queue = [];
     if (pinnedBox) pinnedBox.replaceChildren();
     waiting.splice(0).forEach(resolve => resolve());
   };
-  return {add, line, later, soon, apply, bar, axesOf, clear, drawn, state, entries};
+  const busy = () => dragging;
+  return {add, line, later, soon, apply, bar, axesOf, clear, drawn, busy, state, entries};
 })();

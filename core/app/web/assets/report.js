@@ -7,6 +7,9 @@ let D = null;
 const color = v => COLORS[D.variants.indexOf(v) % COLORS.length];
 const nodata = text => el('div', {class: 'nodata'}, text);
 let charts = 0, renders = 0;
+// What a reader chose that a redraw keeps (htm serve's page redraws while its study trains): the
+// metrics switched from a log to a linear axis, and each variant's picture seed and step.
+const Chosen = {linear: new Set(), pictures: new Map()};
 
 // Per-seed lines (htm serve's study page): every run's own curve, thin, in its variant's colour, read
 // from /api/run/ID the first time they are asked for, kept while the page redraws.
@@ -84,7 +87,9 @@ const Deferred = {
   }
 };
 
-function render(data) {
+// The page drawn again keeps the keyboard focus where it was (page.js's keepFocus).
+const render = data => keepFocus(() => drawPage(data));
+function drawPage(data) {
   D = data;
   for (const chart of Object.values(Chart.instances)) chart.destroy();
   Charts.clear();
@@ -361,12 +366,18 @@ function render(data) {
           type: 'line',
           data: {datasets},
           options: curveOptions(
-              {filter: i => !/ (min|max|raw)$|^run \d/.test(i.text)}, yAxis({type: c.log ? 'logarithmic' : 'linear'}))
+              {filter: i => !/ (min|max|raw)$|^run \d/.test(i.text)},
+              yAxis({type: c.log && !Chosen.linear.has(c.metric) ? 'logarithmic' : 'linear'}))
         },
         specs, slot);
     if (c.log) {  // a metric spanning decades starts on a log scale, with a switch
-      const box = el('input', {type: 'checkbox', checked: ''});
+      const box = el('input', {type: 'checkbox'});
+      box.checked = !Chosen.linear.has(c.metric);
       box.addEventListener('change', () => {
+        if (box.checked)
+          Chosen.linear.delete(c.metric);
+        else
+          Chosen.linear.add(c.metric);
         if (!entry.chart) return;
         entry.chart.options.scales.y.type = box.checked ? 'logarithmic' : 'linear';
         entry.chart.update();
@@ -380,10 +391,13 @@ function render(data) {
     const points = D.curves.filter(c => c.series).flatMap(c => c.series.flatMap(s => pointsOf(s, s.mean)));
     const extra = [];
     if (location.protocol !== 'file:') {  // htm serve: each seed's own line, read from the server when asked
-      const seeds = el('input', {type: 'checkbox', id: 'seed-lines'});
-      seeds.checked = SeedLines.on;
-      seeds.addEventListener('change', () => SeedLines.show(seeds.checked));
-      extra.push(el('label', {}, seeds, ' per-seed lines'));
+      if (!SeedLines.control) {  // made once: the bar keeps its elements across redraws
+        const seeds = el('input', {type: 'checkbox', id: 'seed-lines'});
+        seeds.checked = SeedLines.on;
+        seeds.addEventListener('change', () => SeedLines.show(seeds.checked));
+        SeedLines.control = el('label', {}, seeds, ' per-seed lines');
+      }
+      extra.push(SeedLines.control);
     }
     Charts.bar(document.getElementById('controls'), Charts.axesOf(points), ...extra);
     if (!D.curves.length) box.append(nodata('These runs logged no metrics.'));
@@ -404,8 +418,11 @@ function render(data) {
       const figures = el('div', {class: 'grid'}), steps = el('span', {class: 'picture-steps'});
       // Each kind as it was at the chosen step (its latest at or before it); a slider over the
       // steps with pictures when there are several (htm serve lists each step's, a file its last).
+      const chosen = Chosen.pictures.get(variant) || {};  // a step chosen on the slider stays; else the latest
+      Chosen.pictures.set(variant, chosen);
       const show = run => {
         const own = mine.filter(p => p.run === run), all = [...new Set(own.map(p => p.step))].sort((a, b) => a - b);
+        const at = all.includes(chosen.step) ? chosen.step : all[all.length - 1];
         const label = el('span', {class: 'muted'});
         const draw = at => {
           const latest = new Map();
@@ -421,20 +438,25 @@ function render(data) {
         steps.replaceChildren();
         if (all.length > 1) {
           const slider = el('input', {type: 'range', class: 'picture-step', min: 0, max: all.length - 1, step: 1});
-          slider.value = all.length - 1;
-          slider.addEventListener('input', () => draw(all[Number(slider.value)]));
+          slider.value = all.indexOf(at);
+          slider.addEventListener('input', () => draw(chosen.step = all[Number(slider.value)]));
           steps.append(' step ', slider, label);
         }
-        draw(all[all.length - 1]);
+        draw(at);
       };
       const picker =
           el('select', {class: 'seed-picker', 'aria-label': variant + ' seed'},
              ...runs.map(run => el('option', {value: run}, 'seed ' + mine.find(p => p.run === run).seed)));
-      picker.addEventListener('change', () => show(Number(picker.value)));
+      picker.addEventListener('change', () => {
+        chosen.run = Number(picker.value);
+        show(chosen.run);
+      });
+      const run = runs.includes(chosen.run) ? chosen.run : runs[0];
+      picker.value = run;
       box.append(
-          el('div', {class: 'panel pictures', style: 'grid-column: 1 / -1'},
+          el('div', {class: 'panel pictures', 'data-variant': variant, style: 'grid-column: 1 / -1'},
              el('h3', {}, el('span', {style: `color:${color(variant)}`}, variant), picker, steps), figures));
-      show(runs[0]);
+      show(run);
     }
   })();
   // A self-check the browser tests read, once every chart is drawn: how many charts were drawn, and

@@ -66,7 +66,7 @@ async function poll() {
   const r = D.run;
   if (D.params) {
     document.getElementById('title').textContent = `Run ${r.id}: ${r.experiment} / ${r.variant}, seed ${r.seed ?? ''}`;
-    const t = el('table', {}, ...D.params.map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {}, setting(v)))));
+    const t = el('table', {}, ...D.params.map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {class: 'wrap'}, setting(v)))));
     document.getElementById('settings').replaceChildren(t);
   }
   const about = document.getElementById('about');

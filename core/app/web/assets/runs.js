@@ -110,10 +110,10 @@ function showStudies(experiments) {
   for (const [name, runs, running] of experiments) {
     const q = encodeURIComponent(name);
     studies.append(
-        el('tr', {}, el('td', {}, el('a', {href: '/study/' + q}, name)), el('td', {class: 'num'}, runs),
+        el('tr', {'data-study': name}, el('td', {}, el('a', {href: '/study/' + q}, name)), el('td', {class: 'num'}, runs),
            el('td', {class: 'num'}, running), el('td', {}, el('a', {href: '/sweep/' + q}, 'sweep'))));
   }
-  document.getElementById('studies').replaceChildren(studies);
+  keepFocus(() => document.getElementById('studies').replaceChildren(studies));
 }
 async function load() {
   clearTimeout(timer);
@@ -133,10 +133,13 @@ async function load() {
     document.body.dataset.ready = 'yes';
     return;
   }
-  const select = form.elements.experiment;
-  if (select.options.length === 1)
-    for (const [name] of D.experiments) select.append(el('option', {}, name));
-  select.value = state.get('experiment') || '';
+  // The form shows the address's choices once, as the page opens: a reload while runs train leaves
+  // alone what is chosen there and not yet shown (a study that started meanwhile joins the menu).
+  const select = form.elements.experiment, opening = select.options.length === 1;
+  const offered = new Set([...select.options].map(o => o.value));
+  for (const [name] of D.experiments)
+    if (!offered.has(name)) select.append(el('option', {}, name));
+  if (opening) select.value = state.get('experiment') || '';
   document.getElementById('keys').replaceChildren(
       ...['experiment', 'variant', 'seed', 'status', 'duration', 'tag.phase', ...D.metrics, ...D.settings].map(
           k => el('option', {value: k})));
@@ -179,8 +182,9 @@ async function load() {
            ...D.columns.map(c => el('td', {class: 'num', 'data-metric': c}, fmt(r.final[c]))),
            el('td', {class: 'wrap'}, r.tags), el('td', {class: 'wrap bad'}, r.error.slice(0, 200))));
   }
-  document.getElementById('table').replaceChildren(
-      D.runs.length ? t : el('div', {class: 'nodata'}, 'No run matches these filters.'));
+  keepFocus(  // a box ticked (or a link) with the keyboard focus keeps it through the reload
+      () => document.getElementById('table').replaceChildren(
+          D.runs.length ? t : el('div', {class: 'nodata'}, 'No run matches these filters.')));
   showStudies(D.experiments);
   document.body.dataset.rows = D.runs.length;
   document.body.dataset.total = D.total;

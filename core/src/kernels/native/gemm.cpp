@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -54,7 +55,7 @@ __attribute__((target("avx512f,avx512bf16"))) void to_bf16_avx512(const float* s
 bool has_avx512_bf16() {
   static const bool has = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16") != 0;
+    return avx512_allowed() && __builtin_cpu_supports("avx512bf16") != 0;
   }();
   return has;
 }
@@ -80,6 +81,14 @@ const uint16_t* as_bf16(Operand x, int64_t rows, int64_t cols, int which, int64_
 }
 
 }  // namespace
+
+bool avx512_allowed() {
+  static const bool allowed = [] {
+    const char* cap = std::getenv("ATEN_CPU_CAPABILITY");
+    return cap == nullptr || *cap == '\0' || std::strcmp(cap, "avx512") == 0;
+  }();
+  return allowed;
+}
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {

@@ -36,6 +36,12 @@ void to_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_t*
 /// contiguous (keys and values: strided halves of one projection) is read in place.
 at::Tensor bf16_copy(const at::Tensor& x);
 
+/// Whether htm's own AVX-512 code may run: unless torch's ATEN_CPU_CAPABILITY caps the CPU below
+/// it ("avx2", "default"), as torch's kernels are then. With ONEDNN_MAX_CPU_ISA=AVX2 and
+/// OPENBLAS_CORETYPE=Haswell beside it, a CPU with AVX-512 computes what an AVX2 one does, bit
+/// for bit (tests/golden_test.cpp pins both from one machine).
+bool avx512_allowed();
+
 /// The bf16 hardware oneDNN multiplies on here: "AMX-BF16", "AVX512-BF16" or "none".
 std::string native_bf16_hardware();
 

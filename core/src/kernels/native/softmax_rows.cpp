@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "kernels/counter_rng.h"
+#include "kernels/native/gemm.h"
 
 namespace htm {
 namespace {
@@ -128,7 +129,7 @@ HTM_AVX512 void softmax_grad_avx512(const float* p, float* dp, int64_t n) {
 bool has_avx512() {
   static const bool has = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    return avx512_allowed() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512dq");
   }();
   return has;
