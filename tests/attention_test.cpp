@@ -4,6 +4,7 @@
 
 #include "htm/layers.h"
 #include "kernels/counter_rng.h"
+#include "kernels/kernels.h"
 #if HTM_NATIVE_KERNELS
 #include "kernels/native/softmax_rows.h"
 #endif
@@ -33,7 +34,13 @@ Inputs inputs(int64_t bq, int64_t B, int64_t Tq, int64_t Tk, int64_t C) {
 
 TEST(FusedAttention, MatchesPlainAttentionValuesAndGradients) {
   for (auto [bq, B, Tq, Tk, C, h] :
-       std::vector<std::array<int64_t, 6>>{{3, 3, 70, 33, 16, 2}, {1, 4, 130, 9, 12, 3}, {2, 2, 5, 200, 8, 1}}) {
+       std::vector<std::array<int64_t, 6>>{{3, 3, 70, 33, 16, 2},
+                                           {1, 4, 130, 9, 12, 3},
+                                           {2, 2, 5, 200, 8, 1},
+                                           // small heads (native/attention_small.h): d ≤ 16, ≤ 16 keys
+                                           {2, 2, 16, 16, 16, 4},
+                                           {1, 3, 12, 7, 32, 2},
+                                           {3, 3, 9, 16, 5, 1}}) {
     Inputs in = inputs(bq, B, Tq, Tk, C);
     auto fused = fused_attention(in.q, in.k, in.v, h, 0.0, true);
     auto plain = plain_attention(in.q, in.k, in.v, h);
@@ -67,6 +74,24 @@ TEST(FusedAttention, DropoutIsReproducibleUnbiasedAndBackpropagatesThroughItsMas
   auto mean = torch::zeros_like(a);
   for (int s = 0; s < 400; ++s) mean += fused_attention(in.q, in.k, in.v, 2, p, true) / 400.0;
   EXPECT_LT((mean - plain_attention(in.q, in.k, in.v, 2)).abs().mean().item<double>(), 0.02);
+}
+
+// Small heads in registers draw the blocked path's masks: against the portable kernels (the
+// same masks, bit for bit, kernels/kernels.h) the same values and gradients, to rounding.
+TEST(FusedAttention, SmallHeadsDropTheSameWeightsAsThePortableKernels) {
+  Inputs in = inputs(2, 2, 16, 16, 16);
+  auto g = torch::randn({2, 16, 16});
+  std::vector<torch::Tensor> out, grads;
+  for (const Kernels k : {Kernels::native, Kernels::portable}) {
+    KernelsScope kernels(k);
+    torch::manual_seed(11);
+    out.push_back(fused_attention(in.q, in.k, in.v, 4, 0.3, true));
+    for (const auto& grad : torch::autograd::grad({out.back()}, {in.q, in.k, in.v}, {g})) grads.push_back(grad);
+  }
+  EXPECT_TRUE(torch::allclose(out[0], out[1], 1e-4, 1e-5)) << (out[0] - out[1]).abs().max();
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(torch::allclose(grads[i], grads[i + 3], 1e-3, 1e-4))
+        << i << ": " << (grads[i] - grads[i + 3]).abs().max();
 }
 
 TEST(FusedAttention, DropoutGradientsMatchFiniteDifferences) {

@@ -184,26 +184,37 @@ TEST(GeluLinear, EqualsLinearOfGeluWhileKeepingOneActivation) {
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(gf[i], gp[i])) << i << ": " << (gf[i] - gp[i]).abs().max();
 }
 
-// The MLP's first end: LayerNorm then Linear as one node, keeping x alone.
+// The MLP's first end: LayerNorm then Linear as one node, keeping x alone. Rows wider than 64
+// keep torch's norm, bit for bit; narrower ones (the native kernels' own norm,
+// kernels/native/layer_norm.h, on an AVX-512 CPU) agree to rounding, values and every gradient.
 TEST(NormLinear, EqualsLinearOfLayerNormWhileKeepingOneActivation) {
-  torch::manual_seed(7);
-  torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({48}));
-  {
-    torch::NoGradGuard no_grad;
-    norm->weight.uniform_(0.5, 1.5);
-    norm->bias.uniform_(-0.5, 0.5);
+  for (const int64_t C : {96, 48, 16, 5}) {
+    torch::manual_seed(7);
+    torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({C}));
+    {
+      torch::NoGradGuard no_grad;
+      norm->weight.uniform_(0.5, 1.5);
+      norm->bias.uniform_(-0.5, 0.5);
+    }
+    Linear layer(C, 20);
+    auto x = torch::randn({3, 17, C}).requires_grad_(true);
+    auto g = torch::randn({3, 17, 20});
+    auto fused = norm_linear(x, norm->weight, norm->bias, 1e-5, layer->weight, layer->bias);
+    auto plain = layer->forward(norm->forward(x));
+    const std::vector<torch::Tensor> inputs = {x, norm->weight, norm->bias, layer->weight, layer->bias};
+    auto gf = torch::autograd::grad({fused}, inputs, {g});
+    auto gp = torch::autograd::grad({plain}, inputs, {g});
+    if (C > 64) {
+      EXPECT_TRUE(torch::equal(fused, plain));
+      for (size_t i = 0; i < inputs.size(); ++i)
+        EXPECT_TRUE(torch::equal(gf[i], gp[i])) << i << ": " << (gf[i] - gp[i]).abs().max();
+      continue;
+    }
+    EXPECT_TRUE(torch::allclose(fused, plain, 1e-4, 1e-5)) << "C=" << C << ": " << (fused - plain).abs().max();
+    for (size_t i = 0; i < inputs.size(); ++i)
+      EXPECT_TRUE(torch::allclose(gf[i], gp[i], 1e-4, 1e-4))
+          << "C=" << C << " input " << i << ": " << (gf[i] - gp[i]).abs().max();
   }
-  Linear layer(48, 20);
-  auto x = torch::randn({3, 17, 48}).requires_grad_(true);
-  auto g = torch::randn({3, 17, 20});
-  auto fused = norm_linear(x, norm->weight, norm->bias, 1e-5, layer->weight, layer->bias);
-  auto plain = layer->forward(norm->forward(x));
-  EXPECT_TRUE(torch::equal(fused, plain));
-  const std::vector<torch::Tensor> inputs = {x, norm->weight, norm->bias, layer->weight, layer->bias};
-  auto gf = torch::autograd::grad({fused}, inputs, {g});
-  auto gp = torch::autograd::grad({plain}, inputs, {g});
-  for (size_t i = 0; i < inputs.size(); ++i)
-    EXPECT_TRUE(torch::equal(gf[i], gp[i])) << i << ": " << (gf[i] - gp[i]).abs().max();
 }
 
 }  // namespace

@@ -184,7 +184,7 @@ void summary(const std::string& what, int64_t batch, int64_t T, const StepTiming
 
 // The resident memory around one step: before it, and the peak of each phase; on a GPU, the
 // memory allocated there.
-void memory_line(const std::string& what, const StepTiming& t) {
+void memory_line(const std::string& what, const StepTiming& t, double gemm_peak) {
   if (t.gpu_peak_mib >= 0) {
     std::printf(
         "memory   %-28s GPU: peak %.1f MiB allocated, %.1f MiB reserved over the timed steps (the caching "
@@ -207,12 +207,18 @@ void memory_line(const std::string& what, const StepTiming& t) {
       "memory   %-28s resident MiB: %.0f before the step; peak %.0f in forward, %.0f in backward, "
       "%.0f in the optimiser\n",
       what.c_str(), t.before_mib, t.forward_mib, t.backward_mib, t.optimizer_mib);
-  if (t.launches.size() == 3)
+  if (t.launches.size() == 3) {  // and what a step costs beyond its arithmetic (issue: small models)
+    const int64_t ops = t.launches[0] + t.launches[1] + t.launches[2];
+    const double ms = median(t.ms), arithmetic = static_cast<double>(t.flops) / gemm_peak / 1e6;  // ms at the peak
     std::printf(
         "launches %-28s %lld in one eager step: forward %lld, backward %lld, optimiser %lld (torch ops that run "
-        "work: about a GPU's kernel launches); %lld values read to the host\n",
-        what.c_str(), (long long)(t.launches[0] + t.launches[1] + t.launches[2]), (long long)t.launches[0],
-        (long long)t.launches[1], (long long)t.launches[2], (long long)t.host_reads);
+        "work: about a GPU's kernel launches); %lld values read to the host\n"
+        "overhead %-28s %.1f us an op (%.1f ms over %lld ops); its %.3f GFLOP at the GEMM peak take %.2f ms: "
+        "%.0f%% of the step is arithmetic\n",
+        what.c_str(), (long long)ops, (long long)t.launches[0], (long long)t.launches[1], (long long)t.launches[2],
+        (long long)t.host_reads, what.c_str(), ms * 1000.0 / ops, ms, (long long)ops, t.flops / 1e9, arithmetic,
+        100.0 * arithmetic / ms);
+  }
   if (t.census.peak >= 0) print_census(what, t.census);
   if (t.graphs.empty()) return;
   std::printf("graph    %-28s cuda_graph: %s\n", what.c_str(), t.graphs.c_str());
@@ -479,12 +485,12 @@ int cmd_bench(const Args& args) {
   }
   if (step_only) {
     summary(name, batch, T, t, 1, nthreads, gemm_peak);
-    memory_line(name, t);
+    memory_line(name, t, gemm_peak);
     return 0;
   }
   print_step(name, ex, batch, T, t, steps);
   summary(name, batch, T, t, 1, nthreads, gemm_peak);
-  memory_line(name, t);
+  memory_line(name, t, gemm_peak);
 
   if (nproc > 1) time_ranks(c, t, name, precision, steps, nproc, nthreads, gemm_peak, config_file, overrides);
   if (vm.count("scaling")) scaling(config_file, overrides, steps, nthreads, gemm_peak);

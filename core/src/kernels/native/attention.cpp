@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "kernels/native/attention_small.h"
 #include "kernels/native/gemm.h"
 #include "kernels/native/native.h"
 #include "kernels/native/softmax_rows.h"
@@ -60,6 +61,12 @@ void scores(const Shapes& s, const Tokens& q, const Tokens& k, int64_t b, int64_
 // An fp32 block of rows×cols (row stride cols) as an operand.
 Operand block(const float* p, int64_t cols) { return {p, cols, false}; }
 
+// Head hh of batch entry b as attention_small.h takes it (fp32 tokens).
+SmallHead small_head(const Shapes& s, const Tokens& q, const Tokens& k, const Tokens& v, int64_t b, int64_t hh) {
+  auto at = [&](const Tokens& t) { return static_cast<const float*>(t.at(b, 0, hh * s.d).data); };
+  return {at(q), at(k), at(v), q.row, k.row, v.row, s.Tq, s.Tk, s.d};
+}
+
 class FusedAttention : public torch::autograd::Function<FusedAttention> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
@@ -75,11 +82,18 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
     const Tokens qt = tokens_of(q, bf16), kt = tokens_of(k, bf16), vt = tokens_of(v, bf16);
     float *op = out.data_ptr<float>(), *lp = lse.data_ptr<float>();
 
+    const bool small = !bf16 && small_heads_fit(s.d, s.Tk);
     at::parallel_for(0, s.B * s.h, 1, [&](int64_t begin, int64_t end) {
       const int64_t block_size = block_rows(s.Tk);
-      std::vector<float> w(block_size * s.Tk);
+      std::vector<float> w(small ? 0 : block_size * s.Tk);
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / s.h, hh = bh % s.h;
+        if (small) {
+          const SmallDropout drop{dropout > 0, seed, first + bh * s.Tq, threshold, scale};
+          small_head_forward(small_head(s, qt, kt, vt, b, hh), drop, op + b * s.Tq * s.C + hh * s.d, s.C,
+                             lp + bh * s.Tq);
+          continue;
+        }
         for (int64_t i0 = 0; i0 < s.Tq; i0 += block_size) {
           const int64_t rows = std::min(block_size, s.Tq - i0);
           scores(s, qt, kt, b, hh, i0, rows, w.data());
@@ -125,14 +139,22 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
     const float* lp = lse.data_ptr<float>();
     float *dqp = dq.data_ptr<float>(), *dkp = dk.data_ptr<float>(), *dvp = dv.data_ptr<float>();
 
+    const bool small = !bf16 && small_heads_fit(s.d, s.Tk);
     at::parallel_for(0, s.B * s.h, 1, [&](int64_t begin, int64_t end) {
       const int64_t block_size = block_rows(s.Tk);
-      std::vector<float> p(block_size * s.Tk), dp(block_size * s.Tk);
+      std::vector<float> p(small ? 0 : block_size * s.Tk), dp(small ? 0 : block_size * s.Tk);
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / s.h, hh = bh % s.h;
         float* dqh = dqp + b * s.Tq * s.C + hh * s.d;
         float* dkh = dkp + b * s.Tk * s.C + hh * s.d;
         float* dvh = dvp + b * s.Tk * s.C + hh * s.d;
+        if (small) {
+          const SmallDropout drop{dropout > 0, seed, first + bh * s.Tq, threshold, scale};
+          small_head_backward(small_head(s, qt, kt, vt, b, hh), drop,
+                              static_cast<const float*>(gt.at(b, 0, hh * s.d).data), gt.row, lp + bh * s.Tq, dqh, s.C,
+                              dkh, dvh, s.C);
+          continue;
+        }
         for (int64_t i0 = 0; i0 < s.Tq; i0 += block_size) {
           const int64_t rows = std::min(block_size, s.Tq - i0);
           scores(s, qt, kt, b, hh, i0, rows, p.data());  // recompute P from the saved log-sum-exp

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "kernels/native/gemm.h"
+#include "kernels/native/layer_norm.h"
 #include "kernels/native/native.h"
 #include "kernels/precision.h"
 
@@ -72,6 +73,21 @@ std::vector<int64_t> with_last(const torch::Tensor& t, int64_t last) {
   return shape;
 }
 
+const float* data_or_null(const torch::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
+
+// layer_norm(x2) over a contiguous rows×C x2: {normalised, mean, rstd}. Narrow rows take
+// layer_norm.h's kernels, wider ones torch's (and backward takes the same as forward did).
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> norm_forward(const torch::Tensor& x2, const torch::Tensor& nw,
+                                                                     const torch::Tensor& nb, double eps) {
+  const int64_t rows = x2.size(0), C = x2.size(1);
+  if (!narrow_norm(C)) return torch::native_layer_norm(x2, {C}, nw, nb, eps);
+  auto out = torch::empty_like(x2), stats = torch::empty({2, rows}, x2.options());
+  const auto w = nw.defined() ? nw.contiguous() : nw, b = nb.defined() ? nb.contiguous() : nb;
+  layer_norm_rows(x2.data_ptr<float>(), rows, C, data_or_null(w), data_or_null(b), static_cast<float>(eps),
+                  out.data_ptr<float>(), stats[0].data_ptr<float>(), stats[1].data_ptr<float>());
+  return {out, stats[0], stats[1]};
+}
+
 // The norm's backward from dn (rows×C) for what was asked of x and of the norm's weight and bias
 // (inputs 0, 1, 2): {dx shaped like `like` with C last, dweight, dbias}.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> norm_grads(torch::autograd::AutogradContext* ctx,
@@ -79,9 +95,21 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> norm_grads(torch::autogr
                                                                    const torch::Tensor& mean, const torch::Tensor& rstd,
                                                                    const torch::Tensor& nw, const torch::Tensor& nb,
                                                                    const torch::Tensor& like) {
-  const int64_t C = x.size(1);
-  auto [dx, dnw, dnb] = torch::native_layer_norm_backward(
-      dn, x, {C}, mean, rstd, nw, nb, {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+  const int64_t rows = x.size(0), C = x.size(1);
+  const std::array<bool, 3> need{ctx->needs_input_grad(0), ctx->needs_input_grad(1) && nw.defined(),
+                                 ctx->needs_input_grad(2) && nb.defined()};
+  torch::Tensor dx, dnw, dnb;
+  if (narrow_norm(C)) {
+    const auto g = dn.contiguous(), w = nw.defined() ? nw.contiguous() : nw;
+    if (need[0]) dx = torch::empty({rows, C}, x.options());
+    if (need[1]) dnw = torch::empty({C}, x.options());
+    if (need[2]) dnb = torch::empty({C}, x.options());
+    layer_norm_backward_rows(g.data_ptr<float>(), x.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
+                             data_or_null(w), rows, C, need[0] ? dx.data_ptr<float>() : nullptr,
+                             need[1] ? dnw.data_ptr<float>() : nullptr, need[2] ? dnb.data_ptr<float>() : nullptr);
+  } else {
+    std::tie(dx, dnw, dnb) = torch::native_layer_norm_backward(dn, x, {C}, mean, rstd, nw, nb, need);
+  }
   if (dx.defined()) dx = dx.view(with_last(like, C));
   return {dx, dnw, dnb};
 }
@@ -153,7 +181,7 @@ class NormLinearFunction : public torch::autograd::Function<NormLinearFunction> 
                                const torch::Tensor& weight, const torch::Tensor& bias, double eps) {
     const int64_t C = x.size(-1);
     auto x2 = x.reshape({x.numel() / C, C}).contiguous();
-    auto normed = std::get<0>(torch::native_layer_norm(x2, {C}, norm_weight, norm_bias, eps));
+    auto normed = std::get<0>(norm_forward(x2, norm_weight, norm_bias, eps));
     auto [y, kept_n, kept_w] = linear_product(normed, weight, bias);
     // The statistics come from a second, cheap pass in backward (native_layer_norm's own).
     ctx->save_for_backward({x2, norm_weight, norm_bias, kept_w});
@@ -167,7 +195,7 @@ class NormLinearFunction : public torch::autograd::Function<NormLinearFunction> 
     auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &nw = saved[1], &nb = saved[2], &w = saved[3];
     const int64_t C = x.size(1);
-    auto [normed, mean, rstd] = torch::native_layer_norm(x, {C}, nw, nb, ctx->saved_data["eps"].toDouble());
+    auto [normed, mean, rstd] = norm_forward(x, nw, nb, ctx->saved_data["eps"].toDouble());
     if (ctx->saved_data["bf16"].toBool()) normed = bf16_copy(normed);
     auto g = grads[0].reshape({x.size(0), w.size(0)}).contiguous();
     const bool to_x = ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2);
@@ -194,7 +222,7 @@ class NormLinear2Function : public torch::autograd::Function<NormLinear2Function
     const int64_t C = x.size(-1);
     const bool bf16 = matmul_precision() == Precision::bf16;
     auto x2 = x.reshape({x.numel() / C, C}).contiguous();
-    auto normed = std::get<0>(torch::native_layer_norm(x2, {C}, norm_weight, norm_bias, eps));
+    auto normed = std::get<0>(norm_forward(x2, norm_weight, norm_bias, eps));
     auto y1 = std::get<0>(linear_product(normed, w1, b1, bf16));
     auto y2 = std::get<0>(linear_product(normed, w2, b2, bf16));
     ctx->save_for_backward({x2, norm_weight, norm_bias, w1.contiguous(), w2.contiguous()});
@@ -208,7 +236,7 @@ class NormLinear2Function : public torch::autograd::Function<NormLinear2Function
     auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &nw = saved[1], &nb = saved[2], &w1 = saved[3], &w2 = saved[4];
     const int64_t C = x.size(1);
-    auto [normed, mean, rstd] = torch::native_layer_norm(x, {C}, nw, nb, ctx->saved_data["eps"].toDouble());
+    auto [normed, mean, rstd] = norm_forward(x, nw, nb, ctx->saved_data["eps"].toDouble());
     if (ctx->saved_data["bf16"].toBool()) normed = bf16_copy(normed);
     const bool to_x = ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2);
     auto g1 = grads[0].reshape({x.size(0), w1.size(0)}).contiguous();
@@ -241,8 +269,7 @@ class NormMlpFunction : public torch::autograd::Function<NormMlpFunction> {
     auto x2 = x.reshape({x.numel() / C, C}).contiguous();
     torch::Tensor a;  // gelu(h), with neither the normalised tokens nor h still held
     {
-      auto h = std::get<0>(
-          linear_product(std::get<0>(torch::native_layer_norm(x2, {C}, norm_weight, norm_bias, eps)), w1, b1, bf16));
+      auto h = std::get<0>(linear_product(std::get<0>(norm_forward(x2, norm_weight, norm_bias, eps)), w1, b1, bf16));
       a = torch::gelu(h);
     }
     auto y = std::get<0>(linear_product(a, w2, b2, bf16));
@@ -268,7 +295,7 @@ class NormMlpFunction : public torch::autograd::Function<NormMlpFunction> {
     // fc2's input gradient is made, which gelu's gradient then overwrites; the normalised tokens are
     // made once more for fc1's weight gradients (a norm is cheaper than holding them meanwhile).
     const double eps = ctx->saved_data["eps"].toDouble();
-    auto h = std::get<0>(linear_product(std::get<0>(torch::native_layer_norm(x, {C}, nw, nb, eps)), w1, b1, bf16));
+    auto h = std::get<0>(linear_product(std::get<0>(norm_forward(x, nw, nb, eps)), w1, b1, bf16));
     auto g = grads[0].reshape({x.size(0), w2.size(0)}).contiguous();
     torch::Tensor dw2, db2;
     if (need[3] || need[4]) {
@@ -282,7 +309,7 @@ class NormMlpFunction : public torch::autograd::Function<NormMlpFunction> {
       auto dh = linear_input_grad(g, w2, bf16);
       torch::gelu_backward_out(dh, dh, h);
       h.reset();
-      auto [normed, mean, rstd] = torch::native_layer_norm(x, {C}, nw, nb, eps);
+      auto [normed, mean, rstd] = norm_forward(x, nw, nb, eps);
       if (need[1] || need[2]) {
         const auto weights = linear_grads(dh, bf16 ? bf16_copy(normed) : normed, w1, {false, need[1], need[2]});
         dw1 = weights[1], db1 = weights[2];

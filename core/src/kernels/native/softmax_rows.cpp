@@ -137,6 +137,8 @@ bool has_avx512() {
 
 }  // namespace
 
+bool rows_avx512() { return has_avx512(); }
+
 float softmax_row(float* x, int64_t n) {
   if (has_avx512()) return softmax_avx512(x, n);
   const float m = *std::max_element(x, x + n);

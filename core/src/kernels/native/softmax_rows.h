@@ -7,6 +7,10 @@
 
 namespace htm {
 
+/// Whether these rows run their AVX-512 kernels here (the CPU has AVX-512 F, BW and DQ, and
+/// ATEN_CPU_CAPABILITY does not cap it: gemm.h avx512_allowed).
+bool rows_avx512();
+
 /// x ← softmax(x) over n entries; returns the log-sum-exp (max + log Σ exp(x − max)).
 float softmax_row(float* x, int64_t n);
 

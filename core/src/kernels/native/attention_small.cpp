@@ -1,0 +1,124 @@
+// Small attention heads in AVX-512 registers (attention_small.h). Keys and values are held
+// transposed (a register per channel, a lane per key) for the score rows and dP = dO Vᵀ, and as
+// rows (a register per key, a lane per channel) for P·V and dS·K; dK and dV collect transposed
+// and are added to their rows once per head.
+#include "kernels/native/attention_small.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "kernels/native/softmax_rows.h"
+
+namespace htm {
+namespace {
+
+#define HTM_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq")))
+
+HTM_AVX512 inline __mmask16 lanes(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
+
+// A head's keys or values: by channel (c: lane j = row j's channel c) and by row.
+struct Held {
+  __m512 by_channel[16];
+  __m512 by_row[16];
+};
+
+HTM_AVX512 void hold(const float* x, int64_t ld, int64_t rows, int64_t d, Held& out) {
+  alignas(64) float t[16][16] = {};
+  const __mmask16 dm = lanes(d);
+  for (int64_t j = 0; j < rows; ++j) {
+    out.by_row[j] = _mm512_maskz_loadu_ps(dm, x + j * ld);
+    for (int64_t c = 0; c < d; ++c) t[c][j] = x[j * ld + c];
+  }
+  for (int64_t c = 0; c < d; ++c) out.by_channel[c] = _mm512_load_ps(t[c]);
+}
+
+// Σ_c x[c] · held.by_channel[c], times alpha: a row over the keys.
+HTM_AVX512 inline __m512 row_against(const float* x, const Held& held, int64_t d, float alpha) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int64_t c = 0;
+  for (; c + 1 < d; c += 2) {
+    acc0 = _mm512_fmadd_ps(_mm512_set1_ps(x[c]), held.by_channel[c], acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_set1_ps(x[c + 1]), held.by_channel[c + 1], acc1);
+  }
+  if (c < d) acc0 = _mm512_fmadd_ps(_mm512_set1_ps(x[c]), held.by_channel[c], acc0);
+  return _mm512_mul_ps(_mm512_add_ps(acc0, acc1), _mm512_set1_ps(alpha));
+}
+
+// Σ_j w[j] · held.by_row[j]: a row over the channels.
+HTM_AVX512 inline __m512 weighted_rows(const float* w, const Held& held, int64_t tk) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 1 < tk; j += 2) {
+    acc0 = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), held.by_row[j], acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_set1_ps(w[j + 1]), held.by_row[j + 1], acc1);
+  }
+  if (j < tk) acc0 = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), held.by_row[j], acc0);
+  return _mm512_add_ps(acc0, acc1);
+}
+
+HTM_AVX512 void forward_avx512(const SmallHead& h, const SmallDropout& drop, float* out, int64_t ld_out, float* lse) {
+  Held keys, values;
+  hold(h.k, h.ld_k, h.tk, h.d, keys);
+  hold(h.v, h.ld_v, h.tk, h.d, values);
+  const float alpha = 1.0f / std::sqrt(static_cast<float>(h.d));
+  const __mmask16 dm = lanes(h.d);
+  alignas(64) float w[16];
+  for (int64_t r = 0; r < h.tq; ++r) {
+    _mm512_store_ps(w, row_against(h.q + r * h.ld_q, keys, h.d, alpha));
+    lse[r] = softmax_row(w, h.tk);
+    if (drop.on) mask_row(w, h.tk, drop.seed, drop.first + r, drop.threshold, drop.scale);
+    _mm512_mask_storeu_ps(out + r * ld_out, dm, weighted_rows(w, values, h.tk));
+  }
+}
+
+HTM_AVX512 void backward_avx512(const SmallHead& h, const SmallDropout& drop, const float* g, int64_t ld_g,
+                                const float* lse, float* dq, int64_t ld_dq, float* dk, float* dv, int64_t ld_dkv) {
+  Held keys, values;
+  hold(h.k, h.ld_k, h.tk, h.d, keys);
+  hold(h.v, h.ld_v, h.tk, h.d, values);
+  const float alpha = 1.0f / std::sqrt(static_cast<float>(h.d));
+  const __mmask16 dm = lanes(h.d);
+  __m512 dk_t[16], dv_t[16];  // by channel: lane j = key j
+  for (int64_t c = 0; c < h.d; ++c) dk_t[c] = dv_t[c] = _mm512_setzero_ps();
+  alignas(64) float p[16], dp[16];
+  for (int64_t r = 0; r < h.tq; ++r) {
+    const float *qr = h.q + r * h.ld_q, *gr = g + r * ld_g;
+    _mm512_store_ps(p, row_against(qr, keys, h.d, alpha));  // P again, from the saved log-sum-exp
+    exp_row(p, h.tk, lse[r]);
+    _mm512_store_ps(dp, row_against(gr, values, h.d, 1.0f));  // dP̃ = dO Vᵀ
+    if (drop.on) mask_row(dp, h.tk, drop.seed, drop.first + r, drop.threshold, drop.scale);
+    softmax_grad_row(p, dp, h.tk);                                                          // dS
+    if (drop.on) mask_row(p, h.tk, drop.seed, drop.first + r, drop.threshold, drop.scale);  // P̃ for dV
+    const __m512 pv = _mm512_load_ps(p), ds = _mm512_mul_ps(_mm512_load_ps(dp), _mm512_set1_ps(alpha));
+    for (int64_t c = 0; c < h.d; ++c) {
+      dv_t[c] = _mm512_fmadd_ps(_mm512_set1_ps(gr[c]), pv, dv_t[c]);
+      dk_t[c] = _mm512_fmadd_ps(_mm512_set1_ps(qr[c]), ds, dk_t[c]);
+    }
+    _mm512_store_ps(dp, ds);
+    float* dqr = dq + r * ld_dq;
+    _mm512_mask_storeu_ps(dqr, dm, _mm512_add_ps(_mm512_maskz_loadu_ps(dm, dqr), weighted_rows(dp, keys, h.tk)));
+  }
+  alignas(64) float t[2][16][16];
+  for (int64_t c = 0; c < h.d; ++c) _mm512_store_ps(t[0][c], dk_t[c]), _mm512_store_ps(t[1][c], dv_t[c]);
+  for (int64_t j = 0; j < h.tk; ++j)
+    for (int64_t c = 0; c < h.d; ++c) {
+      dk[j * ld_dkv + c] += t[0][c][j];
+      dv[j * ld_dkv + c] += t[1][c][j];
+    }
+}
+
+}  // namespace
+
+bool small_heads_fit(int64_t d, int64_t tk) { return d >= 1 && d <= 16 && tk >= 1 && tk <= 16 && rows_avx512(); }
+
+void small_head_forward(const SmallHead& h, const SmallDropout& drop, float* out, int64_t ld_out, float* lse) {
+  forward_avx512(h, drop, out, ld_out, lse);
+}
+
+void small_head_backward(const SmallHead& h, const SmallDropout& drop, const float* g, int64_t ld_g, const float* lse,
+                         float* dq, int64_t ld_dq, float* dk, float* dv, int64_t ld_dkv) {
+  backward_avx512(h, drop, g, ld_g, lse, dq, ld_dq, dk, dv, ld_dkv);
+}
+
+}  // namespace htm
