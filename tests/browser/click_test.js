@@ -9,8 +9,9 @@
 // and the runs table's reload keeps a ticked box's focus and a menu choice not yet submitted. With a
 // 200-character tag and a long description, no page is wider than a 1400 px window; the compare page
 // across two studies leaves experiment.* and runtime.* out of what differs, bolds only the differing
-// cells and its "runs" link keeps the selection. No page may report a script error (#errors, or an
-// uncaught exception).
+// cells and its "runs" link keeps the selection. A run of 100,000 rows is read in few requests and drawn
+// thinned, every point in a zoom, and smoothed without a request. No page may report a script error
+// (#errors, or an uncaught exception).
 //   usage: node click_test.js HTM_BINARY FIXTURE_DATABASE EXPERIMENT   (screenshots: $HTM_BROWSER_SHOTS)
 'use strict';
 const {spawn, execFileSync} = require('child_process');
@@ -48,17 +49,34 @@ let training = null;  // the tiny run that trains while the live pages are looke
 async function serve() {
   fs.copyFileSync(fixture, path.join(work, 'htm.sqlite'));
   const tiny = path.join(__dirname, '..', 'data', 'tiny.toml'), db = path.join(work, 'htm.sqlite');
-  // A run long enough to train through the live checks (a row every step); stopped after them.
-  training = spawn(htm, [
-    'run', tiny, '--quiet', '--db', db, '--set', 'experiment.name="click-live"', '--set', 'train.train_samples=16000',
-    '--set', 'train.eval_samples=16', '--set', `runtime.artifacts="${path.join(work, 'live')}"`
-  ], {stdio: 'ignore'});
   // One more study, two epochs of two steps with pictures at each epoch's end (steps 2 and 4).
   execFileSync(htm, [
     'run', tiny, '--quiet', '--db', db, '--set', 'experiment.name="click-pictures"', '--set', 'train.epochs=2', '--set',
     'runtime.pictures_every=1', '--set', `runtime.artifacts="${path.join(work, 'runs')}"`, '--set',
     `experiment.description="${DESCRIPTION}"`, '--tag', 'long=' + LONG.slice(5)
   ]);
+  // A run of 100,000 metric rows (four series of 25,000 steps), written straight into the file.
+  execFileSync('sqlite3', [
+    db, `INSERT INTO experiments (name, created_at) VALUES ('click-big', 0);
+    INSERT INTO runs (uuid, experiment_id, variant, seed, status, started_at, ended_at) SELECT 'click-big', id,
+      'default', 0, 'finished', 1e9, 1e9 + 250 FROM experiments WHERE name = 'click-big';
+    WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 25000)
+    INSERT INTO metrics (run_id, step, epoch, split, name, value, time)
+      SELECT (SELECT id FROM runs WHERE uuid = 'click-big'), i, i / 1000, 'train', n.name,
+        n.k + exp(-i / 8000.0) + (abs(random()) % 1000) / 20000.0, 1e9 + i / 100.0 FROM s,
+        (SELECT 'loss' AS name, 0 AS k UNION ALL SELECT 'lr', 1 UNION ALL SELECT 'rho', 2
+         UNION ALL SELECT 'grad_norm', 3) n;`
+  ]);
+  // A run long enough to train through the live checks (a row every step), on one thread; it starts up while
+  // the other checks run, and is stopped after the live ones.
+  training = spawn(
+      htm,
+      [
+        'run', tiny, '--quiet', '--db', db, '--set', 'experiment.name="click-live"', '--set',
+        'train.train_samples=16000', '--set', 'train.eval_samples=16', '--set', 'runtime.threads=1', '--set',
+        `runtime.artifacts="${path.join(work, 'live')}"`
+      ],
+      {stdio: 'ignore'});
   const server = spawn(htm, ['serve', '--db', path.join(work, 'htm.sqlite'), '--port', '0'], {cwd: work});
   const base = await new Promise((resolve, reject) => {
     let out = '';
@@ -103,77 +121,6 @@ async function main() {
     };
     if (shots) fs.mkdirSync(shots, {recursive: true});
 
-    // ---- while a run trains: its study page redraws every few seconds, the runs table reloads every 5
-    const since = Date.now();
-    const liveRows = () => Number(sql(`SELECT count(*) FROM metrics m JOIN runs r ON r.id = m.run_id
-        JOIN experiments e ON e.id = r.experiment_id WHERE e.name = 'click-live'`)[0][0]);
-    while (liveRows() < 5 && Date.now() - since < 30000) await new Promise(resolve => setTimeout(resolve, 200));
-    const counter = (on, name) => on.evaluate(n => Number(document.body.dataset[n] || 0), name);
-    const counted = (on, name, n) =>  // until the page's counter (data-NAME) reaches n
-        on.waitForFunction((c, k) => Number(document.body.dataset[c] || 0) >= k, {timeout: 20000}, name, n);
-    const studyChecks = async () => {  // (a) a zoom and (b) a search typed slowly, across redraws
-      await open('live study', '/study/click-live');
-      await counted(page, 'renders', (await counter(page, 'renders')) + 1);  // just redrawn: a drag fits before the next
-      const lossEntry = `Charts.entries.find(e => e.metric === 'train/loss')`;
-      const area = await page.evaluate(`(() => { const e = ${lossEntry}; e.panel.scrollIntoView();
-          const a = e.chart.chartArea, s = e.chart.scales.x;
-          return {left: a.left, right: a.right, top: a.top, bottom: a.bottom, min: s.min, max: s.max}; })()`);
-      const box = await (await page.$('.panel[data-metric="train/loss"] canvas')).boundingBox();
-      const y = box.y + (area.top + area.bottom) / 2, x0 = box.x + area.left, w = area.right - area.left;
-      await page.mouse.move(x0 + 0.2 * w, y);
-      await page.mouse.down();
-      await page.mouse.move(x0 + 0.6 * w, y, {steps: 4});
-      await page.mouse.up();
-      const range = `(() => { const s = ${lossEntry}.chart.scales.x; return [s.min, s.max]; })()`;
-      const zoomed = await page.evaluate(range);
-      const from = await counter(page, 'renders');
-      await page.click('#metric-search');
-      for (const part of ['tr', 'ain ', 'loss']) {  // a redraw between the keystrokes, as a slow typist meets
-        await page.type('#metric-search', part, {delay: 150});
-        if (part !== 'loss') await counted(page, 'renders', (await counter(page, 'renders')) + 1);
-      }
-      const after = await page.evaluate(`(() => { const e = ${lossEntry}, s = e.chart.scales.x, box = document.activeElement;
-          return {range: [s.min, s.max], zoomed: e.panel.dataset.zoomed, renders: Number(document.body.dataset.renders),
-          value: box.value, id: box.id, caret: box.selectionStart, shown: Number(document.body.dataset.shownCharts)}; })()`);
-      check(
-          after.renders - from >= 2 && after.zoomed === 'yes' &&
-              after.range.every((v, i) => Math.abs(v - zoomed[i]) < 1e-9 * Math.max(1, Math.abs(v))) &&
-              zoomed[0] > area.min && zoomed[1] < area.max,
-          `live study: the zoom to x ${zoomed.map(v => v.toFixed(2))} (of ${area.min}..${area.max}) kept through ` +
-              `${after.renders - from} redraws (${after.range.map(v => v.toFixed(2))})`);
-      check(
-          after.value === 'train loss' && after.id === 'metric-search' && after.caret === 10 && after.shown >= 1,
-          `live study: "train loss" typed across redraws kept (value "${after.value}", focus #${after.id}, ` +
-              `caret ${after.caret}, ${after.shown} chart(s) shown)`);
-      await shot('live-study');
-    };
-    const runsChecks = async () => {  // (c) the runs table's reload keeps focus and a choice not yet submitted
-      const other = await browser.newPage();
-      other.on('pageerror', e => thrown.push(e.message));
-      await other.setViewport({width: 1280, height: 1000});
-      await open('live runs', '/', other);
-      const id = await other.$eval('#runs tr[data-run]:not([data-status="running"])', r => r.dataset.run);
-      await other.select('select[name=experiment]', experiment);
-      const tick = `#runs tr[data-run="${id}"] input.pick`;
-      await other.click(tick);
-      await other.focus(tick);
-      const loads = await counter(other, 'loads');
-      await counted(other, 'loads', loads + 1);
-      const after = await other.evaluate(() => {
-        const a = document.activeElement;
-        return {label: a.getAttribute('aria-label'), checked: a.checked, connected: a.isConnected,
-                experiment: document.querySelector('select[name=experiment]').value,
-                rows: document.querySelectorAll('#runs tr[data-run]').length};
-      });
-      check(
-          after.label === `compare run ${id}` && after.checked && after.connected && after.experiment === experiment,
-          `live runs: after a reload, the ticked box of run ${id} keeps the focus (${after.label}) and the ` +
-              `experiment menu its unsubmitted "${after.experiment}" (${after.rows} rows, all studies still)`);
-      await other.close();
-    };
-    await Promise.all([studyChecks(), runsChecks()]);
-    training.kill();
-    console.log(`(live checks: ${((Date.now() - since) / 1000).toFixed(1)} s)`);
 
     // ---- pick runs in the runs table, open their comparison
     await open('runs', `/?experiment=${experiment}`);
@@ -440,6 +387,79 @@ async function main() {
           `${url}: a ${status} page saying so, with a link to the runs ("${text.slice(0, 80)}")`);
     }
 
+    // ---- while a run trains: its study page redraws every few seconds, the runs table reloads every 5
+    const since = Date.now();
+    const liveRows = () => Number(sql(`SELECT count(*) FROM metrics m JOIN runs r ON r.id = m.run_id
+        JOIN experiments e ON e.id = r.experiment_id WHERE e.name = 'click-live'`)[0][0]);
+    while (liveRows() < 5 && Date.now() - since < 30000) await new Promise(resolve => setTimeout(resolve, 200));
+    const counter = (on, name) => on.evaluate(n => Number(document.body.dataset[n] || 0), name);
+    const counted = (on, name, n) =>  // until the page's counter (data-NAME) reaches n
+        on.waitForFunction((c, k) => Number(document.body.dataset[c] || 0) >= k, {timeout: 20000}, name, n);
+    const studyChecks = async () => {                 // (a) a zoom and (b) a search typed slowly, across redraws
+      await open('live study', '/study/click-live');  // a redraw waits for a drag under way to end
+      const lossEntry = `Charts.entries.find(e => e.metric === 'train/loss')`;
+      const area = await page.evaluate(`(() => { const e = ${lossEntry}; e.panel.scrollIntoView();
+          const a = e.chart.chartArea, s = e.chart.scales.x;
+          return {left: a.left, right: a.right, top: a.top, bottom: a.bottom, min: s.min, max: s.max}; })()`);
+      const box = await (await page.$('.panel[data-metric="train/loss"] canvas')).boundingBox();
+      const y = box.y + (area.top + area.bottom) / 2, x0 = box.x + area.left, w = area.right - area.left;
+      await page.mouse.move(x0 + 0.2 * w, y);
+      await page.mouse.down();
+      await page.mouse.move(x0 + 0.6 * w, y, {steps: 4});
+      await page.mouse.up();
+      const range = `(() => { const s = ${lossEntry}.chart.scales.x; return [s.min, s.max]; })()`;
+      const zoomed = await page.evaluate(range);
+      const from = await counter(page, 'renders');
+      await page.click('#metric-search');
+      for (const part of ['tr', 'ain ', 'loss']) {     // a redraw between keystrokes, as a slow typist meets
+        await page.keyboard.type(part, {delay: 100});  // where the focus is: no click gives it back
+        if (part !== 'loss') await counted(page, 'renders', (await counter(page, 'renders')) + 1);
+      }
+      const after = await page.evaluate(`(() => {
+          const e = ${lossEntry}, s = e.chart.scales.x, box = document.activeElement, body = document.body.dataset;
+          return {range: [s.min, s.max], zoomed: e.panel.dataset.zoomed, renders: Number(body.renders),
+                  value: box.value, id: box.id, caret: box.selectionStart, shown: Number(body.shownCharts)}; })()`);
+      check(
+          after.renders - from >= 2 && after.zoomed === 'yes' &&
+              after.range.every((v, i) => Math.abs(v - zoomed[i]) < 1e-9 * Math.max(1, Math.abs(v))) &&
+              zoomed[0] > area.min && zoomed[1] < area.max,
+          `live study: the zoom to x ${zoomed.map(v => v.toFixed(2))} (of ${area.min}..${area.max}) kept through ` +
+              `${after.renders - from} redraws (${after.range.map(v => v.toFixed(2))})`);
+      check(
+          after.value === 'train loss' && after.id === 'metric-search' && after.caret === 10 && after.shown >= 1,
+          `live study: "train loss" typed across redraws kept (value "${after.value}", focus #${after.id}, ` +
+              `caret ${after.caret}, ${after.shown} chart(s) shown)`);
+      await shot('live-study');
+    };
+    const runsChecks = async () => {  // (c) the runs table's reload keeps focus and a choice not yet submitted
+      await open('live runs', '/');
+      const id = await page.$eval('#runs tr[data-run]:not([data-status="running"])', r => r.dataset.run);
+      await page.select('select[name=experiment]', experiment);
+      const tick = `#runs tr[data-run="${id}"] input.pick`;
+      await page.click(tick);
+      await page.focus(tick);
+      const loads = await counter(page, 'loads');
+      await counted(page, 'loads', loads + 1);
+      const after = await page.evaluate(() => {
+        const a = document.activeElement;
+        return {
+          label: a.getAttribute('aria-label'),
+          checked: a.checked,
+          connected: a.isConnected,
+          experiment: document.querySelector('select[name=experiment]').value,
+          rows: document.querySelectorAll('#runs tr[data-run]').length
+        };
+      });
+      check(
+          after.label === `compare run ${id}` && after.checked && after.connected && after.experiment === experiment,
+          `live runs: after a reload, the ticked box of run ${id} keeps the focus (${after.label}) and the ` +
+              `experiment menu its unsubmitted "${after.experiment}" (${after.rows} rows, all studies still)`);
+    };
+    await studyChecks();
+    await runsChecks();
+    training.kill();
+    console.log(`(live checks: ${((Date.now() - since) / 1000).toFixed(1)} s)`);
+
     // ---- (d) a 200-character tag and a long description: no page wider than a 1400 px window
     await page.setViewport({width: 1400, height: 1000});
     const pictured = sql(`SELECT r.id FROM runs r JOIN experiments e ON e.id = r.experiment_id
@@ -449,6 +469,10 @@ async function main() {
              ['runs', '/'], ['run', `/run/${pictured}`], ['study', '/study/click-pictures'],
              ['compare', `/compare?runs=${across.join(',')}`]]) {
       await open(`wide ${name}`, url);
+      if (name === 'compare') {  // every setting shown, the description among them, and looked at
+        await page.click('#all-settings');
+        await page.$eval('#settings-summary', t => scrollTo(0, t.getBoundingClientRect().top + scrollY - 90));
+      }
       const width = await page.evaluate(() => document.documentElement.scrollWidth);
       check(width <= 1400, `${name} page with a 200-character tag and description: ${width} px wide (at most 1400)`);
       await shot(`wide-${name}`);
@@ -470,7 +494,8 @@ async function main() {
       return r.cells.some(([text, weight]) => (weight >= 600) !== (r.differs && text !== most));
     });
     check(
-        !wrongBold.length, `compare: only the cells unlike their row's usual value are bold (wrong: ${
+        !wrongBold.length,
+        `compare: only the cells unlike their row's usual value are bold (wrong: ${
             wrongBold.map(r => r.key).join(', ') || 'none'})`);
     const runsLink = await page.$eval('nav a', a => a.getAttribute('href'));
     await Promise.all([page.waitForNavigation(), page.click('nav a')]);
@@ -479,6 +504,50 @@ async function main() {
     check(
         (await here()).get('sel') === across.join(',') && ticked.length === across.length,
         `compare: its runs link (${runsLink}) keeps the ${across.length} runs ticked (${ticked})`);
+
+    // ---- a run of 100,000 rows: read in one large request, drawn thinned, every point in a zoom, and
+    // a smoothing change redraws from what the page holds
+    const big = sql(`SELECT id FROM runs WHERE uuid = 'click-big'`)[0][0], asked = [];
+    page.on('request', r => /\/api\//.test(r.url()) && asked.push(r.url()));
+    const bigStarted = Date.now();
+    await open('100,000 rows', `/run/${big}`);
+    await page.waitForFunction(() => Number(document.body.dataset.points) >= 100000, {timeout: 30000});
+    const bigEntry = `Charts.entries.find(e => e.metric === 'train/loss')`;
+    await page.evaluate(() => new Promise(resolve => requestAnimationFrame(() => setTimeout(resolve, 0))));
+    const bigLoaded = Date.now() - bigStarted;
+    const thinned = await page.evaluate(`(() => { const e = ${bigEntry};
+        return [e.chart.getDatasetMeta(1).data.length, e.specs[1].points.length]; })()`);
+    check(
+        asked.length <= 2 && thinned[1] === 25000 && thinned[0] < thinned[1] / 4,
+        `100,000 rows: ${asked.length} request(s), all drawn in ${bigLoaded} ms, train/loss's ${thinned[1]} points ` +
+            `drawn as ${thinned[0]}`);
+    const bigArea =
+        await page.evaluate(`(() => { const e = ${bigEntry}, a = e.chart.chartArea; e.panel.scrollIntoView();
+        return {left: a.left, right: a.right, top: a.top, bottom: a.bottom}; })()`);
+    const bigBox = await (await page.$('.panel[data-metric="train/loss"] canvas')).boundingBox();
+    const bigY = bigBox.y + (bigArea.top + bigArea.bottom) / 2, bigW = bigArea.right - bigArea.left;
+    await page.mouse.move(bigBox.x + bigArea.left + 0.5 * bigW, bigY);
+    await page.mouse.down();
+    await page.mouse.move(bigBox.x + bigArea.left + 0.52 * bigW, bigY, {steps: 3});
+    await page.mouse.up();
+    const inZoom = await page.evaluate(`(() => { const e = ${bigEntry}, s = e.chart.scales.x;
+        const shown = e.chart.getDatasetMeta(1).data.filter(p => p.x >= s.left && p.x <= s.right).length;
+        return [shown, e.specs[1].points.filter(p => p.step >= s.min && p.step <= s.max).length, s.min, s.max]; })()`);
+    check(
+        inZoom[1] > 0 && inZoom[0] === inZoom[1],
+        `100,000 rows: zoomed to steps ${inZoom[2].toFixed(0)}..${inZoom[3].toFixed(0)}, every point drawn ` +
+            `(${inZoom[0]} of ${inZoom[1]})`);
+    const requestsBefore = asked.length;
+    const smoothStarted = Date.now();
+    await page.$eval('#smoothing', s => {
+      s.value = 0.9;
+      s.dispatchEvent(new Event('input'));
+    });
+    await page.waitForFunction(() => /smooth=0\.9/.test(location.search));
+    check(
+        asked.length === requestsBefore,
+        `100,000 rows: smoothing redrawn in ${Date.now() - smoothStarted} ms from the rows held, no request`);
+    await shot('run-100k');
   } finally {
     await browser.close();
     server.kill();

@@ -96,11 +96,12 @@ function settings(runs) {
             ...runs.map((r, i) => el('th', {style: `color:${lineOf(i).color}`}, `run ${r.run.id}`))));
   for (const k of ordered) {
     const d = differs(k), most = d ? usual(k) : null;
-    t.append(el(
-        'tr', {'data-differs': d ? 'yes' : 'no', class: d ? '' : 'same'}, el('td', {}, k),
-        ...values.map(
-            v => el('td', {class: 'wrap ' + (!d ? 'muted' : (v[k] ?? '(unset)') !== most ? 'differs' : '')},
-                    v[k] === undefined ? '(unset)' : setting(v[k])))));
+    const cell = v => {  // bold where unlike the row's usual value
+      const style = !d ? 'muted' : (v[k] ?? '(unset)') !== most ? 'differs' : '';
+      return el('td', {class: 'wrap ' + style}, v[k] === undefined ? '(unset)' : setting(v[k]));
+    };
+    t.append(
+        el('tr', {'data-differs': d ? 'yes' : 'no', class: d ? '' : 'same'}, el('td', {}, k), ...values.map(cell)));
   }
   const all = document.getElementById('all-settings');
   const show = () => t.classList.toggle('only-differing', !all.checked);

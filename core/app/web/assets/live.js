@@ -29,7 +29,8 @@
         const response = await fetch(LIVE + '?' + q);
         if (response.ok) {
           const data = await response.json();
-          while (Charts.busy()) await new Promise(resolve => setTimeout(resolve, 100));  // a drag across a chart ends first
+          while (Charts.busy())
+            await new Promise(resolve => setTimeout(resolve, 100));  // a drag across a chart ends first
           render(data);
           banner.textContent += ' (updated ' + new Date().toISOString().slice(11, 19) + ' UTC)';  // as the page's times
         }

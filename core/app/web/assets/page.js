@@ -105,14 +105,20 @@ const xAxis = () => ({
   }
 });
 // The options every curve chart shares (Chart.js 3, points given as {x, y}): `legend`, the
-// legend's label options (false: no legend), and `y`, the y axis.
+// legend's label options (false: no legend), and `y`, the y axis. A line with more points than 4 a
+// pixel in the x range shown is drawn thinned, each pixel's first, last, least and greatest point
+// (Chart.js's min-max decimation): 100,000 points draw as fast as a few thousand, and a zoom into a
+// narrower range draws every point in it.
 const curveOptions = (legend, y = yAxis()) => ({
   animation: false,
   maintainAspectRatio: false,
   parsing: false,
   normalized: true,
   interaction: {mode: 'nearest', intersect: false},
-  plugins: {legend: legend ? {labels: Object.assign({boxWidth: 10}, legend)} : {display: false}},
+  plugins: {
+    legend: legend ? {labels: Object.assign({boxWidth: 10}, legend)} : {display: false},
+    decimation: {enabled: true, algorithm: 'min-max'}
+  },
   scales: {x: xAxis(), y}
 });
 const Charts = (() => {
@@ -139,17 +145,32 @@ const Charts = (() => {
     put('pin', [...state.pinned].join(','));
     history.replaceState(null, '', '?' + u.toString().replace(/%2F/g, '/').replace(/%2C/g, ','));
   }
-  // TensorBoard's smoothing: an exponential moving average, debiased at the start.
+  // TensorBoard's smoothing: an exponential moving average, debiased at the start (each point's y).
   function ema(points, w) {
-    let last = 0, k = 0;
-    return points.map(p => {
-      last = last * w + (1 - w) * p.y;
-      k++;
-      return Object.assign({}, p, {y: last / (1 - w ** k)});
-    });
+    const ys = new Float64Array(points.length);
+    let last = 0;
+    for (let k = 0; k < points.length; k++) {
+      last = last * w + (1 - w) * points[k].y;
+      ys[k] = last / (1 - w ** (k + 1));
+    }
+    return ys;
   }
-  const xy = points =>
-      points.filter(p => p[state.x] !== null && p[state.x] !== undefined).map(p => ({x: p[state.x], y: p.y}));
+  // The points on the current x axis (those that have it), with their y or `ys`'s.
+  function xy(points, ys = null) {
+    const out = [];
+    for (let i = 0; i < points.length; i++) {
+      const x = points[i][state.x];
+      if (x !== null && x !== undefined) out.push({x, y: ys ? ys[i] : points[i].y});
+    }
+    return out;
+  }
+  // A dataset's points. Chart.js's decimation turns `data` into a getter of the thinned points while it
+  // thins a line, and leaves it read-only when it stops (a zoom): such a property is made anew.
+  function setPoints(d, data) {
+    const own = Object.getOwnPropertyDescriptor(d, 'data');
+    if (own && !own.set && !own.writable) delete d.data;
+    d.data = data;
+  }
   // The datasets' points for the current smoothing and x axis (a chart not yet drawn, or redrawn).
   function fill(datasets, specs) {
     let lo = Infinity, hi = -Infinity;
@@ -157,14 +178,15 @@ const Charts = (() => {
       const s = specs[i];
       if (!s || s.kind === 'ref') return;
       const smoothed = state.smooth > 0 && (s.kind === 'line' || s.kind === 'seed');
-      d.data = xy(smoothed ? ema(s.points, state.smooth) : s.points);
+      const data = xy(s.points, smoothed ? ema(s.points, state.smooth) : null);
+      setPoints(d, data);  // (read back, a thinned line's data is what was drawn: not these)
       if (s.kind === 'raw') d.hidden = state.smooth === 0;
-      for (const p of d.data) lo = Math.min(lo, p.x), hi = Math.max(hi, p.x);
+      for (const p of data) lo = Math.min(lo, p.x), hi = Math.max(hi, p.x);
     });
     if (!(hi >= lo)) lo = 0, hi = 1;
     datasets.forEach((d, i) => {
       if (specs[i] && specs[i].kind === 'ref')
-        d.data = [{x: Math.min(lo, 0), y: specs[i].y}, {x: Math.max(hi, lo + 1), y: specs[i].y}];
+        setPoints(d, [{x: Math.min(lo, 0), y: specs[i].y}, {x: Math.max(hi, lo + 1), y: specs[i].y}]);
     });
   }
   function apply(entry) {

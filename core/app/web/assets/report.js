@@ -9,7 +9,10 @@ const nodata = text => el('div', {class: 'nodata'}, text);
 let charts = 0, renders = 0;
 // What a reader chose that a redraw keeps (htm serve's page redraws while its study trains): the
 // metrics switched from a log to a linear axis, and each variant's picture seed and step.
-const Chosen = {linear: new Set(), pictures: new Map()};
+const Chosen = {
+  linear: new Set(),
+  pictures: new Map()
+};
 
 // Per-seed lines (htm serve's study page): every run's own curve, thin, in its variant's colour, read
 // from /api/run/ID the first time they are asked for, kept while the page redraws.
@@ -390,8 +393,10 @@ function drawPage(data) {
     const box = document.getElementById('curves'), more = document.getElementById('more-curves');
     const points = D.curves.filter(c => c.series).flatMap(c => c.series.flatMap(s => pointsOf(s, s.mean)));
     const extra = [];
-    if (location.protocol !== 'file:') {  // htm serve: each seed's own line, read from the server when asked
-      if (!SeedLines.control) {  // made once: the bar keeps its elements across redraws
+    // htm serve: each seed's own line, read from the server when asked; the control made once (the bar
+    // keeps its elements across redraws)
+    if (location.protocol !== 'file:') {
+      if (!SeedLines.control) {
         const seeds = el('input', {type: 'checkbox', id: 'seed-lines'});
         seeds.checked = SeedLines.on;
         seeds.addEventListener('change', () => SeedLines.show(seeds.checked));

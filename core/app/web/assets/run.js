@@ -61,12 +61,16 @@ function showPictures(artifacts, refused) {
   });
   bar.replaceChildren(...(steps.length > 1 ? [el('label', {class: 'muted'}, 'step ', slider), ' ', label] : []));
 }
+// The rows come 100,000 a request (the most the route gives), the charts drawn again once the last of
+// a batch is in; a smoothing, x axis or zoom change redraws from the rows the page holds (no request).
+const touched = new Set();
 async function poll() {
-  const D = await get(`/api/run/${RUN}?after=${last}`);
+  const D = await get(`/api/run/${RUN}?after=${last}&limit=100000`);
   const r = D.run;
   if (D.params) {
     document.getElementById('title').textContent = `Run ${r.id}: ${r.experiment} / ${r.variant}, seed ${r.seed ?? ''}`;
-    const t = el('table', {}, ...D.params.map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {class: 'wrap'}, setting(v)))));
+    const t = el(
+        'table', {}, ...D.params.map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {class: 'wrap'}, setting(v)))));
     document.getElementById('settings').replaceChildren(t);
   }
   const about = document.getElementById('about');
@@ -82,7 +86,6 @@ async function poll() {
     const axes = Charts.axesOf(D.metrics.map(([, , step, , time, epoch]) => ({step, time, epoch})));
     Charts.bar(document.getElementById('controls'), axes.includes('time') ? axes : ['step', 'time']);
   }
-  const touched = new Set();
   for (const [rowid, metric, step, value, time, epoch] of D.metrics) {
     if (value === null) continue;
     const s = chart(metric);
@@ -90,7 +93,10 @@ async function poll() {
     touched.add(s);
     points++;
   }
-  for (const s of touched) Charts.apply(s.entry);
+  if (!D.more) {
+    for (const s of touched) Charts.apply(s.entry);
+    touched.clear();
+  }
   last = D.last;
   showPictures(D.artifacts, D.artifacts_refused);
   const none = (id, text) => document.getElementById(id).replaceChildren(el('div', {class: 'nodata'}, text));

@@ -109,9 +109,9 @@ function showStudies(experiments) {
       el('tr', {}, el('th', {}, 'experiment'), el('th', {}, 'runs'), el('th', {}, 'training now'), el('th', {}, '')));
   for (const [name, runs, running] of experiments) {
     const q = encodeURIComponent(name);
-    studies.append(
-        el('tr', {'data-study': name}, el('td', {}, el('a', {href: '/study/' + q}, name)), el('td', {class: 'num'}, runs),
-           el('td', {class: 'num'}, running), el('td', {}, el('a', {href: '/sweep/' + q}, 'sweep'))));
+    studies.append(el(
+        'tr', {'data-study': name}, el('td', {}, el('a', {href: '/study/' + q}, name)), el('td', {class: 'num'}, runs),
+        el('td', {class: 'num'}, running), el('td', {}, el('a', {href: '/sweep/' + q}, 'sweep'))));
   }
   keepFocus(() => document.getElementById('studies').replaceChildren(studies));
 }
