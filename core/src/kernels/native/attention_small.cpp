@@ -8,14 +8,11 @@
 
 #include <cmath>
 
+#include "kernels/native/row16.h"
 #include "kernels/native/softmax_rows.h"
 
 namespace htm {
 namespace {
-
-#define HTM_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq")))
-
-HTM_AVX512 inline __mmask16 lanes(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
 
 // A head's keys or values: by channel (c: lane j = row j's channel c) and by row.
 struct Held {
@@ -25,7 +22,7 @@ struct Held {
 
 HTM_AVX512 void hold(const float* x, int64_t ld, int64_t rows, int64_t d, Held& out) {
   alignas(64) float t[16][16] = {};
-  const __mmask16 dm = lanes(d);
+  const __mmask16 dm = row16_lanes(d);
   for (int64_t j = 0; j < rows; ++j) {
     out.by_row[j] = _mm512_maskz_loadu_ps(dm, x + j * ld);
     for (int64_t c = 0; c < d; ++c) t[c][j] = x[j * ld + c];
@@ -62,11 +59,12 @@ HTM_AVX512 void forward_avx512(const SmallHead& h, const SmallDropout& drop, flo
   hold(h.k, h.ld_k, h.tk, h.d, keys);
   hold(h.v, h.ld_v, h.tk, h.d, values);
   const float alpha = 1.0f / std::sqrt(static_cast<float>(h.d));
-  const __mmask16 dm = lanes(h.d);
+  const __mmask16 dm = row16_lanes(h.d), km = row16_lanes(h.tk);
   alignas(64) float w[16];
   for (int64_t r = 0; r < h.tq; ++r) {
-    _mm512_store_ps(w, row_against(h.q + r * h.ld_q, keys, h.d, alpha));
-    lse[r] = softmax_row(w, h.tk);
+    __m512 row = row_against(h.q + r * h.ld_q, keys, h.d, alpha);
+    lse[r] = softmax16(row, km);
+    _mm512_store_ps(w, row);
     if (drop.on) mask_row(w, h.tk, drop.seed, drop.first + r, drop.threshold, drop.scale);
     _mm512_mask_storeu_ps(out + r * ld_out, dm, weighted_rows(w, values, h.tk));
   }
@@ -78,19 +76,26 @@ HTM_AVX512 void backward_avx512(const SmallHead& h, const SmallDropout& drop, co
   hold(h.k, h.ld_k, h.tk, h.d, keys);
   hold(h.v, h.ld_v, h.tk, h.d, values);
   const float alpha = 1.0f / std::sqrt(static_cast<float>(h.d));
-  const __mmask16 dm = lanes(h.d);
+  const __mmask16 dm = row16_lanes(h.d), km = row16_lanes(h.tk);
   __m512 dk_t[16], dv_t[16];  // by channel: lane j = key j
   for (int64_t c = 0; c < h.d; ++c) dk_t[c] = dv_t[c] = _mm512_setzero_ps();
   alignas(64) float p[16], dp[16];
   for (int64_t r = 0; r < h.tq; ++r) {
     const float *qr = h.q + r * h.ld_q, *gr = g + r * ld_g;
-    _mm512_store_ps(p, row_against(qr, keys, h.d, alpha));  // P again, from the saved log-sum-exp
-    exp_row(p, h.tk, lse[r]);
-    _mm512_store_ps(dp, row_against(gr, values, h.d, 1.0f));  // dP̃ = dO Vᵀ
-    if (drop.on) mask_row(dp, h.tk, drop.seed, drop.first + r, drop.threshold, drop.scale);
-    softmax_grad_row(p, dp, h.tk);                                                          // dS
-    if (drop.on) mask_row(p, h.tk, drop.seed, drop.first + r, drop.threshold, drop.scale);  // P̃ for dV
-    const __m512 pv = _mm512_load_ps(p), ds = _mm512_mul_ps(_mm512_load_ps(dp), _mm512_set1_ps(alpha));
+    __m512 pv = exp16(row_against(qr, keys, h.d, alpha), km, lse[r]);  // P, from the saved log-sum-exp
+    __m512 dpv = row_against(gr, values, h.d, 1.0f);                   // dP̃ = dO Vᵀ
+    if (drop.on) {
+      _mm512_store_ps(dp, dpv);
+      mask_row(dp, h.tk, drop.seed, drop.first + r, drop.threshold, drop.scale);
+      dpv = _mm512_load_ps(dp);
+    }
+    dpv = softmax_grad16(pv, dpv, km);  // dS
+    if (drop.on) {                      // P̃ for dV
+      _mm512_store_ps(p, pv);
+      mask_row(p, h.tk, drop.seed, drop.first + r, drop.threshold, drop.scale);
+      pv = _mm512_load_ps(p);
+    }
+    const __m512 ds = _mm512_mul_ps(dpv, _mm512_set1_ps(alpha));
     for (int64_t c = 0; c < h.d; ++c) {
       dv_t[c] = _mm512_fmadd_ps(_mm512_set1_ps(gr[c]), pv, dv_t[c]);
       dk_t[c] = _mm512_fmadd_ps(_mm512_set1_ps(qr[c]), ds, dk_t[c]);

@@ -9,6 +9,7 @@
 
 #include "kernels/counter_rng.h"
 #include "kernels/native/gemm.h"
+#include "kernels/native/row16.h"
 
 namespace htm {
 namespace {
@@ -28,24 +29,6 @@ float exp_scalar(float v) {
   float scale;
   __builtin_memcpy(&scale, &bits, sizeof scale);
   return p * scale;
-}
-
-#define HTM_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq")))
-
-HTM_AVX512 __m512 exp_avx512(__m512 v) {
-  v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
-  const __m512 k = _mm512_roundscale_ps(_mm512_fmadd_ps(v, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
-                                        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  const __m512 r =
-      _mm512_fmadd_ps(k, _mm512_set1_ps(2.12194440e-4f), _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), v));
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, k);  // p · 2^k
 }
 
 HTM_AVX512 inline __mmask16 tail(int64_t left) {
