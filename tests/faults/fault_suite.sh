@@ -563,7 +563,7 @@ section_watchdog() {
       fail "hang --nproc ($target): recorded as '$error'"
     [[ $target == hang_rank1 && $error != *"(rank 1 of 2)"* ]] && fail "hang --nproc: rank 1 not named: $error"
     [[ $(sql "$db" "SELECT status FROM runs WHERE variant = 'random'") == finished ]] ||
-      fail "hang --nproc ($target): the study's other run: $(sql "$db" "SELECT group_concat(variant || status) FROM runs")"
+      fail "hang --nproc ($target): the study's other run: $(sql "$db" "SELECT group_concat(variant || ':' || status, ' ') FROM runs"); the launcher said: $(grep -v ' epoch [0-9]* step ' hang-nproc.log | tail -8)"
   done
   # Two ranks as torchrun starts them: rank 1's own htm run finds it stalled; rank 0 fails at its
   # next collective (the peer is gone); the run names rank 1's stall first.
