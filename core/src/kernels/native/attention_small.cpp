@@ -30,28 +30,26 @@ HTM_AVX512 void hold(const float* x, int64_t ld, int64_t rows, int64_t d, Held& 
   for (int64_t c = 0; c < d; ++c) out.by_channel[c] = _mm512_load_ps(t[c]);
 }
 
+// Σ_i s[i] · v[i] over n registers, in two running sums (every caller the same order).
+HTM_AVX512 inline __m512 scaled_sum(const float* s, const __m512* v, int64_t n) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 1 < n; i += 2) {
+    acc0 = _mm512_fmadd_ps(_mm512_set1_ps(s[i]), v[i], acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_set1_ps(s[i + 1]), v[i + 1], acc1);
+  }
+  if (i < n) acc0 = _mm512_fmadd_ps(_mm512_set1_ps(s[i]), v[i], acc0);
+  return _mm512_add_ps(acc0, acc1);
+}
+
 // Σ_c x[c] · held.by_channel[c], times alpha: a row over the keys.
 HTM_AVX512 inline __m512 row_against(const float* x, const Held& held, int64_t d, float alpha) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  int64_t c = 0;
-  for (; c + 1 < d; c += 2) {
-    acc0 = _mm512_fmadd_ps(_mm512_set1_ps(x[c]), held.by_channel[c], acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_set1_ps(x[c + 1]), held.by_channel[c + 1], acc1);
-  }
-  if (c < d) acc0 = _mm512_fmadd_ps(_mm512_set1_ps(x[c]), held.by_channel[c], acc0);
-  return _mm512_mul_ps(_mm512_add_ps(acc0, acc1), _mm512_set1_ps(alpha));
+  return _mm512_mul_ps(scaled_sum(x, held.by_channel, d), _mm512_set1_ps(alpha));
 }
 
 // Σ_j w[j] · held.by_row[j]: a row over the channels.
 HTM_AVX512 inline __m512 weighted_rows(const float* w, const Held& held, int64_t tk) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  int64_t j = 0;
-  for (; j + 1 < tk; j += 2) {
-    acc0 = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), held.by_row[j], acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_set1_ps(w[j + 1]), held.by_row[j + 1], acc1);
-  }
-  if (j < tk) acc0 = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), held.by_row[j], acc0);
-  return _mm512_add_ps(acc0, acc1);
+  return scaled_sum(w, held.by_row, tk);
 }
 
 HTM_AVX512 void forward_avx512(const SmallHead& h, const SmallDropout& drop, float* out, int64_t ld_out, float* lse) {
