@@ -7,19 +7,16 @@
 
 #include <cmath>
 
+#include "kernels/native/row16.h"
 #include "kernels/native/softmax_rows.h"
 
 namespace htm {
 namespace {
 
-#define HTM_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq")))
-
 constexpr int kMaxChunks = 4;  // 64 channels
 
-HTM_AVX512 inline __mmask16 chunk_mask(int64_t C, int k) {
-  const int64_t left = C - 16 * k;
-  return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1);
-}
+// The channels of chunk k (of 16) that a row of C has.
+HTM_AVX512 inline __mmask16 chunk_mask(int64_t C, int k) { return row16_lanes(C - 16 * k); }
 
 // A per-channel vector (w, b) as registers, `fill` where absent.
 HTM_AVX512 void load_channels(const float* p, int64_t C, int chunks, float fill, __m512* out) {

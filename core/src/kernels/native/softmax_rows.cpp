@@ -31,19 +31,15 @@ float exp_scalar(float v) {
   return p * scale;
 }
 
-HTM_AVX512 inline __mmask16 tail(int64_t left) {
-  return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1);
-}
-
 HTM_AVX512 float softmax_avx512(float* x, int64_t n) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   for (int64_t i = 0; i < n; i += 16)
-    vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail(n - i), x + i));
+    vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), row16_lanes(n - i), x + i));
   const float m = _mm512_reduce_max_ps(vmax);
   const __m512 shift = _mm512_set1_ps(m);
   __m512 vsum = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = tail(n - i);
+    const __mmask16 k = row16_lanes(n - i);
     const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), shift));
     _mm512_mask_storeu_ps(x + i, k, e);
     vsum = _mm512_mask_add_ps(vsum, k, vsum, e);
@@ -51,7 +47,7 @@ HTM_AVX512 float softmax_avx512(float* x, int64_t n) {
   const float sum = _mm512_reduce_add_ps(vsum);
   const __m512 inv = _mm512_set1_ps(1.0f / sum);
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = tail(n - i);
+    const __mmask16 k = row16_lanes(n - i);
     _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), inv));
   }
   return m + std::log(sum);
@@ -60,7 +56,7 @@ HTM_AVX512 float softmax_avx512(float* x, int64_t n) {
 HTM_AVX512 void exp_avx512_row(float* x, int64_t n, float shift) {
   const __m512 s = _mm512_set1_ps(shift);
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = tail(n - i);
+    const __mmask16 k = row16_lanes(n - i);
     _mm512_mask_storeu_ps(x + i, k, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), s)));
   }
 }
@@ -84,7 +80,7 @@ HTM_AVX512 void mask_avx512(float* w, int64_t n, uint64_t base, uint32_t thresho
     const __m512i bits = splitmix_avx512(_mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(base + j)), lanes));
     __mmask32 keep = _mm512_cmpge_epu16_mask(bits, thr);
     if (threshold > 0xffff) keep = 0;
-    const __mmask16 k0 = tail(n - j), k1 = n - j > 16 ? tail(n - j - 16) : 0;
+    const __mmask16 k0 = row16_lanes(n - j), k1 = n - j > 16 ? row16_lanes(n - j - 16) : 0;
     _mm512_mask_storeu_ps(w + j, k0,
                           _mm512_maskz_mul_ps(static_cast<__mmask16>(keep), _mm512_maskz_loadu_ps(k0, w + j), s));
     if (k1)
@@ -97,12 +93,12 @@ HTM_AVX512 void mask_avx512(float* w, int64_t n, uint64_t base, uint32_t thresho
 HTM_AVX512 void softmax_grad_avx512(const float* p, float* dp, int64_t n) {
   __m512 vdot = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = tail(n - i);
+    const __mmask16 k = row16_lanes(n - i);
     vdot = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, p + i), _mm512_maskz_loadu_ps(k, dp + i), vdot);
   }
   const __m512 dot = _mm512_set1_ps(_mm512_reduce_add_ps(vdot));
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = tail(n - i);
+    const __mmask16 k = row16_lanes(n - i);
     _mm512_mask_storeu_ps(
         dp + i, k,
         _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), dot)));
