@@ -50,7 +50,7 @@ class Rerun final : public DeviceGraph {
   }
   int64_t nodes() const override { return nodes_; }
   void replay() override {
-    gpu::GraphDraws draws(/*fixed_rounds=*/true);
+    GraphDraws draws(/*fixed_rounds=*/true);
     work_();
     ++*replays_;
   }

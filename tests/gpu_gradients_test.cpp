@@ -112,7 +112,7 @@ Step trees_step(bool at_once, const std::string& device = "cpu") {
 // Trees at 16 points: the blocks are used at each of the 4 depths, so most parameters have 4
 // gradients to sum.
 TEST(GpuGradients, ATreesStepsGradientsAreAutogradsBitForBitInFewerLaunches) {
-  trees_step(true);  // the first step makes the constants (gpu::device_constant) both then share
+  trees_step(true);  // the first step makes the constants (device_constant) both then share
   const Step off = trees_step(false), on = trees_step(true);
   ASSERT_EQ(on.grads.size(), off.grads.size());
   int64_t reached = 0;
@@ -222,7 +222,7 @@ TEST(GpuGradients, ClippingScalesAsTorchDoesAndReadsNothingBack) {
       }
       {
         LaunchCount count;
-        gpu::clip_gradients(sets[0], max_norm);
+        gpu_backend().clip_gradients(sets[0], max_norm);
         device_reads = count.host_reads();
       }
       const std::string what = device.str() + ", max norm " + std::to_string(max_norm);

@@ -36,7 +36,7 @@ double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
   return ((a - b).norm() / b.norm().clamp_min(1e-30)).item<double>();
 }
 
-// What native::dropout keeps, entry by entry, from the scalar counter stream.
+// What the native dropout keeps, entry by entry, from the scalar counter stream.
 float kept(uint64_t seed, int64_t first, int64_t e, double p) {
   const uint64_t g = static_cast<uint64_t>(first + e);
   const uint32_t threshold = static_cast<uint32_t>(std::lround(p * 65536.0));
@@ -143,13 +143,16 @@ TEST(GpuKernels, RuntimeKernelsChoosesTheSetAndGpuRunsOnTheCpuToo) {
   const auto cpu = torch::zeros({2});
   use_kernels(RuntimeKernels::gpu);
   EXPECT_EQ(kernels(), Kernels::gpu);
-  EXPECT_TRUE(use_gpu(cpu));
+  EXPECT_EQ(&backend_for(cpu), &gpu_backend());
+  EXPECT_STREQ(backend_for(cpu).name(), "gpu");
   use_kernels(RuntimeKernels::portable);
   EXPECT_EQ(kernels(), Kernels::portable);
-  EXPECT_FALSE(use_gpu(cpu));
+  EXPECT_EQ(&backend_for(cpu), &portable_backend());
+  EXPECT_STREQ(backend_for(cpu).name(), "portable");
   use_kernels(RuntimeKernels::native);
   EXPECT_EQ(kernels(), Kernels::native);
-  EXPECT_FALSE(use_gpu(cpu));
+  EXPECT_EQ(&backend_for(cpu), &native_backend());
+  EXPECT_STREQ(backend_for(cpu).name(), native_kernels_built() ? "native" : "portable");
 }
 
 TEST(GpuKernels, MatchingTakesTheGreedyPairsInTheirOrder) {
@@ -202,7 +205,7 @@ TEST(GpuKernels, TheSameSeedDrawsTheSameAndAnotherDrawsOtherwise) {
 
 TEST(GpuKernels, GumbelNoiseHasTheGumbelMeanAndVariance) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
-  auto g = gpu::gumbel_like(torch::empty({400, 1000}), gen).to(torch::kDouble);
+  auto g = gpu_backend().gumbel_like(torch::empty({400, 1000}), gen).to(torch::kDouble);
   EXPECT_NEAR(g.mean().item<double>(), 0.5772156649, 0.01);    // Euler–Mascheroni
   EXPECT_NEAR(g.var().item<double>(), M_PI * M_PI / 6, 0.02);  // π²/6
   EXPECT_TRUE(torch::isfinite(g).all().item<bool>());
@@ -237,16 +240,18 @@ TEST(GpuKernels, LayersAndAttentionMatchThePortableOnesInFp32AndBf16) {
 
 TEST(GpuKernels, DropoutKeepsOneMinusPAndTheSameSeedKeepsTheSame) {
   auto x = torch::ones({200, 500});
-  auto a = gpu::dropout(x, 0.3, 42, 0), b = gpu::dropout(x, 0.3, 42, 0), c = gpu::dropout(x, 0.3, 42, 100000);
+  auto a = gpu_backend().dropout(x, 0.3, 42, 0), b = gpu_backend().dropout(x, 0.3, 42, 0),
+       c = gpu_backend().dropout(x, 0.3, 42, 100000);
   EXPECT_TRUE(torch::equal(a, b));
   EXPECT_FALSE(torch::equal(a, c));
   EXPECT_NEAR((a == 0).to(torch::kDouble).mean().item<double>(), 0.3, 0.01);
   EXPECT_NEAR(a.mean().item<double>(), 1.0, 0.02);  // kept entries are 1/(1 − p)
   torch::manual_seed(3);
   auto q = torch::randn({2, 16, 8}), k = torch::randn({2, 16, 8}), v = torch::randn({2, 16, 8});
-  auto u = gpu::fused_attention(q, k, v, 2, 0.5, 9, 0), w = gpu::fused_attention(q, k, v, 2, 0.5, 9, 0);
+  auto u = gpu_backend().fused_attention(q, k, v, 2, 0.5, 9, 0),
+       w = gpu_backend().fused_attention(q, k, v, 2, 0.5, 9, 0);
   EXPECT_TRUE(torch::equal(u, w));
-  EXPECT_FALSE(torch::equal(u, gpu::fused_attention(q, k, v, 2, 0.0, 9, 0)));
+  EXPECT_FALSE(torch::equal(u, gpu_backend().fused_attention(q, k, v, 2, 0.0, 9, 0)));
 }
 
 TEST(GpuKernels, AdamWOnAllParametersAtOnceIsThePortableUpdateBitForBit) {
@@ -360,7 +365,8 @@ TEST_F(CudaKernels, GpuKernelsMatchTheCpuAndDrawTheSameTwice) {
 
 TEST_F(CudaKernels, DropoutOnTheGpuIsOneSeededKernel) {
   auto x = (torch::rand({64, 1000}) + 0.5).to(gpu).requires_grad_(true);
-  auto a = gpu::dropout(x, 0.3, 42, 0), b = gpu::dropout(x, 0.3, 42, 0), c = gpu::dropout(x, 0.3, 42, 100000);
+  auto a = gpu_backend().dropout(x, 0.3, 42, 0), b = gpu_backend().dropout(x, 0.3, 42, 0),
+       c = gpu_backend().dropout(x, 0.3, 42, 100000);
   EXPECT_TRUE(torch::equal(a, b));
   EXPECT_FALSE(torch::equal(a, c));
   auto kept = (a != 0).to(torch::kDouble);
@@ -444,7 +450,7 @@ TEST(NativeKernels, FusedAttentionMatchesThePortableOneWithAndWithoutDropout) {
 TEST(NativeKernels, DropoutMasksAreThePortableOnesBitForBit) {
   auto x = torch::randn({6, 5, 7});
   for (int64_t first : {0, 2, 8}) {
-    auto a = native::dropout(x, 0.3, 42, first), b = portable::dropout(x, 0.3, 42, first);
+    auto a = native_backend().dropout(x, 0.3, 42, first), b = portable_backend().dropout(x, 0.3, 42, first);
     EXPECT_TRUE(torch::equal(a, b)) << "first " << first;
   }
   // Through the public entry point, seeded alike: the same mask, and the same gradient.

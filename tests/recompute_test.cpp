@@ -198,7 +198,7 @@ TEST(Recompute, TheGpuKernelsProductsGiveTheUnfusedGradientsBitForBitAndHoldLess
     const auto held = passes_agree(
         inputs, {torch::randn({16, 64, 256})},
         [&](int fused) -> std::vector<torch::Tensor> {
-          if (fused) return {gpu::gelu_linear(gpu::norm_linear(x, nw, nb, 1e-5, w1, b1), w2, b2)};
+          if (fused) return {gpu_backend().gelu_linear(gpu_backend().norm_linear(x, nw, nb, 1e-5, w1, b1), w2, b2)};
           return {product(torch::gelu(product(torch::layer_norm(x, {256}, nw, nb, 1e-5), w1, b1, bf16)), w2, b2, bf16)};
         },
         bf16 ? "bf16" : "fp32");
@@ -219,8 +219,8 @@ TEST(Recompute, TheGpuKernelsProductsKeepSmallActivations) {
   for (const int64_t rows : {8, 64}) {  // x 8·64·16 or 64·64·16 values, h four times it: 0.5 or 4 MiB
     auto x = leaf({rows, 64, 16}), nw = leaf({16}), nb = leaf({16}), w1 = leaf({64, 16}), b1 = leaf({64});
     auto w2 = leaf({16, 64}), b2 = leaf({16});
-    const auto h = gpu::norm_linear(x, nw, nb, 1e-5, w1, b1);
-    const auto y = gpu::gelu_linear(h, w2, b2);
+    const auto h = gpu_backend().norm_linear(x, nw, nb, 1e-5, w1, b1);
+    const auto y = gpu_backend().gelu_linear(h, w2, b2);
     const std::string norm = h.grad_fn()->name(), gelu = y.grad_fn()->name();
     EXPECT_EQ(norm.find("NormLinear") != std::string::npos, false) << rows << ": " << norm;  // x ≤ 256 KiB
     EXPECT_EQ(gelu.find("GeluLinear") != std::string::npos, rows == 64) << rows << ": " << gelu;

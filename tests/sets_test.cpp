@@ -166,7 +166,7 @@ TEST(DeviceAssignment, MatchedErrorsAgreeAcrossKernelsAndACaptureRefusesAHostMat
   EXPECT_TRUE(torch::equal(host, device));
   EXPECT_TRUE(torch::equal(host_grad, device_grad));
   KernelsScope kernels(Kernels::gpu);
-  gpu::GraphDraws capture(/*fixed_rounds=*/true);
+  GraphDraws capture(/*fixed_rounds=*/true);
   EXPECT_TRUE(matched_mse(prediction, target).defined());  // N = 16: on the device
   try {
     matched_mse(torch::rand({1, 17, 2}), torch::rand({1, 17, 2}));

@@ -33,8 +33,8 @@ namespace {
 
 // Caps the captured sampler's rounds for a scope (runtime.graph_rounds).
 struct RoundsCap {
-  explicit RoundsCap(int64_t cap) { gpu::set_graph_rounds_cap(cap); }
-  ~RoundsCap() { gpu::set_graph_rounds_cap(0); }
+  explicit RoundsCap(int64_t cap) { set_graph_rounds_cap(cap); }
+  ~RoundsCap() { set_graph_rounds_cap(0); }
 };
 
 TEST(StepGraph, FixedRoundsTakeTheReadBackRoundsPairsAndFlagAMatchingLeftUnfinished) {
@@ -44,12 +44,12 @@ TEST(StepGraph, FixedRoundsTakeTheReadBackRoundsPairsAndFlagAMatchingLeftUnfinis
   auto noise = -torch::empty({4, 64, 64}).exponential_().log();
   auto [src, dst] = gpu::match_pairs(logits, noise, 32);
   {
-    gpu::GraphDraws draws(/*fixed_rounds=*/true);
+    GraphDraws draws(/*fixed_rounds=*/true);
     int64_t rounds = 0;
     auto [fs, fd] = gpu::match_pairs(logits, noise, 32, &rounds);
-    EXPECT_EQ(rounds, gpu::graph_rounds(64));
+    EXPECT_EQ(rounds, graph_rounds(64));
     EXPECT_TRUE(torch::equal(fs, src) && torch::equal(fd, dst));
-    auto flags = gpu::take_graph_flags();
+    auto flags = take_graph_flags();
     ASSERT_EQ(flags.size(), 1u);
     EXPECT_FALSE(flags[0].raised.item<bool>()) << flags[0].what;
   }
@@ -57,36 +57,36 @@ TEST(StepGraph, FixedRoundsTakeTheReadBackRoundsPairsAndFlagAMatchingLeftUnfinis
   // link, so 32 pairs take 32 rounds, more than the 24 the cap allows.
   auto chain = torch::full({1, 64, 64}, -1e9);
   for (int64_t i = 0; i + 1 < 64; ++i) chain[0][i][i + 1] = chain[0][i + 1][i] = static_cast<double>(i);
-  gpu::GraphDraws draws(/*fixed_rounds=*/true);
+  GraphDraws draws(/*fixed_rounds=*/true);
   gpu::match_pairs(chain, torch::zeros_like(chain), 32);
-  auto flags = gpu::take_graph_flags();
+  auto flags = take_graph_flags();
   ASSERT_EQ(flags.size(), 1u);
   EXPECT_TRUE(flags[0].raised.item<bool>());
   EXPECT_NE(flags[0].what.find("24 rounds left tokens unmatched at T = 64"), std::string::npos) << flags[0].what;
-  EXPECT_TRUE(gpu::take_graph_flags().empty());
+  EXPECT_TRUE(take_graph_flags().empty());
   // ⌊T/2⌋ rounds always finish the matching (each matches at least the best pair left): the
   // rounds stop there at small T (Trees' 16 tokens, then 8, 4, 2), the chain's worst case included.
-  EXPECT_EQ(gpu::graph_rounds(16), 8);
-  EXPECT_EQ(gpu::graph_rounds(2), 1);
-  EXPECT_EQ(gpu::graph_rounds(256), 24);
+  EXPECT_EQ(graph_rounds(16), 8);
+  EXPECT_EQ(graph_rounds(2), 1);
+  EXPECT_EQ(graph_rounds(256), 24);
   {
     RoundsCap none(0);  // by default: ⌊T/2⌋, which always finish
-    EXPECT_EQ(gpu::graph_rounds(256), 128);
-    EXPECT_EQ(gpu::graph_rounds(49), 24);
+    EXPECT_EQ(graph_rounds(256), 128);
+    EXPECT_EQ(graph_rounds(49), 24);
     // The chain's 32 pairs in its 32 rounds, nothing to check: the pairs of the rounds read back.
     auto [all_src, all_dst] = gpu::match_pairs(chain, torch::zeros_like(chain), 32);
-    EXPECT_TRUE(gpu::take_graph_flags().empty());
-    gpu::GraphDraws read_back(/*fixed_rounds=*/false);
+    EXPECT_TRUE(take_graph_flags().empty());
+    GraphDraws read_back(/*fixed_rounds=*/false);
     auto [back_src, back_dst] = gpu::match_pairs(chain, torch::zeros_like(chain), 32);
     EXPECT_TRUE(torch::equal(all_src, back_src) && torch::equal(all_dst, back_dst));
   }
-  gpu::set_graph_rounds_cap(24);
+  set_graph_rounds_cap(24);
   // There the capture has nothing to check, so it raises no flag, and its pairs are the pairs of
   // the rounds read back.
   auto short_chain = chain.narrow(1, 0, 16).narrow(2, 0, 16).contiguous();
   auto [fixed_src, fixed_dst] = gpu::match_pairs(short_chain, torch::zeros_like(short_chain), 8);
-  EXPECT_TRUE(gpu::take_graph_flags().empty());
-  gpu::GraphDraws read_back(/*fixed_rounds=*/false);
+  EXPECT_TRUE(take_graph_flags().empty());
+  GraphDraws read_back(/*fixed_rounds=*/false);
   auto [read_src, read_dst] = gpu::match_pairs(short_chain, torch::zeros_like(short_chain), 8);
   EXPECT_TRUE(torch::equal(fixed_src, read_src) && torch::equal(fixed_dst, read_dst));
 }
@@ -97,20 +97,20 @@ TEST(StepGraph, GraphDrawsComeFromTheDevicesGeneratorAloneAndRepeatAfterItsSeed)
   auto like = torch::empty({3, 8, 8});
   torch::Tensor first, again;
   {
-    gpu::GraphDraws draws;
+    GraphDraws draws;
     torch::manual_seed(5);
-    first =
-        torch::cat({gpu::gumbel_like(like, run), gpu::normal_like(like, run), gpu::dropout(like.fill_(1), 0.5, 0, 0)});
+    first = torch::cat({gpu_backend().gumbel_like(like, run), gpu_backend().normal_like(like, run),
+                        gpu_backend().dropout(like.fill_(1), 0.5, 0, 0)});
     torch::manual_seed(5);
-    again =
-        torch::cat({gpu::gumbel_like(like, run), gpu::normal_like(like, run), gpu::dropout(like.fill_(1), 0.5, 9, 9)});
+    again = torch::cat({gpu_backend().gumbel_like(like, run), gpu_backend().normal_like(like, run),
+                        gpu_backend().dropout(like.fill_(1), 0.5, 9, 9)});
   }
   EXPECT_TRUE(torch::equal(first, again)) << "the dropout's own stream is not read under GraphDraws";
   EXPECT_EQ(at::check_generator<at::CPUGeneratorImpl>(run)->random64(),
             at::check_generator<at::CPUGeneratorImpl>(untouched)->random64())
       << "the run's generator is not drawn from under GraphDraws";
   // Without GraphDraws each call draws its seed from the run's generator.
-  auto a = gpu::gumbel_like(like, run), b = gpu::gumbel_like(like, run);
+  auto a = gpu_backend().gumbel_like(like, run), b = gpu_backend().gumbel_like(like, run);
   EXPECT_FALSE(torch::equal(a, b));
 }
 

@@ -28,16 +28,13 @@
 #include "dist/grad_reducer.h"
 #include "htm/error.h"
 #include "htm/policy.h"
-#include "kernels/gpu.h"
+#include "kernels/backend.h"
 #include "kernels/kernels.h"
 #include "kernels/precision.h"
+#include "kernels/row_shard_scope.h"
 #include "model/model.h"
 #include "process/launch.h"
 #include "registry.h"
-#if HTM_NATIVE_KERNELS
-#include "kernels/native/gemm.h"
-#endif
-#include "kernels/row_shard_scope.h"
 #include "train/experiment.h"
 #include "train/launch_count.h"
 #include "train/memory.h"
@@ -302,24 +299,27 @@ void scaling(const std::string& config_file, const std::vector<std::string>& ove
               fitted_exponent(tokens, step_ms));
   std::vector<double> sizes, sampler_ms, t2logt;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
-  // The portable sampler takes r = T/2 rounds of an arg-max over B×T² keys (T³ in all): it stops
-  // at T = 1024, where T = 4096 would take an hour.
+  // About T² log T (native, gpu) or T³ (the reference's T/2 rounds of an arg-max over B×T² keys):
+  // T doubles while the next size (about 8× this one) takes under 30 s a call; the reference stops at 1024.
   const auto probe = torch::empty({0});
-  const bool portable = !use_native(probe) && !use_gpu(probe);
-  const int64_t largest = portable ? 1024 : 4096;
-  for (int64_t T = 256; T <= largest; T *= 2) {
+  int64_t largest = 256;
+  double last_ms = 0;
+  for (int64_t T = 256; T <= 4096 && last_ms * 8 < 30000; T *= 2) {
     auto logits = torch::randn({8, T, T});
-    const double ms = median(
-        time_ms(T >= 2048 || (portable && T >= 1024) ? 3 : 7, [&] { sample_disjoint_pairs(logits, T / 2, gen); }));
+    const int repeats = T >= 2048 || last_ms * 8 > 1000 ? 3 : 7;
+    const double ms = median(time_ms(repeats, [&] { sample_disjoint_pairs(logits, T / 2, gen); }));
     std::printf("sampler  B=8 T=%-4lld r=%-4lld median %9.2f ms  (%.2f ns per T^2 log2 T)\n", (long long)T,
                 (long long)T / 2, ms, ms * 1e6 / (8.0 * T * T * std::log2(T)));
     sizes.push_back(static_cast<double>(T));
     sampler_ms.push_back(ms);
     t2logt.push_back(T * T * std::log2(T));
+    largest = T, last_ms = ms;
   }
-  std::printf("sampler  time ~ T^%.2f over T = 256..%lld (T^2 log T alone: T^%.2f over the same range)%s\n",
-              fitted_exponent(sizes, sampler_ms), (long long)largest, fitted_exponent(sizes, t2logt),
-              portable ? "; the portable kernels' sampler, r rounds of an arg-max" : "");
+  std::printf(
+      "sampler  time ~ T^%.2f over T = 256..%lld (T^2 log T alone: T^%.2f over the same range); the %s "
+      "backend's sampler\n",
+      fitted_exponent(sizes, sampler_ms), (long long)largest, fitted_exponent(sizes, t2logt),
+      backend_for(probe).name());
 }
 
 // htm bench's command line.
@@ -459,9 +459,9 @@ int cmd_bench(const Args& args) {
   const char* given_peak = std::getenv("HTM_BENCH_GEMM_PEAK");  // a parent measured it, in our precision
   GemmRates peak;
   if (given_peak != nullptr) peak.htm_fp32 = peak.htm_bf16 = std::atof(given_peak);
-  const bool native_gemms = use_native(torch::empty({0}, torch::TensorOptions().device(ex.device)));
+  const Backend& backend = backend_for(torch::empty({0}, torch::TensorOptions().device(ex.device)));
   if (!world && !step_only) {
-    peak = print_gemm_rates(vm.count("gemm") > 0, ex.device, native_gemms, nthreads);
+    peak = print_gemm_rates(vm.count("gemm") > 0, ex.device, backend, nthreads);
     if (vm.count("gemm")) {
       std::printf("bf16     hardware: %s\n", bf16_hardware().c_str());
       return 0;

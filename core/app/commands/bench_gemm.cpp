@@ -12,10 +12,7 @@
 
 #include "config/device.h"
 #include "htm/error.h"
-#include "kernels/kernels.h"
-#if HTM_NATIVE_KERNELS
-#include "kernels/native/gemm.h"
-#endif
+#include "kernels/backend.h"
 
 namespace htm::bench {
 
@@ -124,39 +121,34 @@ GemmRates gemm_rates(int64_t n, const c10::Device& device, int repeats) {
   r.torch_bf16 = rate([&] { torch::mm(a16, b16); });
   r.htm_fp32 = r.torch_fp32;
   r.htm_bf16 = r.torch_bf16;
-#if HTM_NATIVE_KERNELS
-  if (use_native(a)) {
-    r.htm_fp32 = rate([&] {
-      gemm(false, false, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(), n, 0.0f, c.data_ptr<float>(), n);
-    });
+  const Backend& backend = backend_for(a);
+  if (backend.own_products()) {
+    r.htm_fp32 = rate([&] { backend.product_into(c, a, b); });
     try {  // oneDNN has no bf16 GEMM below AVX-512 (status 3, unimplemented): no rate there
-      r.htm_bf16 = rate([&] {
-        gemm(false, false, n, n, n, 1.0f, {a16.data_ptr(), n, true}, {b16.data_ptr(), n, true}, 0.0f,
-             c.data_ptr<float>(), n);
-      });
+      r.htm_bf16 = rate([&] { backend.product_into(c, a16, b16); });
     } catch (const Error&) {
       r.htm_bf16 = std::nan("");
     }
   }
-#endif
   return r;
 }
 
-GemmRates print_gemm_rates(bool all_sizes, const c10::Device& device, bool native_gemms, int nthreads) {
+GemmRates print_gemm_rates(bool all_sizes, const c10::Device& device, const Backend& backend, int nthreads) {
   GemmRates peak;
   for (int64_t n : all_sizes ? std::vector<int64_t>{256, 512, 1024, 2048} : std::vector<int64_t>{1024}) {
     const GemmRates g = gemm_rates(n, device);
-    if (native_gemms) {
+    if (backend.own_products()) {
       char bf16[64] = "none on this CPU";
       if (!std::isnan(g.htm_bf16)) std::snprintf(bf16, sizeof bf16, "%.1f GFLOP/s", g.htm_bf16);
       std::printf(
-          "gemm     %lld^3 at %d thread%s: fp32 htm::gemm (oneDNN sgemm) %.1f GFLOP/s, torch::mm %.1f GFLOP/s;"
-          " bf16 htm::gemm (oneDNN, fp32 accumulation) %s, torch::mm %.1f GFLOP/s\n",
-          (long long)n, nthreads, nthreads == 1 ? "" : "s", g.htm_fp32, g.torch_fp32, bf16, g.torch_bf16);
+          "gemm     %lld^3 at %d thread%s: fp32 htm::gemm (%s backend) %.1f GFLOP/s, torch::mm %.1f GFLOP/s;"
+          " bf16 htm::gemm (%s backend, fp32 accumulation) %s, torch::mm %.1f GFLOP/s\n",
+          (long long)n, nthreads, nthreads == 1 ? "" : "s", backend.name(), g.htm_fp32, g.torch_fp32, backend.name(),
+          bf16, g.torch_bf16);
     } else {
-      // the portable kernels multiply with torch's own products
-      std::printf("gemm     %lld^3 on %s (portable kernels): torch::mm fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n",
-                  (long long)n, device.str().c_str(), g.torch_fp32, g.torch_bf16);
+      // a backend without products of its own multiplies with torch's
+      std::printf("gemm     %lld^3 on %s (%s backend): torch::mm fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n", (long long)n,
+                  device.str().c_str(), backend.name(), g.torch_fp32, g.torch_bf16);
     }
     if (n == 1024) peak = g;
   }

@@ -12,6 +12,10 @@
 
 #include "config/settings.h"
 
+namespace htm {
+class Backend;
+}
+
 namespace htm::bench {
 
 using Clock = std::chrono::steady_clock;
@@ -66,11 +70,12 @@ struct GemmRates {
   double htm_fp32 = 0, torch_fp32 = 0, htm_bf16 = 0, torch_bf16 = 0;
   double of(RuntimePrecision p) const { return p == RuntimePrecision::bf16 ? htm_bf16 : htm_fp32; }
 };
-/// Where the native kernels do not run (a GPU, a build without them, runtime.kernels =
-/// "portable"), the model's products are torch's own: htm's rates are torch::mm's.
+/// htm's rates are the device's backend's products (Backend::product_into); where it has none of
+/// its own (a GPU, a build without the native kernels, runtime.kernels = "portable") the model's
+/// products are torch's: htm's rates are torch::mm's.
 GemmRates gemm_rates(int64_t n, const c10::Device& device, int repeats = 10);
 
 /// The GEMM rates at 1024³ (with `all_sizes`: 256³ to 2048³), printed; returns the 1024³ rates.
-GemmRates print_gemm_rates(bool all_sizes, const c10::Device& device, bool native_gemms, int nthreads);
+GemmRates print_gemm_rates(bool all_sizes, const c10::Device& device, const Backend& backend, int nthreads);
 
 }  // namespace htm::bench

@@ -20,7 +20,7 @@
 
 #include "board/plugin_scope.h"
 #include "board/run_board.h"
-#include "commands/run_lines.h"
+#include "commands/run_one.h"
 #include "commands/run_record.h"
 #include "commands/seed_ledger.h"
 #include "commands/selection.h"
@@ -40,260 +40,12 @@
 namespace htm {
 namespace {
 
-// held: a run not resumed because it crashed too often at one step; failed for the exit code,
-// but every rank skipped it together, so a data-parallel group goes on to the next run.
-enum class Outcome { finished, skipped, failed, held, interrupted };
-
-// What the request asks of runs it finds unfinished (htm resume names one, --force retries a held one).
-struct Continue {
-  int64_t expected_run = 0;    ///< the run htm resume names (0: whichever claim_run finds)
-  bool retry_crashed = false;  ///< resume a run held after crashing twice at one step
-};
-
 std::map<std::string, std::string> tags_of(const RunRequest& request) {
   std::map<std::string, std::string> tags;
   for (const auto& t : request.tags) tags.insert(key_value("--tag", t));
   if (!request.note.empty()) tags["note"] = request.note;
   if (request.confirm) tags["phase"] = "confirm";
   return tags;
-}
-
-constexpr int kRunBusyTimeoutMs = 10 * 60 * 1000;  // a run waits up to 10 minutes for an outside lock
-
-// The first line of an exception's text, without libtorch's backtrace; the whole text goes to
-// the run's error.log.
-std::string one_line(const std::exception& e, std::string* full) {
-  std::string text = e.what();
-  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) text = c10->what_without_backtrace();
-  *full = e.what();
-  const size_t newline = text.find('\n');
-  return newline == std::string::npos ? text : text.substr(0, newline) + " (more in error.log)";
-}
-
-// A run's [runtime] in force: its threads (or this host's cores shared by its ranks when 0) and
-// its precision. Returns whether bf16 was asked for but fell back to fp32.
-bool apply_runtime(const RuntimeSettings& runtime, const Communicator* comm) {
-  int64_t threads = runtime.threads;
-  if (threads == 0 && comm != nullptr)
-    threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / comm->info().local_world);
-  board_stall_timeout(runtime.stall_timeout);  // the supervisor's watchdog reads it
-  set_stop_grace(static_cast<int>(runtime.stop_grace));
-  return use_runtime(runtime, threads) != runtime.precision;
-}
-
-// Data-parallel: what rank 0 decided for a run, sent to every rank (one broadcast per run).
-enum Decision : int64_t { kSkip = 0, kStart = 1, kResume = 2 };
-int64_t share_decision(Communicator* comm, int64_t decision) {
-  if (comm == nullptr) return decision;
-  auto t = torch::tensor({decision}, torch::kLong);
-  comm->broadcast(t);
-  return t.item<int64_t>();
-}
-
-// A rank other than 0: trains the run rank 0 decided on, recording into a private in-memory store.
-Outcome follow_run(const PlannedRun& planned, const std::string& file, const Registry& registry, Communicator& comm) {
-  const ResolvedConfig& config = *planned.config;
-  const std::string& variant = planned.variant;
-  const int64_t seed = planned.seed;
-  apply_runtime(config.settings.runtime, &comm);
-  const std::string run = planned.label();
-  const std::string label = run + ", rank " + std::to_string(comm.rank());
-  const int64_t decision = share_decision(&comm, kSkip);
-  if (decision == kSkip) return Outcome::skipped;
-  board_attempt(run, variant, seed);  // the run it follows, for its supervisor (rank 0 claims it)
-  Experiment ex = assemble(config, registry, seed, comm.info().local_rank);
-  ResultsStore scratch(":memory:");
-  const int64_t run_id = scratch.begin_run(describe(config, registry, file, seed));
-  TrainerOptions options;
-  options.resume = decision == kResume;
-  options.verbosity = 0;
-  options.comm = &comm;
-  try {
-    Trainer(ex, scratch, run_id, "", seed, label, options).run();
-    return Outcome::finished;
-  } catch (const Interrupted&) {
-    return Outcome::interrupted;
-  } catch (const std::exception& e) {
-    std::string full;
-    std::fprintf(stderr, "error: [%s] %s\n", label.c_str(), one_line(e, &full).c_str());
-    return Outcome::failed;
-  }
-}
-
-// Memory before the first step: a run that would not fit is refused here, like bad input.
-MemoryEstimate check_memory(Experiment& ex, const std::string& label, bool ignore_memory) {
-  MemoryEstimate memory = estimate_training_memory(ex);
-  const AvailableMemory available = available_memory();
-  if (!ignore_memory && available.mib > 0 && memory.total_mib() > available.mib) {
-    char have[64];
-    if (available.mib >= 1024)
-      std::snprintf(have, sizeof have, "%.1f GiB", available.mib / 1024);
-    else
-      std::snprintf(have, sizeof have, "%.0f MiB", available.mib);
-    throw Error("[" + label + "] needs about " + describe(memory) + " to train, more than the " + have +
-                " available (" + available.source + "); htm run --ignore-memory trains it anyway");
-  }
-  return memory;
-}
-
-// A claim said: how the run ends here when it is not to be trained, else nothing.
-std::optional<Outcome> say_claim(const Claim& claim, const std::string& label, const std::string& db) {
-  switch (claim.outcome) {
-    case Claim::Outcome::finished:
-      std::printf("[%s] already finished as run %lld in %s; skipped (--rerun runs it again)\n", label.c_str(),
-                  static_cast<long long>(claim.run_id), db.c_str());
-      return Outcome::skipped;
-    case Claim::Outcome::taken:
-      std::printf("[%s] run %lld is being trained by another process (%s); skipped\n", label.c_str(),
-                  static_cast<long long>(claim.run_id), claim.detail.c_str());
-      return Outcome::skipped;
-    case Claim::Outcome::held:
-      if (claim.folder_refused) {  // not a folder htm wrote here: --force would not help, a fresh run would
-        std::fprintf(stderr, "error: [%s] run %lld is not resumed: %s (htm run --rerun trains it afresh here)\n",
-                     label.c_str(), static_cast<long long>(claim.run_id), claim.detail.c_str());
-        return Outcome::held;
-      }
-      std::fprintf(stderr,
-                   "error: [%s] run %lld is not resumed: %s (htm runs shows the error; htm resume %lld "
-                   "--force retries it)\n",
-                   label.c_str(), static_cast<long long>(claim.run_id), claim.detail.c_str(),
-                   static_cast<long long>(claim.run_id));
-      return Outcome::held;
-    case Claim::Outcome::resumed:
-      std::fprintf(stderr, "[%s] resuming run %lld (it was %s)\n", label.c_str(), static_cast<long long>(claim.run_id),
-                   claim.detail.c_str());
-      break;
-    case Claim::Outcome::started:
-      break;
-  }
-  return std::nullopt;
-}
-
-// A run that failed: its row, one line on the terminal, the whole text (a backtrace, if any) in
-// its error.log.
-Outcome record_failure(ResultsStore& store, const Claim& claim, const std::string& label, const std::string& message,
-                       const std::string& full) {
-  std::error_code ec;
-  std::filesystem::create_directories(claim.artifact_dir, ec);
-  if (FILE* log = std::fopen((claim.artifact_dir + "/error.log").c_str(), "w")) {
-    std::fprintf(log, "%s\n\n%s\n", message.c_str(), full.c_str());
-    std::fclose(log);
-  }
-  store.finish_run(claim.run_id, RunStatus::failed, message);
-  std::fprintf(stderr, "\nerror: [%s] run %lld failed: %s\n", label.c_str(), static_cast<long long>(claim.run_id),
-               message.c_str());
-  return Outcome::failed;
-}
-
-// Trains a claimed run and records how it ended.
-Outcome train_claimed(Experiment& ex, ResultsStore& store, const Claim& claim, const std::string& label, int64_t seed,
-                      const Registry& registry, const std::optional<MemoryEstimate>& memory, int verbosity,
-                      Communicator* comm) {
-  try {
-    TrainerOptions options;
-    options.resume = claim.outcome == Claim::Outcome::resumed;
-    options.verbosity = verbosity;
-    options.comm = comm;
-    Trainer trainer(ex, store, claim.run_id, claim.artifact_dir, seed, label, options);
-    const TrainSummary s = trainer.run();
-    store.finish_run(claim.run_id, RunStatus::finished);
-    print_finished(store, claim.run_id, label, s, ex.participating, memory, verbosity);
-    return Outcome::finished;
-  } catch (const DatabaseCorrupt& e) {  // nothing more into that file: the run's checkpoint is its record
-    board_database_corrupt();
-    std::fprintf(stderr, "\nerror: [%s] run %lld stopped at a checkpoint in %s: %s\n", label.c_str(),
-                 static_cast<long long>(claim.run_id), claim.artifact_dir.c_str(), e.what());
-    return Outcome::failed;
-  } catch (const Interrupted&) {
-    store.finish_run(claim.run_id, RunStatus::interrupted, "interrupted by a signal; htm run resumes it");
-    std::fprintf(stderr, "\n[%s] run %lld interrupted; recorded as such (running the same command resumes it)\n",
-                 label.c_str(), static_cast<long long>(claim.run_id));
-    return Outcome::interrupted;
-  } catch (const std::exception& e) {
-    if (comm != nullptr && interrupt_requested()) {  // stopping: a peer rank stopped first, or was killed at the grace
-      store.finish_run(claim.run_id, RunStatus::interrupted, "interrupted by a signal; htm run resumes it");
-      std::fprintf(stderr, "\n[%s] run %lld interrupted (the other ranks stopped first); htm run resumes it\n",
-                   label.c_str(), static_cast<long long>(claim.run_id));
-      return Outcome::interrupted;
-    }
-    std::string full, message = one_line(e, &full);
-    const PluginFault fault = take_plugin_fault();
-    if (dynamic_cast<const NonFinite*>(&e) != nullptr)
-      message = "training diverged: " + message;
-    else if (fault.object != nullptr)
-      message = registry.describe(fault.object) + " failed: " + message;
-    return record_failure(store, claim, label, message, full);
-  }
-}
-
-// One run of the plan, from experiment file `file`.
-Outcome run_one(const PlannedRun& planned, const std::string& file, bool rerun, bool ignore_memory,
-                const Registry& registry, const std::map<std::string, std::string>& tags = {}, int verbosity = 1,
-                Continue resume = {}, Communicator* comm = nullptr) {
-  const int64_t expected_run = resume.expected_run;
-  if (comm != nullptr && comm->rank() != 0) return follow_run(planned, file, registry, *comm);
-  const ResolvedConfig& config = *planned.config;
-  const std::string& variant = planned.variant;
-  const int64_t seed = planned.seed;
-  const bool bf16_fell_back = apply_runtime(config.settings.runtime, comm);
-  const std::string label = planned.label();
-  ResultsStore store(config.settings.runtime.results);
-  store.set_busy_timeout(kRunBusyTimeoutMs);
-  if (crashed_in_this_launch(label)) {  // as a single run's crash: the next htm run resumes it
-    std::fprintf(stderr, "[%s] crashed in this htm run; the next htm run resumes it\n", label.c_str());
-    share_decision(comm, kSkip);
-    return Outcome::held;
-  }
-  if (!rerun && expected_run == 0) {  // the cheap answer first: no need to load data for a finished run
-    if (auto done = store.find_finished(config.experiment, variant, seed, config.hash)) {
-      std::printf("[%s] already finished as run %lld in %s; skipped (--rerun runs it again)\n", label.c_str(),
-                  static_cast<long long>(*done), store.path().c_str());
-      share_decision(comm, kSkip);
-      return Outcome::skipped;
-    }
-  }
-  // Assembling builds the plugins and runs a first forward pass. A bad setting a plugin refuses
-  // (htm::Error from its constructor) is bad input: nothing is recorded. An exception out of a
-  // plugin's code is that plugin's fault: the run is recorded as failed with it.
-  std::optional<Experiment> ex;
-  std::string early_message, early_full;
-  board_attempt(label, variant, seed);  // a crash from here to the claim is this run's
-  take_plugin_fault();
-  try {
-    std::optional<AllocationLimit> limit;  // data and weights that cannot fit are refused as they are allocated
-    if (const AvailableMemory available = available_memory(); !ignore_memory && comm == nullptr && available.mib > 0)
-      limit.emplace(label, available);
-    ex = assemble(config, registry, seed, comm != nullptr ? comm->info().local_rank : 0);
-  } catch (const MemoryRefused&) {
-    take_plugin_fault();  // refused as bad input, whatever code was allocating
-    throw;
-  } catch (const std::exception& e) {
-    const PluginFault fault = take_plugin_fault();
-    if (fault.object == nullptr && dynamic_cast<const Error*>(&e) != nullptr) {
-      share_decision(comm, kSkip);  // the other ranks stop waiting for this run
-      throw;
-    }
-    early_message = one_line(e, &early_full);
-    if (fault.object != nullptr) early_message = registry.describe(fault.object) + " failed: " + early_message;
-  }
-  std::optional<MemoryEstimate> memory;
-  if (ex && comm == nullptr) memory = check_memory(*ex, label, ignore_memory);
-
-  RunInfo info = describe(config, registry, file, seed);
-  info.artifact_dir = artifact_dir(config, variant, seed);
-  const Claim claim = store.claim_run(info, rerun, resume.retry_crashed);
-  if (expected_run != 0 && claim.run_id != expected_run && claim.outcome != Claim::Outcome::finished)
-    throw Error("run " + std::to_string(expected_run) + " is not the latest unfinished run of " + label +
-                " (that is run " + std::to_string(claim.run_id) + ")");
-  const bool train = ex && (claim.outcome == Claim::Outcome::started || claim.outcome == Claim::Outcome::resumed);
-  if (train || claim.outcome == Claim::Outcome::held) board_run(claim.run_id, store.path(), label);
-  share_decision(comm, !train ? kSkip : claim.outcome == Claim::Outcome::resumed ? kResume : kStart);
-  if (const auto said = say_claim(claim, label, store.path())) return *said;
-  std::map<std::string, std::string> run_tags = tags;
-  if (bf16_fell_back) run_tags["precision"] = "fp32: bf16 asked, no bf16 instructions";
-  store.set_tags(claim.run_id, run_tags);
-  if (!ex) return record_failure(store, claim, label, early_message, early_full);
-  return train_claimed(*ex, store, claim, label, seed, registry, memory, verbosity, comm);
 }
 
 // This rank's group; every rank must be given the same runs with the same configs.
@@ -315,6 +67,157 @@ std::unique_ptr<Communicator> rank_group(const WorldInfo& world, const std::vect
   return std::make_unique<Communicator>(world, identity, std::chrono::seconds(seconds));
 }
 
+// The five ways `htm run` trains a study's runs, one interface: each trains (or has trained) the
+// runs it is given and returns the exit code (0 all finished, 1 any failed, 130 interrupted).
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual int run(const std::vector<PlannedRun>& work) = 0;
+};
+
+// A crash of a supervised child before its run had a row: recorded as that run's.
+RecordUnclaimed crash_recorder(const StudyPlan& plan, const ExperimentFile& file, const Registry& registry) {
+  return [&](const std::string& variant, int64_t seed, const std::string& message) {
+    record_unclaimed_crash(*plan.config_of(variant), registry, file.path(), variant, seed, message);
+  };
+}
+
+// In this process, one run after another (a supervised child, a caller that asks for no
+// supervision, or the lone run of a study).
+class InProcess : public Executor {
+ public:
+  explicit InProcess(RunContext context) : context_(std::move(context)) {}
+  int run(const std::vector<PlannedRun>& work) override {
+    int code = 0;
+    for (const auto& planned : work) {
+      if (interrupt_requested()) return 130;
+      switch (run_one(planned, context_)) {
+        case Outcome::interrupted:
+          return 130;
+        case Outcome::held:
+        case Outcome::failed:
+          code = 1;
+          break;
+        default:
+          break;
+      }
+    }
+    return code;
+  }
+
+ private:
+  RunContext context_;
+};
+
+// A data-parallel rank (started by --nproc's launcher or an outside one, in its supervised child
+// where it has one): rank 0 claims, trains and records each run, the others follow it (run_one
+// sends them to follow_run). A failed run ends the study: a rank may be gone.
+class RankGroup : public Executor {
+ public:
+  RankGroup(RunContext context, const WorldInfo& world) : context_(std::move(context)), world_(world) {}
+  int run(const std::vector<PlannedRun>& work) override {
+    std::unique_ptr<Communicator> comm = rank_group(world_, work);
+    context_.comm = comm.get();
+    int code = 0;
+    for (const auto& planned : work) {
+      switch (run_one(planned, context_)) {
+        case Outcome::interrupted:
+          return 130;
+        case Outcome::held:
+          code = 1;
+          break;
+        case Outcome::failed:  // a rank may be gone: the group cannot be trusted for the next run
+          std::fprintf(stderr, "htm: a data-parallel run failed; the remaining runs are not started\n");
+          return 1;
+        default:
+          break;
+      }
+    }
+    return code;
+  }
+
+ private:
+  RunContext context_;
+  WorldInfo world_;
+};
+
+// Every run in a supervised child of its own, --jobs at a time (process/launch.h run_parallel).
+class SupervisedJobs : public Executor {
+ public:
+  SupervisedJobs(const RunRequest& request, std::string logs, RecordUnclaimed record)
+      : request_(request), logs_(std::move(logs)), record_(std::move(record)) {}
+  int run(const std::vector<PlannedRun>& work) override {
+    return run_parallel(request_, unfinished(request_, work), logs_, record_);
+  }
+
+ private:
+  const RunRequest& request_;
+  std::string logs_;
+  RecordUnclaimed record_;
+};
+
+// --nproc N: N rank processes on this host, each a RankGroup in a supervised child, restarted
+// after a crash (process/launch.h run_ranks).
+class SupervisedRanks : public Executor {
+ public:
+  SupervisedRanks(const RunRequest& request, RecordUnclaimed record) : request_(request), record_(std::move(record)) {}
+  int run(const std::vector<PlannedRun>& work) override { return run_ranks(request_, work.size(), record_); }
+
+ private:
+  const RunRequest& request_;
+  RecordUnclaimed record_;
+};
+
+// A rank an outside launcher started (torchrun, srun): it trains in a supervised child and
+// records the child's crash in the run, as --nproc's launcher does for its ranks.
+class OutsideRank : public Executor {
+ public:
+  OutsideRank(const RunRequest& request, const WorldInfo& world, const StudyPlan& plan)
+      : request_(request), world_(world), plan_(plan) {}
+  int run(const std::vector<PlannedRun>& /*work: the child plans them again*/) override {
+    return run_outside_rank(request_, world_.rank, world_.world, [&](const std::string& variant) {
+      const ResolvedConfig* config = plan_.config_of(variant);
+      if (config == nullptr) throw Error("variant '" + variant + "' is not one of this study's");
+      return std::make_pair(config->settings.experiment.name, config->settings.runtime.results);
+    });
+  }
+
+ private:
+  const RunRequest& request_;
+  WorldInfo world_;
+  const StudyPlan& plan_;
+};
+
+// The one place a way of running is chosen, from the request and this process's place (a rank
+// of a world, a supervised child), with the checks that refuse a combination.
+std::unique_ptr<Executor> choose_executor(const RunRequest& request, const StudyPlan& plan, const ExperimentFile& file,
+                                          const Registry& registry) {
+  const std::optional<WorldInfo> world = world_from_environment();
+  RunContext context{file.path(), &registry, request.rerun, request.ignore_memory, tags_of(request), request.verbosity};
+  if (request.nproc > 1) {
+    if (world)
+      throw Error("--nproc: this process is already rank " + std::to_string(world->rank) + " of " +
+                  std::to_string(world->world) + " (WORLD_SIZE is set); launch it without --nproc");
+    if (request.jobs > 1) throw Error("--nproc and --jobs cannot be combined: give the cores to one or the other");
+    ResultsStore::require_sound(plan.results);  // the ranks are supervised children: they leave it to this process
+    return std::make_unique<SupervisedRanks>(request, crash_recorder(plan, file, registry));
+  }
+  if (world && request.jobs > 1) throw Error("--jobs cannot be used by a data-parallel rank (WORLD_SIZE is set)");
+  if (!world || world->rank == 0) {  // runs whose process is gone are recorded killed; they resume below
+    if (!supervised_child()) ResultsStore::require_sound(plan.results);  // before this command's first write
+    ResultsStore store(plan.results);
+    for (int64_t id : store.settle_stale())
+      std::fprintf(stderr, "note: run %lld had lost its process; recorded as killed\n", static_cast<long long>(id));
+  }
+  // Every run in a supervised child of its own (htm run; a caller of this function that trains
+  // in-process asks for --jobs 1 without `supervise`), unless this process is one, or a rank.
+  if (!world && (request.supervise || (request.jobs > 1 && plan.runs.size() > 1)) && !supervised_child())
+    return std::make_unique<SupervisedJobs>(request, plan.logs, crash_recorder(plan, file, registry));
+  if (world && request.supervise && !supervised_child()) return std::make_unique<OutsideRank>(request, *world, plan);
+  if (world) return std::make_unique<RankGroup>(std::move(context), *world);
+  return std::make_unique<InProcess>(std::move(context));
+}
+
 }  // namespace
 
 int run_experiment(const RunRequest& request, const Registry& registry) {
@@ -328,78 +231,20 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
     if (key_value("--tag", tag).first == "phase")
       throw Error("--tag " + tag + ": the tag 'phase' is set by --confirm (runs without it are exploratory)");
   StudyPlan plan = plan_study(request, file, registry);
-  std::vector<PlannedRun>& work = plan.runs;
-  const std::string &results = plan.results, &logs = plan.logs;
   int64_t grace = 0;  // the supervisor's: the longest of its runs', before any of them starts
-  for (const auto& run : work) grace = std::max(grace, run.config->settings.runtime.stop_grace);
-  if (!work.empty()) set_stop_grace(static_cast<int>(grace));
+  for (const auto& run : plan.runs) grace = std::max(grace, run.config->settings.runtime.stop_grace);
+  if (!plan.runs.empty()) set_stop_grace(static_cast<int>(grace));
   const std::optional<WorldInfo> world = world_from_environment();
   if (request.confirm && !supervised_child() && (!world || world->rank == 0))  // said once, before any run
-    check_fresh_data(file, registry, pairs_of(work), request.reuse_seeds);
+    check_fresh_data(file, registry, pairs_of(plan.runs), request.reuse_seeds);
   if (!request.shard.empty()) {  // a deterministic slice: the same on every host given the same file
     const auto [k, n] = parse_shard(request.shard);
-    const size_t all = work.size();
-    work = shard_of(work, k, n);
+    const size_t all = plan.runs.size();
+    plan.runs = shard_of(plan.runs, k, n);
     if (request.nproc == 1 && (!world || world->rank == 0))  // said once, by the process that records
-      std::fprintf(stderr, "shard %d/%d: %zu of the %zu runs\n", k, n, work.size(), all);
+      std::fprintf(stderr, "shard %d/%d: %zu of the %zu runs\n", k, n, plan.runs.size(), all);
   }
-  if (request.nproc > 1) {
-    if (world)
-      throw Error("--nproc: this process is already rank " + std::to_string(world->rank) + " of " +
-                  std::to_string(world->world) + " (WORLD_SIZE is set); launch it without --nproc");
-    if (request.jobs > 1) throw Error("--nproc and --jobs cannot be combined: give the cores to one or the other");
-    ResultsStore::require_sound(results);  // the ranks are supervised children: they leave it to this process
-    return run_ranks(request, work.size(), [&](const std::string& variant, int64_t seed, const std::string& message) {
-      record_unclaimed_crash(*plan.config_of(variant), registry, file.path(), variant, seed, message);
-    });
-  }
-  if (world && request.jobs > 1) throw Error("--jobs cannot be used by a data-parallel rank (WORLD_SIZE is set)");
-  if (!world || world->rank == 0) {  // runs whose process is gone are recorded killed; they resume below
-    if (!supervised_child()) ResultsStore::require_sound(results);  // before this command's first write
-    ResultsStore store(results);
-    for (int64_t id : store.settle_stale())
-      std::fprintf(stderr, "note: run %lld had lost its process; recorded as killed\n", static_cast<long long>(id));
-  }
-  // Every run in a supervised child of its own (htm run; a caller of this function that trains
-  // in-process asks for --jobs 1 without `supervise`), unless this process is one, or a rank.
-  if (!world && (request.supervise || (request.jobs > 1 && work.size() > 1)) && !supervised_child())
-    return run_parallel(request, unfinished(request, work), logs,
-                        [&](const std::string& variant, int64_t seed, const std::string& message) {
-                          record_unclaimed_crash(*plan.config_of(variant), registry, file.path(), variant, seed,
-                                                 message);
-                        });
-
-  // A rank an outside launcher started (torchrun, srun) supervises itself: it trains in a child
-  // and records the child's crash in the run, as --nproc's launcher does for its ranks.
-  if (world && request.supervise && !supervised_child())
-    return run_outside_rank(request, world->rank, world->world, [&](const std::string& variant) {
-      const ResolvedConfig* config = plan.config_of(variant);
-      if (config == nullptr) throw Error("variant '" + variant + "' is not one of this study's");
-      return std::make_pair(config->settings.experiment.name, config->settings.runtime.results);
-    });
-  std::unique_ptr<Communicator> comm = world ? rank_group(*world, work) : nullptr;
-  int code = 0;
-  for (const auto& run : work) {
-    if (interrupt_requested() && !comm) return 130;
-    switch (run_one(run, file.path(), request.rerun, request.ignore_memory, registry, tags_of(request),
-                    request.verbosity, {}, comm.get())) {
-      case Outcome::interrupted:
-        return 130;
-      case Outcome::held:
-        code = 1;
-        break;
-      case Outcome::failed:
-        if (comm) {  // a rank may be gone: the group cannot be trusted for the next run
-          std::fprintf(stderr, "htm: a data-parallel run failed; the remaining runs are not started\n");
-          return 1;
-        }
-        code = 1;
-        break;
-      default:
-        break;
-    }
-  }
-  return code;
+  return choose_executor(request, plan, file, registry)->run(plan.runs);
 }
 
 void print_memory_estimate(const ResolvedConfig& config, const Registry& registry) {
@@ -452,7 +297,9 @@ int resume_run(int64_t run_id, const std::string& db, const std::vector<std::str
     throw Error("'" + source + "' now resolves to another config for variant '" + variant + "' (hash " + config->hash +
                 "; run " + std::to_string(run_id) + " has " + hash +
                 "): give the --set options it was started with, or restore the file");
-  switch (run_one({variant, seed, config}, file.path(), false, false, registry, {}, 1, {run_id, force})) {
+  RunContext context{file.path(), &registry};
+  context.expected_run = run_id, context.retry_crashed = force;
+  switch (run_one({variant, seed, config}, context)) {
     case Outcome::interrupted:
       return 130;
     case Outcome::failed:

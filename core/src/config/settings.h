@@ -118,7 +118,8 @@ struct RuntimeSettings {
   std::string device = "cpu";                           ///< "cpu", "cuda" or "cuda:N" (train/device.h)
   RuntimeKernels kernels = RuntimeKernels::native;      ///< native where built and on the CPU
   RuntimeCudaGraph cuda_graph = RuntimeCudaGraph::off;  ///< on: the step captured once per shape, then replayed
-  int64_t graph_rounds = 0;  ///< a captured pair sampler's rounds at most; 0: ⌊T/2⌋ (kernels/gpu.h graph_rounds())
+  int64_t graph_rounds =
+      0;  ///< a captured pair sampler's rounds at most; 0: ⌊T/2⌋ (kernels/graph_draws.h graph_rounds())
   RuntimeRecompute recompute = RuntimeRecompute::off;  ///< mlp / blocks: their activations made again in backward
   std::string results;
   std::string artifacts;

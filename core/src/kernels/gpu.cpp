@@ -59,20 +59,17 @@ torch::Tensor rows_like(const torch::Tensor& like, Draw&& draw) {
   return t;
 }
 
-thread_local bool g_graph_draws = false, g_fixed_rounds = false;
-thread_local std::vector<GraphFlag> g_flags;
-
 // The generator of one call's draws on `device`: under GraphDraws the device's default generator
 // as it stands, else one seeded with the next draw of `generator`.
 at::Generator draw_generator(at::Generator generator, const at::Device& device) {
-  if (!g_graph_draws) return seeded_generator(next_seed(std::move(generator)), device);
+  if (!drawing_as_graph()) return seeded_generator(next_seed(std::move(generator)), device);
   return device.is_cpu() ? at::detail::getDefaultCPUGenerator() : at::globalContext().defaultGenerator(device);
 }
 
 // A dropout's generator for the stream (seed, first): under GraphDraws the device's default one
 // as it stands; on a GPU otherwise the default one seeded per call (the fused kernels draw from it).
 at::Generator dropout_generator(uint64_t stream, const at::Device& device) {
-  if (g_graph_draws) return draw_generator(at::Generator(), device);
+  if (drawing_as_graph()) return draw_generator(at::Generator(), device);
   if (device.is_cpu()) return seeded_generator(stream, device);
   at::Generator gen = at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(gen.mutex());
@@ -81,32 +78,6 @@ at::Generator dropout_generator(uint64_t stream, const at::Device& device) {
 }
 
 }  // namespace
-
-GraphDraws::GraphDraws(bool fixed_rounds) : previous_(g_graph_draws), previous_fixed_(g_fixed_rounds) {
-  g_graph_draws = true;
-  g_fixed_rounds = fixed_rounds;
-}
-GraphDraws::~GraphDraws() { g_graph_draws = previous_, g_fixed_rounds = previous_fixed_; }
-std::vector<GraphFlag> take_graph_flags() { return std::exchange(g_flags, {}); }
-bool capturing() { return g_graph_draws && g_fixed_rounds; }
-bool drawing_as_graph() { return g_graph_draws; }
-
-std::atomic<int64_t> g_rounds_cap{0};
-
-int64_t graph_rounds(int64_t T) {
-  const int64_t cap = g_rounds_cap.load(std::memory_order_relaxed);
-  return cap > 0 ? std::min(cap, T / 2) : T / 2;
-}
-
-void set_graph_rounds_cap(int64_t cap) { g_rounds_cap.store(std::max<int64_t>(0, cap), std::memory_order_relaxed); }
-
-at::Generator seeded_generator(uint64_t seed, const at::Device& device) {
-  if (device.is_cpu()) return at::detail::createCPUGenerator(seed);
-  at::Generator gen = at::globalContext().defaultGenerator(device).clone();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_current_seed(seed);
-  return gen;
-}
 
 bool cuda_kernel_wanted(const char* variable) {
   const char* env = std::getenv(variable);
@@ -118,35 +89,8 @@ void check_launch(int cuda_error, const std::string& kernel) {
     throw Error(kernel + "'s CUDA kernel did not launch (CUDA error " + std::to_string(cuda_error) + ")");
 }
 
-uint64_t next_seed(at::Generator generator) {
-  if (generator.device().is_cpu()) {
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    return at::check_generator<at::CPUGeneratorImpl>(generator)->random64();
-  }
-  // A generator elsewhere (a plugin's own): one draw of it, read back once.
-  auto draw = torch::empty({1}, torch::TensorOptions(torch::kLong).device(generator.device()));
-  draw.random_(std::numeric_limits<int64_t>::max(), generator);
-  return static_cast<uint64_t>(draw.item<int64_t>());
-}
-
-torch::Tensor device_constant(const std::string& what, int64_t n, const torch::Device& device,
-                              const std::function<torch::Tensor()>& make) {
-  static std::mutex mutex;
-  static auto* made = new std::map<std::tuple<std::string, int64_t, std::string>, torch::Tensor>();
-  const auto key = std::make_tuple(what, n, device.str());
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto found = made->find(key); found != made->end()) return found->second;
-  }
-  torch::NoGradGuard no_grad;
-  auto value = make();
-  if (capturing()) return value;  // made inside a capture: its memory is the graph's, not kept
-  std::lock_guard<std::mutex> lock(mutex);
-  return made->emplace(key, value).first->second;
-}
-
-torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads,
-                              double p, uint64_t seed, int64_t first) {
+torch::Tensor GpuBackend::fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                          int64_t heads, double p, uint64_t seed, int64_t first) const {
   const int64_t B = k.size(0), Tq = q.size(1), Tk = k.size(1), C = q.size(2), d = C / heads;
   const bool backward = portable::in_training({&q, &k, &v});
   portable::count_product(B * heads * Tq, Tk, d, backward);  // the scores
@@ -190,7 +134,7 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
   return out.transpose(1, 2).reshape({B, Tq, C}).to(torch::kFloat);
 }
 
-torch::Tensor dropout(const torch::Tensor& x, double p, uint64_t seed, int64_t first) {
+torch::Tensor GpuBackend::dropout(const torch::Tensor& x, double p, uint64_t seed, int64_t first) const {
   const uint64_t stream = counter_bits(seed, static_cast<uint64_t>(first));
   // On a GPU one fused kernel (mask and product; a one-byte mask kept for backward), drawn from
   // the device's default generator seeded per call, as the fused attention's dropout is.
@@ -200,7 +144,7 @@ torch::Tensor dropout(const torch::Tensor& x, double p, uint64_t seed, int64_t f
   return x * keep.mul_(1.0 / (1.0 - p));
 }
 
-torch::Tensor gumbel_like(const torch::Tensor& like, at::Generator generator) {
+torch::Tensor GpuBackend::gumbel_like(const torch::Tensor& like, at::Generator generator) const {
   auto gen = draw_generator(std::move(generator), like.device());
   // E ~ Exp(1) kept above the smallest normal float: −log E stays finite (a draw of exactly 0
   // would be an infinite key).
@@ -209,13 +153,14 @@ torch::Tensor gumbel_like(const torch::Tensor& like, at::Generator generator) {
   });
 }
 
-torch::Tensor normal_like(const torch::Tensor& like, at::Generator generator) {
-  auto gen = draw_generator(std::move(generator), like.device());
+torch::Tensor GpuBackend::normal_like(const torch::Tensor& like, c10::optional<at::Generator> generator) const {
+  if (!generator.has_value()) return Backend::normal_like(like, generator);
+  auto gen = draw_generator(std::move(*generator), like.device());
   return rows_like(like, [&](torch::Tensor t) { return t.normal_(0.0, 1.0, gen); }).to(like.scalar_type());
 }
 
-std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tensor& logits, int64_t r,
-                                                              at::Generator generator) {
+std::pair<torch::Tensor, torch::Tensor> GpuBackend::sample_disjoint_pairs(const torch::Tensor& logits, int64_t r,
+                                                                          at::Generator generator) const {
   return match_pairs(logits, gumbel_like(logits, generator), r);
 }
 
@@ -272,7 +217,7 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
       device_constant("token indices", T, logits.device(), [&] { return torch::arange(T, longs).unsqueeze(0); });
   const int64_t unmatched_at_end = B * (T % 2);  // a complete graph: at most one token left per sample
   // Under GraphDraws a fixed number of rounds and no read-back; whether they finished is a flag.
-  const int64_t fixed = g_fixed_rounds ? graph_rounds(T) : 0;
+  const int64_t fixed = capturing() ? graph_rounds(T) : 0;
   // Each round's best partner and whether it was mutual, for the end: a token whose row is all
   // taken (−1) points anywhere and may seem mutual with another such token, but its best is −1,
   // which the end leaves out, and its row and column are −1 already. So a round is 5 launches.
@@ -297,7 +242,7 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
   auto matched =
       T > 1 ? torch::where(torch::stack(mutuals), torch::stack(bests), -1).amax(0) : torch::full({B, T}, -1, longs);
   if (fixed > 0 && fixed < T / 2)  // ⌊T/2⌋ rounds always finish: nothing to check
-    g_flags.push_back(
+    raise_graph_flag(
         {(matched < 0).sum() > unmatched_at_end,
          "the pair sampler's " + std::to_string(fixed) + " rounds left tokens unmatched at T = " + std::to_string(T)});
   if (rounds != nullptr) *rounds = round;
@@ -312,7 +257,7 @@ std::pair<torch::Tensor, torch::Tensor> match_pairs(const torch::Tensor& logits,
   return {best.div(T, "floor"), best.remainder(T)};
 }
 
-void clip_gradients(const std::vector<torch::Tensor>& params, double max_norm) {
+void GpuBackend::clip_gradients(const std::vector<torch::Tensor>& params, double max_norm) const {
   std::vector<torch::Tensor> grads;
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
@@ -338,8 +283,9 @@ void clip_gradients(const std::vector<torch::Tensor>& params, double max_norm) {
   for (auto& g : grads) g.mul_(scale);
 }
 
-void adamw_update(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& exp_avg,
-                  std::vector<torch::Tensor>& exp_avg_sq, const std::vector<torch::Tensor>& grads, const AdamWStep& s) {
+void GpuBackend::adamw_update(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& exp_avg,
+                              std::vector<torch::Tensor>& exp_avg_sq, const std::vector<torch::Tensor>& grads,
+                              const AdamWStep& s) const {
   if (params.empty()) return;
   torch::NoGradGuard no_grad;
   at::_foreach_mul_(params, s.decay);
@@ -351,6 +297,35 @@ void adamw_update(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>
   at::_foreach_div_(denominator, s.root_bias2);
   at::_foreach_add_(denominator, s.eps);
   at::_foreach_addcdiv_(params, exp_avg, denominator, -s.step_size);
+}
+
+std::pair<torch::Tensor, torch::Tensor> GpuBackend::greedy_pairs(const torch::Tensor& logits, int64_t r) const {
+  // No noise: the rounds' keys are the logits, and their ties go to the lower flat index, as the
+  // scan's do.
+  return match_pairs(logits, torch::zeros_like(logits), r);
+}
+
+std::pair<torch::Tensor, torch::Tensor> GpuBackend::greedy_block_pairs(const torch::Tensor& scores, int64_t r,
+                                                                       const std::vector<int64_t>& row_token,
+                                                                       const std::vector<int64_t>& col_token,
+                                                                       int64_t T) const {
+  const int64_t R = static_cast<int64_t>(row_token.size()), C = static_cast<int64_t>(col_token.size());
+  const auto step = [](const std::vector<int64_t>& t) {  // the step of an increasing arithmetic run, or 0
+    const int64_t d = t.size() > 1 ? t[1] - t[0] : 1;
+    for (size_t k = 1; k < t.size(); ++k)
+      if (t[k] - t[k - 1] != d || d <= 0) return int64_t{0};
+    return d;
+  };
+  const int64_t row_step = step(row_token), col_step = step(col_token);
+  if (R == 0 || C == 0 || row_step == 0 || col_step == 0)
+    return Backend::greedy_block_pairs(scores, r, row_token, col_token, T);
+  // The block, a strided view of a T×T of −∞ (never a pair while a finite one is left: r ≤
+  // min(R, C) are), nothing copied from the host; its order by a·C + c is the flat index's.
+  auto full = torch::full({scores.size(0), T, T}, kMinusInf, scores.options());
+  full.slice(1, row_token[0], row_token[0] + row_step * (R - 1) + 1, row_step)
+      .slice(2, col_token[0], col_token[0] + col_step * (C - 1) + 1, col_step)
+      .copy_(scores);
+  return match_pairs(full, torch::zeros_like(full), r);
 }
 
 }  // namespace htm::gpu

@@ -1,4 +1,4 @@
-// The GPU kernels behind the backend seam (kernels/kernels.h): torch ops chosen for a device that
+// The gpu backend (kernels/backend.h): torch ops chosen for a device that
 // runs thousands of threads and pays for every launch and every wait on the host. They run on
 // any device, so the CPU suite tests them against their definitions (tests/kernels_test.cpp);
 // a tensor on a GPU takes them unless runtime.kernels = "portable".
@@ -26,123 +26,93 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
-#include "kernels/kernels.h"
+#include "kernels/backend.h"
+#include "kernels/graph_draws.h"
 
 namespace htm::gpu {
 
-/// While one lives on this thread, the gpu kernels draw as a CUDA graph can replay them (a
-/// training step under runtime.cuda_graph, train/step_graph.h): every draw on a GPU comes from the
-/// device's default generator as it stands (the step seeds it once), with no per-call seed and no
-/// draw of the run's CPU generator. With `fixed_rounds` (a capture) the pair sampler also runs a
-/// fixed number of rounds with no read-back, raising a device flag (take_graph_flags()) where
-/// they did not finish the matching (none where they cannot fall short: ⌊T/2⌋ rounds); given the
-/// same noise it takes the same pairs either way.
-class GraphDraws {
+/// The gpu backend: what a tensor off the CPU runs (and every tensor under runtime.kernels =
+/// "gpu": the CPU suite tests it so). Its operations are documented on htm::Backend; below, how
+/// they differ from the reference.
+class GpuBackend final : public Backend {
  public:
-  explicit GraphDraws(bool fixed_rounds = false);
-  ~GraphDraws();
-  GraphDraws(const GraphDraws&) = delete;
-  GraphDraws& operator=(const GraphDraws&) = delete;
-
- private:
-  bool previous_, previous_fixed_;
+  const char* name() const override { return "gpu"; }
+  /// bf16 products on tensor cores where the precision says so (operands cast to bfloat16, fp32 out).
+  at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const override;
+  /// In training, where the activation between the two is at least 1 MiB in fp32, it is computed
+  /// again in backward instead of kept (the unfused gradients bit for bit); below that the
+  /// unfused ops, one launch fewer in backward.
+  at::Tensor gelu_linear(const at::Tensor& h, const at::Tensor& weight, const at::Tensor& bias) const override;
+  at::Tensor norm_linear(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
+                         const at::Tensor& weight, const at::Tensor& bias) const override;
+  /// In training, where x is at least 1 MiB in fp32, x alone is kept and the normalised tokens
+  /// computed again in backward (the gradients of the ops apart bit for bit).
+  std::pair<at::Tensor, at::Tensor> norm_linear2(const at::Tensor& x, const at::Tensor& norm_weight,
+                                                 const at::Tensor& norm_bias, double eps, const at::Tensor& w1,
+                                                 const at::Tensor& b1, const at::Tensor& w2,
+                                                 const at::Tensor& b2) const override;
+  /// In training, where the hidden activation is at least 1 MiB in fp32, x alone is kept (fc1's
+  /// product twice; the gradients of the ops apart bit for bit); below that the ops apart.
+  at::Tensor norm_mlp(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
+                      const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2,
+                      const at::Tensor& b2) const override;
+  /// torch's fused scaled-dot-product attention (its dropout the fused kernel's own, seeded per
+  /// call from the stream).
+  at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t heads, double p,
+                             uint64_t seed, int64_t first) const override;
+  /// On a GPU one fused kernel (a one-byte mask kept for backward) from the device's default
+  /// generator seeded per call with stream (seed, first); on the CPU a mask from that stream.
+  at::Tensor dropout(const at::Tensor& x, double p, uint64_t seed, int64_t first) const override;
+  /// Drawn on like's device from one seed of `generator` (graph_draws.h: GraphDraws).
+  at::Tensor gumbel_like(const at::Tensor& like, at::Generator generator) const override;
+  at::Tensor normal_like(const at::Tensor& like, c10::optional<at::Generator> generator) const override;
+  /// match_pairs(logits, gumbel noise, r).
+  std::pair<at::Tensor, at::Tensor> sample_disjoint_pairs(const at::Tensor& logits, int64_t r,
+                                                          at::Generator generator) const override;
+  std::pair<at::Tensor, at::Tensor> greedy_pairs(const at::Tensor& logits, int64_t r) const override;
+  /// A block of evenly spaced rows and columns as a strided view of a T×T of −∞, matched on the
+  /// device with nothing copied from the host; any other block by the reference's scan.
+  std::pair<at::Tensor, at::Tensor> greedy_block_pairs(const at::Tensor& scores, int64_t r,
+                                                       const std::vector<int64_t>& row_token,
+                                                       const std::vector<int64_t>& col_token, int64_t T) const override;
+  /// exact_pair_log_prob where built, else the reference.
+  at::Tensor pair_log_prob(const at::Tensor& masked, const at::Tensor& src, const at::Tensor& dst) const override;
+  /// masked_pair_entropy where built, else the reference.
+  at::Tensor pair_entropy(const at::Tensor& masked) const override;
+  /// kept_tokens' CUDA launch where built, else the reference.
+  at::Tensor kept_tokens(const at::Tensor& src, int64_t T) const override;
+  /// N ≤ kMaxDeviceAssignment on the device with no read-back; larger sets by the reference.
+  at::Tensor min_cost_assignment(const at::Tensor& cost) const override;
+  /// sum_shared_gradients_at_once, where summing_shared_gradients() (the default).
+  void before_backward(const at::Tensor& root) const override;
+  /// Nothing read back: the norms in one multi-tensor launch, the scale in one more where the
+  /// torch has a multi-tensor multiply by a tensor (2.1 and later; else one launch a gradient).
+  void clip_gradients(const std::vector<at::Tensor>& params, double max_norm) const override;
+  /// A handful of multi-tensor (foreach) launches for all parameters.
+  void adamw_update(std::vector<at::Tensor>& params, std::vector<at::Tensor>& exp_avg,
+                    std::vector<at::Tensor>& exp_avg_sq, const std::vector<at::Tensor>& grads,
+                    const AdamWStep& step) const override;
 };
 
-/// A check a kernel could not make on the host under GraphDraws: `raised` (a bool scalar on the
-/// device) is true where it failed, and `what` says what failed.
-struct GraphFlag {
-  at::Tensor raised;
-  std::string what;
-};
-/// Whether a GraphDraws with fixed rounds (a capture: nothing may be read from or copied off the
-/// host) lives on this thread.
-bool capturing();
-/// Whether a GraphDraws lives on this thread (runtime.cuda_graph "on" or "eager": a step or an
-/// evaluation that draws, and reads, as a graph can).
-bool drawing_as_graph();
-
-/// This thread's flags raised since the last take_graph_flags(), which hands them over.
-std::vector<GraphFlag> take_graph_flags();
-
-/// The rounds the pair sampler runs with fixed rounds (a capture) at T tokens: ⌊T/2⌋, which always
-/// finish the matching (each round matches at least the best pair left), or the cap set by
-/// set_graph_rounds_cap() (runtime.graph_rounds) where that is fewer. Random logits finish in
-/// about 2·log₂ T rounds, but a trained policy's logits make a few tokens everyone's best
-/// partner, and its matchings then take nearly ⌊T/2⌋ (results/sampler-rounds-cpu-2026-11-28.csv).
-int64_t graph_rounds(int64_t T);
-/// The most rounds a captured sampler runs (0: ⌊T/2⌋); for the whole process.
-void set_graph_rounds_cap(int64_t cap);
-
-/// A generator on `device` seeded with `seed` (on CUDA: Philox, offset 0).
-at::Generator seeded_generator(uint64_t seed, const at::Device& device);
-
-/// A seed for one call's draws: the next 64 bits of `generator` (a run's CPU generator, or
-/// torch's global one for the dropout streams: kernels.cpp).
-uint64_t next_seed(at::Generator generator);
-
-at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
-/// linear(gelu(h)) and linear(layer_norm(x)): in training, where the activation between the two
-/// is at least 1 MiB in fp32, it is computed again in backward instead of kept (the unfused
-/// gradients bit for bit); below that the unfused ops, one launch fewer in backward.
-at::Tensor gelu_linear(const at::Tensor& h, const at::Tensor& weight, const at::Tensor& bias);
-at::Tensor norm_linear(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
-                       const at::Tensor& weight, const at::Tensor& bias);
-/// linear(layer_norm(x), w1, b1) and linear(layer_norm(x), w2, b2): in training, where x is at least
-/// 1 MiB in fp32, x alone is kept and the normalised tokens computed again in backward (the
-/// gradients of the ops apart bit for bit); below that the ops apart.
-std::pair<at::Tensor, at::Tensor> norm_linear2(const at::Tensor& x, const at::Tensor& norm_weight,
-                                               const at::Tensor& norm_bias, double eps, const at::Tensor& w1,
-                                               const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2);
-/// linear(gelu(linear(layer_norm(x), w1, b1)), w2, b2) under runtime.recompute = "mlp": in
-/// training, where the hidden activation is at least 1 MiB in fp32, x alone is kept and the rest
-/// computed again in backward (fc1's product twice; the gradients of the ops apart bit for bit);
-/// below that norm_linear then gelu_linear.
-at::Tensor norm_mlp(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
-                    const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2);
-
-/// Multi-head attention without a mask; dropout p on the weights, drawn from stream (seed, first).
-at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t heads, double p,
-                           uint64_t seed, int64_t first);
-
-/// x with each entry kept with probability 1 − p (and scaled by 1/(1 − p)), drawn on x's device:
-/// on a GPU one fused kernel (a one-byte mask kept for backward) from the device's default
-/// generator seeded per call with stream (seed, first); on the CPU a mask from that stream.
-at::Tensor dropout(const at::Tensor& x, double p, uint64_t seed, int64_t first);
-
-/// Gumbel(0,1) noise shaped like `like`, drawn on like's device from one seed of `generator`
-/// (for the whole batch when data-parallel: row_shard.h).
-at::Tensor gumbel_like(const at::Tensor& like, at::Generator generator);
-
-/// Standard normal noise shaped like `like`, likewise.
-at::Tensor normal_like(const at::Tensor& like, at::Generator generator);
-
-/// A constant tensor of `device` (an index table, a mask), made by `make` once per (what, n,
-/// device) and kept for the process: a step's constants cost no launches after its first. One
-/// first made inside a capture (capturing()) is returned but not kept, its memory being the
-/// graph's; the eager steps before a capture make them.
-at::Tensor device_constant(const std::string& what, int64_t n, const at::Device& device,
-                           const std::function<at::Tensor()>& make);
-
-/// r disjoint pairs per sample from B×T×T float logits (already bounded), with Gumbel keys on
-/// the device: match_pairs(logits, gumbel noise, r).
-std::pair<at::Tensor, at::Tensor> sample_disjoint_pairs(const at::Tensor& logits, int64_t r, at::Generator generator);
+// --- htm's CUDA kernels and the matching behind the operations above (also tested alone) --------
 
 /// The first r pairs the greedy rule takes (the best key among pairs of unused tokens, key =
 /// logit + noise; where every such key is −∞, the best noise), found as a greedy matching in
 /// rounds of mutual best pairs and ordered by key. `rounds`, if given, receives the number of
 /// rounds it took (0 where the CUDA kernel ran them: a CUDA tensor, where nvcc built
-/// greedy_matching.cu, T ≤ 1024, float keys; HTM_CUDA_MATCHING=0 keeps the rounds here).
+/// greedy_matching.cu, T ≤ 1024, float keys; HTM_CUDA_MATCHING=0 keeps the rounds here). Under a
+/// capture (graph_draws.h) a fixed number of rounds, raising a flag where they fell short.
 std::pair<at::Tensor, at::Tensor> match_pairs(const at::Tensor& logits, const at::Tensor& noise, int64_t r,
                                               int64_t* rounds = nullptr);
 
-/// The pair sampler's exact sequential log-probability (sampling.cpp's pair_log_prob, form
-/// "exact") in two CUDA launches, forward and backward (pair_log_prob.cu, gpu_log_prob.cpp), from
-/// B×T×T float logits already bounded with the diagonal at −∞ and the B×r drawn pairs: B×r, where
-/// nvcc built the kernels, masked is a CUDA tensor, T ≤ 1024 and 1 ≤ r ≤ ⌊T/2⌋; otherwise an
-/// undefined tensor (the caller's torch ops then). HTM_CUDA_LOGPROB=0 keeps the torch ops.
+/// The pair sampler's exact sequential log-probability (Backend::pair_log_prob) in two CUDA
+/// launches, forward and backward (pair_log_prob.cu, gpu_log_prob.cpp), from B×T×T float logits
+/// already bounded with the diagonal at −∞ and the B×r drawn pairs: B×r, where nvcc built the
+/// kernels, masked is a CUDA tensor, T ≤ 1024 and 1 ≤ r ≤ ⌊T/2⌋; otherwise an undefined tensor
+/// (GpuBackend then runs the reference). HTM_CUDA_LOGPROB=0 keeps the reference.
 at::Tensor exact_pair_log_prob(const at::Tensor& masked, const at::Tensor& src, const at::Tensor& dst);
 
-/// The entropy of the first draw's distribution (sampling.cpp's pair_entropy) in one CUDA launch
+/// The entropy of the first draw's distribution (Backend::pair_entropy) in one CUDA launch
 /// forward and one backward, from the same masked logits: B, where exact_pair_log_prob's kernels
 /// are built and take a CUDA tensor of 2 ≤ T ≤ 1024 tokens; otherwise an undefined tensor.
 at::Tensor masked_pair_entropy(const at::Tensor& masked);
@@ -156,7 +126,7 @@ void check_launch(int cuda_error, const std::string& kernel);
 
 /// The tokens a merge layer keeps: every token of T but the B×r sources `src`, in increasing
 /// order (B×(T−r) int64), in one CUDA launch (kept_tokens.cu) where nvcc built it, src is a CUDA
-/// tensor and T ≤ 1024; otherwise an undefined tensor (the caller's torch ops then).
+/// tensor and T ≤ 1024; otherwise an undefined tensor (GpuBackend then runs the reference).
 /// HTM_CUDA_KEPT=0 keeps the torch ops.
 at::Tensor kept_tokens(const at::Tensor& src, int64_t T);
 
@@ -200,15 +170,5 @@ class SharedGradientsScope {
  private:
   bool previous_;
 };
-
-/// The gradients of `params` scaled as torch::nn::utils::clip_grad_norm_ scales them (to a total
-/// 2-norm of at most max_norm), with nothing read to the host: the norms in one multi-tensor
-/// launch, the scale in one more where the torch has a multi-tensor multiply by a tensor (2.1
-/// and later; else one launch a gradient). torch's own reads the norm back, a wait for the device.
-void clip_gradients(const std::vector<at::Tensor>& params, double max_norm);
-
-/// One AdamW update of every parameter at once (each parameter's own state; one step for all).
-void adamw_update(std::vector<at::Tensor>& params, std::vector<at::Tensor>& exp_avg,
-                  std::vector<at::Tensor>& exp_avg_sq, const std::vector<at::Tensor>& grads, const AdamWStep& step);
 
 }  // namespace htm::gpu

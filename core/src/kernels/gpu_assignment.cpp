@@ -188,4 +188,10 @@ torch::Tensor min_cost_assignment_layers(const torch::Tensor& cost) {
   return torch::stack(taken, 1);
 }
 
+torch::Tensor GpuBackend::min_cost_assignment(const torch::Tensor& cost) const {
+  // Small sets on the device, with no read-back (a CUDA graph can hold it); larger ones on the host.
+  if (cost.dim() == 3 && cost.size(1) <= kMaxDeviceAssignment) return gpu::min_cost_assignment(cost);
+  return Backend::min_cost_assignment(cost);
+}
+
 }  // namespace htm::gpu

@@ -191,4 +191,8 @@ int64_t sum_shared_gradients_at_once(const at::Tensor& root) {
   return saved;
 }
 
+void GpuBackend::before_backward(const at::Tensor& root) const {
+  if (summing_shared_gradients()) sum_shared_gradients_at_once(root);
+}
+
 }  // namespace htm::gpu

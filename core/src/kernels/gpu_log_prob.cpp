@@ -131,4 +131,15 @@ torch::Tensor exact_pair_log_prob(const torch::Tensor& masked, const torch::Tens
   return {};
 }
 
+torch::Tensor GpuBackend::pair_log_prob(const torch::Tensor& masked, const torch::Tensor& src,
+                                        const torch::Tensor& dst) const {
+  auto exact = exact_pair_log_prob(masked, src, dst);
+  return exact.defined() ? exact : Backend::pair_log_prob(masked, src, dst);
+}
+
+torch::Tensor GpuBackend::pair_entropy(const torch::Tensor& masked) const {
+  auto entropy = masked_pair_entropy(masked);
+  return entropy.defined() ? entropy : Backend::pair_entropy(masked);
+}
+
 }  // namespace htm::gpu

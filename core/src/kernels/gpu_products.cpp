@@ -30,7 +30,7 @@ torch::Tensor product(const torch::Tensor& a, const torch::Tensor& w, const torc
 
 }  // namespace
 
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor GpuBackend::linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const {
   portable::count_product(x.numel() / weight.size(1), weight.size(0), weight.size(1),
                           portable::in_training({&x, &weight}));
   return product(x, weight, bias, bf16_products());
@@ -130,7 +130,8 @@ class NormLinear : public torch::autograd::Function<NormLinear> {
 
 }  // namespace
 
-torch::Tensor gelu_linear(const torch::Tensor& h, const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor GpuBackend::gelu_linear(const torch::Tensor& h, const torch::Tensor& weight,
+                                      const torch::Tensor& bias) const {
   if (!reproducible(h, bias) || !worth_recomputing(h) || !portable::in_training({&h, &weight, &bias}))
     return linear(torch::gelu(h), weight, bias);
   portable::count_product(h.numel() / weight.size(1), weight.size(0), weight.size(1),
@@ -138,8 +139,9 @@ torch::Tensor gelu_linear(const torch::Tensor& h, const torch::Tensor& weight, c
   return GeluLinear::apply(h, weight, bias, bf16_products());
 }
 
-torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
-                          double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor GpuBackend::norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight,
+                                      const torch::Tensor& norm_bias, double eps, const torch::Tensor& weight,
+                                      const torch::Tensor& bias) const {
   if (!reproducible(x, bias) || !worth_recomputing(x) ||
       !portable::in_training({&x, &norm_weight, &norm_bias, &weight, &bias}))
     return linear(torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps), weight, bias);
@@ -253,10 +255,9 @@ class NormMlp : public torch::autograd::Function<NormMlp> {
 
 }  // namespace
 
-std::pair<torch::Tensor, torch::Tensor> norm_linear2(const torch::Tensor& x, const torch::Tensor& norm_weight,
-                                                     const torch::Tensor& norm_bias, double eps,
-                                                     const torch::Tensor& w1, const torch::Tensor& b1,
-                                                     const torch::Tensor& w2, const torch::Tensor& b2) {
+std::pair<torch::Tensor, torch::Tensor> GpuBackend::norm_linear2(
+    const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias, double eps,
+    const torch::Tensor& w1, const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2) const {
   if (!reproducible(x, b1) || !b2.defined() || !worth_recomputing(x) ||
       !portable::in_training({&x, &norm_weight, &norm_bias, &w1, &b1, &w2, &b2})) {
     const auto normed = torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps);
@@ -269,9 +270,9 @@ std::pair<torch::Tensor, torch::Tensor> norm_linear2(const torch::Tensor& x, con
   return {y[0], y[1]};
 }
 
-torch::Tensor norm_mlp(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
-                       double eps, const torch::Tensor& w1, const torch::Tensor& b1, const torch::Tensor& w2,
-                       const torch::Tensor& b2) {
+torch::Tensor GpuBackend::norm_mlp(const torch::Tensor& x, const torch::Tensor& norm_weight,
+                                   const torch::Tensor& norm_bias, double eps, const torch::Tensor& w1,
+                                   const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2) const {
   const int64_t rows = x.numel() / w1.size(1);
   if (!reproducible(x, b1) || !b2.defined() || !worth_recomputing(rows * w1.size(0)) ||
       !portable::in_training({&x, &norm_weight, &norm_bias, &w1, &b1, &w2, &b2}))

@@ -36,4 +36,9 @@ torch::Tensor kept_tokens(const torch::Tensor& src, int64_t T) {
   return {};
 }
 
+torch::Tensor GpuBackend::kept_tokens(const torch::Tensor& src, int64_t T) const {
+  auto keep = gpu::kept_tokens(src, T);
+  return keep.defined() ? keep : Backend::kept_tokens(src, T);
+}
+
 }  // namespace htm::gpu

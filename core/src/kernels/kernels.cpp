@@ -1,7 +1,7 @@
-// The backend seam (kernels/kernels.h): the kernels and precision in force, and the SDK's entry
-// points (htm/layers.h, kernels/fused_linear.h), each sending its call to the native kernels or the
-// portable ones. What both need alike (the dropout seed, a data-parallel process's first row)
-// is worked out here, once.
+// The kernels and precision in force (kernels/kernels.h), and the SDK's entry points
+// (htm/layers.h, kernels/fused_linear.h): each checks what it takes, works out what every backend
+// needs alike (a missing bias, the dropout seed, a data-parallel process's first row) once, and
+// hands the call to backend_for(its tensor) (kernels/backend.h).
 #include "kernels/kernels.h"
 
 #include <atomic>
@@ -14,13 +14,13 @@
 
 #include "htm/layers.h"
 #include "htm/row_shard.h"
+#include "kernels/backend.h"
 #include "kernels/fused_linear.h"
-#include "kernels/gpu.h"
+#include "kernels/graph_draws.h"
 #include "kernels/portable.h"
 #include "kernels/precision.h"
 #if HTM_NATIVE_KERNELS
 #include "kernels/native/gemm.h"
-#include "kernels/native/native.h"
 #endif
 
 namespace htm {
@@ -38,7 +38,7 @@ torch::Tensor bias_or_zeros(const torch::Tensor& bias, const torch::Tensor& weig
 }
 
 // A dropout mask's stream, from torch's global CPU generator (so torch::manual_seed fixes it).
-uint64_t next_seed() { return gpu::next_seed(at::detail::getDefaultCPUGenerator()); }
+uint64_t next_dropout_seed() { return next_seed(at::detail::getDefaultCPUGenerator()); }
 
 bool ours(const torch::Tensor& x, const torch::Tensor& weight) {
   return x.scalar_type() == torch::kFloat && x.size(-1) == weight.size(1);
@@ -51,15 +51,6 @@ Kernels kernels() { return g_kernels.load(std::memory_order_relaxed); }
 void set_kernels(Kernels kernels) { g_kernels.store(kernels, std::memory_order_relaxed); }
 
 bool native_kernels_built() { return HTM_NATIVE_KERNELS != 0; }
-
-bool use_native(const at::Tensor& t) {
-  return HTM_NATIVE_KERNELS && kernels() == Kernels::native && t.device().is_cpu();
-}
-
-bool use_gpu(const at::Tensor& t) {
-  const Kernels k = kernels();
-  return k == Kernels::gpu || (k == Kernels::native && !t.device().is_cpu());
-}
 
 std::string kernels_name(Kernels kernels) {
   switch (kernels) {
@@ -92,27 +83,21 @@ std::string bf16_hardware() {
 // ---------------------------------------------------------------------------------------------
 // Entry points
 
-#if HTM_NATIVE_KERNELS
-#define HTM_NATIVE_OR_PORTABLE(t, call) (use_native(t) ? native::call : use_gpu(t) ? gpu::call : portable::call)
-#else
-#define HTM_NATIVE_OR_PORTABLE(t, call) (use_gpu(t) ? gpu::call : portable::call)
-#endif
-
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   if (!ours(x, weight)) return torch::linear(x, weight, bias);  // not ours to speed up: torch's own path
-  return HTM_NATIVE_OR_PORTABLE(x, linear(x, weight, bias_or_zeros(bias, weight)));
+  return backend_for(x).linear(x, weight, bias_or_zeros(bias, weight));
 }
 
 torch::Tensor gelu_linear(const torch::Tensor& h, const torch::Tensor& weight, const torch::Tensor& bias) {
   if (!ours(h, weight)) return torch::linear(torch::gelu(h), weight, bias);
-  return HTM_NATIVE_OR_PORTABLE(h, gelu_linear(h, weight, bias_or_zeros(bias, weight)));
+  return backend_for(h).gelu_linear(h, weight, bias_or_zeros(bias, weight));
 }
 
 torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
                           double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
   if (!ours(x, weight) || !norm_weight.defined() || !norm_bias.defined())
     return linear(torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps), weight, bias);
-  return HTM_NATIVE_OR_PORTABLE(x, norm_linear(x, norm_weight, norm_bias, eps, weight, bias_or_zeros(bias, weight)));
+  return backend_for(x).norm_linear(x, norm_weight, norm_bias, eps, weight, bias_or_zeros(bias, weight));
 }
 
 std::pair<torch::Tensor, torch::Tensor> norm_linear2(const torch::Tensor& x, const torch::Tensor& norm_weight,
@@ -120,12 +105,9 @@ std::pair<torch::Tensor, torch::Tensor> norm_linear2(const torch::Tensor& x, con
                                                      const torch::Tensor& w1, const torch::Tensor& b1,
                                                      const torch::Tensor& w2, const torch::Tensor& b2) {
   const bool fused = ours(x, w1) && ours(x, w2) && norm_weight.defined() && norm_bias.defined();
-#if HTM_NATIVE_KERNELS
-  if (fused && use_native(x))
-    return native::norm_linear2(x, norm_weight, norm_bias, eps, w1, bias_or_zeros(b1, w1), w2, bias_or_zeros(b2, w2));
-#endif
-  if (fused && use_gpu(x))
-    return gpu::norm_linear2(x, norm_weight, norm_bias, eps, w1, bias_or_zeros(b1, w1), w2, bias_or_zeros(b2, w2));
+  if (fused)
+    return backend_for(x).norm_linear2(x, norm_weight, norm_bias, eps, w1, bias_or_zeros(b1, w1), w2,
+                                       bias_or_zeros(b2, w2));
   const auto normed = torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps);
   return {linear(normed, w1, b1), linear(normed, w2, b2)};
 }
@@ -138,12 +120,9 @@ torch::Tensor norm_mlp(const torch::Tensor& x, const torch::Tensor& norm_weight,
                        const torch::Tensor& b2) {
   const bool fused = recompute_mlps() && ours(x, w1) && w2.size(1) == w1.size(0) && norm_weight.defined() &&
                      norm_bias.defined() && portable::in_training({&x, &norm_weight, &norm_bias, &w1, &b1, &w2, &b2});
-#if HTM_NATIVE_KERNELS
-  if (fused && use_native(x))
-    return native::norm_mlp(x, norm_weight, norm_bias, eps, w1, bias_or_zeros(b1, w1), w2, bias_or_zeros(b2, w2));
-#endif
-  if (fused && use_gpu(x))
-    return gpu::norm_mlp(x, norm_weight, norm_bias, eps, w1, bias_or_zeros(b1, w1), w2, bias_or_zeros(b2, w2));
+  if (fused)
+    return backend_for(x).norm_mlp(x, norm_weight, norm_bias, eps, w1, bias_or_zeros(b1, w1), w2,
+                                   bias_or_zeros(b2, w2));
   return gelu_linear(norm_linear(x, norm_weight, norm_bias, eps, w1, b1), w2, b2);
 }
 
@@ -158,42 +137,32 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
               "fused_attention: inconsistent shapes");
   auto inner = [](const torch::Tensor& t) { return t.stride(2) == 1 ? t : t.contiguous(); };
   const double p = training ? dropout : 0.0;
-  const uint64_t seed = p > 0 ? next_seed() : 0;
+  const uint64_t seed = p > 0 ? next_dropout_seed() : 0;
   // A data-parallel process's rows sit at this row of the whole batch's mask (row_shard.h).
   const int64_t first = p > 0 ? draw_rows(k.size(0)).offset * heads * q.size(1) : 0;
-  return HTM_NATIVE_OR_PORTABLE(q, fused_attention(inner(q), inner(k), inner(v), heads, p, seed, first));
+  return backend_for(q).fused_attention(inner(q), inner(k), inner(v), heads, p, seed, first);
 }
 
 torch::Tensor fast_dropout(const torch::Tensor& x, double p, bool training) {
   if (!training || p <= 0) return x;
   if (p >= 1) return torch::zeros_like(x);
-  const uint64_t seed = next_seed();
+  const uint64_t seed = next_dropout_seed();
   const DrawRows rows = x.dim() > 0 ? draw_rows(x.size(0)) : DrawRows{0, 0};
   const int64_t first = x.dim() > 0 && x.size(0) > 0 ? rows.offset * (x.numel() / x.size(0)) : 0;
-  return HTM_NATIVE_OR_PORTABLE(x, dropout(x, p, seed, first));
+  return backend_for(x).dropout(x, p, seed, first);
 }
 
 void adamw_update(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq, const torch::Tensor& grad,
                   const AdamWStep& step) {
-  if (use_gpu(param)) {
-    std::vector<torch::Tensor> p{param}, m{exp_avg}, v{exp_avg_sq};
-    gpu::adamw_update(p, m, v, {grad}, step);
-    return;
-  }
-#if HTM_NATIVE_KERNELS
-  if (use_native(param)) return native::adamw_update(param, exp_avg, exp_avg_sq, grad, step);
-#endif
-  portable::adamw_update(param, exp_avg, exp_avg_sq, grad, step);
+  std::vector<torch::Tensor> p{param}, m{exp_avg}, v{exp_avg_sq};
+  backend_for(param).adamw_update(p, m, v, {grad}, step);
 }
 
 void adamw_update(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& exp_avg,
                   std::vector<torch::Tensor>& exp_avg_sq, const std::vector<torch::Tensor>& grads,
                   const AdamWStep& step) {
   if (params.empty()) return;
-  if (use_gpu(params.front())) return gpu::adamw_update(params, exp_avg, exp_avg_sq, grads, step);
-  for (size_t k = 0; k < params.size(); ++k) adamw_update(params[k], exp_avg[k], exp_avg_sq[k], grads[k], step);
+  backend_for(params.front()).adamw_update(params, exp_avg, exp_avg_sq, grads, step);
 }
-
-#undef HTM_NATIVE_OR_PORTABLE
 
 }  // namespace htm

@@ -1,10 +1,12 @@
-// The backend seam. Every custom kernel the SDK runs (the GEMMs of htm::linear and its fused
-// MLP ends, bf16 rounding, the fused attention with its softmax rows, the dropout masks, the
-// pair sampler, the policies' random draws and AdamW's update) has three implementations:
+// The kernels in force and the SDK's entry points beside htm/layers.h (AdamW's update, the FLOP
+// count). Every custom kernel the SDK runs (the GEMMs of htm::linear and its fused MLP ends, bf16
+// rounding, the fused attention with its softmax rows, the dropout masks, the pair sampler and
+// its probabilities, the policies' random draws, the kept tokens, the set assignment, clipping
+// and AdamW's update) is an operation of kernels/backend.h, which has three backends:
 //   native    today's CPU kernels (kernels/native/: oneDNN GEMMs, AVX-512 rows, SplitMix masks),
 //             compiled when the build has HTM_NATIVE_KERNELS, and used only on CPU tensors;
-//   gpu       torch ops with few launches and random draws on the tensor's device (kernels/gpu.h):
-//             what a tensor on a GPU takes;
+//   gpu       torch ops with few launches and random draws on the tensor's device, and htm's
+//             CUDA kernels where nvcc built them (kernels/gpu.h): what a tensor on a GPU takes;
 //   portable  the reference: the native maths in plain torch ops (kernels/portable.cpp), any device.
 // runtime.kernels = "native" (the default) gives each tensor the first of native and gpu that
 // fits its device, "portable" the reference everywhere. Native and portable draw the same
@@ -35,13 +37,6 @@ void set_kernels(Kernels kernels);
 
 /// Whether this build has the native CPU kernels (CMake option HTM_NATIVE_KERNELS).
 bool native_kernels_built();
-
-/// Whether an op on `t` runs the native kernels: built, selected, and t on the CPU.
-bool use_native(const at::Tensor& t);
-
-/// Whether an op on `t` runs the gpu kernels: t off the CPU (unless portable is in force), or
-/// the gpu kernels forced.
-bool use_gpu(const at::Tensor& t);
 
 /// "native", "portable" or "gpu".
 std::string kernels_name(Kernels kernels);

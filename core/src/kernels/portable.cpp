@@ -1,4 +1,4 @@
-// The portable kernels (kernels/portable.h): plain torch ops on any device.
+// The portable backend (kernels/backend.h, kernels/portable.h): plain torch ops on any device.
 #include "kernels/portable.h"
 
 #include <cmath>
@@ -7,7 +7,8 @@
 #include <torch/torch.h>
 
 #include "htm/row_shard.h"
-#include "kernels/kernels.h"
+#include "kernels/backend.h"
+#include "kernels/graph_draws.h"
 #include "kernels/precision.h"
 
 namespace htm::portable {
@@ -46,6 +47,18 @@ torch::Tensor keep(const torch::Tensor& draws, double p) {
 
 }  // namespace
 
+torch::Tensor free_at_draw(std::initializer_list<torch::Tensor> drawn, int64_t T, bool taken, torch::ScalarType dtype) {
+  const torch::Tensor& first = *drawn.begin();
+  const int64_t B = first.size(0), r = first.size(1);
+  auto taken_at = torch::full({B, T}, r, first.options());
+  const auto order = device_constant("draw order", r, first.device(),
+                                     [&] { return torch::arange(r, first.options().dtype(torch::kLong)); });
+  for (const auto& index : drawn) taken_at.scatter_(1, index, order.expand({B, r}));
+  auto out = torch::empty({B, r, T}, first.options().dtype(dtype));
+  return taken ? at::lt_out(out, taken_at.unsqueeze(1), order.view({1, r, 1}))
+               : at::ge_out(out, taken_at.unsqueeze(1), order.view({1, r, 1}));
+}
+
 void count_product(int64_t m, int64_t n, int64_t k, bool backward) { count_gemm_flops((backward ? 6 : 2) * m * n * k); }
 
 bool in_training(std::initializer_list<const torch::Tensor*> inputs) {
@@ -56,35 +69,6 @@ bool in_training(std::initializer_list<const torch::Tensor*> inputs) {
 }
 
 torch::Tensor round_bf16(const torch::Tensor& x) { return x.to(torch::kBFloat16).to(torch::kFloat); }
-
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  count_product(x.numel() / weight.size(1), weight.size(0), weight.size(1), in_training({&x, &weight}));
-  return torch::linear(operand(x), operand(weight), bias);
-}
-
-torch::Tensor gelu_linear(const torch::Tensor& h, const torch::Tensor& weight, const torch::Tensor& bias) {
-  return linear(torch::gelu(h), weight, bias);
-}
-
-torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
-                          double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
-  return linear(torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps), weight, bias);
-}
-
-torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads,
-                              double p, uint64_t seed, int64_t first) {
-  const int64_t B = k.size(0), Tq = q.size(1), Tk = k.size(1), C = q.size(2), d = C / heads;
-  auto split = [&](const torch::Tensor& t) {  // b×n×C → b×h×n×d
-    return operand(t).view({t.size(0), t.size(1), heads, d}).transpose(1, 2);
-  };
-  const bool backward = in_training({&q, &k, &v});
-  count_product(B * heads * Tq, Tk, d, backward);  // the scores
-  count_product(B * heads * Tq, d, Tk, backward);  // the weighted values
-  auto weights = torch::softmax(torch::matmul(split(q), split(k).transpose(-2, -1)) / std::sqrt(double(d)), -1);
-  if (p > 0) weights = weights * attention_mask(B * heads * Tq, Tk, p, seed, first, q.device()).view(weights.sizes());
-  auto out = torch::matmul(operand(weights), split(v));  // B×h×Tq×d
-  return out.transpose(1, 2).reshape({B, Tq, C});
-}
 
 torch::Tensor dropout_mask(at::IntArrayRef sizes, double p, uint64_t seed, int64_t first, const at::Device& device) {
   auto e = torch::arange(c10::multiply_integers(sizes), torch::TensorOptions(torch::kLong).device(device)) + first;
@@ -102,20 +86,6 @@ torch::Tensor attention_mask(int64_t rows, int64_t cols, double p, uint64_t seed
   return keep(draws.view({rows, -1}).narrow(1, 0, cols), p);
 }
 
-torch::Tensor dropout(const torch::Tensor& x, double p, uint64_t seed, int64_t first) {
-  return x * dropout_mask(x.sizes(), p, seed, first, x.device());
-}
-
-torch::Tensor gumbel_like(const torch::Tensor& like, at::Generator generator) {
-  const DrawRows d = like.dim() > 0 ? draw_rows(like.size(0)) : DrawRows{0, 0};
-  auto sizes = like.sizes().vec();
-  if (!sizes.empty()) sizes[0] = d.rows;
-  auto e =
-      torch::empty(sizes, torch::TensorOptions(torch::kFloat).device(generator.device())).exponential_(1.0, generator);
-  if (!sizes.empty() && d.rows != like.size(0)) e = e.narrow(0, d.offset, like.size(0));
-  return (-e.log_()).to(like.device());
-}
-
 void take_pairs(const torch::Tensor& flat, int64_t k, torch::Tensor& src, torch::Tensor& dst, torch::Tensor& used) {
   const int64_t T = used.size(1);
   auto i = flat.div(T, "floor"), j = flat.remainder(T);
@@ -123,11 +93,6 @@ void take_pairs(const torch::Tensor& flat, int64_t k, torch::Tensor& src, torch:
   dst.select(1, k).copy_(j);
   used.scatter_(1, i.unsqueeze(1), true);
   used.scatter_(1, j.unsqueeze(1), true);
-}
-
-std::pair<torch::Tensor, torch::Tensor> sample_disjoint_pairs(const torch::Tensor& logits, int64_t r,
-                                                              at::Generator generator) {
-  return greedy_pairs(logits, gumbel_like(logits, generator), r);
 }
 
 std::pair<torch::Tensor, torch::Tensor> greedy_pairs(const torch::Tensor& logits, const torch::Tensor& noise,
@@ -150,12 +115,71 @@ std::pair<torch::Tensor, torch::Tensor> greedy_pairs(const torch::Tensor& logits
   return {src, dst};
 }
 
-void adamw_update(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq, const torch::Tensor& grad,
-                  const AdamWStep& s) {
-  param.mul_(s.decay);
-  exp_avg.mul_(s.beta1).add_(grad, s.rest1);
-  exp_avg_sq.mul_(s.beta2).addcmul_(grad, grad, s.rest2);
-  param.addcdiv_(exp_avg, exp_avg_sq.sqrt().div_(s.root_bias2).add_(s.eps), -s.step_size);
+}  // namespace htm::portable
+
+namespace htm {
+
+torch::Tensor Backend::linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const {
+  portable::count_product(x.numel() / weight.size(1), weight.size(0), weight.size(1),
+                          portable::in_training({&x, &weight}));
+  return torch::linear(portable::operand(x), portable::operand(weight), bias);
 }
 
-}  // namespace htm::portable
+torch::Tensor Backend::gelu_linear(const torch::Tensor& h, const torch::Tensor& weight,
+                                   const torch::Tensor& bias) const {
+  return linear(torch::gelu(h), weight, bias);
+}
+
+torch::Tensor Backend::norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight,
+                                   const torch::Tensor& norm_bias, double eps, const torch::Tensor& weight,
+                                   const torch::Tensor& bias) const {
+  return linear(torch::layer_norm(x, {x.size(-1)}, norm_weight, norm_bias, eps), weight, bias);
+}
+
+torch::Tensor Backend::fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       int64_t heads, double p, uint64_t seed, int64_t first) const {
+  const int64_t B = k.size(0), Tq = q.size(1), Tk = k.size(1), C = q.size(2), d = C / heads;
+  auto split = [&](const torch::Tensor& t) {  // b×n×C → b×h×n×d
+    return portable::operand(t).view({t.size(0), t.size(1), heads, d}).transpose(1, 2);
+  };
+  const bool backward = portable::in_training({&q, &k, &v});
+  portable::count_product(B * heads * Tq, Tk, d, backward);  // the scores
+  portable::count_product(B * heads * Tq, d, Tk, backward);  // the weighted values
+  auto weights = torch::softmax(torch::matmul(split(q), split(k).transpose(-2, -1)) / std::sqrt(double(d)), -1);
+  if (p > 0)
+    weights = weights * portable::attention_mask(B * heads * Tq, Tk, p, seed, first, q.device()).view(weights.sizes());
+  auto out = torch::matmul(portable::operand(weights), split(v));  // B×h×Tq×d
+  return out.transpose(1, 2).reshape({B, Tq, C});
+}
+
+torch::Tensor Backend::dropout(const torch::Tensor& x, double p, uint64_t seed, int64_t first) const {
+  return x * portable::dropout_mask(x.sizes(), p, seed, first, x.device());
+}
+
+torch::Tensor Backend::gumbel_like(const torch::Tensor& like, at::Generator generator) const {
+  const DrawRows d = like.dim() > 0 ? draw_rows(like.size(0)) : DrawRows{0, 0};
+  auto sizes = like.sizes().vec();
+  if (!sizes.empty()) sizes[0] = d.rows;
+  auto e =
+      torch::empty(sizes, torch::TensorOptions(torch::kFloat).device(generator.device())).exponential_(1.0, generator);
+  if (!sizes.empty() && d.rows != like.size(0)) e = e.narrow(0, d.offset, like.size(0));
+  return (-e.log_()).to(like.device());
+}
+
+std::pair<torch::Tensor, torch::Tensor> Backend::sample_disjoint_pairs(const torch::Tensor& logits, int64_t r,
+                                                                       at::Generator generator) const {
+  return portable::greedy_pairs(logits, gumbel_like(logits, generator), r);
+}
+
+void Backend::adamw_update(std::vector<torch::Tensor>& params, std::vector<torch::Tensor>& exp_avg,
+                           std::vector<torch::Tensor>& exp_avg_sq, const std::vector<torch::Tensor>& grads,
+                           const AdamWStep& s) const {
+  for (size_t k = 0; k < params.size(); ++k) {
+    params[k].mul_(s.decay);
+    exp_avg[k].mul_(s.beta1).add_(grads[k], s.rest1);
+    exp_avg_sq[k].mul_(s.beta2).addcmul_(grads[k], grads[k], s.rest2);
+    params[k].addcdiv_(exp_avg[k], exp_avg_sq[k].sqrt().div_(s.root_bias2).add_(s.eps), -s.step_size);
+  }
+}
+
+}  // namespace htm

@@ -1,8 +1,8 @@
-// The portable kernels behind the backend seam (kernels/kernels.h): plain torch ops, on whatever
-// device the tensors live. The same signatures and maths as kernels/native/native.h: in bf16 the
-// operands of every matrix product are rounded to bfloat16 and multiplied in fp32 (what the
-// native GEMMs do), and the dropout masks are the native ones, bit for bit, computed as int64
-// tensor ops. Kept plain on purpose: it is the reference the native kernels are tested against.
+// The portable backend's pieces (kernels/backend.h: htm::Backend's own definitions, the
+// reference): plain torch ops, on whatever device the tensors live. In bf16 the operands of every
+// matrix product are rounded to bfloat16 and multiplied in fp32 (what the native GEMMs do), and
+// the dropout masks are the native ones, bit for bit, computed as int64 tensor ops. Kept plain on
+// purpose: it is the reference the native and gpu backends are tested against.
 #pragma once
 
 #include <cstdint>
@@ -16,15 +16,7 @@
 
 namespace htm::portable {
 
-at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
-at::Tensor gelu_linear(const at::Tensor& h, const at::Tensor& weight, const at::Tensor& bias);
-at::Tensor norm_linear(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
-                       const at::Tensor& weight, const at::Tensor& bias);
-at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t heads, double p,
-                           uint64_t seed, int64_t first);
-at::Tensor dropout(const at::Tensor& x, double p, uint64_t seed, int64_t first);
-
-/// The dropout mask alone (0 or 1/(1−p)): entry e as native::dropout keeps it.
+/// The dropout mask alone (0 or 1/(1−p)): entry e as every backend's dropout keeps it.
 at::Tensor dropout_mask(at::IntArrayRef sizes, double p, uint64_t seed, int64_t first, const at::Device& device);
 
 /// The attention's mask over rows×cols weights: row n from stream counter_bits(seed, first + n).
@@ -32,15 +24,6 @@ at::Tensor attention_mask(int64_t rows, int64_t cols, double p, uint64_t seed, i
 
 /// x rounded to bfloat16 (nearest even) and back to float.
 at::Tensor round_bf16(const at::Tensor& x);
-
-/// Gumbel(0,1) noise shaped like `like`, as −log E with E ~ Exp(1) from `generator` on the
-/// generator's device (for the whole batch when data-parallel: row_shard.h), on like's device.
-at::Tensor gumbel_like(const at::Tensor& like, at::Generator generator);
-
-/// r disjoint pairs per sample from B×T×T float logits (already bounded): Gumbel keys drawn from
-/// `generator` (for the whole batch when data-parallel: row_shard.h), then r rounds of the best
-/// key among pairs of unused tokens. The same distribution as the native race.
-std::pair<at::Tensor, at::Tensor> sample_disjoint_pairs(const at::Tensor& logits, int64_t r, at::Generator generator);
 
 /// The first r pairs of the greedy rule on keys logit + noise: r rounds of the best key among
 /// pairs of unused tokens (where every such key is −∞, the best noise).
@@ -50,14 +33,17 @@ std::pair<at::Tensor, at::Tensor> greedy_pairs(const at::Tensor& logits, const a
 /// (B×r), and tokens i and j marked in `used` (B×T bool).
 void take_pairs(const at::Tensor& flat, int64_t k, at::Tensor& src, at::Tensor& dst, at::Tensor& used);
 
+/// B×r×T: whether token t is still free at draw k (not taken by any of `drawn`, each B×r, before
+/// it), or with `taken` the opposite, as `dtype` (1 or 0): a fill, a scatter each and a
+/// comparison, with no read back.
+at::Tensor free_at_draw(std::initializer_list<at::Tensor> drawn, int64_t T, bool taken = false,
+                        at::ScalarType dtype = at::kBool);
+
 /// Counts a product of m×k by k×n for gemm_flops(): 2mnk forward, and in training the two
 /// products of its backward.
 void count_product(int64_t m, int64_t n, int64_t k, bool backward);
 
 /// Whether autograd will run backward through an op on these inputs.
 bool in_training(std::initializer_list<const at::Tensor*> inputs);
-
-void adamw_update(at::Tensor& param, at::Tensor& exp_avg, at::Tensor& exp_avg_sq, const at::Tensor& grad,
-                  const AdamWStep& step);
 
 }  // namespace htm::portable

@@ -8,7 +8,8 @@
 
 #include "board/plugin_scope.h"
 #include "htm/error.h"
-#include "kernels/gpu.h"
+#include "kernels/backend.h"
+#include "kernels/graph_draws.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "model/plugin_calls.h"
@@ -76,7 +77,7 @@ MergeDecision HtmModelImpl::greedy_decision(const MergeContext& ctx) {
   if (!logits.defined()) return policy().choose_merges(ctx);
   // Under runtime.cuda_graph nothing is read back: both decisions are made and one is chosen on
   // the device (the drawn one's log-probability then the logits'; an evaluation reads neither).
-  const bool on_device = gpu::drawing_as_graph();
+  const bool on_device = drawing_as_graph();
   if (!on_device && (logits.max() == logits.min()).item<bool>()) return policy().choose_merges(ctx);
   auto [src, dst] = greedy_disjoint_pairs(logits, ctx.r);  // the bound is monotone: the same pairs
   if (on_device) {
@@ -156,12 +157,7 @@ torch::Tensor HtmModelImpl::merge_layer(const torch::Tensor& x, int64_t r, int64
   if (auto factor = scale_(decision.log_prob); factor.defined()) merged = merged * factor;
   auto y = x.scatter(1, decision.dst.unsqueeze(-1).expand({B, r, C}), merged);
   // Drop the src tokens, keeping the others in their original order (on a GPU in one launch).
-  auto keep = use_gpu(x) ? gpu::kept_tokens(decision.src, T) : torch::Tensor();
-  if (!keep.defined()) {
-    auto order_key = torch::arange(T, x.options().dtype(torch::kLong)).expand({B, T}).clone();
-    order_key.scatter_add_(1, decision.src, torch::full({B, r}, T, x.options().dtype(torch::kLong)));
-    keep = std::get<1>(order_key.sort(1)).narrow(1, 0, T - r);
-  }
+  auto keep = backend_for(x).kept_tokens(decision.src, T);
   if (keep_out != nullptr) *keep_out = keep;
   if (truth != nullptr) {  // a merge of true siblings is their parent; any other merge is no node
     auto src_parent = parent_of_node.gather(1, decision.src), dst_parent = parent_of_node.gather(1, decision.dst);

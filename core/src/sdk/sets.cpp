@@ -7,7 +7,7 @@
 #include <torch/torch.h>
 
 #include "htm/error.h"
-#include "kernels/gpu.h"
+#include "kernels/backend.h"
 #include "kernels/kernels.h"
 
 namespace htm {
@@ -69,23 +69,10 @@ void check_sets(const at::Tensor& prediction, const at::Tensor& target, const ch
 at::Tensor match_sets(const at::Tensor& prediction, const at::Tensor& target) {
   check_sets(prediction, target, "match_sets");
   torch::NoGradGuard no_grad;
-  const int64_t B = prediction.size(0), N = prediction.size(1);
   auto cost = torch::cdist(prediction.detach().to(torch::kDouble), target.to(torch::kDouble)).pow(2);
-  // The gpu kernels match small sets on the device, with no read-back (a CUDA graph can hold it);
-  // otherwise the Hungarian method runs on the host, whatever the device.
-  if (use_gpu(prediction) && N <= gpu::kMaxDeviceAssignment) return gpu::min_cost_assignment(cost);
-  if (gpu::capturing())
-    throw Error("the point-set matching of N = " + std::to_string(N) +
-                " elements runs on the host (on the device: N <= " + std::to_string(gpu::kMaxDeviceAssignment) + ")");
-  cost = cost.to(torch::kCPU).contiguous();  // host: the Hungarian algorithm
-  auto index = torch::empty({B, N}, torch::kLong);
-  auto idx = index.accessor<int64_t, 2>();
-  for (int64_t b = 0; b < B; ++b) {
-    const double* c = cost[b].data_ptr<double>();
-    const auto assignment = hungarian(std::vector<double>(c, c + N * N), N);
-    for (int64_t i = 0; i < N; ++i) idx[b][i] = assignment[i];
-  }
-  return index.to(prediction.device());
+  // The gpu backend matches small sets on the device, with no read-back (a CUDA graph can hold
+  // it); the reference runs the Hungarian method on the host, whatever the device.
+  return backend_for(prediction).min_cost_assignment(cost);
 }
 
 at::Tensor matched_mse(const at::Tensor& prediction, const at::Tensor& target) {

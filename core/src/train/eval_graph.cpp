@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "htm/error.h"
-#include "kernels/gpu.h"
+#include "kernels/graph_draws.h"
 
 namespace htm {
 
@@ -24,7 +24,7 @@ EvalGraphs::EvalGraphs(RuntimeCudaGraph mode, const c10::Device& device) : mode_
 
 EvalBatch EvalGraphs::eager(const Batch& batch, uint64_t seed, const Pass& pass) {
   seed_device_generator(device_, seed);
-  gpu::GraphDraws draws;
+  GraphDraws draws;
   EvalBatch out = pass(batch);
   read_on_host(out);
   ++eager_;
@@ -68,21 +68,21 @@ bool EvalGraphs::capture(Captured& c, const std::string& key, const Batch& batch
   c.inputs = batch;
   for (auto* t : {&c.inputs.input, &c.inputs.labels, &c.inputs.tree})
     if (t->defined()) *t = t->clone();
-  gpu::take_graph_flags();
+  take_graph_flags();
   try {
-    gpu::GraphDraws draws(/*fixed_rounds=*/true);
+    GraphDraws draws(/*fixed_rounds=*/true);
     // The work reads nothing but what lives as long as the graph: its batch, its results.
     c.graph->capture(
         [&c, pass] {
           c.out = pass(c.inputs);
           std::vector<torch::Tensor> checks{c.out.reads};
-          for (const auto& f : gpu::take_graph_flags()) checks.push_back(f.raised.to(torch::kDouble).reshape({1}));
+          for (const auto& f : take_graph_flags()) checks.push_back(f.raised.to(torch::kDouble).reshape({1}));
           c.flags = checks.size() - 1;
           c.out.reads = torch::cat(checks);
         },
         shared_ != nullptr ? shared_ : pool_);
   } catch (const Error& e) {
-    gpu::take_graph_flags();
+    take_graph_flags();
     graphs_.erase({key, batch.input.sizes().vec()});  // c with it
     const std::string why = e.what();
     failures_[key] = why;

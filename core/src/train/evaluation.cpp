@@ -9,7 +9,7 @@
 #include "board/plugin_scope.h"
 #include "hierarchy/policy_metrics.h"
 #include "hierarchy/tree_scoring.h"
-#include "kernels/gpu.h"
+#include "kernels/graph_draws.h"
 #include "train/eval_graph.h"
 #include "train/trainer.h"
 
@@ -118,7 +118,7 @@ Trainer::Eval Trainer::evaluate_once(const std::string& policy) {
     }
     EvalBatch b;
     if (eval_graphs_) {
-      b = eval_graphs_->run(policy, batch, gpu::next_seed(gen), pass);
+      b = eval_graphs_->run(policy, batch, next_seed(gen), pass);
     } else {
       b = pass(batch);
       read_on_host(b);

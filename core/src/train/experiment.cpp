@@ -13,7 +13,7 @@
 #include "htm/merge.h"
 #include "htm/policy.h"
 #include "kernels/fused_linear.h"
-#include "kernels/gpu.h"
+#include "kernels/graph_draws.h"
 #include "kernels/kernels.h"
 #include "kernels/precision.h"
 #include "model/vit.h"
@@ -58,7 +58,7 @@ RuntimePrecision set_precision(RuntimePrecision asked, const std::string& device
 RuntimePrecision use_runtime(const RuntimeSettings& runtime, int64_t threads) {
   set_threads(threads);
   use_kernels(runtime.kernels, runtime.recompute);
-  gpu::set_graph_rounds_cap(runtime.graph_rounds);
+  set_graph_rounds_cap(runtime.graph_rounds);
   return set_precision(runtime.precision, runtime.device);
 }
 

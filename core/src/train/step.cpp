@@ -7,7 +7,8 @@
 #include "dist/grad_reducer.h"
 #include "htm/error.h"
 #include "htm/sets.h"
-#include "kernels/gpu.h"
+#include "kernels/backend.h"
+#include "kernels/graph_draws.h"
 #include "kernels/row_shard_scope.h"
 #include "train/step_graph.h"
 
@@ -61,7 +62,7 @@ StepReport TrainStep::operator()(const StepRequest& request) {
   if (!graphs_) return eager_step(request);
   seed_step();
   if (auto report = replayed_step(request)) return *report;
-  gpu::GraphDraws draws;
+  GraphDraws draws;
   return eager_step(request);
 }
 
@@ -83,7 +84,7 @@ StepReport TrainStep::eager_step(const StepRequest& request) {
 }
 
 void TrainStep::gradients(const StepRequest& request) {
-  std::optional<gpu::GraphDraws> draws;
+  std::optional<GraphDraws> draws;
   if (graphs_) {
     seed_step();
     draws.emplace();
@@ -203,7 +204,7 @@ void TrainStep::backward(const torch::Tensor& total) {
     reducer_->backward(total);  // each parameter's gradient as soon as it is whole, for the reducer
     return;
   }
-  if (use_gpu(total) && gpu::summing_shared_gradients()) gpu::sum_shared_gradients_at_once(total);
+  backend_for(total).before_backward(total);  // the gpu backend sums shared gradients in rounds
   total.backward();
 }
 
@@ -230,10 +231,7 @@ void TrainStep::update(const StepRequest& request, StepReport& report) {
   const double clip = ex_.config.settings.train.grad_clip;
   if (clip > 0) {
     const auto params = ex_.model->parameters();
-    if (!params.empty() && use_gpu(params[0]))
-      gpu::clip_gradients(params, clip);  // nothing read back: the host goes on to the next step
-    else
-      torch::nn::utils::clip_grad_norm_(params, clip);
+    if (!params.empty()) backend_for(params[0]).clip_gradients(params, clip);  // gpu: nothing read back
   }
   optimizer_.step();
   policy_optimizer_.step();

@@ -2,7 +2,7 @@
 // step's thousands of small launches cost one (docs/gpu.md); a logged step has its own graph,
 // whose metrics are read after the replay. What a replay cannot do, the step does eagerly:
 // teacher forcing, replay, a policy baseline, data-parallel ranks, a loss that varies with the
-// step. Every step of such a run, replayed or not, draws as a graph does (kernels/gpu.h's
+// step. Every step of such a run, replayed or not, draws as a graph does (kernels/graph_draws.h's
 // GraphDraws): from the device's generator, seeded once a step by one draw of the run's
 // generator, so a seed names the same run on the same device and a resumed run draws what it
 // would have.
@@ -14,7 +14,7 @@
 #include <torch/torch.h>
 
 #include "htm/error.h"
-#include "kernels/gpu.h"
+#include "kernels/graph_draws.h"
 #include "train/device_graph.h"
 #include "train/step.h"
 #include "train/step_graph.h"
@@ -42,7 +42,7 @@ void TrainStep::start_graphs() {
 }
 
 void TrainStep::seed_step() {
-  graphs_->seed = gpu::next_seed(generator_);
+  graphs_->seed = next_seed(generator_);
   seed_device_generator(graphs_->device, graphs_->seed);
 }
 
@@ -79,7 +79,7 @@ std::optional<StepReport> TrainStep::replayed_step(const StepRequest& request) {
   if (!c.ready && c.warmups < kWarmups) {  // on the side stream the capture will use
     ++c.warmups;
     StepReport report;
-    gpu::GraphDraws draws;
+    GraphDraws draws;
     c.graph->eager([&] { report = eager_step(request); });
     return report;
   }
@@ -95,9 +95,9 @@ bool TrainStep::capture(CapturedStep& c, const StepRequest& request) {
   if (c.inputs.tree.defined()) c.inputs.tree = request.batch.tree.clone();
   StepRequest fixed = request;
   fixed.batch = c.inputs;
-  gpu::take_graph_flags();
+  take_graph_flags();
   try {
-    gpu::GraphDraws draws(/*fixed_rounds=*/true);
+    GraphDraws draws(/*fixed_rounds=*/true);
     capturing_ = true;
     // The graphs share one memory pool: a replay's outputs are read (the loss, the metrics) and
     // used (the gradients) before any other graph is replayed.
@@ -108,7 +108,7 @@ bool TrainStep::capture(CapturedStep& c, const StepRequest& request) {
           const Pass pass = forward(fixed, captured);
           backward(objective(fixed, pass, captured));
           std::vector<torch::Tensor> reads{pass.per_sample.detach().mean()};
-          for (const auto& f : gpu::take_graph_flags()) reads.push_back(f.raised), ++c.flags;
+          for (const auto& f : take_graph_flags()) reads.push_back(f.raised), ++c.flags;
           for (const auto& m : captured.pending) reads.push_back(m.value), c.metrics.push_back(m.name);
           if (baseline.defined()) reads.insert(reads.end(), {baseline[0], baseline[1]});
           for (auto& r : reads) r = r.to(torch::kDouble);
@@ -119,7 +119,7 @@ bool TrainStep::capture(CapturedStep& c, const StepRequest& request) {
   } catch (const Error& e) {
     capturing_ = false;
     g.pool = nullptr;
-    gpu::take_graph_flags();
+    take_graph_flags();
     g.failure = e.what();
     g.told = true;
     g.steps.clear();  // c with them
@@ -156,7 +156,7 @@ StepReport TrainStep::replay(CapturedStep& c, const StepRequest& request) {
           estimator_.restore_baseline(value[before], value[before + 1] > 0);
         seed_device_generator(g.device, g.seed);
         ++g.redone;
-        gpu::GraphDraws draws;
+        GraphDraws draws;
         return eager_step(request);
       }
     for (size_t k = 0; k < c.metrics.size(); ++k) report.terms.push_back({c.metrics[k], value[1 + c.flags + k]});

@@ -184,8 +184,9 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
 
 }  // namespace
 
-torch::Tensor native::fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                      int64_t heads, double p, uint64_t seed, int64_t first) {
+torch::Tensor native::NativeBackend::fused_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                                     const torch::Tensor& v, int64_t heads, double p, uint64_t seed,
+                                                     int64_t first) const {
   return FusedAttention::apply(q, k, v, heads, p, static_cast<int64_t>(seed), first);
 }
 

@@ -60,7 +60,7 @@ class DropoutFunction : public torch::autograd::Function<DropoutFunction> {
 
 }  // namespace
 
-torch::Tensor native::dropout(const torch::Tensor& x, double p, uint64_t seed, int64_t first) {
+torch::Tensor native::NativeBackend::dropout(const torch::Tensor& x, double p, uint64_t seed, int64_t first) const {
   return DropoutFunction::apply(x, p, static_cast<int64_t>(seed), first);
 }
 

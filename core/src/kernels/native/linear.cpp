@@ -343,31 +343,42 @@ torch::Tensor bf16_copy(const torch::Tensor& x) {
 
 namespace native {
 
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor NativeBackend::linear(const torch::Tensor& x, const torch::Tensor& weight,
+                                    const torch::Tensor& bias) const {
   return LinearFunction::apply(x, weight, bias);
 }
 
-torch::Tensor gelu_linear(const torch::Tensor& h, const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor NativeBackend::gelu_linear(const torch::Tensor& h, const torch::Tensor& weight,
+                                         const torch::Tensor& bias) const {
   return GeluLinearFunction::apply(h, weight, bias);
 }
 
-torch::Tensor norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
-                          double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor NativeBackend::norm_linear(const torch::Tensor& x, const torch::Tensor& norm_weight,
+                                         const torch::Tensor& norm_bias, double eps, const torch::Tensor& weight,
+                                         const torch::Tensor& bias) const {
   return NormLinearFunction::apply(x, norm_weight, norm_bias, weight, bias, eps);
 }
 
-torch::Tensor norm_mlp(const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias,
-                       double eps, const torch::Tensor& w1, const torch::Tensor& b1, const torch::Tensor& w2,
-                       const torch::Tensor& b2) {
+torch::Tensor NativeBackend::norm_mlp(const torch::Tensor& x, const torch::Tensor& norm_weight,
+                                      const torch::Tensor& norm_bias, double eps, const torch::Tensor& w1,
+                                      const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2) const {
   return NormMlpFunction::apply(x, norm_weight, norm_bias, w1, b1, w2, b2, eps);
 }
 
-std::pair<torch::Tensor, torch::Tensor> norm_linear2(const torch::Tensor& x, const torch::Tensor& norm_weight,
-                                                     const torch::Tensor& norm_bias, double eps,
-                                                     const torch::Tensor& w1, const torch::Tensor& b1,
-                                                     const torch::Tensor& w2, const torch::Tensor& b2) {
+std::pair<torch::Tensor, torch::Tensor> NativeBackend::norm_linear2(
+    const torch::Tensor& x, const torch::Tensor& norm_weight, const torch::Tensor& norm_bias, double eps,
+    const torch::Tensor& w1, const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2) const {
   auto y = NormLinear2Function::apply(x, norm_weight, norm_bias, w1, b1, w2, b2, eps);
   return {y[0], y[1]};
+}
+
+void NativeBackend::product_into(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b) const {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  const bool a16 = a.scalar_type() == torch::kBFloat16, b16 = b.scalar_type() == torch::kBFloat16;
+  if (!a16 && !b16)
+    return gemm(false, false, m, n, k, 1.0f, a.data_ptr<float>(), k, b.data_ptr<float>(), n, 0.0f,
+                out.data_ptr<float>(), n);
+  gemm(false, false, m, n, k, 1.0f, {a.data_ptr(), k, a16}, {b.data_ptr(), n, b16}, 0.0f, out.data_ptr<float>(), n);
 }
 
 }  // namespace native

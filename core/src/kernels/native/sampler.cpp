@@ -1,13 +1,16 @@
 // The native pair sampler: per sample, an exponential race over the T×T pairs on the CPU
-// threads, from its own SplitMix64 stream (sdk/sampling.cpp draws the streams' seeds).
+// threads, from its own SplitMix64 stream (NativeBackend::sample_disjoint_pairs draws the streams' seeds).
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <vector>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "htm/row_shard.h"
 #include "kernels/counter_rng.h"
 #include "kernels/native/native.h"
 
@@ -45,8 +48,8 @@ void rescale_if_underflowing(const float* lg, int64_t T, const std::vector<int32
 
 }  // namespace
 
-std::pair<torch::Tensor, torch::Tensor> native::sample_disjoint_pairs(const torch::Tensor& logits, int64_t r,
-                                                                      const std::vector<uint64_t>& seeds) {
+std::pair<torch::Tensor, torch::Tensor> native::race_disjoint_pairs(const torch::Tensor& logits, int64_t r,
+                                                                    const std::vector<uint64_t>& seeds) {
   const int64_t B = logits.size(0), T = logits.size(1);
   auto values = logits.contiguous();
   auto src = torch::empty({B, r}, torch::kLong);
@@ -109,6 +112,22 @@ std::pair<torch::Tensor, torch::Tensor> native::sample_disjoint_pairs(const torc
     }
   });
   return {src, dst};
+}
+
+std::pair<torch::Tensor, torch::Tensor> native::NativeBackend::sample_disjoint_pairs(const torch::Tensor& logits,
+                                                                                     int64_t r,
+                                                                                     at::Generator generator) const {
+  // One stream per sample, seeded from `generator` in order: same draws for any thread count
+  // (and any number of data-parallel processes: seeds are drawn for the whole batch).
+  const DrawRows rows = draw_rows(logits.size(0));
+  std::vector<uint64_t> seeds(rows.rows);
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    auto* gen = at::check_generator<at::CPUGeneratorImpl>(generator);
+    for (auto& seed : seeds) seed = gen->random64();
+  }
+  seeds.erase(seeds.begin(), seeds.begin() + rows.offset);
+  return race_disjoint_pairs(logits, r, seeds);
 }
 
 }  // namespace htm
