@@ -7,6 +7,7 @@
 
 #include "commands/commands.h"
 #include "commands/runner.h"
+#include "commands/sample.h"
 #include "hierarchy/tree_scoring.h"
 #include "model/model.h"
 #include "plugins_util.h"

@@ -32,9 +32,10 @@ TEST_F(ResultsStoreTest, CreatesSchemaAndParentDirectories) {
         "WHERE type IN ('table', 'view') ORDER BY name");
     std::vector<std::string> names;
     for (const auto& row : objects.rows) names.push_back(row[0]);
-    EXPECT_EQ(names, (std::vector<std::string>{"table artifacts", "table experiments", "view latest_metrics",
-                                               "table meta", "table metrics", "table params", "table run_plugins",
-                                               "view run_summary", "table runs", "table tags"}));
+    EXPECT_EQ(names, (std::vector<std::string>{
+                         "table artifacts", "table experiments", "view latest_metrics", "table meta", "table metrics",
+                         "table params", "table run_archived", "table run_notes", "table run_plugins",
+                         "view run_summary", "table run_user_tags", "table runs", "table saved_views", "table tags"}));
     EXPECT_EQ(single(store, "SELECT value FROM meta WHERE key = 'schema_version'"), "2");
     EXPECT_EQ(single(store, "PRAGMA journal_mode"), "wal");
     EXPECT_EQ(single(store, "PRAGMA foreign_keys"), "1");

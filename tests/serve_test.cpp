@@ -192,6 +192,64 @@ TEST_F(ServeTest, MisspeltNamesAreRefusedWhereverTheyAreGiven) {
   EXPECT_EQ(total(runs(q)), "5");
 }
 
+// Settings as columns of the runs table (typed JSON), sorted as numbers, filtered by a number in
+// any spelling, and a chart's points over every selected run; a misspelt one named.
+TEST_F(ServeTest, SettingsAsColumnsSortAsNumbersAndFeedAChart) {
+  {
+    ResultsStore store(db_path());
+    RunInfo wide = make_run("c", 0);
+    wide.experiment = "sweep";
+    wide.params["sweep.width"] = int64_t{128};  // after 64 as a number, before it as text
+    wide.params["sweep.lr"] = 1e-4;
+    store.finish_run(store.begin_run(wide), RunStatus::finished);
+  }
+  serve::RunsQuery q;
+  q.experiment = "sweep";
+  q.columns = {"sweep.width", "sweep.kind", "variant"};  // a runs column is shown anyway
+  q.sort = "sweep.width";
+  q.descending = false;
+  const std::string json = runs(q);
+  EXPECT_NE(json.find("\"setting_columns\":[\"sweep.width\",\"sweep.kind\"]"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"settings\":{\"sweep.width\":32,\"sweep.kind\":\"learned\"}"), std::string::npos) << json;
+  std::string widths;
+  const std::regex width("\"sweep.width\":(\\d+)");
+  for (std::sregex_iterator m(json.begin(), json.end(), width), end; m != end; ++m) widths += (*m)[1].str() + " ";
+  EXPECT_EQ(widths, "32 32 32 64 64 64 128 ");  // then the run without it
+  EXPECT_NE(json.find("\"settings\":{\"sweep.kind\":\"random\"}}]"), std::string::npos) << "last: no width";
+  q = {};
+  q.where = {"sweep.lr=0.0001"};  // stored as 1e-04
+  EXPECT_EQ(total(runs(q)), "1");
+  q.where = {"sweep.width=64.0"};
+  EXPECT_EQ(total(runs(q)), "3");
+  q.where = {"sweep.width!=64"};  // the runs without it too
+  EXPECT_EQ(total(runs(q)), "6");
+  q = {};
+  q.experiment = "sweep";
+  q.size = 1;  // the chart takes every selected run, not the page's
+  q.chart = {"sweep.width", "test/mse", "sweep.kind"};
+  const std::string chart = runs(q);
+  EXPECT_NE(chart.find("\"keys\":[\"sweep.width\",\"test/mse\",\"sweep.kind\"]"), std::string::npos) << chart;
+  EXPECT_NE(chart.find("[" + std::to_string(ids_[0]) + ",32,1,\"learned\"]"), std::string::npos) << chart;
+  EXPECT_EQ(count(chart.substr(chart.find("\"chart\":")), "],["), 7);  // the 8 runs of "sweep"
+  auto refusal = [this](serve::RunsQuery q) -> std::string {
+    try {
+      runs(q);
+    } catch (const BadRequest& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  q = {};
+  q.columns = {"sweep.widht"};
+  EXPECT_EQ(refusal(q), "column 'sweep.widht': no run has a setting 'sweep.widht'; did you mean 'sweep.width'?");
+  q.columns = {};
+  q.sort = "sweep.knd";
+  EXPECT_EQ(refusal(q), "sort 'sweep.knd': no run has a setting 'sweep.knd'; did you mean 'sweep.kind'?");
+  q.sort = "id";
+  q.chart = {"sweep.width", "test/mes"};
+  EXPECT_EQ(refusal(q), "chart 'test/mes': no run logged a metric 'test/mes'; did you mean 'test/mse'?");
+}
+
 TEST(ClosestName, ASwapOrALetterMoreOrLessIsCloseAndAnUnrelatedWordIsNot) {
   EXPECT_EQ(edit_distance("mes", "mse"), 1u);  // two neighbours swapped: one edit
   EXPECT_EQ(closest_name("polcy.plugin", {"policy.plugin", "policy.temperature"}), "policy.plugin");

@@ -505,49 +505,91 @@ async function main() {
         (await here()).get('sel') === across.join(',') && ticked.length === across.length,
         `compare: its runs link (${runsLink}) keeps the ${across.length} runs ticked (${ticked})`);
 
-    // ---- a run of 100,000 rows: read in one large request, drawn thinned, every point in a zoom, and
-    // a smoothing change redraws from what the page holds
+    // ---- a run of 100,000 rows in one request, every curve thinned by the server (each of 500 step buckets'
+    // first, last, least and greatest point): fully drawn in at most 1.5 s and a smoothing change in at most
+    // 200 ms (asserted with twice that: this 2-core machine is shared); the smoothing is the average over
+    // every point (checked against one computed here); a drag zooms every chart, which then reads its range
+    // at full resolution, and the step under the pointer shows on every chart.
     const big = sql(`SELECT id FROM runs WHERE uuid = 'click-big'`)[0][0], asked = [];
-    page.on('request', r => /\/api\//.test(r.url()) && asked.push(r.url()));
-    const bigStarted = Date.now();
+    page.on('request', r => /\/api\/run\/\d+(\?|\/series)/.test(r.url()) && asked.push(r.url()));  // (not notes)
     await open('100,000 rows', `/run/${big}`);
-    await page.waitForFunction(() => Number(document.body.dataset.points) >= 100000, {timeout: 30000});
-    const bigEntry = `Charts.entries.find(e => e.metric === 'train/loss')`;
-    await page.evaluate(() => new Promise(resolve => requestAnimationFrame(() => setTimeout(resolve, 0))));
-    const bigLoaded = Date.now() - bigStarted;
-    const thinned = await page.evaluate(`(() => { const e = ${bigEntry};
-        return [e.chart.getDatasetMeta(1).data.length, e.specs[1].points.length]; })()`);
+    await page.waitForFunction(() => document.body.dataset.drawn === 'yes', {timeout: 30000});
+    const drawnMs = await page.evaluate(() => performance.getEntriesByName('htm-drawn')[0].startTime);
+    const bigCharts = await page.evaluate(
+        () => Charts.entries.map(e => [e.metric, e.chart.getDatasetMeta(1).data.length, Number(e.panel.dataset.n)]));
     check(
-        asked.length <= 2 && thinned[1] === 25000 && thinned[0] < thinned[1] / 4,
-        `100,000 rows: ${asked.length} request(s), all drawn in ${bigLoaded} ms, train/loss's ${thinned[1]} points ` +
-            `drawn as ${thinned[0]}`);
-    const bigArea =
-        await page.evaluate(`(() => { const e = ${bigEntry}, a = e.chart.chartArea; e.panel.scrollIntoView();
-        return {left: a.left, right: a.right, top: a.top, bottom: a.bottom}; })()`);
+        asked.length === 1 && bigCharts.length === 4 && bigCharts.every(([, shown, n]) => n === 25000 && shown <= 2000),
+        `100,000 rows: ${asked.length} request, 4 curves of 25,000 points drawn as ${bigCharts.map(c => c[1])}`);
+    check(drawnMs <= 3000, `100,000 rows: fully drawn ${drawnMs.toFixed(0)} ms after the navigation (target 1500)`);
+    await page.$eval('#curves', c => scrollTo(0, c.getBoundingClientRect().top + scrollY - 90));  // below the bar
+    const smoothMs = [];
+    for (const w of [0.6, 0.8, 0.9])
+      smoothMs.push(await page.evaluate(
+          w => new Promise(resolve => {
+            const slider = document.getElementById('smoothing'), t0 = performance.now();
+            slider.value = w;
+            slider.dispatchEvent(new Event('input'));
+            const wait = () => document.body.dataset.smoothed === String(w) ?
+                requestAnimationFrame(() => resolve(performance.now() - t0)) :
+                setTimeout(wait, 2);
+            wait();
+          }),
+          w));
+    const smoothMedian = smoothMs.slice().sort((a, b) => a - b)[1];
+    check(
+        smoothMedian <= 400,
+        `100,000 rows: a smoothing change drawn in ${smoothMs.map(t => t.toFixed(0)).join(', ')} ms (target 200)`);
+    const averaged = await page.evaluate(async big => {  // the drawn average against one over every point
+      const full = (await (await fetch(`/api/run/${big}/series`)).json()).series.find(c => c.metric === 'train/loss');
+      const at = new Map();
+      let m = 0;
+      full.value.forEach((y, k) => at.set(full.step[k], (m = 0.9 * m + 0.1 * y) / (1 - 0.9 ** (k + 1))));
+      const line = Charts.entries.find(e => e.metric === 'train/loss').specs[1].smoothed;
+      return [line.length, Math.max(...line.map(p => Math.abs(p.y - at.get(p.step)) / Math.abs(p.y)))];
+    }, big);
+    check(
+        averaged[0] > 1000 && averaged[1] < 1e-6,
+        `100,000 rows: the smoothed line is the average over all 25,000 points (${averaged[0]} drawn, ` +
+            `largest relative difference ${averaged[1].toExponential(1)})`);
+    await page.mouse.move(5, 500);
     const bigBox = await (await page.$('.panel[data-metric="train/loss"] canvas')).boundingBox();
+    const bigArea = await page.evaluate(
+        () => (({left, right, top, bottom}) => ({left, right, top, bottom}))(Charts.entries[0].chart.chartArea));
     const bigY = bigBox.y + (bigArea.top + bigArea.bottom) / 2, bigW = bigArea.right - bigArea.left;
+    await page.mouse.move(bigBox.x + bigArea.left + 0.4 * bigW, bigY);
+    const hovered = () => page.evaluate(() => {
+      const at = Number(document.body.dataset.hoverStep);
+      return [at, Charts.entries.map(e => (e.chart.tooltip.dataPoints || []).map(p => p.parsed.x)[0])];
+    });
+    await page.waitForFunction(() => Charts.entries.every(e => e.chart.tooltip.getActiveElements().length));
+    const hover = await hovered();
+    check(
+        hover[1].length === 4 && hover[1].every(x => Math.abs(x - hover[0]) <= 50),
+        `100,000 rows: hovering step ${hover[0].toFixed(0)} on train/loss shows steps ${hover[1]} on all 4 charts`);
+    await shot('run-100k');
+    const views = await page.evaluate(() => Number(document.body.dataset.views));
     await page.mouse.move(bigBox.x + bigArea.left + 0.5 * bigW, bigY);
     await page.mouse.down();
     await page.mouse.move(bigBox.x + bigArea.left + 0.52 * bigW, bigY, {steps: 3});
     await page.mouse.up();
-    const inZoom = await page.evaluate(`(() => { const e = ${bigEntry}, s = e.chart.scales.x;
-        const shown = e.chart.getDatasetMeta(1).data.filter(p => p.x >= s.left && p.x <= s.right).length;
-        return [shown, e.specs[1].points.filter(p => p.step >= s.min && p.step <= s.max).length, s.min, s.max]; })()`);
+    await page.waitForFunction(v => Number(document.body.dataset.views) > v, {timeout: 10000}, views);
+    const zooms = await page.evaluate(() => Charts.entries.map(e => {
+      const s = e.chart.scales.x, inside = e.chart.getDatasetMeta(1).data.filter(p => p.x >= s.left && p.x <= s.right);
+      return [e.metric, s.min, s.max, inside.length, Number(e.panel.dataset.n)];
+    }));
+    const [, zmin, zmax] = zooms[0];
     check(
-        inZoom[1] > 0 && inZoom[0] === inZoom[1],
-        `100,000 rows: zoomed to steps ${inZoom[2].toFixed(0)}..${inZoom[3].toFixed(0)}, every point drawn ` +
-            `(${inZoom[0]} of ${inZoom[1]})`);
-    const requestsBefore = asked.length;
-    const smoothStarted = Date.now();
-    await page.$eval('#smoothing', s => {
-      s.value = 0.9;
-      s.dispatchEvent(new Event('input'));
-    });
-    await page.waitForFunction(() => /smooth=0\.9/.test(location.search));
+        zooms.every(([, min, max]) => min === zmin && max === zmax),
+        `100,000 rows: a drag on train/loss zooms all 4 charts to steps ${zmin.toFixed(0)}..${zmax.toFixed(0)}`);
     check(
-        asked.length === requestsBefore,
-        `100,000 rows: smoothing redrawn in ${Date.now() - smoothStarted} ms from the rows held, no request`);
-    await shot('run-100k');
+        asked.some(u => /from=\d+&to=\d+/.test(u)) &&
+            zooms.every(([, , , inside, n]) => n > 100 && n <= 2000 && Math.abs(inside - n) <= 2),
+        `100,000 rows: the zoom read its range again, every point drawn (${zooms.map(z => `${z[3]} of ${z[4]}`)})`);
+    const viewsZoomed = await page.evaluate(() => Number(document.body.dataset.views));
+    await page.click('#reset-zoom');
+    await page.waitForFunction(v => Number(document.body.dataset.views) > v, {timeout: 10000}, viewsZoomed);
+    const whole = await page.evaluate(() => Charts.entries.map(e => e.chart.scales.x.max - e.chart.scales.x.min));
+    check(whole.every(span => span > 20000), `100,000 rows: reset zoom gives every chart its whole range back`);
   } finally {
     await browser.close();
     server.kill();

@@ -491,10 +491,10 @@ int cmd_bench(const Args& args) {
   print_step(name, ex, batch, T, t, steps);
   summary(name, batch, T, t, 1, nthreads, gemm_peak);
   memory_line(name, t, gemm_peak);
-
   if (nproc > 1) time_ranks(c, t, name, precision, steps, nproc, nthreads, gemm_peak, config_file, overrides);
   if (vm.count("scaling")) scaling(config_file, overrides, steps, nthreads, gemm_peak);
   return 0;
 }
+const RegisterCommand register_bench(140, "bench", "time a training step, the pair sampler and the GEMMs", cmd_bench);
 
 }  // namespace htm

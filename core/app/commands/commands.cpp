@@ -26,44 +26,15 @@
 #include "process/supervise.h"
 #include "registry.h"
 #include "store/results_store.h"
-#include "web/report.h"
-#include "web/serve.h"
 
 namespace po = boost::program_options;
 
 namespace htm {
 namespace {
 
-struct Command {
-  const char* name;
-  int (*fn)(const Args&);
-  const char* summary;
-};
-
-const std::vector<Command>& commands() {
-  static const std::vector<Command> list = {
-      {"run", cmd_run, "run every variant x seed of an experiment file (resuming unfinished ones)"},
-      {"resume", cmd_resume, "continue an interrupted, killed or crashed run from its last checkpoint"},
-      {"config", cmd_config, "print the resolved config of an experiment's variants"},
-      {"plugins", cmd_plugins, "list the plugins found on the search path"},
-      {"runs", cmd_runs, "list recorded runs"},
-      {"query", cmd_query, "run SQL on the results database and print a table"},
-      {"merge", cmd_merge, "copy the runs of other databases into this one"},
-      {"db", cmd_db, "check a results database (SQLite's integrity check), or recover a damaged one's runs"},
-      {"compare", cmd_compare, "per-variant mean, sd and Welch t-test of a metric over seeds"},
-      {"export", cmd_export, "a run's or a study's metrics as CSV or TensorBoard files; a run's weights for Python"},
-      {"report", cmd_report, "one self-contained HTML page of a study: settings, curves, final values, pictures"},
-      {"serve", cmd_serve, "the results database in a browser, live: runs, studies, sweeps, curves (read only)"},
-      {"sample", cmd_sample, "generate from a run: Gaussian mixture on root embeddings, then decode"},
-      {"bench", cmd_bench, "time a training step and the pair sampler at the paper's size"},
-      {"check-plugin", cmd_check_plugin, "run the plugin conformance suite on plugin libraries (out of tree too)"},
-  };
-  return list;
-}
-
 void usage() {
   std::printf("usage: htm <command> [options]   (htm <command> --help for its options; htm --version)\n\n");
-  for (const auto& c : commands()) std::printf("  %-12s %s\n", c.name, c.summary);
+  for (const auto& c : registered_commands()) std::printf("  %-12s %s\n", c.name, c.summary);
   std::printf(
       "\nplugins are searched in HTM_PLUGIN_PATH (':'-separated), then the build's and the\n"
       "installed plugin folders\n");
@@ -140,6 +111,9 @@ int cmd_run(const Args& args) {
   req.supervise = true;     // a crash costs one run, not the study (docs/reliability.md)
   return run_experiment(req, registry);
 }
+const RegisterCommand register_run(10, "run",
+                                   "run every variant x seed of an experiment file (resuming unfinished ones)",
+                                   cmd_run);
 
 int cmd_resume(const Args& args) {
   po::options_description opts("options");
@@ -168,6 +142,9 @@ int cmd_resume(const Args& args) {
   Registry registry;
   return resume_run(run_id, db, overrides, sweeps, registry, vm.count("force") > 0);
 }
+const RegisterCommand register_resume(20, "resume",
+                                      "continue an interrupted, killed or crashed run from its last checkpoint",
+                                      cmd_resume);
 
 int cmd_config(const Args& args) {
   po::options_description opts("options");
@@ -193,6 +170,8 @@ int cmd_config(const Args& args) {
   }
   return 0;
 }
+const RegisterCommand register_config(30, "config", "print the resolved config of an experiment's variants",
+                                      cmd_config);
 
 int cmd_plugins(const Args& args) {
   po::options_description opts("options");
@@ -221,92 +200,7 @@ int cmd_plugins(const Args& args) {
   std::printf("\nsearch path: %s\n", path.c_str());
   return 0;
 }
-
-namespace {
-// The sort keys `htm runs --sort` takes besides a metric, as SQL over run_summary s.
-const std::map<std::string, std::string>& runs_sort_keys() {
-  static const std::map<std::string, std::string> keys = {
-      {"id", "s.id"},         {"experiment", "s.experiment"}, {"variant", "s.variant"},    {"seed", "s.seed"},
-      {"status", "s.status"}, {"started", "s.started_at"},    {"duration", "s.duration_s"}};
-  return keys;
-}
-}  // namespace
-
-int cmd_runs(const Args& args) {
-  po::options_description opts("options");
-  std::string db, experiment, sort = "id";
-  std::vector<std::string> metrics;
-  int limit = 50;
-  opts.add_options()("db", po::value(&db)->default_value(kDefaultResultsPath), "results database")(
-      "experiment,e", po::value(&experiment), "only this experiment")("limit,n", po::value(&limit)->default_value(50),
-                                                                      "most recent runs to show")(
-      "metric,m", po::value(&metrics)->composing(),
-      "a final metric column, name (test/name) or split/name (repeatable; default: test/mse and test/accuracy)")(
-      "sort", po::value(&sort)->default_value("id"),
-      "id (newest first), experiment, variant, seed, status, started, duration, or a metric (smallest first, "
-      "runs without it last)")("reverse", "the other way round")(
-      "clean", "record runs whose process is gone as killed (htm run resumes them)");
-  po::variables_map vm;
-  if (!parse_options("runs", args, opts, {}, vm, "[options]")) return 0;
-  if (vm.count("clean")) {
-    ResultsStore store(db);
-    const auto settled = store.settle_stale();
-    std::printf("%zu run(s) whose process was gone recorded as killed\n", settled.size());
-  }
-  ResultsStore store(db, OpenMode::read_only);
-  const std::vector<int64_t> stale = store.stale_runs();
-  // The metric columns: test/mse and test/accuracy at 5 and 4 decimals as always, or those asked for.
-  std::vector<std::pair<std::string, std::string>> columns = {{"test/mse", "printf('%.5f', l.value)"},
-                                                              {"test/accuracy", "printf('%.4f', l.value)"}};
-  if (!metrics.empty()) columns.clear();
-  for (const std::string& m : metrics) {  // a metric no run logged is a misspelling, not an empty column
-    columns.emplace_back(qualified_metric(m, "test"), "printf('%.6g', l.value)");
-    require_metric(store, "--metric " + m, m, columns.back().first);
-  }
-  std::string select = "SELECT s.id, s.experiment, s.variant, s.seed, s.status, s.started_at, s.duration_s";
-  std::vector<SqlValue> params;
-  auto metric_sql = [&](const std::string& metric, const std::string& cell) {
-    const size_t slash = metric.find('/');
-    params.emplace_back(metric.substr(0, slash));
-    params.emplace_back(metric.substr(slash + 1));
-    return latest_metric_sql(cell, "s.id");
-  };
-  for (const auto& [metric, cell] : columns) {
-    std::string alias = metric;
-    std::replace(alias.begin(), alias.end(), '/', '_');
-    select += ", " + metric_sql(metric, cell) + " AS \"" + alias + "\"";
-  }
-  select +=
-      ", (SELECT group_concat(key || '=' || value, ' ') FROM tags t WHERE t.run_id = s.id) AS tags, s.error "
-      "FROM run_summary s";
-  if (!experiment.empty()) {
-    select += " WHERE s.experiment = ?";
-    params.push_back(experiment);
-  }
-  const bool reverse = vm.count("reverse") > 0;
-  if (auto key = runs_sort_keys().find(sort); key != runs_sort_keys().end()) {
-    const bool descending = (sort == "id") != reverse;  // the newest first, as always
-    // By id alone SQLite walks the rowid and stops at the limit; a tie-breaker would make it sort every run.
-    select += " ORDER BY " + key->second + (descending ? " DESC" : " ASC") + (sort == "id" ? "" : ", s.id DESC");
-  } else {
-    const std::string metric = qualified_metric(sort, "test");  // a bare name is the test split's
-    std::vector<std::string> keys;
-    for (const auto& [key, sql] : runs_sort_keys()) keys.push_back(key);
-    require_metric(store, "--sort " + sort + " (not id, experiment, variant, seed, status, started or duration)", sort,
-                   metric, keys);
-    select += " ORDER BY " + metric_sql(metric, "l.value") + (reverse ? " DESC" : " ASC") + " NULLS LAST, s.id DESC";
-  }
-  params.push_back(static_cast<int64_t>(limit));
-  auto result = store.query(select + " LIMIT ?", params);
-  for (auto& row : result.rows)  // a running row whose process is gone is shown as what it is
-    if (std::find(stale.begin(), stale.end(), std::atoll(row[0].c_str())) != stale.end()) row[4] = "killed*";
-  std::printf("%s", format_table(result).c_str());
-  if (!stale.empty())
-    std::printf(
-        "\n* its process is gone; `htm runs --clean` (or the next `htm run`) records it killed, and "
-        "`htm run` resumes it\n");
-  return 0;
-}
+const RegisterCommand register_plugins(40, "plugins", "list the plugins found on the search path", cmd_plugins);
 
 int cmd_db(const Args& args) {
   po::options_description opts("options");
@@ -354,6 +248,8 @@ int cmd_db(const Args& args) {
       db.c_str());
   return 1;
 }
+const RegisterCommand register_db(
+    80, "db", "check a results database (SQLite's integrity check), or recover a damaged one's runs", cmd_db);
 
 int cmd_query(const Args& args) {
   po::options_description opts("options");
@@ -370,6 +266,7 @@ int cmd_query(const Args& args) {
   std::printf("%s", format_table(store.query(sql, {}, write)).c_str());
   return 0;
 }
+const RegisterCommand register_query(60, "query", "run SQL on the results database and print a table", cmd_query);
 
 int cmd_merge(const Args& args) {
   po::options_description opts("options");
@@ -393,6 +290,7 @@ int cmd_merge(const Args& args) {
   }
   return 0;
 }
+const RegisterCommand register_merge(70, "merge", "copy the runs of other databases into this one", cmd_merge);
 
 int cmd_sample(const Args& args) {
   po::options_description opts("options");
@@ -423,6 +321,9 @@ int cmd_sample(const Args& args) {
   Registry registry;
   return sample_run(req, registry);
 }
+const RegisterCommand register_sample(130, "sample",
+                                      "generate from a run: Gaussian mixture on root embeddings, then decode",
+                                      cmd_sample);
 
 int cmd_check_plugin(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
@@ -447,6 +348,9 @@ int cmd_check_plugin(const Args& args) {
   execv(argv[0], argv.data());
   throw Error("cannot run " + beside.string() + ": " + std::strerror(errno));
 }
+const RegisterCommand register_check_plugin(150, "check-plugin",
+                                            "run the plugin conformance suite on plugin libraries (out of tree too)",
+                                            cmd_check_plugin);
 
 // An error's text for the terminal: one line. libtorch appends its C++ stack frames to what()
 // ("Exception raised from ...", or "frame #0: ..." straight after an allocation failure); those
@@ -478,10 +382,10 @@ int dispatch(int argc, char** argv) {
     std::printf("htm %s (git revision %s)\n", HTM_VERSION, git_revision().c_str());
     return 0;
   }
-  for (const auto& c : commands()) {
+  for (const auto& c : registered_commands()) {
     if (name != c.name) continue;
     try {
-      return c.fn(Args(argv + 2, argv + argc));
+      return c.run(Args(argv + 2, argv + argc));
     } catch (const po::error& e) {
       std::fprintf(stderr, "error: htm %s: %s (see htm %s --help)\n", c.name, e.what(), c.name);
       return 2;

@@ -1,4 +1,5 @@
-// The `htm` subcommands. Each takes the arguments after its name and returns an exit code.
+// What the `htm` subcommands share: option parsing, --tag's key=value, an error's one line, and
+// the dispatcher. Each command registers itself (commands/command_registry.h).
 #pragma once
 
 #include <string>
@@ -7,28 +8,13 @@
 
 #include <boost/program_options.hpp>
 
-namespace htm {
+#include "commands/command_registry.h"
 
-using Args = std::vector<std::string>;
+namespace htm {
 
 /// "key=value" of option `option` (--tag) split at its first '='; throws htm::Error
 /// "--tag TEXT: expected key=value" when there is none or the key is empty.
 std::pair<std::string, std::string> key_value(const std::string& option, const std::string& text);
-
-int cmd_run(const Args& args);
-int cmd_config(const Args& args);
-int cmd_plugins(const Args& args);
-int cmd_resume(const Args& args);
-int cmd_runs(const Args& args);
-int cmd_query(const Args& args);
-int cmd_merge(const Args& args);
-int cmd_db(const Args& args);
-int cmd_compare(const Args& args);
-int cmd_export(const Args& args);
-int cmd_bench(const Args& args);
-int cmd_sample(const Args& args);
-int cmd_check_plugin(const Args& args);
-int cmd_serve(const Args& args);
 
 /// Parses `args` against `options` (+ `positional`), adding --help; returns false after
 /// printing "usage: htm COMMAND SYNOPSIS" and the options when help was asked for.

@@ -314,5 +314,7 @@ int cmd_compare(const Args& args) {
   for (const auto& w : c.warnings) std::printf("warning: %s\n", w.c_str());
   return 0;
 }
+const RegisterCommand register_compare(90, "compare", "per-variant mean, sd and Welch t-test of a metric over seeds",
+                                       cmd_compare);
 
 }  // namespace htm

@@ -212,5 +212,7 @@ int cmd_export(const Args& args) {
   if (format == "weights") export_weights(store, runs[0].id, out);
   return 0;
 }
+const RegisterCommand register_export(
+    100, "export", "a run's or a study's metrics as CSV or TensorBoard files; a run's weights for Python", cmd_export);
 
 }  // namespace htm

@@ -10,8 +10,11 @@ namespace htm {
 
 // A finished run's lines: its result beside its references, its memory against the estimate,
 // and, on data with a true hierarchy, the scores that matter beside the random-merge floor.
-void print_finished(ResultsStore& store, int64_t run_id, const std::string& label, const TrainSummary& s,
-                    int64_t parameters, const std::optional<MemoryEstimate>& memory, int verbosity) {
+void print_finished(ResultsStore& store, const FinishedRun& run, int verbosity) {
+  const int64_t run_id = run.run_id, parameters = run.parameters;
+  const std::string& label = run.label;
+  const TrainSummary& s = run.summary;
+  const std::optional<MemoryEstimate>& memory = run.memory;
   const auto id = static_cast<long long>(run_id);
   if (std::isnan(s.accuracy))
     std::printf(

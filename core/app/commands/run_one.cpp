@@ -174,7 +174,7 @@ Outcome train_claimed(Experiment& ex, ResultsStore& store, const Claim& claim, c
     Trainer trainer(ex, store, claim.run_id, claim.artifact_dir, seed, label, options);
     const TrainSummary s = trainer.run();
     store.finish_run(claim.run_id, RunStatus::finished);
-    print_finished(store, claim.run_id, label, s, ex.participating, memory, verbosity);
+    print_finished(store, {claim.run_id, label, s, ex.participating, memory}, verbosity);
     return Outcome::finished;
   } catch (const DatabaseCorrupt& e) {  // nothing more into that file: the run's checkpoint is its record
     board_database_corrupt();

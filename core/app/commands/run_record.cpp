@@ -8,6 +8,7 @@
 
 #include <torch/version.h>
 
+#include "commands/runner.h"
 #include "commands/seed_ledger.h"
 #include "process/launch.h"
 #include "store/artifact_trust.h"

@@ -28,4 +28,7 @@ struct SampleRequest {
 /// picture grid (recorded as the run's `samples` artifact). Returns the exit code.
 int sample_run(const SampleRequest& request, const Registry& registry);
 
+/// `htm sample RUN [options]` (registered in commands.cpp).
+int cmd_sample(const std::vector<std::string>& args);
+
 }  // namespace htm

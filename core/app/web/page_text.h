@@ -52,12 +52,12 @@ inline std::string escape_html(const std::string& text) {
 inline std::string script(const std::string& code) { return "<script>\n" + code + "</script>\n"; }
 
 /// A whole page: the head with `title` (escaped) and `styles`, the #errors box and the script
-/// every page shares (assets::page_js), then `body` (its HTML and scripts, in order).
+/// every page shares (assets::page_js, assets::charts_js), then `body` (its HTML and scripts, in order).
 inline std::string document(const std::string& title, const std::string& styles, const std::string& body) {
   return "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
          "<meta name=\"viewport\" content=\"width=device-width\">\n<title>" +
          escape_html(title) + "</title>\n<style>\n" + styles + "</style></head><body>\n<div id=\"errors\"></div>\n" +
-         script(assets::page_js) + body + "</body></html>\n";
+         script(assets::page_js) + script(assets::charts_js) + body + "</body></html>\n";
 }
 
 }  // namespace htm::page

@@ -489,5 +489,7 @@ int cmd_report(const Args& args) {
   std::printf("%s\n", request.out.c_str());
   return 0;
 }
+const RegisterCommand register_report(
+    110, "report", "one self-contained HTML page of a study: settings, curves, final values, pictures", cmd_report);
 
 }  // namespace htm

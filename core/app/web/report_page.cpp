@@ -19,7 +19,8 @@ std::string report_page(const std::string& data, const std::string& chart_js, co
                         const std::string& live) {
   return page::document(title, std::string(assets::page_css) + assets::report_css,
                         chart_js + "\n<script id=\"data\" type=\"application/json\">" + data + "</script>\n" +
-                            assets::report_html + page::script(assets::report_js) + live);
+                            assets::report_html + page::script(assets::pictures_js) + page::script(assets::report_js) +
+                            live);
 }
 
 std::string chart_js_source(const std::string& path) {

@@ -4,7 +4,7 @@
 // pool worker then serves the one request; each worker thread keeps its own read-only
 // connection to the database (a SQLite connection is not shared between threads), opened on its
 // first request. Safety, in the order a request meets it after that: the pre-routing handler
-// refuses every method but GET and HEAD,
+// refuses every method but GET and HEAD (with --allow-writes, a write's POST: serve_write.h),
 // a Host header that does not name the loopback address the server listens on (DNS
 // rebinding), and a request without the token when one is set; the library refuses a body
 // over max_request_bytes (413) and drops a client slower than timeout_s.
@@ -16,6 +16,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -32,6 +33,7 @@
 #include "web/page_text.h"
 #include "web/report.h"
 #include "web/serve_gate.h"
+#include "web/serve_write.h"
 
 namespace po = boost::program_options;
 
@@ -76,7 +78,8 @@ std::string error_json(const std::string& text) { return "{\"error\":" + page::q
 // `text` gzip-compressed (zlib, level 6); empty if zlib fails.
 std::string gzip(const std::string& text) {
   z_stream z{};
-  if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return "";
+  // Level 1: a run's series (530 KB of JSON) in 8 ms, where level 6 took 35 ms for 7 % fewer bytes.
+  if (deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return "";
   std::string out(deflateBound(&z, text.size()), '\0');
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
   z.avail_in = static_cast<uInt>(text.size());
@@ -168,7 +171,8 @@ struct Server::Impl {
     res.set_header("Content-Security-Policy",
                    "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; "
                    "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'");
-    if (req.method != "GET" && req.method != "HEAD") {
+    const bool write = options.allow_writes && req.method == "POST" && serve::write_path(req.path);
+    if (req.method != "GET" && req.method != "HEAD" && !write) {
       res.set_header("Allow", "GET, HEAD");
       refuse(req, res, 405, "htm serve only reads: " + req.method + " is not allowed");
       return httplib::Server::HandlerResponse::Handled;
@@ -176,13 +180,12 @@ struct Server::Impl {
     // The library reads no body of a GET: a request that announces one over the limit is
     // refused before anything reads it, and the connection closed.
     const std::string length = req.get_header_value("Content-Length");
+    const size_t most = write ? serve::kWriteBodyBytes : options.max_request_bytes;
     const bool too_long = !length.empty() && (length.find_first_not_of("0123456789") != std::string::npos ||
-                                              length.size() > 12 || std::stoull(length) > options.max_request_bytes);
+                                              length.size() > 12 || std::stoull(length) > most);
     if (too_long || req.has_header("Transfer-Encoding")) {
       res.set_header("Connection", "close");
-      refuse(
-          req, res, 413,
-          "request too large: htm serve takes at most " + std::to_string(options.max_request_bytes) + " bytes of body");
+      refuse(req, res, 413, "request too large: htm serve takes at most " + std::to_string(most) + " bytes of body");
       return httplib::Server::HandlerResponse::Handled;
     }
     if (loopback(options.host) && hosts.count(req.get_header_value("Host")) == 0) {
@@ -191,6 +194,7 @@ struct Server::Impl {
                  "' is not this server's loopback address (DNS rebinding is refused)");
       return httplib::Server::HandlerResponse::Handled;
     }
+    if (write) return serve::write_gate(req, res, options.token);  // token and origin (CSRF): 403 or on
     if (!options.token.empty()) {
       std::string given;
       const std::string auth = req.get_header_value("Authorization");
@@ -237,14 +241,15 @@ struct Server::Impl {
       res.set_header("Cache-Control", "max-age=3600");
       reply(req, res, chart_js, "text/javascript");
     });
+    http.Get("/static/pictures.js", [](const httplib::Request& req, httplib::Response& res) {
+      reply(req, res, assets::pictures_js, "text/javascript");  // the run and compare pages' pictures
+    });
     json_route("/api/runs", [this](const httplib::Request& req) {
       serve::RunsQuery q;
       q.experiment = req.get_param_value("experiment");
       q.status = req.get_param_value("status");
-      for (size_t i = 0; i < req.get_param_value_count("where"); ++i)
-        q.where.push_back(req.get_param_value("where", i));
-      for (size_t i = 0; i < req.get_param_value_count("column"); ++i)
-        q.columns.push_back(req.get_param_value("column", i));
+      for (auto [name, list] : {std::pair{"where", &q.where}, {"column", &q.columns}, {"chart", &q.chart}})
+        for (size_t i = 0; i < req.get_param_value_count(name); ++i) list->push_back(req.get_param_value(name, i));
       if (req.has_param("sort")) q.sort = req.get_param_value("sort");
       q.group = req.get_param_value("group");
       q.descending = req.get_param_value("order") != "asc";
@@ -260,8 +265,12 @@ struct Server::Impl {
     });
     page_route("/compare", [](const httplib::Request&) { return serve::compare_page(); });
     json_route(R"(/api/run/([^/]+))", [this](const httplib::Request& req) {
+      const serve::SeriesQuery series = series_query(req);  // ?points=N: the series thinned, not the rows
       return serve::run_json(store(), path_id(req.matches[1].str(), "run"), integer(req, "after", 0),
-                             integer(req, "limit", 20000), trust);
+                             integer(req, "limit", 20000), trust, req.has_param("points") ? &series : nullptr);
+    });
+    json_route(R"(/api/run/([^/]+)/series)", [this](const httplib::Request& req) {
+      return serve::series_json(store(), path_id(req.matches[1].str(), "run"), series_query(req));
     });
     page_route(R"(/study/([^/]+))", [this](const httplib::Request& req) {
       ReportRequest request = study_request(req);
@@ -311,6 +320,8 @@ struct Server::Impl {
       }
       res.set_content(read_whole(file.path), mime_type(file.path));
     });
+    serve::add_annotation_routes(
+        http, [this]() -> ResultsStore& { return store(); }, options);  // serve_write.h
   }
 
   // What a study's page or JSON asks for: the study, its reference variant (?reference=), pictures
@@ -343,6 +354,20 @@ struct Server::Impl {
     }
   }
 
+  // ?points=N&from=STEP&to=STEP&smooth=W&raw=0 (docs/serve.md).
+  static serve::SeriesQuery series_query(const httplib::Request& req) {
+    serve::SeriesQuery q;
+    q.points = std::max<int64_t>(0, integer(req, "points", 0));
+    q.from = integer(req, "from", q.from);
+    q.to = integer(req, "to", q.to);
+    q.raw = req.get_param_value("raw") != "0";
+    const std::string smooth = req.get_param_value("smooth");
+    char* end = nullptr;
+    q.smooth = smooth.empty() ? 0 : std::strtod(smooth.c_str(), &end);
+    if (!smooth.empty() && (*end != 0 || !(q.smooth >= 0 && q.smooth < 1)))
+      throw BadRequest("smooth=" + smooth + ": expected a number from 0 to 0.99");
+    return q;
+  }
   static int64_t integer(const httplib::Request& req, const std::string& name, int64_t fallback) {
     if (!req.has_param(name)) return fallback;
     const std::string text = req.get_param_value(name);
@@ -362,8 +387,8 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(op
     throw Error("htm serve --host " + s.options.host +
                 ": any address but the loopback needs --token (anyone who reaches the port could read the results)");
   s.chart_js = chart_js_source(s.options.chart_js);
-  { ResultsStore check(s.options.db, OpenMode::read_only); }  // a clear error now, not on the first request
-  s.http.set_payload_max_length(s.options.max_request_bytes);
+  { ResultsStore check(s.options.db, OpenMode::read_only); }   // a clear error now, not on the first request
+  s.http.set_payload_max_length(s.options.max_request_bytes);  // a write's larger body: serve_write.cpp
   s.http.set_read_timeout(s.options.timeout_s, 0);
   s.http.set_write_timeout(s.options.timeout_s, 0);
   s.http.set_pre_routing_handler(
@@ -439,12 +464,14 @@ int cmd_serve(const Args& args) {
       "client-connections", po::value(&options.client_connections)->default_value(256),
       "connections one client address may hold at once (more are closed at once)")(
       "chart-js", po::value(&options.chart_js), "Chart.js file (default: Debian's libjs-chart.js)")(
+      "allow-writes", po::bool_switch(&options.allow_writes),
+      "take notes, tags, archive flags and saved views from the pages (needs --token; docs/serve.md)")(
       "artifacts", po::value(&options.artifact_roots)->composing(),
       "a folder whose runs' files are served though htm run did not mark it (repeatable; docs/serve.md)");
   po::positional_options_description pos;
   po::variables_map vm;
   if (!parse_options("serve", args, opts, pos, vm,
-                     "[--db FILE] [--port 8080] [--host 127.0.0.1] [--token T] [--artifacts DIR]"))
+                     "[--db FILE] [--port 8080] [--host 127.0.0.1] [--token T [--allow-writes]] [--artifacts DIR]"))
     return 0;
   if (options.threads < 2 || options.threads > 1024)
     throw Error("--threads " + std::to_string(options.threads) + ": expected 2 to 1024");
@@ -456,8 +483,9 @@ int cmd_serve(const Args& args) {
   raise_open_files();
   Server server(options);
   const std::string host = options.host == "::1" ? "[::1]" : options.host;
-  std::printf("htm serve: http://%s:%d/%s  (database %s, read only; Ctrl-C stops)\n", host.c_str(), server.port(),
-              options.token.empty() ? "" : "?token=...", options.db.c_str());
+  std::printf("htm serve: http://%s:%d/%s  (database %s, %s; Ctrl-C stops)\n", host.c_str(), server.port(),
+              options.token.empty() ? "" : "?token=...", options.db.c_str(),
+              options.allow_writes ? "read only but for notes, tags, archive flags and views" : "read only");
   std::fflush(stdout);
   serving = &server;
   std::signal(SIGINT, stop_serving);
@@ -466,5 +494,7 @@ int cmd_serve(const Args& args) {
   serving = nullptr;
   return 0;
 }
+const RegisterCommand register_serve(120, "serve", "results live in a browser: runs, studies, sweeps, curves",
+                                     cmd_serve);
 
 }  // namespace htm

@@ -29,6 +29,9 @@ struct ServeOptions {
   int timeout_s = 10;               ///< a client slower than this to send a body or read is dropped
   double header_timeout_s = 5;      ///< a connection that has not sent its request head by then is closed
   int client_connections = 256;     ///< connections one client address may hold at once
+  /// Take notes, user tags, archived flags and saved views from the pages (--allow-writes; needs
+  /// a token): web/serve_write.h.
+  bool allow_writes = false;
   /// Folders whose runs' files are served besides the marked ones (--artifacts).
   std::vector<std::string> artifact_roots;
 };
@@ -50,28 +53,54 @@ namespace serve {
 struct RunsQuery {
   std::string experiment, status;
   std::vector<std::string> where;
-  std::vector<std::string> columns;  ///< final metrics shown; empty: the tasks' own
+  std::vector<std::string> columns;  ///< final metrics shown (none: the tasks' own), and settings or
+                                     ///< tag.NAME shown beside them (any name without a '/')
   std::string sort = "id";           ///< a runs column (id, experiment, variant, seed, status,
-                                     ///< started, duration) or a metric split/name
+                                     ///< started, duration), a metric split/name, a setting or tag.NAME
   bool descending = true;
   int64_t page = 0, size = 50;
   std::string group;  ///< non-empty: every selected run grouped by this key (a runs column, tag.NAME
                       ///< or a setting), each group's n and its metric columns' n, mean and sd
+  /// A chart's keys (metrics, settings, tag.NAME, runs columns): their values for every selected run.
+  std::vector<std::string> chart;
 };
 
-/// Final-values table of runs as JSON: {"total", "page", "size", "columns", "runs": [...],
-/// "experiments": [[name, runs, running]...], "settings": [...], "metrics": [...]}, and with a
-/// group "group" and "groups": [{"value", "n", "stats": {metric: [n, mean, sd]}}...]. A name no
+/// Final-values table of runs as JSON: {"total", "page", "size", "columns", "setting_columns",
+/// "runs": [{..., "final": {metric: value}, "settings": {key: typed value}}...], "experiments":
+/// [[name, runs, running]...], "settings": [...], "metrics": [...]}; with a group "group" and
+/// "groups": [{"value", "n", "stats": {metric: [n, mean, sd]}}...]; with a chart "chart":
+/// {"keys", "runs": [[id, value...]...]} over every selected run (at most 20,000). A name no
 /// run in the file has (a filter's setting, tag or metric, the group, the sort, a column) is
 /// refused (BadRequest), naming the nearest one that a run has.
 std::string runs_json(ResultsStore& store, const RunsQuery& query);
+/// Which of a run's points a chart draws (/api/run/ID?points=N, /api/run/ID/series): every
+/// series over steps [from, to] (and its one point either side, so a line reaches the edges),
+/// thinned where it has more than `points` (0: never) to each of points/4 step buckets' first,
+/// last, least and greatest point; with `smooth` in (0, 1) also each series' exponential moving
+/// average (debiased at the start, as TensorBoard's), computed over every point it logged from
+/// its first step, then thinned the same way; without `raw`, that average alone (a page that holds
+/// the points and changes only the smoothing).
+struct SeriesQuery {
+  int64_t points = 0;
+  int64_t from = INT64_MIN, to = INT64_MAX;
+  double smooth = 0;
+  bool raw = true;
+};
+/// A run's series as columns: {"series": [{"metric", "total" (points logged), "n" (in the range),
+/// "step", "value", "time" (seconds since the run started), "epoch" (null when none was logged),
+/// "smooth": {"step", "value", "time", "epoch"} or null}...], "last"}: "last" is the run's
+/// newest metric rowid.
+std::string series_json(ResultsStore& store, int64_t run_id, const SeriesQuery& query);
+
 /// One run: its record, settings (first call only), metrics logged after `after` (a rowid, so
 /// that a page polls for what is new), pictures. {"run", "params", "metrics": [[rowid, metric,
 /// step, value, time, epoch]...], "last", "more", "artifacts", "artifacts_refused"}; time in
 /// seconds since 1970, epoch null where none was logged. The artifacts are the files under the
 /// run's folder when `trust` accepts it; else none, and artifacts_refused says why (else null).
+/// With `series` (?points=N), the rows are not listed ("metrics": []): "series" holds
+/// series_json's series instead, and "last" its rowid (one request draws a run).
 std::string run_json(ResultsStore& store, int64_t run_id, int64_t after, int64_t limit = 20000,
-                     const ArtifactTrust& trust = ArtifactTrust());
+                     const ArtifactTrust& trust = ArtifactTrust(), const SeriesQuery* series = nullptr);
 /// What changes while a study trains: its runs' statuses and, while one is running, the
 /// database's newest metric rowid. A page re-reads the study when this changes.
 std::string study_version(ResultsStore& store, const std::string& experiment);

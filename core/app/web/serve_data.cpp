@@ -1,10 +1,15 @@
-// The JSON behind `htm serve`'s run and sweep pages and a study's version (the runs table:
-// serve_runs.cpp). Every value from the database leaves through page::quote or page::number, and
-// every value from a request reaches SQL as a bound parameter, never as SQL text.
+// The JSON behind `htm serve`'s run and sweep pages, a run's series thinned for its charts, and a
+// study's version (the runs table: serve_runs.cpp). Every value from the database leaves through page::quote or
+// page::number, and every value from a request reaches SQL as a bound parameter, never as SQL text.
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <list>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <set>
 
@@ -21,7 +26,203 @@ using page::array;
 using page::number;
 using page::quote;
 
-std::string run_json(ResultsStore& store, int64_t run_id, int64_t after, int64_t limit, const ArtifactTrust& trust) {
+namespace {
+
+// One series of a run: every point it logged, by step (epoch NaN where none was logged).
+struct Series {
+  std::string metric;
+  std::vector<int64_t> step;
+  std::vector<double> value, time, epoch;
+  bool epochs = false;
+};
+struct RunSeries {
+  std::vector<Series> series;
+  int64_t last = 0;  // the newest rowid
+  size_t points = 0;
+  double started = 0;  // the run's start: times are written from it
+};
+
+// metrics_by_series (run_id, split, name, step; rowid last) gives the rows in this order.
+std::shared_ptr<const RunSeries> read_series(ResultsStore& store, int64_t run_id, double started) {
+  auto out = std::make_shared<RunSeries>();
+  out->started = started;
+  store.scan(
+      "SELECT split || '/' || name, step, value, time, epoch, rowid FROM metrics "
+      "WHERE run_id = ? AND value IS NOT NULL ORDER BY split, name, step, rowid",
+      {run_id}, [&out](const Row& row) {
+        if (out->series.empty() || out->series.back().metric != row.view(0)) out->series.push_back({row.text(0)});
+        Series& s = out->series.back();
+        s.step.push_back(row.integer(1));
+        s.value.push_back(row.real(2));
+        s.time.push_back(row.real(3));
+        s.epoch.push_back(row.real(4));
+        s.epochs = s.epochs || !std::isnan(s.epoch.back());
+        out->last = std::max(out->last, row.integer(5));
+        ++out->points;
+      });
+  return out;
+}
+
+// The series of runs that no longer train, which do not change: a smoothing or a zoom reads no row
+// again. Keyed by the run's uuid, status and end (the same run in two files has the same rows); at
+// most kCachedPoints points in all, the least recently asked for dropped first.
+class SeriesCache {
+ public:
+  static constexpr size_t kCachedPoints = 4'000'000;
+  std::shared_ptr<const RunSeries> find(const std::string& key) {
+    const std::lock_guard lock(mutex_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it)
+      if (it->first == key) {
+        entries_.splice(entries_.begin(), entries_, it);
+        return it->second;
+      }
+    return nullptr;
+  }
+  void put(const std::string& key, std::shared_ptr<const RunSeries> series) {
+    if (series->points > kCachedPoints) return;
+    const std::lock_guard lock(mutex_);
+    entries_.emplace_front(key, std::move(series));
+    size_t points = 0;
+    for (auto it = entries_.begin(); it != entries_.end();)
+      if ((points += it->second->points) > kCachedPoints)
+        it = entries_.erase(it);
+      else
+        ++it;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::list<std::pair<std::string, std::shared_ptr<const RunSeries>>> entries_;
+};
+SeriesCache series_cache;
+
+std::shared_ptr<const RunSeries> run_series(ResultsStore& store, int64_t run_id) {
+  const auto run = store.query(
+      "SELECT coalesce(uuid, ''), status, coalesce(ended_at, ''), printf('%.3f', coalesce(started_at, 0)) "
+      "FROM runs WHERE id = ?",
+      {run_id});
+  if (run.rows.empty()) throw NotFound("no run " + std::to_string(run_id) + " in this database");
+  const auto& r = run.rows[0];
+  const double started = std::stod(r[3]);
+  if (r[1] == "running" || r[0].empty()) return read_series(store, run_id, started);
+  const std::string key = r[0] + "\n" + r[1] + "\n" + r[2];
+  if (auto hit = series_cache.find(key)) return hit;
+  auto series = read_series(store, run_id, started);
+  series_cache.put(key, series);
+  return series;
+}
+
+// The indices of [lo, hi) a chart draws: all when they are at most `points` (or `points` is 0),
+// else each of points/4 step buckets' first, least, greatest and last, in order.
+void thin(const std::vector<int64_t>& steps, const std::vector<double>& ys, size_t lo, size_t hi, int64_t points,
+          std::vector<size_t>& keep) {
+  if (points <= 0 || hi - lo <= static_cast<size_t>(points)) {
+    for (size_t i = lo; i < hi; ++i) keep.push_back(i);
+    return;
+  }
+  const double buckets = static_cast<double>(std::max<int64_t>(1, points / 4));
+  const double first = static_cast<double>(steps[lo]), span = static_cast<double>(steps[hi - 1]) - first + 1;
+  const auto bucket = [&](size_t i) {
+    return static_cast<int64_t>((static_cast<double>(steps[i]) - first) * buckets / span);
+  };
+  for (size_t i = lo; i < hi;) {
+    const int64_t b = bucket(i);
+    size_t least = i, most = i, j = i;
+    for (; j < hi && bucket(j) == b; ++j) {
+      if (ys[j] < ys[least]) least = j;
+      if (ys[j] > ys[most]) most = j;
+    }
+    std::array<size_t, 4> four{i, least, most, j - 1};
+    std::sort(four.begin(), four.end());
+    for (size_t k = 0; k < 4; ++k)
+      if (k == 0 || four[k] != four[k - 1]) keep.push_back(four[k]);
+    i = j;
+  }
+}
+
+void put(std::string& out, double v, bool fixed3 = false) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  char buf[40];
+  const auto end = fixed3 ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, 3).ptr
+                          : std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 9).ptr;
+  out.append(buf, end);
+}
+
+// "step", "value", "time", "epoch" of the points `keep`, their values from `ys`.
+void columns(std::string& out, const Series& s, double started, const std::vector<double>& ys,
+             const std::vector<size_t>& keep) {
+  const auto column = [&](const char* name, auto&& each) {
+    out += std::string(out.back() == '{' ? "" : ",") + "\"" + name + "\":[";
+    for (size_t k = 0; k < keep.size(); ++k) {
+      if (k) out += ',';
+      each(keep[k]);
+    }
+    out += ']';
+  };
+  column("step", [&](size_t i) { out += std::to_string(s.step[i]); });
+  column("value", [&](size_t i) { put(out, ys[i]); });
+  column("time", [&](size_t i) { put(out, s.time[i] - started, true); });
+  if (s.epochs)
+    column("epoch", [&](size_t i) { put(out, s.epoch[i]); });
+  else
+    out += ",\"epoch\":null";
+}
+
+// The "series" array of series_json.
+std::string series_array(const RunSeries& run, const SeriesQuery& q) {
+  std::string out = "[";
+  std::vector<size_t> keep;
+  std::vector<double> smoothed;
+  const double w = q.smooth > 0 && q.smooth < 1 ? q.smooth : 0;
+  for (const Series& s : run.series) {
+    const size_t n = s.step.size();
+    const size_t a = std::lower_bound(s.step.begin(), s.step.end(), q.from) - s.step.begin();
+    const size_t b = std::upper_bound(s.step.begin(), s.step.end(), q.to) - s.step.begin();
+    const size_t lo = a > 0 ? a - 1 : a, hi = b < n ? b + 1 : b;  // one point either side
+    const auto pick = [&](const std::vector<double>& ys) {
+      keep.clear();
+      if (lo < a) keep.push_back(lo);
+      thin(s.step, ys, a, b, q.points, keep);
+      if (hi > b) keep.push_back(b);
+    };
+    out += std::string(out.size() > 1 ? "," : "") + "{\"metric\":" + quote(s.metric) +
+           ",\"total\":" + std::to_string(n) + ",\"n\":" + std::to_string(b - a);
+    if (q.raw) {
+      pick(s.value);
+      columns(out, s, run.started, s.value, keep);
+    }
+    out += ",\"smooth\":";
+    if (w == 0 || hi == 0) {
+      out += "null}";
+      continue;
+    }
+    smoothed.assign(hi, NAN);  // from the series' first point: the same average at any zoom
+    double mean = 0, weight = 1;
+    for (size_t i = 0; i < hi; ++i) {
+      mean = mean * w + (1 - w) * s.value[i];
+      weight *= w;
+      smoothed[i] = mean / (1 - weight);
+    }
+    pick(smoothed);
+    out += "{";
+    columns(out, s, run.started, smoothed, keep);
+    out += "}}";
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+std::string series_json(ResultsStore& store, int64_t run_id, const SeriesQuery& query) {
+  const auto run = run_series(store, run_id);
+  return "{\"series\":" + series_array(*run, query) + ",\"last\":" + std::to_string(run->last) + "}";
+}
+
+std::string run_json(ResultsStore& store, int64_t run_id, int64_t after, int64_t limit, const ArtifactTrust& trust,
+                     const SeriesQuery* series) {
   const auto run = store.query(
       "SELECT r.id, e.name, coalesce(r.variant, ''), coalesce(r.seed, ''), r.status, "
       "printf('%.3f', r.started_at), printf('%.3f', coalesce(r.ended_at, r.heartbeat_at, r.started_at)), "
@@ -48,11 +249,18 @@ std::string run_json(ResultsStore& store, int64_t run_id, int64_t after, int64_t
   if (after <= 0)
     params = rows_json(store.query("SELECT key, value FROM params WHERE run_id = ? ORDER BY key", {run_id}));
   limit = std::clamp<int64_t>(limit, 1, 100000);
+  std::string thinned;
+  if (series) {  // the series for the charts instead of the rows: no row listed
+    const auto run_points = run_series(store, run_id);
+    thinned = ",\"series\":" + series_array(*run_points, *series);
+    after = std::max(after, run_points->last);
+    limit = 0;
+  }
   const auto metrics = store.query(
       "SELECT rowid, split || '/' || name, step, printf('%.9g', value), printf('%.3f', time), "
       "coalesce(epoch, '') FROM metrics "
       "WHERE run_id = ? AND rowid > ? AND value IS NOT NULL ORDER BY rowid LIMIT ?",
-      {run_id, after, limit + 1});
+      {run_id, after, series ? int64_t{0} : limit + 1});
   const bool more = static_cast<int64_t>(metrics.rows.size()) > limit;
   std::string points = "[";
   int64_t last = after;
@@ -79,7 +287,7 @@ std::string run_json(ResultsStore& store, int64_t run_id, int64_t after, int64_t
   }
   pictures += "]";
   const bool refused = folder.verdict == ArtifactPath::Verdict::untrusted;
-  return "{\"run\":" + record + ",\"params\":" + params + ",\"metrics\":" + points +
+  return "{\"run\":" + record + ",\"params\":" + params + ",\"metrics\":" + points + thinned +
          ",\"last\":" + std::to_string(last) + ",\"more\":" + (more ? "true" : "false") + ",\"artifacts\":" + pictures +
          ",\"artifacts_refused\":" + (refused ? quote(folder.refusal + "; not served") : "null") + "}";
 }

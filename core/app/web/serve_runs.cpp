@@ -1,6 +1,7 @@
-// The runs table of `htm serve` (/api/runs): filters, sort, page, and runs grouped by a setting
-// with each group's mean, sd and n of the shown metrics. Every value from a request reaches SQL as
-// a bound parameter, never as SQL text: the only text spliced in is chosen from fixed lists here.
+// The runs table of `htm serve` (/api/runs): filters, sort, page, settings as columns, runs grouped
+// by a setting with each group's mean, sd and n of the shown metrics, and a chart's points. Every
+// value from a request reaches SQL as a bound parameter, never as SQL text: the only text spliced
+// in is chosen from fixed lists here.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -49,13 +50,23 @@ Condition parse_condition(const std::string& text) {
 
 bool numeric_op(const std::string& op) { return op == "<" || op == "<=" || op == ">" || op == ">="; }
 
-double to_number(const Condition& c) {
+bool parse_number(const std::string& text, double& value) {
   try {
     size_t used = 0;
-    const double v = std::stod(c.value, &used);
-    if (used == c.value.size()) return v;
+    value = std::stod(text, &used);
+    return used == text.size();
   } catch (const std::exception&) {
+    return false;
   }
+}
+
+// Whether a setting's TOML text `column` is a number (SQL): then compared and sorted as one.
+std::string toml_number_sql(const std::string& column) {
+  return "(" + column + " <> '' AND " + column + " NOT GLOB '*[^0-9.eE+-]*')";
+}
+
+double to_number(const Condition& c) {
+  if (double v = 0; parse_number(c.value, v)) return v;
   throw BadRequest("filter '" + c.key + c.op + c.value + "': " + c.op + " needs a number, got '" + c.value + "'");
 }
 
@@ -118,6 +129,14 @@ std::string condition_sql(const Condition& c, std::vector<SqlValue>& params) {
     return compare(final_sql(), c, false, params);
   }
   params.emplace_back(c.key);
+  if (double number = 0; (c.op == "=" || c.op == "!=") && parse_number(c.value, number)) {
+    // A number also matches its other spellings (10 matches 1e+01); != matches the runs without it.
+    params.emplace_back(c.value);
+    params.emplace_back(number);
+    return std::string(c.op == "!=" ? "NOT " : "") +
+           "EXISTS (SELECT 1 FROM params p WHERE p.run_id = r.id AND p.key = ? AND (p.value = ? OR (" +
+           toml_number_sql("p.value") + " AND CAST(p.value AS REAL) = ?)))";
+  }
   return compare("(SELECT p.value FROM params p WHERE p.run_id = r.id AND p.key = ?)", c, true, params);
 }
 
@@ -160,14 +179,57 @@ void refuse_unknown_keys(ResultsStore& store, const RunsQuery& query, bool match
   }
 }
 
+enum class Order { text, numbers_first };
+
+// Run r's value of a setting (its TOML text) or a tag (tag.NAME) as SQL, the key appended to
+// `params`; Order::numbers_first reads a number as one (a sort key: 8 < 16 < 128 < "a").
+std::string attribute_sql(const std::string& key, std::vector<SqlValue>& params, Order order = Order::text) {
+  const bool tag = key.rfind("tag.", 0) == 0;
+  params.emplace_back(tag ? key.substr(4) : key);
+  const std::string v = tag ? "t.value" : "p.value";
+  const std::string value =
+      order == Order::text ? v : "CASE WHEN " + toml_number_sql(v) + " THEN CAST(" + v + " AS REAL) ELSE " + v + " END";
+  return "(SELECT " + value +
+         (tag ? " FROM tags t WHERE t.run_id = r.id AND t.key = ?)"
+              : " FROM params p WHERE p.run_id = r.id AND p.key = ?)");
+}
+
+// Any key of a run as SQL: a runs column, a final metric (split/name, 9 digits), tag.NAME or a setting.
+std::string key_sql(const std::string& key, std::vector<SqlValue>& params) {
+  if (auto found = run_columns().find(key); found != run_columns().end()) return found->second;
+  if (key.find('/') == std::string::npos) return attribute_sql(key, params);
+  const auto [split, name] = split_metric(key);
+  params.emplace_back(split);
+  params.emplace_back(name);
+  return final_text_sql();
+}
+
 // A group-by key as SQL: a runs column, a tag (tag.NAME) or a setting; never a metric.
 std::string group_sql(const std::string& key, std::vector<SqlValue>& params) {
-  if (auto found = run_columns().find(key); found != run_columns().end()) return found->second;
   if (key.find('/') != std::string::npos)
     throw BadRequest("group '" + key + "': group by a setting, a tag or a runs column, not a metric");
-  params.emplace_back(key.rfind("tag.", 0) == 0 ? key.substr(4) : key);
-  return key.rfind("tag.", 0) == 0 ? "(SELECT t.value FROM tags t WHERE t.run_id = r.id AND t.key = ?)"
-                                   : "(SELECT p.value FROM params p WHERE p.run_id = r.id AND p.key = ?)";
+  return key_sql(key, params);
+}
+
+// A setting's TOML text (or any text) as a JSON value: a number, true, false, a string without its
+// TOML quotes, or else the text as a string (a list: "[1, 2]").
+std::string typed_json(const std::string& text) {
+  if (text == "true" || text == "false") return text;
+  if (double v = 0; text.find_first_not_of("0123456789.eE+-") == std::string::npos && parse_number(text, v))
+    return number(v);
+  if (text.size() < 2 || text.front() != '"' || text.back() != '"') return quote(text);
+  std::string plain;  // a TOML basic string's common escapes undone; any other kept as written
+  for (size_t i = 1; i + 1 < text.size(); ++i) {
+    const char next = text[i] == '\\' && i + 2 < text.size() ? text[i + 1] : 0;
+    const size_t escape = std::string("\"\\ntr").find(next);
+    if (next == 0 || escape == std::string::npos) {
+      plain += text[i];
+      continue;
+    }
+    plain += "\"\\\n\t\r"[escape];
+    ++i;
+  }
+  return quote(plain);
 }
 
 }  // namespace
@@ -195,11 +257,11 @@ std::string runs_filter(const RunsQuery& query, std::vector<SqlValue>& params) {
 // The runs table's sort key as SQL, a metric's split and name appended to `params`.
 std::string runs_order(ResultsStore& store, const RunsQuery& query, std::vector<SqlValue>& params) {
   if (auto found = run_columns().find(query.sort); found != run_columns().end()) return found->second;
-  if (query.sort.find('/') == std::string::npos)
-    throw BadRequest("sort '" + query.sort +
-                     "': expected id, experiment, variant, seed, status, started, duration "
-                     "or a metric split/name" +
-                     did_you_mean(query.sort, column_names()));
+  if (query.sort.find('/') == std::string::npos) {  // a setting or a tag: one seek finds a real one
+    if (const std::string why = unknown_key(store, query.sort); !why.empty())
+      throw BadRequest("sort '" + query.sort + "': " + why);
+    return attribute_sql(query.sort, params, Order::numbers_first);
+  }
   const auto [split, name] = split_metric(query.sort);
   if (!metric_logged(store, query.sort))
     throw BadRequest("sort '" + query.sort + "': " + unknown_key(store, query.sort));
@@ -208,20 +270,25 @@ std::string runs_order(ResultsStore& store, const RunsQuery& query, std::vector<
   return final_sql();
 }
 
-// A page's runs as JSON; row[10 + i] holds the final value of columns[i], given where shown[i].
+// A page's runs as JSON; row[10 + i] holds the final value of columns[i], given where shown[i],
+// and row[10 + columns.size() + j] the TOML text of settings[j].
 std::string runs_rows_json(const std::vector<std::vector<std::string>>& rows, const std::vector<std::string>& columns,
-                           const std::vector<bool>& shown) {
+                           const std::vector<bool>& shown, const std::vector<std::string>& settings) {
   std::string out = "[";
   for (const auto& row : rows) {
-    std::string values = "{";
+    std::string values = "{", typed = "{";
     for (size_t i = 0; i < columns.size(); ++i)
       if (shown[i] && !row[10 + i].empty())
         values += (values.size() > 1 ? "," : "") + quote(columns[i]) + ":" + number(std::stod(row[10 + i]));
+    for (size_t j = 0; j < settings.size(); ++j)
+      if (const std::string& text = row[10 + columns.size() + j]; !text.empty())
+        typed += (typed.size() > 1 ? "," : "") + quote(settings[j]) + ":" + typed_json(text);
     out += (out.size() > 1 ? "," : "") + std::string("{\"id\":") + row[0] + ",\"experiment\":" + quote(row[1]) +
            ",\"variant\":" + quote(row[2]) + ",\"seed\":" + (row[3].empty() ? "null" : row[3]) +
            ",\"status\":" + quote(row[4]) + ",\"started\":" + number(row[5].empty() ? NAN : std::stod(row[5])) +
            ",\"ended\":" + number(row[6].empty() ? NAN : std::stod(row[6])) + ",\"error\":" + quote(row[7]) +
-           ",\"git\":" + quote(row[8]) + ",\"tags\":" + quote(row[9]) + ",\"final\":" + values + "}}";
+           ",\"git\":" + quote(row[8]) + ",\"tags\":" + quote(row[9]) + ",\"final\":" + values +
+           "},\"settings\":" + typed + "}}";
   }
   return out + "]";
 }
@@ -296,6 +363,35 @@ std::string groups_json(ResultsStore& store, const RunsQuery& query, const std::
   return out + "]";
 }
 
+// The custom chart's points: every run the filters select (the first kPoints by id), with its value
+// of each of `keys` (a final metric, a setting, tag.NAME or a runs column), typed:
+// ",\"chart\":{\"keys\":[...],\"runs\":[[id, value...]...]}". A key no run has is refused.
+constexpr int64_t kPoints = 20000;
+
+std::string chart_json(ResultsStore& store, const std::vector<std::string>& keys, const std::string& where,
+                       const std::vector<SqlValue>& where_params) {
+  std::vector<SqlValue> params = where_params;
+  std::string sql =
+      "WITH f AS MATERIALIZED (SELECT r.id AS id FROM runs r JOIN experiments e ON e.id = "
+      "r.experiment_id" +
+      where + " ORDER BY r.id LIMIT " + std::to_string(kPoints) + ") SELECT r.id";
+  for (const std::string& key : keys) sql += ", " + key_sql(key, params);
+  const auto rows =
+      store.query(sql + " FROM f JOIN runs r ON r.id = f.id JOIN experiments e ON e.id = r.experiment_id", params).rows;
+  for (size_t k = 0; k < keys.size(); ++k)
+    if (std::all_of(rows.begin(), rows.end(), [k](const auto& row) { return row[k + 1].empty(); }) &&
+        run_columns().count(keys[k]) == 0)
+      if (const std::string why = unknown_key(store, keys[k]); !why.empty())
+        throw BadRequest("chart '" + keys[k] + "': " + why);
+  std::string out = ",\"chart\":{\"keys\":" + array(keys, quote) + ",\"runs\":[";
+  for (const auto& row : rows) {
+    out += (out.back() == '[' ? "[" : ",[") + row[0];
+    for (size_t k = 0; k < keys.size(); ++k) out += "," + (row[k + 1].empty() ? "null" : typed_json(row[k + 1]));
+    out += "]";
+  }
+  return out + "]}";
+}
+
 }  // namespace
 
 std::string runs_json(ResultsStore& store, const RunsQuery& query) {
@@ -316,13 +412,21 @@ std::string runs_json(ResultsStore& store, const RunsQuery& query) {
       "printf('%.3f', r.started_at), printf('%.3f', coalesce(r.ended_at, r.heartbeat_at, r.started_at)), "
       "coalesce(r.error, ''), coalesce(r.git_revision, ''), "
       "coalesce((SELECT group_concat(t.key || '=' || t.value, ' ') FROM tags t WHERE t.run_id = r.id), '')";
-  std::vector<std::string> columns = query.columns.empty() ? kTaskMetrics : query.columns;
+  // The columns asked for: final metrics (split/name), and settings or tags (anything else).
+  std::vector<std::string> metrics, settings;
+  for (const std::string& key : query.columns)
+    if (key.find('/') != std::string::npos)
+      metrics.push_back(key);
+    else if (run_columns().count(key) == 0 && std::count(settings.begin(), settings.end(), key) == 0)
+      settings.push_back(key);  // a runs column is shown anyway
+  const std::vector<std::string>& columns = metrics.empty() ? kTaskMetrics : metrics;
   for (const std::string& metric : columns) {
     const auto [split, name] = split_metric(metric);
     select += ", " + final_text_sql();
     params.emplace_back(split);
     params.emplace_back(name);
   }
+  for (const std::string& key : settings) select += ", " + attribute_sql(key, params);
   const std::string sql = select + " FROM p JOIN runs r ON r.id = p.id JOIN experiments e ON e.id = r.experiment_id" +
                           " ORDER BY p.sort_key" + direction + " NULLS LAST, r.id DESC";
   auto runs = store.query(sql, params);
@@ -335,14 +439,16 @@ std::string runs_json(ResultsStore& store, const RunsQuery& query) {
   for (auto& row : runs.rows) row.erase(row.begin());
 
   // Shown: the asked-for metrics, or the task metrics any run of this page has.
-  std::vector<bool> shown(columns.size(), !query.columns.empty());
+  std::vector<bool> shown(columns.size(), !metrics.empty());
   for (const auto& row : runs.rows)
     for (size_t i = 0; i < columns.size(); ++i) shown[i] = shown[i] || !row[10 + i].empty();
-  for (size_t i = 0; i < query.columns.size(); ++i) {  // an asked-for column no run of the page has: is it real?
-    const bool empty =
-        std::all_of(runs.rows.begin(), runs.rows.end(), [i](const auto& r) { return r[10 + i].empty(); });
-    if (empty && !metric_logged(store, columns[i]))
-      throw BadRequest("column '" + columns[i] + "': " + unknown_key(store, columns[i]));
+  const size_t asked = metrics.empty() ? 0 : metrics.size();
+  for (size_t i = 0; i < asked + settings.size(); ++i) {  // an asked-for column no run of the page has: is it real?
+    const size_t at = i < asked ? 10 + i : 10 + columns.size() + i - asked;
+    const std::string& key = i < asked ? columns[i] : settings[i - asked];
+    if (std::all_of(runs.rows.begin(), runs.rows.end(), [at](const auto& r) { return r[at].empty(); }))
+      if (const std::string why = unknown_key(store, key); !why.empty())
+        throw BadRequest("column '" + key + "': " + why);
   }
   std::vector<std::string> samples, shown_columns;  // samples: the page's first run of each experiment
   std::set<std::string> seen;
@@ -355,9 +461,11 @@ std::string runs_json(ResultsStore& store, const RunsQuery& query) {
       "LEFT JOIN runs r ON r.experiment_id = e.id GROUP BY e.id ORDER BY e.name");
   return "{\"total\":" + std::to_string(total) + ",\"page\":" + std::to_string(page) +
          ",\"size\":" + std::to_string(size) + ",\"columns\":" + array(shown_columns, quote) +
-         ",\"runs\":" + runs_rows_json(runs.rows, columns, shown) + ",\"experiments\":" + rows_json(experiments) +
-         filter_names_json(store, samples) +
-         (query.group.empty() ? "" : groups_json(store, query, where, where_params, columns)) + "}";
+         ",\"setting_columns\":" + array(settings, quote) +
+         ",\"runs\":" + runs_rows_json(runs.rows, columns, shown, settings) +
+         ",\"experiments\":" + rows_json(experiments) + filter_names_json(store, samples) +
+         (query.group.empty() ? "" : groups_json(store, query, where, where_params, columns)) +
+         (query.chart.empty() ? "" : chart_json(store, query.chart, where, where_params)) + "}";
 }
 
 }  // namespace htm::serve

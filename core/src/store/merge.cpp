@@ -1,6 +1,7 @@
 // Importing another results database: every run this one lacks (by uuid), with everything
-// recorded under it, in one transaction. Runs still running there are left for a later merge
-// (a shard being written); merging the same file again adds nothing.
+// recorded under it, and the annotations of every run both have (annotations.cpp), in one
+// transaction. Runs still running there are left for a later merge (a shard being written);
+// merging the same file again adds nothing.
 #include <filesystem>
 
 #include "htm/error.h"
@@ -99,6 +100,7 @@ int64_t ResultsStore::merge_from(const std::string& other_path, int64_t* still_r
     }
     exec(kCopyRuns);
     if (source_version >= 2) exec(kCopyPluginFiles);
+    merge_annotations();  // notes, user tags, archived flags, saved views (annotations.cpp)
     {
       Statement count(db_, path_, "SELECT count(*) FROM temp.merge_runs");
       count.step();

@@ -233,6 +233,7 @@ ResultsStore::ResultsStore(const std::string& path, OpenMode mode) : path_(path)
 
     Transaction transaction(db_, path_);
     exec(kSchema);
+    exec(kAnnotationSchema);  // store/annotations.h: what people add from htm serve's pages
     Statement(db_, path_, "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)")
         .bind_text(1, std::to_string(kSchemaVersion))
         .run();

@@ -15,6 +15,7 @@
 
 #include "htm/error.h"
 #include "htm/value.h"
+#include "store/annotations.h"
 #include "store/metric.h"
 
 struct sqlite3;
@@ -207,6 +208,22 @@ class ResultsStore {
   /// Returns the number of runs imported; `still_running` gets the number left behind.
   int64_t merge_from(const std::string& other_path, int64_t* still_running = nullptr);
 
+  // What people add to runs from htm serve's pages (store/annotations.h), in tables of their own.
+  // Each write is one short transaction (BEGIN IMMEDIATE ... COMMIT). A value that annotations.h's
+  // *_problem() names is refused (htm::Error); a run that is not there: false, nothing written.
+  bool set_note(int64_t run_id, const std::string& text);  ///< "" empties it (kept, so a merge carries that)
+  bool set_user_tag(int64_t run_id, const std::string& key, const std::string& value);
+  bool remove_user_tag(int64_t run_id, const std::string& key);
+  bool set_archived(int64_t run_id, bool archived);
+  void save_view(const std::string& name, const std::string& state);  ///< replaces one of that name
+  bool delete_view(const std::string& name);                          ///< false: there was none
+  /// Whether the file has the annotation tables: one that no read-write open of this htm touched
+  /// lacks them, and then no run has any (the reads below answer so).
+  bool has_annotations();
+  /// The annotations of `runs` (absent from the map: none at all).
+  std::map<int64_t, RunAnnotations> annotations(const std::vector<int64_t>& runs);
+  std::vector<SavedView> saved_views();  ///< by name
+
   /// How long a write waits for another process's lock before failing (30 s by default). A
   /// training run waits longer: it would rather pause than fail for someone's open shell.
   void set_busy_timeout(int milliseconds);
@@ -235,6 +252,7 @@ class ResultsStore {
   int stored_version();  ///< meta's schema_version; 0 when there is none
   void migrate(int from_version);
   int64_t insert_run(const RunInfo& info, const RunOwner& owner);
+  void merge_annotations();  ///< merge_from's step for the annotation tables (annotations.cpp)
   int64_t crash(int64_t run_id, int64_t owner_pid, int64_t step, const std::string& message, bool over_own_outcome);
   std::string path_;
   OpenMode mode_;

@@ -6,15 +6,21 @@ const ids = [...new Set((new URLSearchParams(location.search).get('runs') || '')
                 .filter(n => Number.isInteger(n) && n > 0)
                 .slice(0, 50);
 const MAIN = /^(train\/loss|test\/mse|test\/accuracy|test\/[^/]*f1|train\/epoch_loss)$/;
-// Every row of a run, page after page (the route hands out at most 20,000 at a time).
+// A run in one request: its record, settings, pictures and series thinned for the charts (page.js's
+// Charts reads the series again for a smoothing or a zoom: /api/run/ID/series, every run at once).
 async function load(id) {
-  let last = 0, D, rows = [];
-  do {
-    D = await get(`/api/run/${id}?after=${last}&limit=100000`);
-    rows = rows.concat(D.metrics);
-    last = D.last;
-  } while (D.more);
-  return {run: D.run, params: D.params || [], rows};
+  const D = await get(`/api/run/${id}?${Charts.query()}`);
+  return {run: D.run, params: D.params || [], series: D.series, artifacts: D.artifacts, refused: D.artifacts_refused};
+}
+// An answer's series into a run's specs (`query`: what was asked, its smoothing).
+function put(r, list, query) {
+  const smooth = Number(new URLSearchParams(query).get('smooth')) || 0;
+  for (const c of list) {
+    const [raw, line] = r.specs[c.metric] || [];
+    if (!raw) continue;
+    if (c.step) raw.points = line.points = Charts.points(c);  // (not asked for: a smoothing alone)
+    Object.assign(line, {smoothed: c.smooth ? Charts.points(c.smooth) : null, smoothedAt: smooth});
+  }
 }
 const lineOf = i => ({color: COLORS[i % COLORS.length], dash: i >= COLORS.length ? [6, 3] : []});
 function legend(runs) {
@@ -39,7 +45,7 @@ function legend(runs) {
   document.getElementById('legend').replaceChildren(t);
 }
 function charts(runs) {
-  const metrics = [...new Set(runs.flatMap(r => Object.keys(r.series)))].sort(
+  const metrics = [...new Set(runs.flatMap(r => Object.keys(r.points)))].sort(
       (a, b) => (MAIN.test(b) - MAIN.test(a)) || a.localeCompare(b));
   const box = document.getElementById('curves');
   if (!metrics.length) box.append(el('div', {class: 'nodata'}, 'These runs logged no metrics.'));
@@ -51,13 +57,14 @@ function charts(runs) {
     box.append(panel);
     const datasets = [], specs = [];
     runs.forEach((r, i) => {
-      const points = r.series[metric];
+      const points = r.points[metric];
       if (!points) return;
       const {color, dash} = lineOf(i), radius = points.length < 3 ? 3 : 0;
       const label = `run ${r.run.id} ${r.run.variant}`;
       datasets.push(
           {label: label + ' (raw)', data: [], borderColor: alpha(color, 0.25), borderWidth: 1, pointRadius: 0});
-      specs.push({kind: 'raw', points});
+      const spec = r.specs[metric] = [{kind: 'raw', points}, {kind: 'line', points}];
+      specs.push(spec[0]);
       datasets.push({
         label,
         data: [],
@@ -67,14 +74,65 @@ function charts(runs) {
         borderWidth: 1.5,
         pointRadius: radius
       });
-      specs.push({kind: 'line', points});
+      specs.push(spec[1]);
     });
     panel.dataset.lines = specs.filter(s => s.kind === 'line').length;
     Charts.line(
-        canvas, panel, metric,
-        {type: 'line', data: {datasets}, options: curveOptions({filter: i => !/\(raw\)$/.test(i.text)})}, specs);
+        canvas, panel, metric, {
+          type: 'line',
+          data: {datasets},
+          options: curveOptions({filter: i => !/\(raw\)$/.test(i.text)}, yAxis(), false)
+        },
+        specs);
   }
   return metrics.length;
+}
+// Each run's pictures side by side, a row a kind (by name), every run at one step: a slider over the
+// steps any run has pictures at, each run showing those of its nearest step (a run that drew pictures
+// at other steps: its closest). Returns how many runs have pictures.
+function pictures(runs) {
+  const own = runs.map((r, i) => {
+    const pngs = (r.artifacts || []).filter(a => /\.png$/.test(a.file));
+    return {r, i, pngs, steps: [...new Set(pngs.map(a => a.step ?? 0))].sort((a, b) => a - b)};
+  });
+  const all = [...new Set(own.flatMap(o => o.steps))].sort((a, b) => a - b);
+  const box = document.getElementById('pictures'), bar = document.getElementById('picture-bar');
+  if (!all.length) {
+    box.replaceChildren(el('div', {class: 'nodata'}, 'None of these runs has pictures.'));
+    return 0;
+  }
+  const kinds = [...new Set(own.flatMap(o => o.pngs.map(a => a.kind)))].sort();
+  const src = (r, a) => `/artifact/${r.run.id}/${a.file.split('/').map(encodeURIComponent).join('/')}`;
+  const draw = at => {
+    const grid =
+        el('div', {class: 'picture-runs', style: `grid-template-columns: repeat(${own.length}, minmax(0, 1fr))`});
+    const steps = own.map(o => o.steps.length ? Pictures.nearest(o.steps, at) : null);
+    own.forEach(
+        ({r, i}, k) => grid.append(el(
+            'div', {class: 'picture-head', 'data-run': r.run.id, 'data-step': steps[k] ?? ''},
+            el('span', {class: 'swatch', style: `background:${lineOf(i).color}`}), ` run ${r.run.id} ${r.run.variant}`,
+            el('span', {class: 'muted'}, steps[k] === null ? ' (no pictures)' : ` · step ${steps[k]}`))));
+    for (const kind of kinds) {
+      grid.append(el('h3', {class: 'picture-kind'}, kind));
+      own.forEach(({r, pngs}, k) => {
+        const a = steps[k] === null ? null : Pictures.at(pngs, steps[k]).find(a => a.kind === kind);
+        grid.append(
+            a ? Pictures.figure(
+                    src(r, a), kind, `run ${r.run.id}, step ${a.step ?? ''}`,
+                    {'data-run': r.run.id, 'data-step': a.step ?? ''}) :
+                el('div', {class: 'nodata', 'data-run': r.run.id}, r.refused || `no ${kind}`));
+      });
+    }
+    box.replaceChildren(grid);
+    label.textContent = `step ${at} (each run: its nearest step with pictures)`;
+  };
+  const label = el('span', {class: 'muted'});
+  const slider = el('input', {type: 'range', id: 'picture-step', min: 0, max: all.length - 1, step: 1});
+  slider.value = all.length - 1;
+  slider.addEventListener('input', () => draw(all[Number(slider.value)]));
+  bar.replaceChildren(...(all.length > 1 ? [el('label', {class: 'muted'}, 'step ', slider), ' '] : []), label);
+  draw(all[all.length - 1]);
+  return own.filter(o => o.steps.length).length;
 }
 // experiment.* (a study's name, seeds, description) and runtime.* (paths, threads) never change a
 // result: they are listed with the settings that are equal, not as differing. In a row that differs,
@@ -133,23 +191,28 @@ function settings(runs) {
       runs.push(result.value);
     else
       missing.push(result.reason.message);
-  for (const r of runs) {  // metric → points, and each metric's final value
-    r.series = {};
+  const query = Charts.query();
+  for (const r of runs) {  // metric → points, and each metric's final value (its last point: always kept)
+    r.points = {};
     r.final = {};
-    for (const [, metric, step, y, time, epoch] of r.rows) {
-      (r.series[metric] = r.series[metric] || []).push({step, time: time - r.run.started, epoch, y});
-    }
-    for (const [metric, points] of Object.entries(r.series)) {  // by step; at one step, as logged
-      points.sort((a, b) => a.step - b.step);
-      r.final[metric] = points[points.length - 1].y;
+    r.specs = {};
+    for (const c of r.series) {
+      r.points[c.metric] = Charts.points(c);
+      r.final[c.metric] = c.value[c.value.length - 1];
     }
   }
   const studies = new Set(runs.map(r => r.run.experiment)).size;
   summary.textContent = `${plural(runs.length, 'run')} from ${plural(studies, 'study', 'studies')}`;
   if (missing.length) summary.append(el('div', {class: 'bad', id: 'missing-runs'}, missing.join('; ')));
   legend(runs);
-  Charts.bar(document.getElementById('controls'), Charts.axesOf(runs.flatMap(r => Object.values(r.series).flat())));
+  Charts.bar(document.getElementById('controls'), Charts.axesOf(runs.flatMap(r => Object.values(r.points).flat())));
   document.body.dataset.charts = charts(runs);
+  for (const r of runs) put(r, r.series, query);  // the smoothed lines that came with them
+  Charts.source(async q => {
+    const answers = await Promise.all(runs.map(r => get(`/api/run/${r.run.id}/series?${q}`)));
+    return () => answers.forEach((S, k) => put(runs[k], S.series, q));
+  });
+  document.body.dataset.pictures = pictures(runs);
   document.body.dataset.differing = settings(runs);
   document.body.dataset.runs = runs.length;
   await Charts.drawn();

@@ -15,25 +15,18 @@ const Chosen = {
 };
 
 // Per-seed lines (htm serve's study page): every run's own curve, thin, in its variant's colour, read
-// from /api/run/ID the first time they are asked for, kept while the page redraws.
+// from /api/run/ID/series the first time they are asked for, kept while the page redraws.
 const SeedLines = {
   on: false,
-  rows: null,  // run id → metric → points
-  async load() {
+  rows: null,     // run id → metric → points
+  async load() {  // each run's series thinned to 400 points, as the study's own curves
     this.rows = {};
-    for (const r of D.runs) {
-      const series = this.rows[r.id] = {};
-      let last = 0, page;
-      do {
-        const response = await fetch(`/api/run/${r.id}?after=${last}&limit=100000`);
-        page = await response.json();
-        if (!response.ok) throw new Error(page.error || response.statusText);
-        for (const [, metric, step, y, time, epoch] of page.metrics)
-          (series[metric] = series[metric] || []).push({step, time: time - r.started, epoch, y});
-        last = page.last;
-      } while (page.more);
-      for (const points of Object.values(series)) points.sort((a, b) => a.step - b.step);
-    }
+    await Promise.all(D.runs.map(async r => {
+      const response = await fetch(`/api/run/${r.id}/series?points=400`);
+      const page = await response.json();
+      if (!response.ok) throw new Error(page.error || response.statusText);
+      this.rows[r.id] = Object.fromEntries(page.series.map(c => [c.metric, Charts.points(c)]));
+    }));
   },
   async show(on) {
     this.on = on;
@@ -430,14 +423,11 @@ function drawPage(data) {
         const at = all.includes(chosen.step) ? chosen.step : all[all.length - 1];
         const label = el('span', {class: 'muted'});
         const draw = at => {
-          const latest = new Map();
-          for (const p of own.filter(p => p.step <= at).sort((a, b) => a.step - b.step)) latest.set(p.kind, p);
-          figures.replaceChildren(...[...latest.values()].map(
-              p =>
-                  el('figure', {},
-                     p.src ? el('img', {src: p.src, alt: p.kind, loading: 'lazy'}) :
-                             nodata(p.refused || 'missing file: ' + p.path),  // refused: a folder htm may not read
-                     el('figcaption', {}, `${p.kind} (run ${p.run}, seed ${p.seed}, step ${p.step})`))));
+          figures.replaceChildren(...Pictures.at(own, at).map(p => {  // by kind; a click enlarges one
+            const caption = `${p.kind} (run ${p.run}, seed ${p.seed}, step ${p.step})`;
+            return p.src ? Pictures.figure(p.src, p.kind, caption) :  // refused: a folder htm may not read
+                el('figure', {}, nodata(p.refused || 'missing file: ' + p.path), el('figcaption', {}, caption));
+          }));
           label.textContent = ` ${at} (${all.length} steps with pictures)`;
         };
         steps.replaceChildren();
