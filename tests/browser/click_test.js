@@ -145,7 +145,7 @@ async function main() {
     const shownSame =
         await page.$$eval('#settings-table tr[data-differs="no"]', r => r.filter(x => x.offsetParent).length);
     check(differing.includes('model.dim') && shownSame === 0, `compare: differing settings only (${differing})`);
-    await page.click('#all-settings');
+    await page.$eval('#all-settings', b => b.click());  // not at a point: pictures still loading move the page
     check(
         await page.$$eval('#settings-table tr[data-differs="no"]', r => r.filter(x => x.offsetParent).length) > 0,
         'compare: "show every setting" shows the equal ones');
@@ -470,7 +470,7 @@ async function main() {
              ['compare', `/compare?runs=${across.join(',')}`]]) {
       await open(`wide ${name}`, url);
       if (name === 'compare') {  // every setting shown, the description among them, and looked at
-        await page.click('#all-settings');
+        await page.$eval('#all-settings', b => b.click());
         await page.$eval('#settings-summary', t => scrollTo(0, t.getBoundingClientRect().top + scrollY - 90));
       }
       const width = await page.evaluate(() => document.documentElement.scrollWidth);
