@@ -578,9 +578,9 @@ section_watchdog() {
   injected=$((injected + 1))
   stalled_within $((SECONDS - began)) "hang under an outside launcher"
   [[ $rc == 1 ]] || fail "hang under an outside launcher: rank 1 exit $rc: $(tail -2 hang-outside1.log)"
-  error=$(sql "$db" "SELECT status || ': ' || error FROM runs")
+  error=$(sql "$db" "SELECT status || ': ' || coalesce(error, '(no error)') FROM runs")
   [[ $error == failed:\ $want*" (rank 1 of 2); the watchdog killed its processes; then rank 0 of 2: "* ]] ||
-    fail "hang under an outside launcher: recorded as '$error'"
+    fail "hang under an outside launcher: recorded as '$error' ($(sql "$db" "SELECT count(*) FROM runs") rows); rank 0 said: $(grep -v ' epoch [0-9]* step ' hang-outside0.log | tail -4); rank 1: $(grep -v ' epoch [0-9]* step ' hang-outside1.log | tail -4)"
   export HTM_PLUGIN_PATH=
   ok "watchdog: a hung run, a hung run in --jobs 2, rank 1 and both ranks of --nproc 2, rank 1 under an outside launcher: each failed within $stall_worst s (stall_timeout 3 s) naming the rank, step and call; the study went on"
 }
