@@ -18,22 +18,12 @@ const {spawn, execFileSync} = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-let puppeteer;
-try {
-  puppeteer = require('puppeteer-core');
-} catch (e) {
-  console.log('FAIL: puppeteer-core is not installed: run scripts/install-deps.sh (npm ci in tests/browser)');
-  process.exit(1);
-}
+const {checker, startServe, launch} = require('./harness');
 
 const [htm, fixture] = process.argv.slice(2, 4).map(f => path.resolve(f || '')), experiment = process.argv[4];
 const shots = process.env.HTM_BROWSER_SHOTS || '';
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'htm-click-'));
-const failures = [];
-const check = (ok, what) => {
-  if (!ok) failures.push(what);
-  console.log((ok ? 'ok   ' : 'FAIL ') + what);
-};
+const {failures, check} = checker();
 // The database read directly (sqlite3's shell, read only), to check the pages against.
 const sql = query => execFileSync('sqlite3', ['-readonly', '-csv', path.join(work, 'htm.sqlite'), query])
                          .toString()
@@ -77,29 +67,13 @@ async function serve() {
         `runtime.artifacts="${path.join(work, 'live')}"`
       ],
       {stdio: 'ignore'});
-  const server = spawn(htm, ['serve', '--db', path.join(work, 'htm.sqlite'), '--port', '0'], {cwd: work});
-  const base = await new Promise((resolve, reject) => {
-    let out = '';
-    server.stdout.on('data', d => {
-      out += d;
-      const m = out.match(/http:\/\/[^/ ]+/);
-      if (m) resolve(m[0]);
-    });
-    server.on('exit', code => reject(new Error('htm serve exited ' + code + ': ' + out)));
-    server.on('error', reject);
-    setTimeout(() => reject(new Error('htm serve did not start: ' + out)), 15000);
-  });
-  return {server, base};
+  return startServe(htm, path.join(work, 'htm.sqlite'), [], work);
 }
 
 async function main() {
   const started = Date.now();
   const {server, base} = await serve();
-  const browser = await puppeteer.launch({
-    executablePath: process.env.HTM_CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--hide-scrollbars']
-  });
+  const browser = await launch();
   try {
     const page = await browser.newPage();
     await page.setViewport({width: 1280, height: 1000});

@@ -8,45 +8,24 @@
 // report a script error.
 //   usage: node notes_test.js HTM_BINARY FIXTURE_DATABASE   (screenshots: $HTM_BROWSER_SHOTS)
 'use strict';
-const {spawn, execFileSync} = require('child_process');
+const {execFileSync} = require('child_process');
 const fs = require('fs');
 const http = require('http');
 const os = require('os');
 const path = require('path');
-let puppeteer;
-try {
-  puppeteer = require('puppeteer-core');
-} catch (e) {
-  console.log('FAIL: puppeteer-core is not installed: run scripts/install-deps.sh (npm ci in tests/browser)');
-  process.exit(1);
-}
+const {checker, startServe, launch} = require('./harness');
 
 const [htm, fixture] = process.argv.slice(2, 4).map(f => path.resolve(f || ''));
 const shots = process.env.HTM_BROWSER_SHOTS || '';
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'htm-notes-'));
 const db = path.join(work, 'htm.sqlite');
 const TOKEN = 'notes-test-' + process.pid;
-const failures = [];
-const check = (ok, what) => {
-  if (!ok) failures.push(what);
-  console.log((ok ? 'ok   ' : 'FAIL ') + what);
-};
+const {failures, check} = checker();
 const sql = query => execFileSync('sqlite3', ['-readonly', db, query]).toString().trim();
 
 async function serve() {
   fs.copyFileSync(fixture, db);
-  const server = spawn(htm, ['serve', '--db', db, '--port', '0', '--allow-writes', '--token', TOKEN], {cwd: work});
-  const base = await new Promise((resolve, reject) => {
-    let out = '';
-    server.stdout.on('data', d => {
-      out += d;
-      const m = out.match(/http:\/\/[^/ ]+/);
-      if (m) resolve(m[0]);
-    });
-    server.on('exit', code => reject(new Error('htm serve exited ' + code + ': ' + out)));
-    setTimeout(() => reject(new Error('htm serve did not start: ' + out)), 15000);
-  });
-  return {server, base};
+  return startServe(htm, db, ['--allow-writes', '--token', TOKEN], work);
 }
 
 // A page of another origin (127.0.0.1 on another port) that tries to write to the server.
@@ -77,11 +56,7 @@ const post = (url, headers) => new Promise((resolve, reject) => {
 async function main() {
   const started = Date.now();
   const {server, base} = await serve();
-  const browser = await puppeteer.launch({
-    executablePath: process.env.HTM_CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--hide-scrollbars']
-  });
+  const browser = await launch();
   const evil = [];
   try {
     const page = await browser.newPage();

@@ -8,27 +8,17 @@
 // run and study pages of both studies; the page is no wider than 1400 px. No script error on any page.
 //   usage: node pictures_test.js HTM_BINARY FIXTURE_DATABASE TINY_TOML   (screenshots: $HTM_BROWSER_SHOTS)
 'use strict';
-const {spawn, execFileSync} = require('child_process');
+const {execFileSync} = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-let puppeteer;
-try {
-  puppeteer = require('puppeteer-core');
-} catch (e) {
-  console.log('FAIL: puppeteer-core is not installed: run scripts/install-deps.sh (npm ci in tests/browser)');
-  process.exit(1);
-}
+const {checker, startServe, launch} = require('./harness');
 
 const [htm, fixture, tiny] = process.argv.slice(2, 5).map(f => path.resolve(f || ''));
 const shots = process.env.HTM_BROWSER_SHOTS || '';
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'htm-pictures-'));
 const db = path.join(work, 'htm.sqlite');
-const failures = [];
-const check = (ok, what) => {
-  if (!ok) failures.push(what);
-  console.log((ok ? 'ok   ' : 'FAIL ') + what);
-};
+const {failures, check} = checker();
 const sql = query => execFileSync('sqlite3', ['-readonly', '-csv', db, query]).toString().trim().split('\n');
 
 async function serve() {
@@ -38,28 +28,13 @@ async function serve() {
     'run', tiny, '--quiet', '--db', db, '--set', 'experiment.name="pictures-steps"', '--set', 'train.epochs=3', '--set',
     'runtime.pictures_every=1', '--set', `runtime.artifacts="${path.join(work, 'runs')}"`
   ]);
-  const server = spawn(htm, ['serve', '--db', db, '--port', '0'], {cwd: work});
-  const base = await new Promise((resolve, reject) => {
-    let out = '';
-    server.stdout.on('data', d => {
-      out += d;
-      const m = out.match(/http:\/\/[^/ ]+/);
-      if (m) resolve(m[0]);
-    });
-    server.on('exit', code => reject(new Error('htm serve exited ' + code + ': ' + out)));
-    setTimeout(() => reject(new Error('htm serve did not start: ' + out)), 15000);
-  });
-  return {server, base};
+  return startServe(htm, db, [], work);
 }
 
 async function main() {
   const started = Date.now();
   const {server, base} = await serve();
-  const browser = await puppeteer.launch({
-    executablePath: process.env.HTM_CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--hide-scrollbars']
-  });
+  const browser = await launch();
   try {
     const page = await browser.newPage();
     await page.setViewport({width: 1400, height: 1000});

@@ -190,9 +190,8 @@ class OutsideRank : public Executor {
 
 // The one place a way of running is chosen, from the request and this process's place (a rank
 // of a world, a supervised child), with the checks that refuse a combination.
-std::unique_ptr<Executor> choose_executor(const RunRequest& request, const StudyPlan& plan, const ExperimentFile& file,
-                                          const Registry& registry) {
-  const std::optional<WorldInfo> world = world_from_environment();
+std::unique_ptr<Executor> choose_executor(const RunRequest& request, const std::optional<WorldInfo>& world,
+                                          const StudyPlan& plan, const ExperimentFile& file, const Registry& registry) {
   RunContext context{file.path(), &registry, request.rerun, request.ignore_memory, tags_of(request), request.verbosity};
   if (request.nproc > 1) {
     if (world)
@@ -244,7 +243,7 @@ int run_experiment(const RunRequest& request, const Registry& registry) {
     if (request.nproc == 1 && (!world || world->rank == 0))  // said once, by the process that records
       std::fprintf(stderr, "shard %d/%d: %zu of the %zu runs\n", k, n, plan.runs.size(), all);
   }
-  return choose_executor(request, plan, file, registry)->run(plan.runs);
+  return choose_executor(request, world, plan, file, registry)->run(plan.runs);
 }
 
 void print_memory_estimate(const ResolvedConfig& config, const Registry& registry) {
