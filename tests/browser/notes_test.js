@@ -121,11 +121,29 @@ async function main() {
     await page.goto(`${base}/`);
     await ready('runs table');
     await page.waitForFunction(() => Number(document.body.dataset.annotated) > 0, {timeout: 10000});
-    const hidden = () => page.$eval(`#table tr[data-run="${run}"]`, r => r.hidden);
-    check(await hidden() === true, 'the archived run is hidden from the runs table');
+    const api = q => page.evaluate(async q => (await fetch('/api/runs?' + q)).json(), q);
+    const [plain, everything] = [await api(''), await api('archived=1')];
+    check(
+        !(await page.$(`#table tr[data-run="${run}"]`)) && plain.total === everything.total - 1 &&
+            !plain.runs.some(r => String(r.id) === run),
+        `the server leaves the archived run out of the runs table and its count (${plain.total} of ${everything.total})`);
     await page.click('#show-archived');
-    await page.waitForFunction(r => !document.querySelector(`#table tr[data-run="${r}"]`).hidden, {timeout: 5000}, run);
-    check(true, '"show archived" shows it');
+    await page.waitForFunction(r => document.querySelector(`#table tr[data-run="${r}"]`), {timeout: 5000}, run);
+    check(new URLSearchParams(await page.evaluate(() => location.search)).get('archived') === '1',
+          '"show archived" shows it, in the address');
+    // A tag given from the page is a tag like the run's own: filtered on, grouped by.
+    const tagged = await api('archived=1&where=tag.owner%3Dana&group=tag.owner');
+    check(tagged.total === 1 && String(tagged.runs[0].id) === run && tagged.runs[0].tags.includes('owner=ana') &&
+              tagged.groups.some(g => g.value === 'ana' && g.n === 1),
+          'tag.owner=ana (a user tag) filters and groups the runs table');
+    await page.goto(`${base}/compare?runs=${run},${other}`);
+    await ready('compare page');
+    const owner = await page.$$eval('#settings-table tr', rows => rows.map(r => [...r.children].map(c => c.textContent))
+                                                              .find(cells => cells[0] === 'tag.owner'));
+    check(owner && owner[1] === 'ana' && owner[2] === '(unset)', `the compare page compares the user tag (${owner})`);
+    await page.goto(`${base}/?archived=1`);
+    await ready('runs table again');
+    await page.waitForFunction(() => Number(document.body.dataset.annotated) > 0, {timeout: 10000});
     await page.click(`#table tr[data-run="${other}"] input.pick`);
     await page.click('#archive-ticked');
     await page.waitForFunction(

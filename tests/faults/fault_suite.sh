@@ -304,7 +304,10 @@ section_corrupt() {  # one damaged 4 KiB page: htm run writes nothing into the f
   ref
   local bad=$WORK/bad.sqlite rc pages before
   cp ref.sqlite "$bad"
-  sql "$bad" "PRAGMA wal_checkpoint(TRUNCATE)" > /dev/null
+  # What people wrote from the pages (a note, a tag, an archived flag, a view) is recovered too.
+  sql "$bad" "INSERT INTO run_notes VALUES (1, 'kept note', 1); INSERT INTO run_user_tags VALUES (1, 'owner', 'ana', 1);
+    INSERT INTO run_archived VALUES (1, 1, 1); INSERT INTO saved_views VALUES ('mine', 'sort=seed', 1);
+    PRAGMA wal_checkpoint(TRUNCATE)" > /dev/null
   pages=$(( $(stat -c %s "$bad") / 4096 ))
   dd if=/dev/urandom of="$bad" bs=4096 seek=$((pages / 2)) count=1 conv=notrunc status=none
   before=$(sha256sum < "$bad")
@@ -322,8 +325,13 @@ section_corrupt() {  # one damaged 4 KiB page: htm run writes nothing into the f
   "$HTM" db recover --db "$bad" --out recovered.sqlite > recover.log 2>&1 || fail "corrupt: htm db recover: $(tail -3 recover.log)"
   grep -q "unreadable, skipped: \|every row was readable" recover.log || fail "corrupt: htm db recover says nothing of lost rows: $(cat recover.log)"
   "$HTM" db check --db recovered.sqlite > check.log 2>&1 || fail "corrupt: the recovered file fails the check: $(tail -3 check.log)"
-  "$HTM" runs --db recovered.sqlite > check.log 2>&1 && grep -q finished check.log ||
+  "$HTM" runs --db recovered.sqlite --archived > check.log 2>&1 && grep -q finished check.log ||
     fail "corrupt: the recovered file lost its run: $(tail -3 check.log)"
+  local kept
+  kept=$(sql recovered.sqlite "SELECT (SELECT text FROM run_notes) || (SELECT value FROM run_user_tags) ||
+    (SELECT archived FROM run_archived) || (SELECT state FROM saved_views)")
+  [[ $kept == "kept noteana1sort=seed" ]] || grep -q "run_notes\|run_user_tags\|run_archived\|saved_views" recover.log ||
+    fail "corrupt: the recovered file lost its note, user tag, archived flag or view ($kept) and did not say so"
   "$HTM" run "$STUDY" --variant random --seed 1 --set train.epochs=1 $(run_args "$WORK/recovered.sqlite" "$WORK/bad-runs") > rec.log 2>&1 ||
     fail "corrupt: htm run into the recovered file: $(tail -2 rec.log)"
   [[ $(sha256sum < "$bad") == "$before" ]] || fail "corrupt: checking or recovering changed the malformed file"

@@ -246,15 +246,15 @@ struct Server::Impl {
     });
     json_route("/api/runs", [this](const httplib::Request& req) {
       serve::RunsQuery q;
-      q.experiment = req.get_param_value("experiment");
-      q.status = req.get_param_value("status");
+      for (auto [name, text] : {std::pair{"experiment", &q.experiment}, {"status", &q.status}, {"group", &q.group}})
+        *text = req.get_param_value(name);
       for (auto [name, list] : {std::pair{"where", &q.where}, {"column", &q.columns}, {"chart", &q.chart}})
         for (size_t i = 0; i < req.get_param_value_count(name); ++i) list->push_back(req.get_param_value(name, i));
       if (req.has_param("sort")) q.sort = req.get_param_value("sort");
-      q.group = req.get_param_value("group");
       q.descending = req.get_param_value("order") != "asc";
       q.page = integer(req, "page", 0);
       q.size = integer(req, "size", 50);
+      q.archived = req.get_param_value("archived") == "1";
       return serve::runs_json(store(), q);
     });
     page_route(R"(/run/([^/]+))", [this](const httplib::Request& req) {

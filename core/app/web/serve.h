@@ -48,7 +48,8 @@ struct NotFound : BadRequest {
 namespace serve {
 
 /// The filters of the runs table. Each `where` is KEY OP VALUE, OP one of = != < <= > >= ~
-/// (~: contains). KEY: id, experiment, variant, seed, status, git, config_hash; tag.NAME; a
+/// (~: contains). KEY: id, experiment, variant, seed, status, git, config_hash; tag.NAME (a tag the
+/// run recorded or one given it from the pages: run_user_tags); a
 /// final metric split/name (test/mse<0.2); anything else a setting (model.dim=64).
 struct RunsQuery {
   std::string experiment, status;
@@ -63,6 +64,7 @@ struct RunsQuery {
                       ///< or a setting), each group's n and its metric columns' n, mean and sd
   /// A chart's keys (metrics, settings, tag.NAME, runs columns): their values for every selected run.
   std::vector<std::string> chart;
+  bool archived = false;  ///< also the runs archived from the pages (otherwise left out of all of the above)
 };
 
 /// Final-values table of runs as JSON: {"total", "page", "size", "columns", "setting_columns",

@@ -115,7 +115,7 @@ std::string condition_sql(const Condition& c, std::vector<SqlValue>& params) {
   }
   if (c.key.rfind("tag.", 0) == 0) {
     params.emplace_back(c.key.substr(4));
-    return "EXISTS (SELECT 1 FROM tags t WHERE t.run_id = r.id AND t.key = ? AND " +
+    return "EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = r.id AND t.key = ? AND " +
            compare("t.value", c, false, params) + ")";
   }
   if (c.key.find('/') != std::string::npos) {
@@ -147,13 +147,26 @@ std::vector<std::string> column_names() {
   return names;
 }
 
+// A run's tags as the runs table reads them (tag.NAME): those it recorded and those people gave it
+// from the pages (run_user_tags), its own first where both name one key. A WITH clause's first
+// table, `run_tags(run_id, key, value)`; a file without the annotation tables has its own alone.
+std::string run_tags_sql(ResultsStore& store) {
+  return store.has_annotations()
+             ? "WITH run_tags(run_id, key, value) AS (SELECT run_id, key, value FROM tags UNION ALL "
+               "SELECT u.run_id, u.key, u.value FROM run_user_tags u WHERE NOT EXISTS "
+               "(SELECT 1 FROM tags o WHERE o.run_id = u.run_id AND o.key = u.key))"
+             : "WITH run_tags(run_id, key, value) AS (SELECT run_id, key, value FROM tags)";
+}
+
 // Why `key` (a setting, tag.NAME or a metric split/name) names nothing any run has, or "" when a
 // run has it. A setting is compared with every setting and the runs columns (varaint: variant).
 std::string unknown_key(ResultsStore& store, const std::string& key) {
   if (key.rfind("tag.", 0) == 0) {
-    if (!store.query("SELECT 1 FROM tags WHERE key = ? LIMIT 1", {key.substr(4)}).rows.empty()) return "";
+    const std::string with = run_tags_sql(store);
+    if (!store.query(with + " SELECT 1 FROM run_tags WHERE key = ? LIMIT 1", {key.substr(4)}).rows.empty()) return "";
     std::vector<std::string> tags;
-    for (const auto& row : store.query("SELECT DISTINCT 'tag.' || key FROM tags").rows) tags.push_back(row[0]);
+    for (const auto& row : store.query(with + " SELECT DISTINCT 'tag.' || key FROM run_tags").rows)
+      tags.push_back(row[0]);
     return "no run has a tag '" + key.substr(4) + "'" + did_you_mean(key, tags);
   }
   if (key.find('/') != std::string::npos)
@@ -190,7 +203,7 @@ std::string attribute_sql(const std::string& key, std::vector<SqlValue>& params,
   const std::string value =
       order == Order::text ? v : "CASE WHEN " + toml_number_sql(v) + " THEN CAST(" + v + " AS REAL) ELSE " + v + " END";
   return "(SELECT " + value +
-         (tag ? " FROM tags t WHERE t.run_id = r.id AND t.key = ?)"
+         (tag ? " FROM run_tags t WHERE t.run_id = r.id AND t.key = ?)"
               : " FROM params p WHERE p.run_id = r.id AND p.key = ?)");
 }
 
@@ -236,9 +249,19 @@ std::string typed_json(const std::string& text) {
 
 namespace {
 
-// The runs table's filters as SQL (" WHERE 1 AND ..."), their values appended to `params`.
-std::string runs_filter(const RunsQuery& query, std::vector<SqlValue>& params) {
-  std::string where = " WHERE 1";
+// The runs the table's filters select: a WITH clause the SQL begins with (run_tags), the filters
+// (" WHERE 1 AND ...") and their values. Archived runs are left out unless asked for.
+struct Selection {
+  std::string with, where;
+  std::vector<SqlValue> params;
+};
+
+Selection runs_filter(ResultsStore& store, const RunsQuery& query) {
+  Selection selected{run_tags_sql(store), " WHERE 1", {}};
+  std::string& where = selected.where;
+  std::vector<SqlValue>& params = selected.params;
+  if (!query.archived && store.has_annotations())
+    where += " AND NOT EXISTS (SELECT 1 FROM run_archived a WHERE a.run_id = r.id AND a.archived = 1)";
   if (!query.experiment.empty()) {
     where += " AND e.name = ?";
     params.emplace_back(query.experiment);
@@ -251,7 +274,7 @@ std::string runs_filter(const RunsQuery& query, std::vector<SqlValue>& params) {
     if (text.find_first_not_of(' ') == std::string::npos) continue;
     where += " AND " + condition_sql(parse_condition(text), params);
   }
-  return where;
+  return selected;
 }
 
 // The runs table's sort key as SQL, a metric's split and name appended to `params`.
@@ -316,13 +339,13 @@ std::string filter_names_json(ResultsStore& store, const std::vector<std::string
 // column, the n, mean and sd (n - 1) of the runs' final values. At most kGroups groups, by value.
 constexpr size_t kGroups = 500;
 
-std::string groups_json(ResultsStore& store, const RunsQuery& query, const std::string& where,
-                        const std::vector<SqlValue>& where_params, const std::vector<std::string>& columns) {
+std::string groups_json(ResultsStore& store, const RunsQuery& query, const Selection& selected,
+                        const std::vector<std::string>& columns) {
   std::vector<SqlValue> params;
-  std::string sql = "WITH f AS MATERIALIZED (SELECT r.id AS id, " + group_sql(query.group, params) +
-                    " AS g FROM runs r JOIN experiments e ON e.id = r.experiment_id" + where +
+  std::string sql = selected.with + ", f AS MATERIALIZED (SELECT r.id AS id, " + group_sql(query.group, params) +
+                    " AS g FROM runs r JOIN experiments e ON e.id = r.experiment_id" + selected.where +
                     ") SELECT coalesce(f.g, '(unset)')";
-  params.insert(params.end(), where_params.begin(), where_params.end());
+  params.insert(params.end(), selected.params.begin(), selected.params.end());
   for (const std::string& metric : columns) {
     const auto [split, name] = split_metric(metric);
     sql += ", " + final_text_sql();
@@ -368,13 +391,11 @@ std::string groups_json(ResultsStore& store, const RunsQuery& query, const std::
 // ",\"chart\":{\"keys\":[...],\"runs\":[[id, value...]...]}". A key no run has is refused.
 constexpr int64_t kPoints = 20000;
 
-std::string chart_json(ResultsStore& store, const std::vector<std::string>& keys, const std::string& where,
-                       const std::vector<SqlValue>& where_params) {
-  std::vector<SqlValue> params = where_params;
-  std::string sql =
-      "WITH f AS MATERIALIZED (SELECT r.id AS id FROM runs r JOIN experiments e ON e.id = "
-      "r.experiment_id" +
-      where + " ORDER BY r.id LIMIT " + std::to_string(kPoints) + ") SELECT r.id";
+std::string chart_json(ResultsStore& store, const std::vector<std::string>& keys, const Selection& selected) {
+  std::vector<SqlValue> params = selected.params;
+  std::string sql = selected.with +
+                    ", f AS MATERIALIZED (SELECT r.id AS id FROM runs r JOIN experiments e ON e.id = r.experiment_id" +
+                    selected.where + " ORDER BY r.id LIMIT " + std::to_string(kPoints) + ") SELECT r.id";
   for (const std::string& key : keys) sql += ", " + key_sql(key, params);
   const auto rows =
       store.query(sql + " FROM f JOIN runs r ON r.id = f.id JOIN experiments e ON e.id = r.experiment_id", params).rows;
@@ -395,23 +416,23 @@ std::string chart_json(ResultsStore& store, const std::vector<std::string>& keys
 }  // namespace
 
 std::string runs_json(ResultsStore& store, const RunsQuery& query) {
-  std::vector<SqlValue> where_params, params;
-  const std::string where = runs_filter(query, where_params);
+  std::vector<SqlValue> params;
+  const Selection selected = runs_filter(store, query);
   const std::string order = runs_order(store, query, params);
   const std::string from = " FROM runs r JOIN experiments e ON e.id = r.experiment_id";
-  params.insert(params.end(), where_params.begin(), where_params.end());
+  params.insert(params.end(), selected.params.begin(), selected.params.end());
   // The filters and the sort key are computed once per run (f), the count and the page (p) from
   // them, and the shown columns only for the page's runs.
   const int64_t size = std::clamp<int64_t>(query.size, 1, 500), page = std::max<int64_t>(query.page, 0);
   const std::string direction = query.descending ? " DESC" : " ASC";
   std::string select =
-      "WITH f AS MATERIALIZED (SELECT r.id AS id, " + order + " AS sort_key" + from + where +
+      selected.with + ", f AS MATERIALIZED (SELECT r.id AS id, " + order + " AS sort_key" + from + selected.where +
       "), p AS (SELECT id, sort_key FROM f ORDER BY sort_key" + direction + " NULLS LAST, id DESC LIMIT " +
       std::to_string(size) + " OFFSET " + std::to_string(page * size) +
       ") SELECT (SELECT count(*) FROM f), r.id, e.name, coalesce(r.variant, ''), r.seed, r.status, "
       "printf('%.3f', r.started_at), printf('%.3f', coalesce(r.ended_at, r.heartbeat_at, r.started_at)), "
       "coalesce(r.error, ''), coalesce(r.git_revision, ''), "
-      "coalesce((SELECT group_concat(t.key || '=' || t.value, ' ') FROM tags t WHERE t.run_id = r.id), '')";
+      "coalesce((SELECT group_concat(t.key || '=' || t.value, ' ') FROM run_tags t WHERE t.run_id = r.id), '')";
   // The columns asked for: final metrics (split/name), and settings or tags (anything else).
   std::vector<std::string> metrics, settings;
   for (const std::string& key : query.columns)
@@ -434,7 +455,8 @@ std::string runs_json(ResultsStore& store, const RunsQuery& query) {
   if (!runs.rows.empty())
     total = std::stoll(runs.rows.front().front());
   else if (page > 0)  // past the last page: the count alone
-    total = std::stoll(store.query("SELECT count(*)" + from + where, where_params).rows.at(0).at(0));
+    total = std::stoll(
+        store.query(selected.with + " SELECT count(*)" + from + selected.where, selected.params).rows.at(0).at(0));
   refuse_unknown_keys(store, query, total > 0);
   for (auto& row : runs.rows) row.erase(row.begin());
 
@@ -464,8 +486,8 @@ std::string runs_json(ResultsStore& store, const RunsQuery& query) {
          ",\"setting_columns\":" + array(settings, quote) +
          ",\"runs\":" + runs_rows_json(runs.rows, columns, shown, settings) +
          ",\"experiments\":" + rows_json(experiments) + filter_names_json(store, samples) +
-         (query.group.empty() ? "" : groups_json(store, query, where, where_params, columns)) +
-         (query.chart.empty() ? "" : chart_json(store, query.chart, where, where_params)) + "}";
+         (query.group.empty() ? "" : groups_json(store, query, selected, columns)) +
+         (query.chart.empty() ? "" : chart_json(store, query.chart, selected)) + "}";
 }
 
 }  // namespace htm::serve

@@ -2,10 +2,13 @@
 // read-only connection so that checking never changes the file (docs/reliability.md).
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <ctime>
 #include <filesystem>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "htm/error.h"
 #include "store/results_store.h"
@@ -158,8 +161,12 @@ RecoveryReport ResultsStore::recover_file(const std::string& damaged, const std:
       // A scratch file: its journal in memory, no syncs. No transaction spans the tables either: SQLite
       // refuses to commit one that read a damaged page, so each copy commits on its own.
       store::run_sql(db, salvage, "PRAGMA main.journal_mode=MEMORY; PRAGMA main.synchronous=OFF");
-      for (const char* table :
-           {"meta", "experiments", "runs", "run_plugins", "params", "tags", "metrics", "artifacts"}) {
+      // The annotation tables (notes, user tags, archived flags, saved views) too, where the file has them.
+      const std::vector<std::string> annotations = {"run_notes", "run_user_tags", "run_archived", "saved_views"};
+      for (const std::string& table : {"meta", "experiments", "runs", "run_plugins", "params", "tags", "metrics",
+                                       "artifacts", "run_notes", "run_user_tags", "run_archived", "saved_views"}) {
+        store::Statement has(db, salvage, "SELECT 1 FROM src.sqlite_master WHERE type = 'table' AND name = ?");
+        if (std::count(annotations.begin(), annotations.end(), table) && !has.bind_text(1, table).step()) continue;
         std::string lost;
         const int64_t rows = salvage_table(db, salvage, table, &lost);
         report.rows.emplace_back(table, rows);

@@ -8,9 +8,19 @@ const ids = [...new Set((new URLSearchParams(location.search).get('runs') || '')
 const MAIN = /^(train\/loss|test\/mse|test\/accuracy|test\/[^/]*f1|train\/epoch_loss)$/;
 // A run in one request: its record, settings, pictures and series thinned for the charts (page.js's
 // Charts reads the series again for a smoothing or a zoom: /api/run/ID/series, every run at once).
+// Its tags (those it recorded, and those given it from the pages: its own first where both name a
+// key, as tag.NAME on the runs table) are compared as settings named tag.KEY.
 async function load(id) {
-  const D = await get(`/api/run/${id}?${Charts.query()}`);
-  return {run: D.run, params: D.params || [], series: D.series, artifacts: D.artifacts, refused: D.artifacts_refused};
+  const [D, N] =
+      await Promise.all([get(`/api/run/${id}?${Charts.query()}`), get(`/api/run/${id}/notes`).catch(() => null)]);
+  const tags = Object.entries(N ? {...N.tags, ...N.own_tags} : {}).map(([k, v]) => ['tag.' + k, v]);
+  return {
+    run: D.run,
+    params: [...(D.params || []), ...tags],
+    series: D.series,
+    artifacts: D.artifacts,
+    refused: D.artifacts_refused
+  };
 }
 // An answer's series into a run's specs (`query`: what was asked, its smoothing).
 function put(r, list, query) {

@@ -165,15 +165,11 @@
     }
     const redo = () => decorate().catch(e => say('archive-status', e.message, false));
     new MutationObserver(redo).observe(document.getElementById('table'), {childList: true});
+    // The server leaves archived runs out (runs.js asks with archived=1 when they are shown).
+    const reload = detail => document.dispatchEvent(new CustomEvent('runs-archived', {detail}));
     toggle.onchange = () => {
       showArchived = toggle.checked;
-      const q = params();
-      if (showArchived)
-        q.set('archived', '1');
-      else
-        q.delete('archived');
-      history.replaceState(null, '', '?' + q.toString().replace(/%2C/g, ','));
-      redo();
+      reload(showArchived);
     };
     const mark = async flag => {
       const ticked = (params().get('sel') || '').split(',').filter(s => /^\d+$/.test(s));
@@ -184,7 +180,7 @@
       } catch (e) {
         say('archive-status', e.message, false);
       }
-      redo();
+      reload();
     };
     archive.onclick = () => mark(true);
     unarchive.onclick = () => mark(false);

@@ -4,7 +4,7 @@ const state = new URLSearchParams(location.search);
 const multi = name => (state.get(name) || '').split(';').map(s => s.trim()).filter(s => s);
 function url() {
   const q = new URLSearchParams();
-  for (const k of ['experiment', 'status', 'size', 'page', 'sort', 'order', 'group'])
+  for (const k of ['experiment', 'status', 'size', 'page', 'sort', 'order', 'group', 'archived'])
     if (state.get(k)) q.set(k, state.get(k));
   for (const w of multi('where')) q.append('where', w);
   for (const c of multi('column')) q.append('column', c);
@@ -70,6 +70,15 @@ function go() {
   history.replaceState(null, '', address());
   load();
 }
+// notes.js's "show archived" (detail: the flag) and its archive buttons (no detail): the server leaves
+// archived runs out of the table, its groups and its chart unless archived=1.
+document.addEventListener('runs-archived', e => {
+  if (e.detail !== undefined) {
+    put('archived', e.detail ? '1' : '');
+    state.delete('page');
+  }
+  go();
+});
 const page = () => Number(state.get('page') || 0);
 document.getElementById('prev').onclick = () => {
   state.set('page', Math.max(0, page() - 1));
