@@ -317,6 +317,13 @@ async function main() {
     check(
         kept >= 1 && kept < total && await page.evaluate(() => Number(document.body.dataset.kept)) === kept,
         `sweep: brushing the upper half of test/mse keeps ${kept} of ${total} runs`);
+    const brush = (await here()).get('brush') || '';
+    await page.reload();
+    await page.waitForFunction(() => document.body.dataset.kept !== undefined, {timeout: 15000});
+    check(
+        /^test\/mse:0\.[0-9]+:1\.0[0-9]*$/.test(brush) &&
+            await page.evaluate(() => Number(document.body.dataset.kept)) === kept,
+        `sweep: the brush kept in the URL (${brush}) and drawn again after a reload`);
     check(
         /lower is better/.test(await page.$eval('#sweep-legend', e => e.textContent)),
         'sweep: the legend says lower is better');

@@ -31,9 +31,24 @@ function legend(lo, hi, up) {
              `(${up ? 'red' : 'blue'})`));
 }
 // Brushing: a drag along an axis keeps the lines that cross it inside the dragged range; with
-// several brushes, those inside all. A click (no drag) on an axis clears its brush.
+// several brushes, those inside all. A click (no drag) on an axis clears its brush. The brushes
+// are kept in the address as fractions of each axis from its foot (?brush=test/mse:0.5:1).
 function brushes(plot, axes, x, y, scale) {
-  const ranges = axes.map(() => null), lines = [...plot.querySelectorAll('polyline.run')];
+  const ranges = axes.map(() => null), lines = [...plot.querySelectorAll('polyline.run')], bands = [];
+  const fraction = py => (y(0) - py) / (y(0) - y(1)), pixel = f => y(0) - f * (y(0) - y(1));
+  const keep = () => {
+    const text = axes.map(
+                         (a, i) => ranges[i] &&
+                             `${a.key}:${fraction(ranges[i][1]).toFixed(3)}:` + fraction(ranges[i][0]).toFixed(3))
+                     .filter(t => t)
+                     .join(';');
+    if (text)
+      params.set('brush', text);
+    else
+      params.delete('brush');
+    history.replaceState(
+        null, '', '?' + params.toString().replace(/%2F/g, '/').replace(/%3A/g, ':').replace(/%3B/g, ';'));
+  };
   const at = (line, i) => Number(line.getAttribute('points').split(' ')[i].split(',')[1]);
   const refresh = () => {
     let kept = 0;
@@ -81,9 +96,19 @@ function brushes(plot, axes, x, y, scale) {
       ranges[i] = a1 - a0 < 3 ? null : [a0, a1];
       if (!ranges[i]) band.setAttribute('height', 0);
       refresh();
+      keep();
     });
     plot.append(band, hit);
+    bands.push(band);
   });
+  for (const text of (params.get('brush') || '').split(';').filter(t => t)) {  // the address's brushes
+    const parts = text.split(':'), hi = Number(parts.pop()), lo = Number(parts.pop());
+    const i = axes.findIndex(a => a.key === parts.join(':'));
+    if (i < 0 || !(hi > lo)) continue;
+    ranges[i] = [pixel(hi), pixel(lo)];
+    bands[i].setAttribute('y', ranges[i][0]);
+    bands[i].setAttribute('height', ranges[i][1] - ranges[i][0]);
+  }
   refresh();
 }
 (async () => {
