@@ -20,6 +20,7 @@
 #include "serve_fixture.h"
 #include "web/report.h"
 #include "web/serve.h"
+#include "web/serve_series.h"
 
 namespace htm {
 namespace {
@@ -109,6 +110,47 @@ TEST_F(ServeTest, RunRowsAfterARowidAreWhatThePagePollsFor) {
   EXPECT_TRUE(std::regex_search(next, std::regex(",3,0\\.5,1[0-9]{9}(\\.[0-9]+)?,1\\]"))) << next;
   EXPECT_NE(next.find("\"params\":null"), std::string::npos);
   EXPECT_THROW(serve::run_json(reader, 999, 0), BadRequest);
+}
+
+// A training run's series are read whole once, then only the rows logged since, appended: what the
+// page gets is what a whole read gives (the same run read again once it is finished), through new
+// rows, a new metric, a resume that drops rows and logs earlier steps again, and rows of another run.
+TEST_F(ServeTest, ARunningRunsSeriesGrowAsAWholeReadWouldGive) {
+  ResultsStore writer(db_path());
+  RunInfo info = make_run("live", 0);
+  info.experiment = "live";
+  const int64_t id = writer.begin_run(info);
+  ResultsStore reader(db_path(), OpenMode::read_only);
+  serve::SeriesQuery q;
+  q.points = 50;
+  q.smooth = 0.5;
+  int ends = 0;
+  const auto whole = [&] {  // the run finished for a moment (another end each time: no cached read), then running again
+    writer.query("UPDATE runs SET status = 'finished', ended_at = ? WHERE id = ?", {++ends, id}, true);
+    const std::string all = serve::series_json(reader, id, q);
+    writer.query("UPDATE runs SET status = 'running', ended_at = NULL WHERE id = ?", {id}, true);
+    return all;
+  };
+  for (int64_t step = 1; step <= 100; ++step) writer.log_metrics(id, step, 0, "train", {{"loss", 1.0 / step}});
+  const std::string first = serve::series_json(reader, id, q);  // read whole, kept
+  EXPECT_EQ(first, whole());
+  for (int64_t step = 101; step <= 140; ++step) {
+    writer.log_metrics(id, step, 1, "train", {{"loss", 1.0 / step}});
+    if (step % 10 == 0) writer.log_metrics(id, step, 1, "test", {{"mse", 0.01 * step}});  // a new series
+    writer.log_metrics(ids_[0], step, 1, "train", {{"loss", 2.0}});                       // another run's rows
+  }
+  const int64_t reads = serve::whole_series_reads();
+  const std::string grown = serve::series_json(reader, id, q);  // appended, not read whole
+  EXPECT_EQ(serve::whole_series_reads(), reads);
+  EXPECT_NE(grown, first);
+  EXPECT_EQ(grown, whole());
+  EXPECT_EQ(count(grown, "\"metric\":\"test/mse\""), 1) << grown;
+  writer.truncate_after(id, 120);  // resumed from step 120: its later rows dropped, logged again
+  for (int64_t step = 121; step <= 125; ++step) writer.log_metrics(id, step, 1, "train", {{"loss", 0.5 / step}});
+  const std::string resumed = serve::series_json(reader, id, q);  // read whole again
+  EXPECT_EQ(serve::whole_series_reads(), reads + 2);              // (the whole() between)
+  EXPECT_EQ(resumed, whole());
+  EXPECT_NE(resumed.find("\"total\":125"), std::string::npos) << resumed;
 }
 
 TEST_F(ServeTest, RunsGroupedBySettingGiveMeanSdAndN) {

@@ -18,6 +18,7 @@
 #include "commands/names.h"
 #include "web/page_text.h"
 #include "web/serve.h"
+#include "web/serve_series.h"
 #include "web/serve_sql.h"
 
 namespace htm::serve {
@@ -27,90 +28,6 @@ using page::number;
 using page::quote;
 
 namespace {
-
-// One series of a run: every point it logged, by step (epoch NaN where none was logged).
-struct Series {
-  std::string metric;
-  std::vector<int64_t> step;
-  std::vector<double> value, time, epoch;
-  bool epochs = false;
-};
-struct RunSeries {
-  std::vector<Series> series;
-  int64_t last = 0;  // the newest rowid
-  size_t points = 0;
-  double started = 0;  // the run's start: times are written from it
-};
-
-// metrics_by_series (run_id, split, name, step; rowid last) gives the rows in this order.
-std::shared_ptr<const RunSeries> read_series(ResultsStore& store, int64_t run_id, double started) {
-  auto out = std::make_shared<RunSeries>();
-  out->started = started;
-  store.scan(
-      "SELECT split || '/' || name, step, value, time, epoch, rowid FROM metrics "
-      "WHERE run_id = ? AND value IS NOT NULL ORDER BY split, name, step, rowid",
-      {run_id}, [&out](const Row& row) {
-        if (out->series.empty() || out->series.back().metric != row.view(0)) out->series.push_back({row.text(0)});
-        Series& s = out->series.back();
-        s.step.push_back(row.integer(1));
-        s.value.push_back(row.real(2));
-        s.time.push_back(row.real(3));
-        s.epoch.push_back(row.real(4));
-        s.epochs = s.epochs || !std::isnan(s.epoch.back());
-        out->last = std::max(out->last, row.integer(5));
-        ++out->points;
-      });
-  return out;
-}
-
-// The series of runs that no longer train, which do not change: a smoothing or a zoom reads no row
-// again. Keyed by the run's uuid, status and end (the same run in two files has the same rows); at
-// most kCachedPoints points in all, the least recently asked for dropped first.
-class SeriesCache {
- public:
-  static constexpr size_t kCachedPoints = 4'000'000;
-  std::shared_ptr<const RunSeries> find(const std::string& key) {
-    const std::lock_guard lock(mutex_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it)
-      if (it->first == key) {
-        entries_.splice(entries_.begin(), entries_, it);
-        return it->second;
-      }
-    return nullptr;
-  }
-  void put(const std::string& key, std::shared_ptr<const RunSeries> series) {
-    if (series->points > kCachedPoints) return;
-    const std::lock_guard lock(mutex_);
-    entries_.emplace_front(key, std::move(series));
-    size_t points = 0;
-    for (auto it = entries_.begin(); it != entries_.end();)
-      if ((points += it->second->points) > kCachedPoints)
-        it = entries_.erase(it);
-      else
-        ++it;
-  }
-
- private:
-  std::mutex mutex_;
-  std::list<std::pair<std::string, std::shared_ptr<const RunSeries>>> entries_;
-};
-SeriesCache series_cache;
-
-std::shared_ptr<const RunSeries> run_series(ResultsStore& store, int64_t run_id) {
-  const auto run = store.query(
-      "SELECT coalesce(uuid, ''), status, coalesce(ended_at, ''), printf('%.3f', coalesce(started_at, 0)) "
-      "FROM runs WHERE id = ?",
-      {run_id});
-  if (run.rows.empty()) throw NotFound("no run " + std::to_string(run_id) + " in this database");
-  const auto& r = run.rows[0];
-  const double started = std::stod(r[3]);
-  if (r[1] == "running" || r[0].empty()) return read_series(store, run_id, started);
-  const std::string key = r[0] + "\n" + r[1] + "\n" + r[2];
-  if (auto hit = series_cache.find(key)) return hit;
-  auto series = read_series(store, run_id, started);
-  series_cache.put(key, series);
-  return series;
-}
 
 // The indices of [lo, hi) a chart draws: all when they are at most `points` (or `points` is 0),
 // else each of points/4 step buckets' first, least, greatest and last, in order.
