@@ -3,7 +3,8 @@
 // after another, lanes 1) forward and backward, where the reference takes about twenty torch ops
 // each way (a B×T×T double exp, the B×r×T unused-token indicator, a batched product, …). The sums
 // are the reference's in another order, in double; the float results agree to rounding
-// (tests/native_log_prob_test.cpp). Kept for backward: the masked logits, the pairs, the
+// (tests/pair_log_prob_test.cpp, PairLogProb.TheNativeNodeGivesTheTorchOpsValuesAndGradients; the
+// golden digests did not move). Kept for backward: the masked logits, the pairs, the
 // normalisers and the largest logit.
 #include <cmath>
 #include <vector>
