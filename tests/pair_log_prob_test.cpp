@@ -134,6 +134,31 @@ TEST(PairLogProb, ADrawWithNoAlternativeIsCertain) {
   EXPECT_LT(worst(grad, ops_grad), 1e-6);
 }
 
+// The native backend's node (kernels/native/log_prob.cpp: the host parts as one autograd node)
+// against the torch ops it replaces: values and gradients with respect to the logits, with and
+// without −∞ holes; the same bits twice.
+TEST(PairLogProb, TheNativeNodeGivesTheTorchOpsValuesAndGradients) {
+  if (!native_kernels_built()) GTEST_SKIP() << "skipped: a build without the native kernels";
+  for (int64_t T : {2, 3, 16, 33})
+    for (int64_t r : {int64_t{1}, T / 2})
+      for (bool holes : {false, true}) {
+        const auto c = make_case(6, T, r, T * 7 + r, holes);
+        const auto g = torch::randn({6, r});
+        const auto [ops, ops_grad] = by_ops(c, g);
+        auto native = [&] {
+          KernelsScope kernels(Kernels::native);
+          auto logits = c.logits.clone().requires_grad_(true);
+          auto out = pair_log_prob(logits, c.src, c.dst, LogProbForm::exact);
+          out.backward(g);
+          return std::make_pair(out.detach(), logits.grad());
+        };
+        const auto once = native(), twice = native();
+        ASSERT_LT(worst(once.first, ops), 1e-6) << "T " << T << " r " << r << " holes " << holes;
+        ASSERT_LT(worst(once.second, ops_grad), 1e-6) << "T " << T << " r " << r << " holes " << holes;
+        EXPECT_TRUE(torch::equal(once.first, twice.first) && torch::equal(once.second, twice.second));
+      }
+}
+
 // On a GPU (skipped where this libtorch has none or sees none): the kernels' values and gradients
 // against the torch ops on the CPU, the same bits twice, and at the paper's first layer (T = 256,
 // r = 128), the entropy's too; where nvcc did not build them, the torch ops on the GPU against the CPU's.

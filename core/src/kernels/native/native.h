@@ -4,7 +4,7 @@
 // (linear.cpp), the fused attention (attention.cpp), counter-based dropout masks (dropout.cpp), the
 // race pair sampler (sampler.cpp) and AdamW's update loop (adamw.cpp). CPU tensors only:
 // backend_for sends anything else to the gpu or portable backend. What it does not override
-// (the sampler's probabilities, the kept tokens, the set assignment, clipping) is the reference.
+// (the sampler's entropy, the kept tokens, the set assignment, clipping) is the reference.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +44,9 @@ class NativeBackend final : public Backend {
   /// data-parallel): the same draws for any thread count; an exponential race per sample.
   std::pair<at::Tensor, at::Tensor> sample_disjoint_pairs(const at::Tensor& logits, int64_t r,
                                                           at::Generator generator) const override;
+  /// One autograd node over kernels/pair_log_prob.h's host parts (log_prob.cpp); the reference
+  /// where the shape or type is not the node's.
+  at::Tensor pair_log_prob(const at::Tensor& masked, const at::Tensor& src, const at::Tensor& dst) const override;
   /// One pass over each contiguous float parameter in place.
   void adamw_update(std::vector<at::Tensor>& params, std::vector<at::Tensor>& exp_avg,
                     std::vector<at::Tensor>& exp_avg_sq, const std::vector<at::Tensor>& grads,
