@@ -33,6 +33,7 @@ declare -A allowed=(
   [report]="report hierarchy"
   [dist]="dist board"
   [stats]="stats"
+  [study]="study stats store config"
   [train]="train model config store hierarchy report dist kernels board"
 )
 for folder in "${!allowed[@]}"; do

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "commands/run_request.h"
+#include "process/run_request.h"
 #include "process/supervise.h"
 
 namespace htm {
