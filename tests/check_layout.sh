@@ -33,6 +33,7 @@ declare -A allowed=(
   [report]="report hierarchy"
   [dist]="dist board"
   [stats]="stats"
+  [study]="study stats store config"
   [train]="train model config store hierarchy report dist kernels board"
 )
 for folder in "${!allowed[@]}"; do
@@ -61,6 +62,9 @@ for header in $(cd registry && ls *.h); do
   found=$(grep -rnF "#include \"$header\"" core/src)
   if [ -n "$found" ]; then echo "core/src may not include $header (registry/):"; echo "$found"; status=1; fi
 done
+# Of app/'s rooms, commands/ reads web/ and process/; web/ and process/ read neither commands/ nor each other.
+found=$(grep -rnE '#include "(commands|process)/' core/app/web; grep -rnE '#include "(commands|web)/' core/app/process)
+if [ -n "$found" ]; then echo "web/ and process/ may not include commands/ or each other:"; echo "$found"; status=1; fi
 bare=$(grep -rnE '#include "[a-z_]+\.h"' core/app | grep -vE '"(registry|file_checks)\.h"')
 if [ -n "$bare" ]; then echo "app/ includes its headers by room (\"process/launch.h\"):"; echo "$bare"; status=1; fi
 # docs/architecture.md's source map names every file of the core and the registry (as name.cpp,

@@ -3,8 +3,8 @@
 // warnings.
 #include <cmath>
 
-#include "commands/compare.h"
 #include "store_test_util.h"
+#include "study/comparison.h"
 
 namespace htm {
 namespace {

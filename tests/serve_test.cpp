@@ -16,8 +16,8 @@
 #include <regex>
 #include <thread>
 
-#include "commands/names.h"
 #include "serve_fixture.h"
+#include "store/names.h"
 #include "web/report.h"
 #include "web/serve.h"
 #include "web/serve_series.h"

@@ -166,16 +166,23 @@ StepTiming time_training(Experiment& ex, Batch data, int64_t steps, const std::s
   return t;
 }
 
+// What a summary line is of: the configuration timed, its batch and T, the GEMM peak its % is of.
+struct Timed {
+  std::string name;
+  int64_t batch = 0, T = 0;
+  double gemm_peak = 0;
+};
+
 // The line `htm bench` prints for every configuration it times, the same fields in the same order.
-void summary(const std::string& what, int64_t batch, int64_t T, const StepTiming& t, int ranks, int threads,
-             double gemm_peak) {
-  const double ms = median(t.ms),
+void summary(const Timed& what, const StepTiming& t, int ranks, int threads) {
+  const int64_t batch = what.batch, T = what.T;
+  const double gemm_peak = what.gemm_peak, ms = median(t.ms),
                gflops = static_cast<double>(t.flops) * ranks / ms / 1e6;  // each rank counts its rows
   std::printf(
       "summary  %-28s B=%lld T=%-4lld %d process%s x %d thread%s  %7.1f ms  %6.2f images/s  %6.1f GFLOP/s  "
       "%3.0f%% of GEMM peak  %5.0f MiB\n",
-      what.c_str(), (long long)batch, (long long)T, ranks, ranks == 1 ? "" : "es", threads, threads == 1 ? "" : "s", ms,
-      batch * 1000.0 / ms, gflops, 100.0 * gflops / (gemm_peak * ranks), t.peak_mib);
+      what.name.c_str(), (long long)batch, (long long)T, ranks, ranks == 1 ? "" : "es", threads,
+      threads == 1 ? "" : "s", ms, batch * 1000.0 / ms, gflops, 100.0 * gflops / (gemm_peak * ranks), t.peak_mib);
   std::fflush(stdout);
 }
 
@@ -224,18 +231,6 @@ void memory_line(const std::string& what, const StepTiming& t, double gemm_peak)
   std::printf("losses   %-28s %s\n", what.c_str(), losses.c_str());
 }
 
-// Least-squares slope of log y against log x: the exponent of y ∝ x^a.
-double fitted_exponent(const std::vector<double>& x, const std::vector<double>& y) {
-  double mx = 0, my = 0;
-  for (size_t i = 0; i < x.size(); ++i) mx += std::log(x[i]) / x.size(), my += std::log(y[i]) / y.size();
-  double num = 0, den = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    num += (std::log(x[i]) - mx) * (std::log(y[i]) - my);
-    den += (std::log(x[i]) - mx) * (std::log(x[i]) - mx);
-  }
-  return num / den;
-}
-
 struct Configured {
   Experiment ex;
   Batch data;
@@ -252,15 +247,6 @@ Configured configure(const std::string& config_file, std::vector<std::string> ov
   return c;
 }
 
-// The number before `unit` in `text` (0 when absent): reads a child's summary line.
-double number_before(const std::string& text, const std::string& unit) {
-  const size_t at = text.find(unit);
-  if (at == std::string::npos || at == 0) return 0;
-  const size_t end = text.find_last_not_of(' ', at - 1);
-  const size_t begin = text.rfind(' ', end) + 1;
-  return std::atof(text.substr(begin, end + 1 - begin).c_str());
-}
-
 // Runs `htm bench ARGS` in processes of its own: one (`--step-only`, for a clean peak memory) or
 // `nproc` data-parallel ranks. Prints the output (rank 0's) and returns it.
 std::string child_bench(std::vector<std::string> args, double gemm_peak, int nproc = 1) {
@@ -269,7 +255,7 @@ std::string child_bench(std::vector<std::string> args, double gemm_peak, int npr
   const std::string log =
       (std::filesystem::temp_directory_path() / ("htm-bench-" + std::to_string(getpid()) + ".log")).string();
   setenv("HTM_BENCH_GEMM_PEAK", std::to_string(gemm_peak).c_str(), 1);  // the children's % of peak
-  const int code = nproc == 1 ? run_child(args, log) : launch_ranks(args, nproc, log);
+  const int code = nproc == 1 ? run_child(args, log) : launch_ranks(args, nproc, RankLaunch{log});
   std::ifstream in(log);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::filesystem::remove(log);
@@ -399,23 +385,23 @@ void time_sampler(Experiment& ex, int64_t batch, int64_t T, at::Generator gen) {
 }
 
 // The same batch over `nproc` processes of one thread, against one process of one thread.
-void time_ranks(Configured& c, const StepTiming& t, const std::string& name, RuntimePrecision precision, int64_t steps,
-                int nproc, int nthreads, double gemm_peak, const std::string& config_file,
-                const std::vector<std::string>& overrides) {
+void time_ranks(Configured& c, const StepTiming& t, const Timed& what, RuntimePrecision precision, const BenchArgs& a,
+                int nthreads) {
   Experiment& ex = c.ex;
-  const int64_t batch = c.data.input.size(0), T = c.T;
+  const int64_t batch = what.batch, steps = a.steps;
+  const int nproc = a.nproc;
   StepTiming one = t;
-  double one_peak = gemm_peak;
+  Timed lone = what;  // one process of one thread, against its own GEMM peak
   if (nthreads != 1) {
     set_threads(1);
-    one_peak = gemm_rates(1024, ex.device).of(precision);
+    lone.gemm_peak = gemm_rates(1024, ex.device).of(precision);
     one = time_training(ex, c.data, steps, "", std::nullopt);
-    summary(name, batch, T, one, 1, 1, one_peak);
+    summary(lone, one, 1, 1);
   }
-  std::vector<std::string> rank_args = {"--config",        config_file, "--variant",
-                                        ex.config.variant, "--steps",   std::to_string(steps)};
-  for (const auto& o : overrides) rank_args.insert(rank_args.end(), {"--set", o});
-  const double dp = number_before(child_bench(rank_args, one_peak, nproc), " images/s ");
+  std::vector<std::string> rank_args = {"--config",        a.config_file, "--variant",
+                                        ex.config.variant, "--steps",     std::to_string(steps)};
+  for (const auto& o : a.overrides) rank_args.insert(rank_args.end(), {"--set", o});
+  const double dp = number_before(child_bench(rank_args, lone.gemm_peak, nproc), " images/s ");
   const double single = batch * 1000.0 / median(one.ms);
   std::printf(
       "scaling  B=%lld: 1 process x 1 thread %.2f images/s, %d processes x 1 thread %.2f images/s: "
@@ -471,6 +457,7 @@ int cmd_bench(const Args& args) {
   }
   const double gemm_peak = peak.of(precision);
   const int64_t batch = c.data.input.size(0), T = c.T;
+  const Timed what{name, batch, T, gemm_peak};
   auto gen = at::make_generator<at::CPUGeneratorImpl>(0);
 
   if (T >= 2 && !world && !step_only) time_sampler(ex, batch, T, gen);
@@ -480,18 +467,18 @@ int cmd_bench(const Args& args) {
   if (world) {
     if (world->rank != 0) return 0;  // rank 0 speaks for the group
     std::fflush(stdout);
-    summary(name, batch, T, t, world->world, 1, gemm_peak);
+    summary(what, t, world->world, 1);
     return 0;
   }
   if (step_only) {
-    summary(name, batch, T, t, 1, nthreads, gemm_peak);
+    summary(what, t, 1, nthreads);
     memory_line(name, t, gemm_peak);
     return 0;
   }
   print_step(name, ex, batch, T, t, steps);
-  summary(name, batch, T, t, 1, nthreads, gemm_peak);
+  summary(what, t, 1, nthreads);
   memory_line(name, t, gemm_peak);
-  if (nproc > 1) time_ranks(c, t, name, precision, steps, nproc, nthreads, gemm_peak, config_file, overrides);
+  if (nproc > 1) time_ranks(c, t, what, precision, a, nthreads);
   if (vm.count("scaling")) scaling(config_file, overrides, steps, nthreads, gemm_peak);
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <type_traits>
 #include <utility>
 
@@ -20,6 +21,27 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Least-squares slope of log y against log x: the exponent of y ∝ x^a.
+double fitted_exponent(const std::vector<double>& x, const std::vector<double>& y) {
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) mx += std::log(x[i]) / x.size(), my += std::log(y[i]) / y.size();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    num += (std::log(x[i]) - mx) * (std::log(y[i]) - my);
+    den += (std::log(x[i]) - mx) * (std::log(x[i]) - mx);
+  }
+  return num / den;
+}
+
+// The number before `unit` in `text` (0 when absent): reads a child's summary line.
+double number_before(const std::string& text, const std::string& unit) {
+  const size_t at = text.find(unit);
+  if (at == std::string::npos || at == 0) return 0;
+  const size_t end = text.find_last_not_of(' ', at - 1);
+  const size_t begin = text.rfind(' ', end) + 1;
+  return std::atof(text.substr(begin, end + 1 - begin).c_str());
 }
 
 // Waits for the GPU's queued work, where there is a GPU: a timed call ends when its kernels do.

@@ -21,6 +21,10 @@ namespace htm::bench {
 using Clock = std::chrono::steady_clock;
 
 double median(std::vector<double> v);
+/// Least-squares slope of log y against log x: the exponent of y ∝ x^a.
+double fitted_exponent(const std::vector<double>& x, const std::vector<double>& y);
+/// The number before `unit` in `text` (0 when absent): reads a child's summary line.
+double number_before(const std::string& text, const std::string& unit);
 
 /// Waits for the GPU's queued work, where there is a GPU: a timed call ends when its kernels do.
 void synchronize();

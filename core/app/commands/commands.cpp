@@ -13,8 +13,6 @@
 
 #include <boost/program_options.hpp>
 
-#include "commands/compare.h"
-#include "commands/names.h"
 #include "commands/runner.h"
 #include "commands/sample.h"
 #include "commands/table.h"
@@ -25,7 +23,9 @@
 #include "process/signals.h"
 #include "process/supervise.h"
 #include "registry.h"
+#include "store/names.h"
 #include "store/results_store.h"
+#include "study/comparison.h"
 
 namespace po = boost::program_options;
 

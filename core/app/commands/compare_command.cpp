@@ -1,4 +1,4 @@
-// `htm compare`: its options, and the tables it prints of a Comparison (commands/compare.h):
+// `htm compare`: its options, and the tables it prints of a Comparison (study/comparison.h):
 // aligned for people, or (--format csv) one row per phase, metric and variant at full precision.
 #include <algorithm>
 #include <cmath>
@@ -8,12 +8,13 @@
 
 #include <boost/program_options.hpp>
 
+#include "commands/claim_options.h"
 #include "commands/commands.h"
-#include "commands/compare.h"
 #include "commands/table.h"
 #include "config/settings.h"
 #include "htm/error.h"
 #include "store/results_store.h"
+#include "study/comparison.h"
 
 namespace po = boost::program_options;
 

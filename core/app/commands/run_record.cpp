@@ -9,10 +9,10 @@
 #include <torch/version.h>
 
 #include "commands/runner.h"
-#include "commands/seed_ledger.h"
 #include "process/launch.h"
 #include "store/artifact_trust.h"
 #include "store/results_store.h"
+#include "study/seed_ledger.h"
 
 namespace htm {
 namespace {

@@ -22,7 +22,6 @@
 #include "board/run_board.h"
 #include "commands/run_one.h"
 #include "commands/run_record.h"
-#include "commands/seed_ledger.h"
 #include "commands/selection.h"
 #include "dist/communicator.h"
 #include "file_checks.h"
@@ -35,6 +34,7 @@
 #include "process/signals.h"
 #include "process/supervise.h"
 #include "store/results_store.h"
+#include "study/seed_ledger.h"
 #include "train/memory.h"
 
 namespace htm {

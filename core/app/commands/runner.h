@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "commands/run_request.h"
 #include "config/experiment_config.h"
+#include "process/run_request.h"
 #include "registry.h"
 #include "train/experiment.h"
 #include "train/trainer.h"

@@ -12,11 +12,11 @@
 #include <boost/program_options.hpp>
 
 #include "commands/commands.h"
-#include "commands/compare.h"
-#include "commands/names.h"
 #include "commands/table.h"
 #include "config/settings.h"
+#include "store/names.h"
 #include "store/results_store.h"
+#include "study/comparison.h"
 
 namespace po = boost::program_options;
 

@@ -344,7 +344,12 @@ int run_ranks(const RunRequest& request, size_t runs, const RecordUnclaimed& rec
     std::string crashed;
     std::vector<std::string> environment;
     if (!skipped.empty()) environment.push_back("HTM_CRASHED_RUNS=" + skipped);
-    worst = std::max(worst, launch_ranks(args, request.nproc, {}, grace_s, &crashed, environment, record_unclaimed));
+    RankLaunch launch;
+    launch.grace_s = grace_s;
+    launch.crashed = &crashed;
+    launch.environment = std::move(environment);
+    launch.record_unclaimed = record_unclaimed;
+    worst = std::max(worst, launch_ranks(args, request.nproc, launch));
     if (crashed.empty() || interrupt_requested() || crashes + 1 == runs) break;
     skipped += crashed + "\n";
     std::fprintf(stderr, "htm: the ranks start again for the study's other runs\n");
@@ -361,7 +366,7 @@ int run_outside_rank(const RunRequest& request, int rank, int world, const Child
   const pid_t pid = start_worker(args, {board.environment()}, "");
   Forced forced;
   const int status = watch_child(pid, board, &forced);
-  const ChildEnd end = board.settle_outside_rank(pid, status, rank, world, place, forced);
+  const ChildEnd end = board.settle_outside_rank(pid, status, {rank, world, place}, forced);
   if (end.crashed)
     std::fprintf(stderr, "error: [%s] %s\n", end.label.c_str(), end.message.c_str());
   else if (!end.message.empty())
@@ -387,9 +392,8 @@ int wait_worker(pid_t pid) {
   return status;
 }
 
-int launch_ranks(const std::vector<std::string>& args, int n, const std::string& rank0_log, int grace_s,
-                 std::string* crashed, const std::vector<std::string>& environment,
-                 const RecordUnclaimed& record_unclaimed) {
+int launch_ranks(const std::vector<std::string>& args, int n, const RankLaunch& launch) {
+  const int grace_s = launch.grace_s;
   const int port = free_port();
   Spawner spawner;
   std::map<pid_t, int> ranks;  // pid → rank
@@ -403,8 +407,8 @@ int launch_ranks(const std::vector<std::string>& args, int n, const std::string&
                                     "LOCAL_RANK=" + std::to_string(r), "LOCAL_WORLD_SIZE=" + std::to_string(n),
                                     "MASTER_ADDR=127.0.0.1",           "MASTER_PORT=" + std::to_string(port),
                                     boards.back()->environment()};
-    env.insert(env.end(), environment.begin(), environment.end());
-    const pid_t pid = spawner.spawn(args, env, r == 0 ? rank0_log : "");
+    env.insert(env.end(), launch.environment.begin(), launch.environment.end());
+    const pid_t pid = spawner.spawn(args, env, r == 0 ? launch.rank0_log : "");
     ranks[pid] = r;
     pids[static_cast<size_t>(r)] = pid;
   }
@@ -471,12 +475,12 @@ int launch_ranks(const std::vector<std::string>& args, int n, const std::string&
   if (crashed_rank >= 0) {  // every rank has ended: the run rank 0 claimed is failed with the crash
     const ChildEnd end = boards[static_cast<size_t>(crashed_rank)]->settle_rank(crashed_status, crashed_rank, n,
                                                                                 *boards[0], pids[0], forced);
-    if (crashed != nullptr) *crashed = end.label;
+    if (launch.crashed != nullptr) *launch.crashed = end.label;
     if (end.crashed) {
       std::fprintf(stderr, "error: [%s] %s\n", end.label.c_str(), end.message.c_str());
-      if (!end.claimed && !end.variant.empty() && record_unclaimed) {  // no row yet: htm runs shows the attempt
+      if (!end.claimed && !end.variant.empty() && launch.record_unclaimed) {  // no row yet: htm runs shows the attempt
         try {
-          record_unclaimed(end.variant, end.seed, end.message);
+          launch.record_unclaimed(end.variant, end.seed, end.message);
         } catch (const std::exception& e) {
           std::fprintf(stderr, "error: [%s] recording the crash failed: %s\n", end.label.c_str(), e.what());
         }

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "commands/run_request.h"
+#include "process/run_request.h"
 #include "process/supervise.h"
 
 namespace htm {
@@ -53,13 +53,17 @@ int run_outside_rank(const RunRequest& request, int rank, int world, const Child
 /// this htm run (HTM_CRASHED_RUNS, one label a line), so that rank 0 skips it.
 bool crashed_in_this_launch(const std::string& label);
 
+/// How launch_ranks starts its ranks and ends them.
+struct RankLaunch {
+  std::string rank0_log;                 ///< rank 0's output, when given
+  int grace_s = 30;                      ///< the others' time to notice a rank's abnormal end, as run_ranks
+  std::vector<std::string> environment;  ///< added to each rank's
+  std::string* crashed = nullptr;        ///< if given, receives the label of the run a rank crashed in ("" none)
+  RecordUnclaimed record_unclaimed;      ///< as run_ranks
+};
 /// Starts `args` (args[0]: self_path()) as ranks 0..n−1 on this host and waits for them, as
-/// run_ranks does; rank 0's output goes to `rank0_log` when given, and `environment` is added to
-/// each rank's. `crashed`, if given, receives the label of the run a rank crashed in ("" none);
-/// `record_unclaimed` as run_ranks.
-int launch_ranks(const std::vector<std::string>& args, int n, const std::string& rank0_log = "", int grace_s = 30,
-                 std::string* crashed = nullptr, const std::vector<std::string>& environment = {},
-                 const RecordUnclaimed& record_unclaimed = {});
+/// run_ranks does.
+int launch_ranks(const std::vector<std::string>& args, int n, const RankLaunch& launch = {});
 
 /// Runs `args` (args[0]: self_path()) as one worker process, output to `log`; its exit code.
 int run_child(const std::vector<std::string>& args, const std::string& log);

@@ -50,9 +50,19 @@ bool is_crash(int status) {
 
 namespace {
 
-ChildEnd settle_board(RunBoard board, bool read, pid_t pid, int status, const std::string& rank, bool rank_crash,
-                      const Forced& forced,
-                      const std::string& unclaimed = " during construction (before it claimed its run)") {
+// What settle_board says of a crash beyond the board: the rank (" (rank 1 of 4)", "" for a run
+// alone), whether it fails rank 0's run even after that recorded an outcome (record_rank_crash),
+// and what follows the line when no run was claimed.
+struct CrashText {
+  std::string rank;
+  bool rank_crash = false;
+  std::string unclaimed = " during construction (before it claimed its run)";
+};
+
+ChildEnd settle_board(RunBoard board, bool read, pid_t pid, int status, const Forced& forced, const CrashText& text) {
+  const std::string& rank = text.rank;
+  const bool rank_crash = text.rank_crash;
+  const std::string& unclaimed = text.unclaimed;
   ChildEnd end;
   end.code = exit_code(status);
   end.claimed = read && board.run_id > 0;
@@ -142,7 +152,7 @@ ChildEnd settle_board(RunBoard board, bool read, pid_t pid, int status, const st
 ChildEnd ChildBoard::settle(pid_t pid, int status, const Forced& forced) const {
   RunBoard board{};
   const bool read = read_run_board(path_, &board);
-  return settle_board(board, read, pid, status, "", false, forced);
+  return settle_board(board, read, pid, status, forced, {});
 }
 
 ChildEnd ChildBoard::settle_rank(int status, int rank, int world, const ChildBoard& rank0, pid_t rank0_pid,
@@ -163,19 +173,21 @@ ChildEnd ChildBoard::settle_rank(int status, int rank, int world, const ChildBoa
       read = true;
     }
   }
-  return settle_board(board, read, rank0_pid, status,
-                      " (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")", true, forced);
+  return settle_board(board, read, rank0_pid, status, forced,
+                      {" (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")", true});
 }
 
-ChildEnd ChildBoard::settle_outside_rank(pid_t pid, int status, int rank, int world, const RunPlace& place,
-                                         const Forced& forced, int wait_s) const {
+ChildEnd ChildBoard::settle_outside_rank(pid_t pid, int status, const OutsideRank& outside,
+                                         const Forced& forced) const {
+  const int rank = outside.rank, world = outside.world, wait_s = outside.wait_s;
+  const RunPlace& place = outside.place;
   RunBoard board{};
   const bool read = read_run_board(path_, &board);
   const std::string of = " (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")";
   if (rank == 0 || !read || board.variant[0] == '\0' || board.run_id > 0)
-    return settle_board(board, read, pid, status, of, false, forced);
+    return settle_board(board, read, pid, status, forced, {of});
   if (forced.kind != Forced::Kind::stalled && !is_crash(status))
-    return settle_board(board, read, pid, status, of, false, forced);
+    return settle_board(board, read, pid, status, forced, {of});
   // Rank 0 claimed the run and records its own outcome once it notices (its next collective):
   // the crash goes ahead of that, as under --nproc.
   try {
@@ -195,12 +207,12 @@ ChildEnd ChildBoard::settle_outside_rank(pid_t pid, int status, int rank, int wo
     if (!row.rows.empty()) {
       board.run_id = std::stoll(row.rows[0][0]);
       std::snprintf(board.db, sizeof board.db, "%s", results.c_str());
-      return settle_board(board, true, static_cast<pid_t>(std::stoll(row.rows[0][1])), status, of, true, forced);
+      return settle_board(board, true, static_cast<pid_t>(std::stoll(row.rows[0][1])), status, forced, {of, true});
     }
   } catch (const std::exception& e) {  // printed, not recorded
-    return settle_board(board, read, pid, status, of, false, forced, "; not recorded: " + std::string(e.what()));
+    return settle_board(board, read, pid, status, forced, {of, false, "; not recorded: " + std::string(e.what())});
   }
-  return settle_board(board, read, pid, status, of, false, forced, "; not recorded: rank 0 claimed no run for it");
+  return settle_board(board, read, pid, status, forced, {of, false, "; not recorded: rank 0 claimed no run for it"});
 }
 
 Watchdog::Watchdog(const ChildBoard& board) : board_(board), since_(std::chrono::steady_clock::now()), read_(since_) {}

@@ -70,8 +70,12 @@ class ChildBoard {
   /// up to `wait_s` for rank 0 to record its own outcome, then fails the run with the crash ahead
   /// of it. Where the database cannot be read from this host, the crash is only printed.
   using RunPlace = std::function<std::pair<std::string, std::string>(const std::string& variant)>;
-  ChildEnd settle_outside_rank(pid_t pid, int status, int rank, int world, const RunPlace& place,
-                               const Forced& forced = {}, int wait_s = 30) const;
+  struct OutsideRank {
+    int rank = 0, world = 1;
+    RunPlace place;
+    int wait_s = 30;
+  };
+  ChildEnd settle_outside_rank(pid_t pid, int status, const OutsideRank& outside, const Forced& forced = {}) const;
 
  private:
   std::string path_;

@@ -46,6 +46,4 @@ std::string report_page(const std::string& data, const std::string& chart_script
 /// The Chart.js source the page inlines; throws htm::Error naming the package when absent.
 std::string chart_js_source(const std::string& path = "");
 
-int cmd_report(const std::vector<std::string>& args);
-
 }  // namespace htm

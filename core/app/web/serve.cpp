@@ -10,12 +10,7 @@
 // over max_request_bytes (413) and drops a client slower than timeout_s.
 #include "web/serve.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
-#include <atomic>
-#include <csignal>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -26,16 +21,13 @@
 
 #include <httplib.h>
 #include <zlib.h>
-#include <boost/program_options.hpp>
 
-#include "commands/commands.h"
 #include "web/assets.h"
 #include "web/page_text.h"
 #include "web/report.h"
 #include "web/serve_gate.h"
+#include "web/serve_pages.h"
 #include "web/serve_write.h"
-
-namespace po = boost::program_options;
 
 namespace htm {
 namespace {
@@ -120,17 +112,6 @@ void refuse(const httplib::Request& req, httplib::Response& res, int status, con
                       std::to_string(status) + ")</h1><p id=\"" + id + "\">" + page::escape_html(text) +
                       "</p><p><a href=\"/\">all runs</a></p>",
                   "text/html; charset=utf-8");
-}
-
-// A number in a route's path (a run id), else a 400 naming what came.
-int64_t path_id(const std::string& text, const std::string& what) {
-  try {
-    size_t used = 0;
-    const long long v = std::stoll(text, &used);
-    if (used == text.size() && v >= 0) return v;
-  } catch (const std::exception&) {
-  }
-  throw BadRequest(what + " '" + text + "': expected a number");
 }
 
 std::string read_whole(const std::string& path) {
@@ -236,7 +217,18 @@ struct Server::Impl {
   }
 
   void routes() {
-    page_route("/", [](const httplib::Request&) { return serve::runs_page(); });
+    // The pages and the JSON routes their scripts read: a row each (serve_pages.h).
+    for (const serve::PageRow& row : serve::page_rows()) {
+      page_route(row.route, [this, &row](const httplib::Request& req) {
+        serve::RouteContext context{store(), options, trust};
+        return serve::page_html(row, context, req);
+      });
+      for (const serve::JsonRoute& json : row.json)
+        json_route(json.route, [this, &json](const httplib::Request& req) {
+          serve::RouteContext context{store(), options, trust};
+          return json.json(context, req);
+        });
+    }
     http.Get("/static/chart.js", [this](const httplib::Request& req, httplib::Response& res) {
       res.set_header("Cache-Control", "max-age=3600");
       reply(req, res, chart_js, "text/javascript");
@@ -244,70 +236,12 @@ struct Server::Impl {
     http.Get("/static/pictures.js", [](const httplib::Request& req, httplib::Response& res) {
       reply(req, res, assets::pictures_js, "text/javascript");  // the run and compare pages' pictures
     });
-    json_route("/api/runs", [this](const httplib::Request& req) {
-      serve::RunsQuery q;
-      for (auto [name, text] : {std::pair{"experiment", &q.experiment}, {"status", &q.status}, {"group", &q.group}})
-        *text = req.get_param_value(name);
-      for (auto [name, list] : {std::pair{"where", &q.where}, {"column", &q.columns}, {"chart", &q.chart}})
-        for (size_t i = 0; i < req.get_param_value_count(name); ++i) list->push_back(req.get_param_value(name, i));
-      if (req.has_param("sort")) q.sort = req.get_param_value("sort");
-      q.descending = req.get_param_value("order") != "asc";
-      q.page = integer(req, "page", 0);
-      q.size = integer(req, "size", 50);
-      q.archived = req.get_param_value("archived") == "1";
-      return serve::runs_json(store(), q);
-    });
-    page_route(R"(/run/([^/]+))", [this](const httplib::Request& req) {
-      const int64_t id = path_id(req.matches[1].str(), "run");
-      if (store().query("SELECT 1 FROM runs WHERE id = ?", {id}).rows.empty())
-        throw NotFound("There is no run " + std::to_string(id) + " in " + options.db + ".");
-      return serve::run_page(id);
-    });
-    page_route("/compare", [](const httplib::Request&) { return serve::compare_page(); });
-    json_route(R"(/api/run/([^/]+))", [this](const httplib::Request& req) {
-      const serve::SeriesQuery series = series_query(req);  // ?points=N: the series thinned, not the rows
-      return serve::run_json(store(), path_id(req.matches[1].str(), "run"), integer(req, "after", 0),
-                             integer(req, "limit", 20000), trust, req.has_param("points") ? &series : nullptr);
-    });
-    json_route(R"(/api/run/([^/]+)/series)", [this](const httplib::Request& req) {
-      return serve::series_json(store(), path_id(req.matches[1].str(), "run"), series_query(req));
-    });
-    page_route(R"(/study/([^/]+))", [this](const httplib::Request& req) {
-      ReportRequest request = study_request(req);
-      request.curves = ReportCurves::main;  // the page asks for the other curves once these are drawn
-      serve::require_study(store(), request.experiment);
-      std::string data;
-      try {
-        data = report_data(store(), request);
-      } catch (const Error& e) {  // a page was asked for: a page says what is missing
-        throw NotFound(e.what());
-      }
-      const std::string live = page::script("const LIVE = '/api/study/' + encodeURIComponent(" +
-                                            page::quote(request.experiment) + ");\n" + assets::live_js);
-      return report_page(data, "<script src=\"/static/chart.js\"></script>", "htm serve: " + request.experiment, live);
-    });
-    json_route(R"(/api/study/([^/]+)/version)",
-               [this](const httplib::Request& req) { return serve::study_version(store(), req.matches[1].str()); });
-    json_route(R"(/api/study/([^/]+)/finals)", [this](const httplib::Request& req) { return study(req, true); });
-    json_route(R"(/api/study/([^/]+)/curves)", [this](const httplib::Request& req) {
-      return study(req, false, ReportCurves::rest);  // the curves a study page names but left out
-    });
-    json_route(R"(/api/study/([^/]+))", [this](const httplib::Request& req) { return study(req, false); });
-    page_route(R"(/sweep/([^/]+))", [this](const httplib::Request& req) {
-      serve::require_study(store(), req.matches[1].str());
-      return serve::sweep_page(req.matches[1].str());
-    });
-    json_route(R"(/api/sweep/([^/]+))", [this](const httplib::Request& req) {
-      const std::string metric = req.has_param("metric") ? req.get_param_value("metric") : "test/mse";
-      const std::string phase = req.has_param("phase") ? req.get_param_value("phase") : "explore";
-      return serve::sweep_json(store(), req.matches[1].str(), metric, phase);
-    });
     // A file of a run's folder: 403 with why when the folder is not one htm may read (no marker
     // above it, not under --artifacts), 404 with why when the run, its folder or the file is not there.
     http.Get(R"(/artifact/([^/]+)/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
       int64_t id = 0;
       try {
-        id = path_id(req.matches[1].str(), "run");
+        id = serve::path_id(req.matches[1].str(), "run");
       } catch (const BadRequest& e) {
         return refuse(req, res, 400, e.what());
       }
@@ -322,62 +256,6 @@ struct Server::Impl {
     });
     serve::add_annotation_routes(
         http, [this]() -> ResultsStore& { return store(); }, options);  // serve_write.h
-  }
-
-  // What a study's page or JSON asks for: the study, its reference variant (?reference=), pictures
-  // by their /artifact/ route, never inlined.
-  ReportRequest study_request(const httplib::Request& req) const {
-    ReportRequest request;
-    request.experiment = req.matches[1].str();
-    request.reference = req.get_param_value("reference");
-    request.inline_pictures = false;
-    request.artifact_roots = options.artifact_roots;
-    return request;
-  }
-
-  // A study's report_data (finals_only: its final-values panel; ?curves=main: the page's first
-  // curves, the others by name); an unknown study is a 404.
-  std::string study(const httplib::Request& req, bool finals_only, ReportCurves curves = ReportCurves::all) {
-    ReportRequest request = study_request(req);
-    request.finals_only = finals_only;
-    const std::string asked = req.get_param_value("curves");
-    if (curves == ReportCurves::all && asked == "main")
-      curves = ReportCurves::main;
-    else if (curves == ReportCurves::all && !asked.empty() && asked != "all")
-      throw BadRequest("curves=" + asked + ": expected main or all");
-    request.curves = curves;
-    serve::require_study(store(), request.experiment);
-    try {
-      return report_data(store(), request);
-    } catch (const Error& e) {
-      throw BadRequest(e.what());
-    }
-  }
-
-  // ?points=N&from=STEP&to=STEP&smooth=W&raw=0 (docs/serve.md).
-  static serve::SeriesQuery series_query(const httplib::Request& req) {
-    serve::SeriesQuery q;
-    q.points = std::max<int64_t>(0, integer(req, "points", 0));
-    q.from = integer(req, "from", q.from);
-    q.to = integer(req, "to", q.to);
-    q.raw = req.get_param_value("raw") != "0";
-    const std::string smooth = req.get_param_value("smooth");
-    char* end = nullptr;
-    q.smooth = smooth.empty() ? 0 : std::strtod(smooth.c_str(), &end);
-    if (!smooth.empty() && (*end != 0 || !(q.smooth >= 0 && q.smooth < 1)))
-      throw BadRequest("smooth=" + smooth + ": expected a number from 0 to 0.99");
-    return q;
-  }
-  static int64_t integer(const httplib::Request& req, const std::string& name, int64_t fallback) {
-    if (!req.has_param(name)) return fallback;
-    const std::string text = req.get_param_value(name);
-    try {
-      size_t used = 0;
-      const long long v = std::stoll(text, &used);
-      if (used == text.size()) return v;
-    } catch (const std::exception&) {
-    }
-    throw BadRequest(name + "=" + text + ": expected an integer");
   }
 };
 
@@ -431,70 +309,5 @@ void Server::listen() { impl_->http.listen_after_bind(); }
 void Server::stop() {
   if (impl_->http.is_running()) impl_->http.stop();
 }
-
-namespace {
-std::atomic<Server*> serving{nullptr};
-extern "C" void stop_serving(int) {
-  if (Server* s = serving.load()) s->stop();
-}
-// Waiting connections are file descriptors: the soft limit (often 1024) is raised to the hard one.
-void raise_open_files() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
-  }
-}
-
-}  // namespace
-
-int cmd_serve(const Args& args) {
-  po::options_description opts("options");
-  ServeOptions options;
-  opts.add_options()("db", po::value(&options.db)->default_value(kDefaultResultsPath), "results database (read only)")(
-      "port,p", po::value(&options.port)->default_value(8080), "TCP port (0: any free one, printed)")(
-      "host", po::value(&options.host)->default_value("127.0.0.1"),
-      "address to listen on; anything but 127.0.0.1, localhost or ::1 needs --token")(
-      "token", po::value(&options.token), "secret every request must carry (?token=, a cookie, or a Bearer header)")(
-      "threads", po::value(&options.threads)->default_value(64), "worker threads: connections served at once")(
-      "timeout", po::value(&options.timeout_s)->default_value(10),
-      "seconds a client may take to send a body or read the answer")(
-      "header-timeout", po::value(&options.header_timeout_s)->default_value(5),
-      "seconds a connection may take to send its request head (waiting costs no worker)")(
-      "client-connections", po::value(&options.client_connections)->default_value(256),
-      "connections one client address may hold at once (more are closed at once)")(
-      "chart-js", po::value(&options.chart_js), "Chart.js file (default: Debian's libjs-chart.js)")(
-      "allow-writes", po::bool_switch(&options.allow_writes),
-      "take notes, tags, archive flags and saved views from the pages (needs --token; docs/serve.md)")(
-      "artifacts", po::value(&options.artifact_roots)->composing(),
-      "a folder whose runs' files are served though htm run did not mark it (repeatable; docs/serve.md)");
-  po::positional_options_description pos;
-  po::variables_map vm;
-  if (!parse_options("serve", args, opts, pos, vm,
-                     "[--db FILE] [--port 8080] [--host 127.0.0.1] [--token T [--allow-writes]] [--artifacts DIR]"))
-    return 0;
-  if (options.threads < 2 || options.threads > 1024)
-    throw Error("--threads " + std::to_string(options.threads) + ": expected 2 to 1024");
-  if (options.timeout_s < 1) throw Error("--timeout " + std::to_string(options.timeout_s) + ": expected 1 or more");
-  if (!(options.header_timeout_s >= 0.1 && options.header_timeout_s <= 3600))
-    throw Error("--header-timeout " + std::to_string(options.header_timeout_s) + ": expected 0.1 to 3600 seconds");
-  if (options.client_connections < 1 || options.client_connections > 65536)
-    throw Error("--client-connections " + std::to_string(options.client_connections) + ": expected 1 to 65536");
-  raise_open_files();
-  Server server(options);
-  const std::string host = options.host == "::1" ? "[::1]" : options.host;
-  std::printf("htm serve: http://%s:%d/%s  (database %s, %s; Ctrl-C stops)\n", host.c_str(), server.port(),
-              options.token.empty() ? "" : "?token=...", options.db.c_str(),
-              options.allow_writes ? "read only but for notes, tags, archive flags and views" : "read only");
-  std::fflush(stdout);
-  serving = &server;
-  std::signal(SIGINT, stop_serving);
-  std::signal(SIGTERM, stop_serving);
-  server.listen();
-  serving = nullptr;
-  return 0;
-}
-const RegisterCommand register_serve(120, "serve", "results live in a browser: runs, studies, sweeps, curves",
-                                     cmd_serve);
 
 }  // namespace htm

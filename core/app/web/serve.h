@@ -115,12 +115,6 @@ std::string sweep_json(ResultsStore& store, const std::string& experiment, const
 /// Throws NotFound unless some run belongs to `experiment`, naming the closest study that one does.
 void require_study(ResultsStore& store, const std::string& experiment);
 
-/// The pages' HTML: the data is fetched by their scripts from the JSON routes.
-std::string runs_page();
-std::string run_page(int64_t run_id);
-std::string sweep_page(const std::string& experiment);
-std::string compare_page();  ///< runs chosen in the address (?runs=3,7,12): curves overlaid, settings diffed
-
 /// Run `run_id`'s artifact folder when `trust` accepts it (marked as htm's, or under
 /// --artifacts), else why not: absent (no such run, no folder) or untrusted.
 ArtifactPath artifact_folder(ResultsStore& store, int64_t run_id, const ArtifactTrust& trust);

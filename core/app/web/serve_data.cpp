@@ -15,7 +15,7 @@
 
 #include <boost/math/distributions/fisher_f.hpp>
 
-#include "commands/names.h"
+#include "store/names.h"
 #include "web/page_text.h"
 #include "web/serve.h"
 #include "web/serve_series.h"

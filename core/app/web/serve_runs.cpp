@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "commands/names.h"
+#include "store/names.h"
 #include "web/page_text.h"
 #include "web/serve.h"
 #include "web/serve_sql.h"

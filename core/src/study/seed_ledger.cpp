@@ -1,4 +1,4 @@
-#include "commands/seed_ledger.h"
+#include "study/seed_ledger.h"
 
 #include <cstdio>
 #include <filesystem>

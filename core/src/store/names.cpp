@@ -1,4 +1,4 @@
-#include "commands/names.h"
+#include "store/names.h"
 
 #include <algorithm>
 

@@ -1,4 +1,5 @@
-// `htm compare` and `htm report`'s final values: per variant and phase, a metric's last value
+// A study's variants compared (`htm compare`, and the final values of `htm report` and htm serve's
+// study page): per variant and phase, a metric's last value
 // in each seed's latest finished run, tested against a reference variant (paired by seed where
 // the two share their seeds, Welch otherwise), effects as % of the reference with their CI,
 // p-values adjusted over every comparison of a phase, one-sided bounds against targets and
@@ -10,8 +11,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <boost/program_options/options_description.hpp>
 
 #include "stats/statistics.h"
 
@@ -97,19 +96,6 @@ Comparison compare_study(ResultsStore& store, CompareRequest& request);
 /// "split/name" for a metric written with or without its split ("loss/mse" is a name: only a
 /// leading "test/" or "train/" is taken for a split).
 std::string qualified_metric(const std::string& metric, const std::string& split);
-
-/// --adjust, --target and --collapse as given, for `htm compare` and `htm report` alike.
-struct ClaimOptions {
-  std::string adjust = "holm";
-  std::vector<std::string> targets;
-  double collapse = -1;
-};
-/// Adds the three options to `opts`.
-void add_claim_options(boost::program_options::options_description& opts, ClaimOptions& claims);
-/// Parses them: the adjustment, and the targets with their metrics qualified by `split`.
-/// Throws htm::Error for an unknown adjustment or a target that cannot be read.
-std::pair<stats::Adjustment, std::vector<stats::Target>> parse_claims(const ClaimOptions& claims,
-                                                                      const std::string& split);
 
 /// "0-2", "1000-1009" or "0, 3, 7": a seed list for a table's heading.
 std::string seed_list(std::vector<int64_t> seeds);
