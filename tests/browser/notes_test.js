@@ -17,6 +17,7 @@ const {checker, startServe, launch} = require('./harness');
 
 const [htm, fixture] = process.argv.slice(2, 4).map(f => path.resolve(f || ''));
 const shots = process.env.HTM_BROWSER_SHOTS || '';
+if (shots) fs.mkdirSync(shots, {recursive: true});  // whichever browser test runs first makes it
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'htm-notes-'));
 const db = path.join(work, 'htm.sqlite');
 const TOKEN = 'notes-test-' + process.pid;
@@ -126,20 +127,24 @@ async function main() {
     check(
         !(await page.$(`#table tr[data-run="${run}"]`)) && plain.total === everything.total - 1 &&
             !plain.runs.some(r => String(r.id) === run),
-        `the server leaves the archived run out of the runs table and its count (${plain.total} of ${everything.total})`);
+        `the server leaves the archived run out of the runs table and its count (${plain.total} of ${
+            everything.total})`);
     await page.click('#show-archived');
     await page.waitForFunction(r => document.querySelector(`#table tr[data-run="${r}"]`), {timeout: 5000}, run);
-    check(new URLSearchParams(await page.evaluate(() => location.search)).get('archived') === '1',
-          '"show archived" shows it, in the address');
+    check(
+        new URLSearchParams(await page.evaluate(() => location.search)).get('archived') === '1',
+        '"show archived" shows it, in the address');
     // A tag given from the page is a tag like the run's own: filtered on, grouped by.
     const tagged = await api('archived=1&where=tag.owner%3Dana&group=tag.owner');
-    check(tagged.total === 1 && String(tagged.runs[0].id) === run && tagged.runs[0].tags.includes('owner=ana') &&
-              tagged.groups.some(g => g.value === 'ana' && g.n === 1),
-          'tag.owner=ana (a user tag) filters and groups the runs table');
+    check(
+        tagged.total === 1 && String(tagged.runs[0].id) === run && tagged.runs[0].tags.includes('owner=ana') &&
+            tagged.groups.some(g => g.value === 'ana' && g.n === 1),
+        'tag.owner=ana (a user tag) filters and groups the runs table');
     await page.goto(`${base}/compare?runs=${run},${other}`);
     await ready('compare page');
-    const owner = await page.$$eval('#settings-table tr', rows => rows.map(r => [...r.children].map(c => c.textContent))
-                                                              .find(cells => cells[0] === 'tag.owner'));
+    const owner = await page.$$eval(
+        '#settings-table tr',
+        rows => rows.map(r => [...r.children].map(c => c.textContent)).find(cells => cells[0] === 'tag.owner'));
     check(owner && owner[1] === 'ana' && owner[2] === '(unset)', `the compare page compares the user tag (${owner})`);
     await page.goto(`${base}/?archived=1`);
     await ready('runs table again');

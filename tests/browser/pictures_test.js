@@ -16,6 +16,7 @@ const {checker, startServe, launch} = require('./harness');
 
 const [htm, fixture, tiny] = process.argv.slice(2, 5).map(f => path.resolve(f || ''));
 const shots = process.env.HTM_BROWSER_SHOTS || '';
+if (shots) fs.mkdirSync(shots, {recursive: true});  // whichever browser test runs first makes it
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'htm-pictures-'));
 const db = path.join(work, 'htm.sqlite');
 const {failures, check} = checker();
