@@ -50,6 +50,15 @@ class ServeTest : public ResultsStoreTest {
     ResultsStore store(db_path(), OpenMode::read_only);
     return serve::runs_json(store, q);
   }
+  // Why the runs table refuses `q` (BadRequest's text), or "(accepted)".
+  std::string refusal(serve::RunsQuery q) {
+    try {
+      runs(q);
+    } catch (const BadRequest& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  }
   static int count(const std::string& text, const std::string& what) {
     int n = 0;
     for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;

@@ -192,14 +192,6 @@ TEST_F(ServeTest, AMisspeltSettingIsRefusedWithTheNearestOne) {
 // has is refused with the closest real one, even where it would match every run (!=); a real
 // name that the selected runs lack is not an error.
 TEST_F(ServeTest, MisspeltNamesAreRefusedWhereverTheyAreGiven) {
-  auto refusal = [this](serve::RunsQuery q) -> std::string {
-    try {
-      runs(q);
-    } catch (const BadRequest& e) {
-      return e.what();
-    }
-    return "(accepted)";
-  };
   serve::RunsQuery q;
   q.where = {"sweep.knd!=learned"};  // matched all 8 runs before
   EXPECT_EQ(refusal(q), "filter 'sweep.knd!=learned': no run has a setting 'sweep.knd'; did you mean 'sweep.kind'?");
@@ -273,14 +265,6 @@ TEST_F(ServeTest, SettingsAsColumnsSortAsNumbersAndFeedAChart) {
   EXPECT_NE(chart.find("\"keys\":[\"sweep.width\",\"test/mse\",\"sweep.kind\"]"), std::string::npos) << chart;
   EXPECT_NE(chart.find("[" + std::to_string(ids_[0]) + ",32,1,\"learned\"]"), std::string::npos) << chart;
   EXPECT_EQ(count(chart.substr(chart.find("\"chart\":")), "],["), 7);  // the 8 runs of "sweep"
-  auto refusal = [this](serve::RunsQuery q) -> std::string {
-    try {
-      runs(q);
-    } catch (const BadRequest& e) {
-      return e.what();
-    }
-    return "(accepted)";
-  };
   q = {};
   q.columns = {"sweep.widht"};
   EXPECT_EQ(refusal(q), "column 'sweep.widht': no run has a setting 'sweep.widht'; did you mean 'sweep.width'?");

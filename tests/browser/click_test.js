@@ -18,12 +18,12 @@ const {spawn, execFileSync} = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const {checker, startServe, launch} = require('./harness');
+const {checker, startServe, launch, run} = require('./harness');
 
 const [htm, fixture] = process.argv.slice(2, 4).map(f => path.resolve(f || '')), experiment = process.argv[4];
 const shots = process.env.HTM_BROWSER_SHOTS || '';
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'htm-click-'));
-const {failures, check} = checker();
+const {check, verdict} = checker();
 // The database read directly (sqlite3's shell, read only), to check the pages against.
 const sql = query => execFileSync('sqlite3', ['-readonly', '-csv', path.join(work, 'htm.sqlite'), query])
                          .toString()
@@ -578,14 +578,6 @@ async function main() {
     if (training) training.kill();
     fs.rmSync(work, {recursive: true, force: true});
   }
-  const seconds = ((Date.now() - started) / 1000).toFixed(1);
-  if (failures.length) {
-    console.log(`click test: ${failures.length} failure(s) in ${seconds} s`);
-    process.exit(1);
-  }
-  console.log(`click test passed in ${seconds} s`);
+  verdict('click', started);
 }
-main().catch(e => {
-  console.log('FAIL: ' + (e.stack || e));
-  process.exit(1);
-});
+run(main);

@@ -14,13 +14,13 @@ const {execFileSync} = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const {checker, startServe, launch} = require('./harness');
+const {checker, startServe, launch, run} = require('./harness');
 
 const [htm, fixture] = process.argv.slice(2, 4).map(f => path.resolve(f || ''));
 const shots = process.env.HTM_BROWSER_SHOTS || '';
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'htm-columns-'));
 const db = path.join(work, 'htm.sqlite');
-const {failures, check} = checker();
+const {check, verdict} = checker();
 const sql = query => execFileSync('sqlite3', ['-readonly', '-csv', db, query])
                          .toString()
                          .trim()
@@ -280,14 +280,6 @@ async function main() {
     server.kill();
     fs.rmSync(work, {recursive: true, force: true});
   }
-  const seconds = ((Date.now() - started) / 1000).toFixed(1);
-  if (failures.length) {
-    console.log(`columns test: ${failures.length} failure(s) in ${seconds} s`);
-    process.exit(1);
-  }
-  console.log(`columns test passed in ${seconds} s`);
+  verdict('columns', started);
 }
-main().catch(e => {
-  console.log('FAIL: ' + (e.stack || e));
-  process.exit(1);
-});
+run(main);

@@ -17,8 +17,23 @@ function checker() {
     if (!ok) failures.push(what);
     console.log((ok ? 'ok   ' : 'FAIL ') + what);
   };
-  return {failures, check};
+  // The last line: "NAME test passed in S s" (what ctest looks for), or the failures' count and exit 1.
+  const verdict = (name, started) => {
+    const seconds = ((Date.now() - started) / 1000).toFixed(1);
+    if (failures.length) {
+      console.log(`${name} test: ${failures.length} failure(s) in ${seconds} s`);
+      process.exit(1);
+    }
+    console.log(`${name} test passed in ${seconds} s`);
+  };
+  return {failures, check, verdict};
 }
+
+// A test's main(): an exception is one FAIL line and exit 1.
+const run = main => main().catch(e => {
+  console.log('FAIL: ' + (e && e.stack || e));
+  process.exit(1);
+});
 
 // `htm serve --db DB --port 0 EXTRA...` in `cwd`: {server, base} once it prints its address (15 s at most).
 async function startServe(htm, db, extra, cwd) {
@@ -44,4 +59,9 @@ const launch = () => puppeteer.launch({
   args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--hide-scrollbars']
 });
 
-module.exports = {checker, startServe, launch};
+module.exports = {
+  checker,
+  startServe,
+  launch,
+  run
+};

@@ -13,7 +13,7 @@ const fs = require('fs');
 const http = require('http');
 const os = require('os');
 const path = require('path');
-const {checker, startServe, launch} = require('./harness');
+const {checker, startServe, launch, run} = require('./harness');
 
 const [htm, fixture] = process.argv.slice(2, 4).map(f => path.resolve(f || ''));
 const shots = process.env.HTM_BROWSER_SHOTS || '';
@@ -21,7 +21,7 @@ if (shots) fs.mkdirSync(shots, {recursive: true});  // whichever browser test ru
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'htm-notes-'));
 const db = path.join(work, 'htm.sqlite');
 const TOKEN = 'notes-test-' + process.pid;
-const {failures, check} = checker();
+const {check, verdict} = checker();
 const sql = query => execFileSync('sqlite3', ['-readonly', db, query]).toString().trim();
 
 async function serve() {
@@ -197,12 +197,7 @@ async function main() {
     server.kill();
     for (const s of evil) s.close();
   }
-  console.log(`${failures.length ? 'FAILED' : 'notes test passed'} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   fs.rmSync(work, {recursive: true, force: true});
-  process.exit(failures.length ? 1 : 0);
+  verdict('notes', started);
 }
-
-main().catch(e => {
-  console.log('FAIL: ' + (e && e.stack || e));
-  process.exit(1);
-});
+run(main);

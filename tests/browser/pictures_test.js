@@ -12,14 +12,14 @@ const {execFileSync} = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const {checker, startServe, launch} = require('./harness');
+const {checker, startServe, launch, run} = require('./harness');
 
 const [htm, fixture, tiny] = process.argv.slice(2, 5).map(f => path.resolve(f || ''));
 const shots = process.env.HTM_BROWSER_SHOTS || '';
 if (shots) fs.mkdirSync(shots, {recursive: true});  // whichever browser test runs first makes it
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'htm-pictures-'));
 const db = path.join(work, 'htm.sqlite');
-const {failures, check} = checker();
+const {check, verdict} = checker();
 const sql = query => execFileSync('sqlite3', ['-readonly', '-csv', db, query]).toString().trim().split('\n');
 
 async function serve() {
@@ -164,14 +164,6 @@ async function main() {
     server.kill();
     fs.rmSync(work, {recursive: true, force: true});
   }
-  const seconds = ((Date.now() - started) / 1000).toFixed(1);
-  if (failures.length) {
-    console.log(`pictures test: ${failures.length} failure(s) in ${seconds} s`);
-    process.exit(1);
-  }
-  console.log(`pictures test passed in ${seconds} s`);
+  verdict('pictures', started);
 }
-main().catch(e => {
-  console.log('FAIL: ' + (e.stack || e));
-  process.exit(1);
-});
+run(main);

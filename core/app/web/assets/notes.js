@@ -1,7 +1,7 @@
 // What a reader adds to runs, on htm serve's run and runs pages (served as /static/notes.js; the
 // routes are web/serve_write.cpp's). On a run's page (#notes): its note, its user tags (the run's
 // own tags beside them, read only) and its archived flag. On the runs table (#notes-bar): archive
-// or unarchive the ticked runs, archived runs hidden until "show archived" is ticked, and saved
+// or unarchive the ticked runs, archived runs left out (by the server) until "show archived" is ticked, and saved
 // views (the page's address under a name). A server started without --allow-writes shows them
 // read only. The writes are JSON POSTs; the page's token is its same-site cookie, and the server
 // checks the request's Origin. A refused write is said beside its button, not in #errors.
@@ -91,9 +91,9 @@
   // ---- the runs table
   function runsPage(root) {
     const params = () => new URLSearchParams(location.search);
-    let showArchived = params().get('archived') === '1', writes = false, decorated = 0;
+    let writes = false, decorated = 0;
     const toggle = el('input', {id: 'show-archived', type: 'checkbox'});
-    toggle.checked = showArchived;
+    toggle.checked = params().get('archived') === '1';
     const archive = el('button', {id: 'archive-ticked', type: 'button'}, 'archive ticked');
     const unarchive = el('button', {id: 'unarchive-ticked', type: 'button'}, 'unarchive ticked');
     const menu = el('select', {id: 'views', 'aria-label': 'saved views'});
@@ -143,34 +143,28 @@
         say('views-status', e.message, false);
       }
     };
-    // Each table the runs page draws: its archived rows marked, hidden unless asked for; a note as the run's title.
+    // Each table the runs page draws: its archived rows (there only with "show archived": the server
+    // leaves them out otherwise) marked; a note as the run's title.
     async function decorate() {
       const rows = [...document.querySelectorAll('#table tr[data-run]')];
       const d = await get('/api/annotations?runs=' + rows.map(r => r.dataset.run).join(','));
-      let hidden = 0;
       for (const row of rows) {
         const a = d.runs[row.dataset.run] || {archived: false, note: '', tags: {}};
         row.dataset.archived = a.archived ? 'yes' : 'no';
-        row.hidden = a.archived && !showArchived;
         row.style.opacity = a.archived ? '0.55' : '';
-        hidden += row.hidden ? 1 : 0;
         const link = row.querySelector('a[href^="/run/"]');
         const tags = Object.entries(a.tags).map(([k, v]) => `${k}=${v}`).join(' ');
         if (link) link.title = [a.note, tags && 'tags: ' + tags, a.archived && '(archived)'].filter(s => s).join('\n');
       }
-      say('archived-count', `(${d.archived_total} in the file${hidden ? `, ${hidden} hidden on this page` : ''})`);
+      say('archived-count', `(${d.archived_total} in the file)`);
       writes = d.writes;
-      document.body.dataset.hiddenArchived = hidden;
       document.body.dataset.annotated = ++decorated;
     }
     const redo = () => decorate().catch(e => say('archive-status', e.message, false));
     new MutationObserver(redo).observe(document.getElementById('table'), {childList: true});
     // The server leaves archived runs out (runs.js asks with archived=1 when they are shown).
     const reload = detail => document.dispatchEvent(new CustomEvent('runs-archived', {detail}));
-    toggle.onchange = () => {
-      showArchived = toggle.checked;
-      reload(showArchived);
-    };
+    toggle.onchange = () => reload(toggle.checked);
     const mark = async flag => {
       const ticked = (params().get('sel') || '').split(',').filter(s => /^\d+$/.test(s));
       if (!ticked.length) return say('archive-status', 'tick runs first', false);
