@@ -11,6 +11,7 @@
 #include "htm/error.h"
 #include "htm/merge.h"
 #include "htm/policy.h"
+#include "plugins_util.h"
 #include "test_util.h"
 
 namespace htm {

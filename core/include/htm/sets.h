@@ -24,6 +24,17 @@ class NonFinite : public Error {
 /// cost is NaN or infinite (the method would never end).
 std::vector<int64_t> hungarian(const std::vector<double>& cost, int64_t n);
 
+/// The scratch hungarian_into() reuses from one matrix to the next (no allocation per matrix).
+struct HungarianWork {
+  std::vector<double> u, v, minv;
+  std::vector<int64_t> p, way;
+  std::vector<char> used;
+};
+
+/// hungarian() on `n`×`n` costs at `cost` (row-major), the column of each row written to
+/// `assignment` (n entries): the same arithmetic in the same order, so the same assignment.
+void hungarian_into(const double* cost, int64_t n, HungarianWork& work, int64_t* assignment);
+
 /// For each sample, the target element matched to each predicted one so that the summed squared
 /// distance is least: B×N int64. prediction and target: B×N×F. No gradient. Where the gpu kernels
 /// are in force for `prediction` (a GPU's tensor) and N ≤ 16, found on its device with no read-back

@@ -98,6 +98,10 @@ std::pair<torch::Tensor, torch::Tensor> Backend::greedy_block_pairs(const torch:
   return htm::greedy_pairs(scores, r, row_token, col_token, T);
 }
 
+torch::Tensor Backend::batched_product(const torch::Tensor& a, const torch::Tensor& b) const {
+  return torch::bmm(a, b);
+}
+
 torch::Tensor Backend::pair_log_prob(const torch::Tensor& masked, const torch::Tensor& src,
                                      const torch::Tensor& dst) const {
   const int64_t B = masked.size(0), T = masked.size(1);
@@ -134,12 +138,10 @@ torch::Tensor Backend::min_cost_assignment(const torch::Tensor& cost) const {
                 " elements runs on the host (on the device: N <= " + std::to_string(gpu::kMaxDeviceAssignment) + ")");
   const auto host = cost.to(torch::kCPU, torch::kDouble).contiguous();  // host: the Hungarian algorithm
   auto index = torch::empty({B, N}, torch::kLong);
-  auto idx = index.accessor<int64_t, 2>();
-  for (int64_t b = 0; b < B; ++b) {
-    const double* c = host[b].data_ptr<double>();
-    const auto assignment = hungarian(std::vector<double>(c, c + N * N), N);
-    for (int64_t i = 0; i < N; ++i) idx[b][i] = assignment[i];
-  }
+  const double* c = host.data_ptr<double>();
+  int64_t* idx = index.data_ptr<int64_t>();
+  HungarianWork work;  // one scratch for every sample
+  for (int64_t b = 0; b < B; ++b) hungarian_into(c + b * N * N, N, work, idx + b * N);
   return index.to(cost.device());
 }
 

@@ -56,6 +56,8 @@ class Backend {
   virtual void product_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) const;
   /// Whether product_into is the backend's own GEMM, not torch's (`htm bench` times it only then).
   virtual bool own_products() const { return false; }
+  /// a·b for each batch item (a B×m×k, b B×k×n, any strides): torch::bmm, with its gradients.
+  virtual at::Tensor batched_product(const at::Tensor& a, const at::Tensor& b) const;
 
   // --- Attention and dropout --------------------------------------------------------------------
   /// softmax(QKᵀ/√d)V over `heads` heads, dropout p on the weights (0: none) drawn from stream

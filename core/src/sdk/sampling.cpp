@@ -172,7 +172,7 @@ torch::Tensor bilinear_of(const torch::Tensor& queries, const torch::Tensor& key
   const int64_t B = queries.size(0), T = queries.size(1), C = queries.size(2), heads = head_weight.size(0);
   const int64_t d = C / heads;
   auto q = queries.view({B, T, heads, d}) * head_weight.view({1, 1, heads, 1});
-  return torch::bmm(q.view({B, T, C}), keys.transpose(1, 2)) / std::sqrt(static_cast<double>(d));
+  return backend_for(q).batched_product(q.view({B, T, C}), keys.transpose(1, 2)) / std::sqrt(static_cast<double>(d));
 }
 
 }  // namespace

@@ -12,27 +12,30 @@
 
 namespace htm {
 
-std::vector<int64_t> hungarian(const std::vector<double>& cost, int64_t n) {
-  if (static_cast<int64_t>(cost.size()) != n * n) throw Error("hungarian: cost is not n×n");
-  for (double c : cost)
-    if (!std::isfinite(c)) throw NonFinite("the matching costs hold NaN or infinity");
+void hungarian_into(const double* cost, int64_t n, HungarianWork& w, int64_t* assignment) {
+  for (int64_t k = 0; k < n * n; ++k)
+    if (!std::isfinite(cost[k])) throw NonFinite("the matching costs hold NaN or infinity");
   // Potentials u (rows), v (columns); p[j] is the row matched to column j (1-based, 0 = none).
   const double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> u(n + 1, 0), v(n + 1, 0);
-  std::vector<int64_t> p(n + 1, 0), way(n + 1, 0);
+  w.u.assign(n + 1, 0), w.v.assign(n + 1, 0), w.minv.resize(n + 1);
+  w.p.assign(n + 1, 0), w.way.assign(n + 1, 0), w.used.resize(n + 1);
+  double *u = w.u.data(), *v = w.v.data(), *minv = w.minv.data();
+  int64_t *p = w.p.data(), *way = w.way.data();
+  char* used = w.used.data();
   for (int64_t i = 1; i <= n; ++i) {
     p[0] = i;
     int64_t j0 = 0;
-    std::vector<double> minv(n + 1, inf);
-    std::vector<char> used(n + 1, 0);
+    std::fill(minv, minv + n + 1, inf);
+    std::fill(used, used + n + 1, char{0});
     do {
       used[j0] = 1;
       const int64_t i0 = p[j0];
+      const double* row = cost + (i0 - 1) * n - 1;  // row[j], j = 1..n
       double delta = inf;
       int64_t j1 = 0;
       for (int64_t j = 1; j <= n; ++j) {
         if (used[j]) continue;
-        const double cur = cost[(i0 - 1) * n + (j - 1)] - u[i0] - v[j];
+        const double cur = row[j] - u[i0] - v[j];
         if (cur < minv[j]) minv[j] = cur, way[j] = j0;
         if (minv[j] < delta) delta = minv[j], j1 = j;
       }
@@ -50,9 +53,16 @@ std::vector<int64_t> hungarian(const std::vector<double>& cost, int64_t n) {
       j0 = j1;
     } while (j0 != 0);
   }
-  std::vector<int64_t> assignment(n, -1);
+  std::fill(assignment, assignment + n, int64_t{-1});
   for (int64_t j = 1; j <= n; ++j)
     if (p[j] > 0) assignment[p[j] - 1] = j - 1;
+}
+
+std::vector<int64_t> hungarian(const std::vector<double>& cost, int64_t n) {
+  if (static_cast<int64_t>(cost.size()) != n * n) throw Error("hungarian: cost is not n×n");
+  HungarianWork work;
+  std::vector<int64_t> assignment(n);
+  hungarian_into(cost.data(), n, work, assignment.data());
   return assignment;
 }
 
