@@ -6,6 +6,7 @@
 #include "kernels/counter_rng.h"
 #include "kernels/kernels.h"
 #if HTM_NATIVE_KERNELS
+#include "kernels/native/attention_small.h"
 #include "kernels/native/softmax_rows.h"
 #endif
 #include "test_util.h"
@@ -93,6 +94,36 @@ TEST(FusedAttention, SmallHeadsDropTheSameWeightsAsThePortableKernels) {
     EXPECT_TRUE(torch::allclose(grads[i], grads[i + 3], 1e-3, 1e-4))
         << i << ": " << (grads[i] - grads[i + 3]).abs().max();
 }
+
+#if HTM_NATIVE_KERNELS
+// A small head without dropout runs a lane per query row (attention_small.cpp's
+// forward_by_queries); with dropout on, a row at a time. A mask that keeps every weight at scale 1
+// (threshold 0) leaves the row kernel's weights as they are: both give the same bits.
+TEST(SmallHeads, ALanePerQueryGivesTheRowKernelsBits) {
+  if (!small_heads_fit(4, 16)) GTEST_SKIP() << "skipped: no AVX-512 rows on this CPU";
+  torch::manual_seed(7);
+  int cases = 0;
+  for (int64_t d : {1, 3, 4, 8, 16})
+    for (int64_t tk : {1, 2, 7, 16})
+      for (int64_t tq : {1, 5, 16, 17, 40}) {
+        const int64_t ld = 3 * d + 1;  // rows apart as in a packed q|k|v projection, odd on purpose
+        auto x = torch::randn({tq + 2 * tk, ld}) * 2;
+        const float* p = x.data_ptr<float>();
+        const SmallHead h{p, p + tq * ld + d, p + (tq + tk) * ld + 2 * d, ld, ld, ld, tq, tk, d};
+        auto lanes = torch::full({tq, d + 1}, 9.0f), rows = torch::full({tq, d + 1}, 9.0f);
+        auto lse_lanes = torch::empty({tq}), lse_rows = torch::empty({tq});
+        small_head_forward(h, SmallDropout{false, 0, 0, 0, 1.0f}, lanes.data_ptr<float>(), d + 1,
+                           lse_lanes.data_ptr<float>());
+        small_head_forward(h, SmallDropout{true, 11, 0, 0, 1.0f}, rows.data_ptr<float>(), d + 1,
+                           lse_rows.data_ptr<float>());
+        const auto where = "d " + std::to_string(d) + " tk " + std::to_string(tk) + " tq " + std::to_string(tq);
+        ASSERT_TRUE(torch::equal(lanes, rows)) << where << ": outputs (or the column past them) differ";
+        ASSERT_TRUE(torch::equal(lse_lanes, lse_rows)) << where << ": log-sum-exps differ";
+        ++cases;
+      }
+  EXPECT_EQ(cases, 100);
+}
+#endif
 
 TEST(FusedAttention, DropoutGradientsMatchFiniteDifferences) {
   // Output is linear in V for a fixed mask: <dV, Δ> must equal <dO, O(V+Δ) − O(V)>.

@@ -6,6 +6,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/native/row16.h"
@@ -68,6 +69,75 @@ HTM_AVX512 void forward_avx512(const SmallHead& h, const SmallDropout& drop, flo
   }
 }
 
+// _mm512_reduce_max_ps and _mm512_reduce_add_ps (GCC's avx512fintrin.h: halves, quarters, then
+// lanes 0+2 and 1+3, then those two) across 16 registers, lane by lane: each lane's result is
+// the reduction of its 16 values in the order the one-register reduction takes them.
+HTM_AVX512 inline __m512 combine(__m512 x, __m512 y, bool max) {
+  return max ? _mm512_max_ps(x, y) : _mm512_add_ps(x, y);
+}
+
+HTM_AVX512 inline __m512 reduce_across(const __m512* x, bool max) {
+  __m512 t3[8], t6[4];
+  for (int i = 0; i < 8; ++i) t3[i] = combine(x[8 + i], x[i], max);
+  for (int i = 0; i < 4; ++i) t6[i] = combine(t3[4 + i], t3[i], max);
+  return combine(combine(t6[0], t6[2], max), combine(t6[1], t6[3], max), max);
+}
+
+// forward_avx512 without dropout for up to 16 query rows at once, a lane per row: the scores,
+// softmax and weighted values as forward_avx512 computes each row (the same fused multiply-adds
+// in the same two running sums, the same reduction trees, lane by lane), so the same bits, where
+// the row kernel reduces each row across its lanes twice.
+HTM_AVX512 void forward_by_queries(const SmallHead& h, float* out, int64_t ld_out, float* lse) {
+  const float alpha = 1.0f / std::sqrt(static_cast<float>(h.d));
+  const __m512 a = _mm512_set1_ps(alpha);
+  alignas(64) float t[16][16];
+  for (int64_t r0 = 0; r0 < h.tq; r0 += 16) {
+    const int64_t rows = std::min<int64_t>(16, h.tq - r0);
+    for (int64_t l = 0; l < 16; ++l)  // Q by channel: lane l = row r0 + l
+      for (int64_t c = 0; c < h.d; ++c) t[c][l] = l < rows ? h.q[(r0 + l) * h.ld_q + c] : 0.0f;
+    __m512 q[16];
+    for (int64_t c = 0; c < h.d; ++c) q[c] = _mm512_load_ps(t[c]);
+    __m512 s[16];  // s[j]: the rows' scaled scores against key j
+    for (int64_t j = 0; j < 16; ++j) {
+      if (j >= h.tk) {
+        s[j] = _mm512_set1_ps(-INFINITY);
+        continue;
+      }
+      const float* kj = h.k + j * h.ld_k;
+      __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+      int64_t c = 0;
+      for (; c + 1 < h.d; c += 2) {
+        acc0 = _mm512_fmadd_ps(q[c], _mm512_set1_ps(kj[c]), acc0);
+        acc1 = _mm512_fmadd_ps(q[c + 1], _mm512_set1_ps(kj[c + 1]), acc1);
+      }
+      if (c < h.d) acc0 = _mm512_fmadd_ps(q[c], _mm512_set1_ps(kj[c]), acc0);
+      s[j] = _mm512_mul_ps(_mm512_add_ps(acc0, acc1), a);
+    }
+    const __m512 m = reduce_across(s, /*max=*/true);
+    __m512 e[16];
+    for (int64_t j = 0; j < 16; ++j) e[j] = j < h.tk ? exp_avx512(_mm512_sub_ps(s[j], m)) : _mm512_setzero_ps();
+    const __m512 sum = reduce_across(e, /*max=*/false);
+    const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), sum);
+    for (int64_t j = 0; j < h.tk; ++j) e[j] = _mm512_mul_ps(e[j], inv);  // the weights
+    alignas(64) float ms[16], sums[16];
+    _mm512_store_ps(ms, m);
+    _mm512_store_ps(sums, sum);
+    for (int64_t l = 0; l < rows; ++l) lse[r0 + l] = ms[l] + std::log(sums[l]);
+    for (int64_t c = 0; c < h.d; ++c) {  // Σ_j w_j · v[j][c] in weighted_rows' two running sums
+      __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+      int64_t j = 0;
+      for (; j + 1 < h.tk; j += 2) {
+        acc0 = _mm512_fmadd_ps(e[j], _mm512_set1_ps(h.v[j * h.ld_v + c]), acc0);
+        acc1 = _mm512_fmadd_ps(e[j + 1], _mm512_set1_ps(h.v[(j + 1) * h.ld_v + c]), acc1);
+      }
+      if (j < h.tk) acc0 = _mm512_fmadd_ps(e[j], _mm512_set1_ps(h.v[j * h.ld_v + c]), acc0);
+      _mm512_store_ps(t[c], _mm512_add_ps(acc0, acc1));
+    }
+    for (int64_t l = 0; l < rows; ++l)
+      for (int64_t c = 0; c < h.d; ++c) out[(r0 + l) * ld_out + c] = t[c][l];
+  }
+}
+
 HTM_AVX512 void backward_avx512(const SmallHead& h, const SmallDropout& drop, const float* g, int64_t ld_g,
                                 const float* lse, float* dq, int64_t ld_dq, float* dk, float* dv, int64_t ld_dkv) {
   Held keys, values;
@@ -116,7 +186,10 @@ HTM_AVX512 void backward_avx512(const SmallHead& h, const SmallDropout& drop, co
 bool small_heads_fit(int64_t d, int64_t tk) { return d >= 1 && d <= 16 && tk >= 1 && tk <= 16 && rows_avx512(); }
 
 void small_head_forward(const SmallHead& h, const SmallDropout& drop, float* out, int64_t ld_out, float* lse) {
-  forward_avx512(h, drop, out, ld_out, lse);
+  if (drop.on)
+    forward_avx512(h, drop, out, ld_out, lse);
+  else
+    forward_by_queries(h, out, ld_out, lse);
 }
 
 void small_head_backward(const SmallHead& h, const SmallDropout& drop, const float* g, int64_t ld_g, const float* lse,
