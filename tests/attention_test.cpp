@@ -5,6 +5,7 @@
 #include "htm/layers.h"
 #include "kernels/counter_rng.h"
 #include "kernels/kernels.h"
+#include "kernels/precision.h"
 #if HTM_NATIVE_KERNELS
 #include "kernels/native/attention_small.h"
 #include "kernels/native/softmax_rows.h"
@@ -152,6 +153,7 @@ TEST(FusedAttention, DropoutGradientsMatchFiniteDifferences) {
 }
 
 TEST(Linear, MatchesTorchLinearValuesAndGradients) {
+  PrecisionScope fp32(Precision::fp32);  // a test before it in this process may have left bf16 in force
   torch::manual_seed(2);
   Linear layer(24, 10);
   for (auto shape : std::vector<std::vector<int64_t>>{{7, 24}, {3, 5, 24}, {1, 24}}) {

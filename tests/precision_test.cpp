@@ -149,6 +149,7 @@ std::string tiny(const std::string& dir, const std::string& precision) {
 
 TEST(Bf16, ATinyRunTrainsToTheSameTestMseAsFp32AndIsAnotherRun) {
   SKIP_WITHOUT_BF16();
+  PrecisionScope restore(matmul_precision());  // a run puts its precision in force: not for the next test
   const std::string dir = htm::testing::fresh_dir("bf16");
   Registry registry({HTM_PLUGIN_DIR});
   for (const char* precision : {"fp32", "bf16"}) {

@@ -1,6 +1,7 @@
 // The native linear layers: torch::nn::Linear's maths with forward and backward GEMMs through
 // oneDNN (gemm.h), in fp32 or, under runtime.precision = "bf16", with bf16 operands; and the
 // fused MLP ends (kernels/fused_linear.h) as single autograd nodes.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <tuple>
@@ -19,6 +20,16 @@ namespace {
 // A contiguous 2-D tensor (fp32 or bf16) as a GEMM operand.
 Operand operand(const torch::Tensor& t) { return {t.data_ptr(), t.size(1), t.scalar_type() == torch::kBFloat16}; }
 
+// Every row of the contiguous rows×out float y ← the bias (out floats), by pointer: what
+// y.copy_(bias.expand(…)) wrote, without its expand and copy ops.
+void fill_rows(torch::Tensor& y, const torch::Tensor& bias) {
+  const int64_t rows = y.size(0), out = y.size(1);
+  const auto b = bias.scalar_type() == torch::kFloat ? bias.contiguous() : bias.to(torch::kFloat).contiguous();
+  const float* src = b.data_ptr<float>();
+  float* dst = y.data_ptr<float>();
+  for (int64_t r = 0; r < rows; ++r) std::copy(src, src + out, dst + r * out);
+}
+
 // y = x Wᵀ + b over rows×in x: forward's GEMM. In bf16 (by default the precision in force), x is
 // rounded once here and its bf16 copy is what backward keeps (half the memory of the fp32 one);
 // the dtype of what was saved tells backward which GEMMs to run. Returns {y (rows×out), x kept,
@@ -32,7 +43,7 @@ std::array<torch::Tensor, 3> linear_product(const torch::Tensor& x2, const torch
   // depth); against a bf16 x, gemm() rounds it into a per-thread buffer, here and in backward.
   auto w = weight.contiguous();
   auto y = torch::empty({rows, out}, x2.options());
-  y.copy_(bias.expand({rows, out}));  // never a view: the GEMM writes into y
+  fill_rows(y, bias);  // the GEMM adds onto the bias rows
   gemm(false, true, rows, out, in, 1.0f, operand(x), operand(w), 1.0f, y.data_ptr<float>(), out);
   return {y, x, w};
 }
@@ -81,11 +92,12 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> norm_forward(const torch
                                                                      const torch::Tensor& nb, double eps) {
   const int64_t rows = x2.size(0), C = x2.size(1);
   if (!narrow_norm(C)) return torch::native_layer_norm(x2, {C}, nw, nb, eps);
-  auto out = torch::empty_like(x2), stats = torch::empty({2, rows}, x2.options());
+  auto out = torch::empty_like(x2), mean = torch::empty({rows}, x2.options()),
+       rstd = torch::empty({rows}, x2.options());
   const auto w = nw.defined() ? nw.contiguous() : nw, b = nb.defined() ? nb.contiguous() : nb;
   layer_norm_rows(x2.data_ptr<float>(), rows, C, data_or_null(w), data_or_null(b), static_cast<float>(eps),
-                  out.data_ptr<float>(), stats[0].data_ptr<float>(), stats[1].data_ptr<float>());
-  return {out, stats[0], stats[1]};
+                  out.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>());
+  return {out, mean, rstd};
 }
 
 // The norm's backward from dn (rows×C) for what was asked of x and of the norm's weight and bias
