@@ -36,6 +36,14 @@ struct Call {
   int m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
 };
 
+// How addmm_impl_cpu_ reads an operand: as it is (stride 1 at i, room for `as_is` at o) or
+// transposed (stride 1 at o, room for `transposed` at i); false where it would copy it.
+bool read_as(const Item& x, int i, int o, int64_t as_is, int64_t transposed, bool& transpose) {
+  if (x.stride[i] == 1 && x.stride[o] >= std::max<int64_t>(1, as_is)) return transpose = false, true;
+  if (x.stride[o] == 1 && x.stride[i] >= std::max<int64_t>(1, transposed)) return transpose = true, true;
+  return false;
+}
+
 bool plan(Item m1, Item m2, int64_t rows, int64_t cols, Call& call) {
   const std::array<int64_t, 2> rsize{rows, cols}, rstride{cols, 1};  // the contiguous result
   bool transpose_c;
@@ -48,18 +56,7 @@ bool plan(Item m1, Item m2, int64_t rows, int64_t cols, Call& call) {
   const int64_t m = rsize[transpose_c ? 1 : 0], n = rsize[transpose_c ? 0 : 1], k = m1.size[transpose_c ? 0 : 1];
   const int i = transpose_c ? 1 : 0, o = transpose_c ? 0 : 1;
   bool transpose_a, transpose_b;
-  if (m1.stride[i] == 1 && m1.stride[o] >= std::max<int64_t>(1, m))
-    transpose_a = false;
-  else if (m1.stride[o] == 1 && m1.stride[i] >= std::max<int64_t>(1, k))
-    transpose_a = true;
-  else
-    return false;
-  if (m2.stride[i] == 1 && m2.stride[o] >= std::max<int64_t>(1, k))
-    transpose_b = false;
-  else if (m2.stride[o] == 1 && m2.stride[i] >= std::max<int64_t>(1, n))
-    transpose_b = true;
-  else
-    return false;
+  if (!read_as(m1, i, o, m, k, transpose_a) || !read_as(m2, i, o, k, n, transpose_b)) return false;
   int64_t lda = m1.stride[transpose_a == transpose_c ? 1 : 0];
   int64_t ldb = m2.stride[transpose_b == transpose_c ? 1 : 0];
   int64_t ldc = rstride[transpose_c ? 0 : 1];
