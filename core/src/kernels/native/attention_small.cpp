@@ -31,15 +31,16 @@ HTM_AVX512 void hold(const float* x, int64_t ld, int64_t rows, int64_t d, Held& 
   for (int64_t c = 0; c < d; ++c) out.by_channel[c] = _mm512_load_ps(t[c]);
 }
 
-// Σ_i s[i] · v[i] over n registers, in two running sums (every caller the same order).
-HTM_AVX512 inline __m512 scaled_sum(const float* s, const __m512* v, int64_t n) {
+// Σ_i s[i·stride] · v[i] over n registers, in two running sums (every caller the same order: a
+// lane's sum is the same whichever side, the scalar or the register, holds its row).
+HTM_AVX512 inline __m512 scaled_sum(const float* s, const __m512* v, int64_t n, int64_t stride = 1) {
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 1 < n; i += 2) {
-    acc0 = _mm512_fmadd_ps(_mm512_set1_ps(s[i]), v[i], acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_set1_ps(s[i + 1]), v[i + 1], acc1);
+    acc0 = _mm512_fmadd_ps(_mm512_set1_ps(s[i * stride]), v[i], acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_set1_ps(s[(i + 1) * stride]), v[i + 1], acc1);
   }
-  if (i < n) acc0 = _mm512_fmadd_ps(_mm512_set1_ps(s[i]), v[i], acc0);
+  if (i < n) acc0 = _mm512_fmadd_ps(_mm512_set1_ps(s[i * stride]), v[i], acc0);
   return _mm512_add_ps(acc0, acc1);
 }
 
@@ -103,15 +104,7 @@ HTM_AVX512 void forward_by_queries(const SmallHead& h, float* out, int64_t ld_ou
         s[j] = _mm512_set1_ps(-INFINITY);
         continue;
       }
-      const float* kj = h.k + j * h.ld_k;
-      __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-      int64_t c = 0;
-      for (; c + 1 < h.d; c += 2) {
-        acc0 = _mm512_fmadd_ps(q[c], _mm512_set1_ps(kj[c]), acc0);
-        acc1 = _mm512_fmadd_ps(q[c + 1], _mm512_set1_ps(kj[c + 1]), acc1);
-      }
-      if (c < h.d) acc0 = _mm512_fmadd_ps(q[c], _mm512_set1_ps(kj[c]), acc0);
-      s[j] = _mm512_mul_ps(_mm512_add_ps(acc0, acc1), a);
+      s[j] = _mm512_mul_ps(scaled_sum(h.k + j * h.ld_k, q, h.d), a);  // row_against, a lane per row
     }
     const __m512 m = reduce_across(s, /*max=*/true);
     __m512 e[16];
@@ -123,16 +116,8 @@ HTM_AVX512 void forward_by_queries(const SmallHead& h, float* out, int64_t ld_ou
     _mm512_store_ps(ms, m);
     _mm512_store_ps(sums, sum);
     for (int64_t l = 0; l < rows; ++l) lse[r0 + l] = ms[l] + std::log(sums[l]);
-    for (int64_t c = 0; c < h.d; ++c) {  // Σ_j w_j · v[j][c] in weighted_rows' two running sums
-      __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-      int64_t j = 0;
-      for (; j + 1 < h.tk; j += 2) {
-        acc0 = _mm512_fmadd_ps(e[j], _mm512_set1_ps(h.v[j * h.ld_v + c]), acc0);
-        acc1 = _mm512_fmadd_ps(e[j + 1], _mm512_set1_ps(h.v[(j + 1) * h.ld_v + c]), acc1);
-      }
-      if (j < h.tk) acc0 = _mm512_fmadd_ps(e[j], _mm512_set1_ps(h.v[j * h.ld_v + c]), acc0);
-      _mm512_store_ps(t[c], _mm512_add_ps(acc0, acc1));
-    }
+    for (int64_t c = 0; c < h.d; ++c)  // weighted_rows, a lane per row: Σ_j w_j · v[j][c]
+      _mm512_store_ps(t[c], scaled_sum(h.v + c, e, h.tk, h.ld_v));
     for (int64_t l = 0; l < rows; ++l)
       for (int64_t c = 0; c < h.d; ++c) out[(r0 + l) * ld_out + c] = t[c][l];
   }
