@@ -38,7 +38,8 @@ look() {  # look NAME URL: the page's DOM in dom.html (and NAME.html), its scrip
   [[ -z $errors ]] || fail "$1: script errors: $errors"
   [[ -z ${SHOTS} ]] || browser --window-size=1280,1000 --screenshot="$SHOTS/serve-$1.png" "$BASE$2" > /dev/null
 }
-sql() { "$HTM" query --db "$WORK/htm.sqlite" "$1" | sed -n 3p | tr -d ' '; }
+# sqlite3, not `htm query`: the wait below asks every 0.1 s, and each htm start loads libtorch (~0.8 s)
+sql() { sqlite3 -cmd ".timeout 5000" "$WORK/htm.sqlite" "$1"; }
 
 cp "$FIXTURE" htm.sqlite
 [[ -n $SHOTS ]] && mkdir -p "$SHOTS"
