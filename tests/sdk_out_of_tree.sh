@@ -9,8 +9,8 @@ source=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 example="$source/docs/examples/cosine_policy"
-# Release at -O1, as the in-tree plugins build (HTM_PLUGIN_OPTIMIZATION): what this checks does not
-# hang on the optimisation level, and each of its two compiles of a libtorch file is quicker.
+# Release at -O1: what this checks does not hang on the optimisation level, and each of its two
+# compiles of a libtorch file is quicker.
 release=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG")
 
 cmake -S "$example" -B "$work/plugin" -DCMAKE_PREFIX_PATH="$build" "${release[@]}" > "$work/configure.log"
