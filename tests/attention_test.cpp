@@ -124,6 +124,41 @@ TEST(SmallHeads, ALanePerQueryGivesTheRowKernelsBits) {
       }
   EXPECT_EQ(cases, 100);
 }
+
+// The same for backward (attention_small.cpp's backward_by_queries): dQ, dK and dV added onto
+// what the buffers held, bit for bit the row kernel's, over the same 100 shapes.
+TEST(SmallHeads, ALanePerQueryBackwardGivesTheRowKernelsBits) {
+  if (!small_heads_fit(4, 16)) GTEST_SKIP() << "skipped: no AVX-512 rows on this CPU";
+  torch::manual_seed(8);
+  int cases = 0;
+  for (int64_t d : {1, 3, 4, 8, 16})
+    for (int64_t tk : {1, 2, 7, 16})
+      for (int64_t tq : {1, 5, 16, 17, 40}) {
+        const int64_t ld = 3 * d + 1;
+        auto x = torch::randn({tq + 2 * tk, ld}) * 2;
+        const float* p = x.data_ptr<float>();
+        const SmallHead h{p, p + tq * ld + d, p + (tq + tk) * ld + 2 * d, ld, ld, ld, tq, tk, d};
+        auto out = torch::empty({tq, d}), lse = torch::empty({tq});
+        small_head_forward(h, SmallDropout{false, 0, 0, 0, 1.0f}, out.data_ptr<float>(), d, lse.data_ptr<float>());
+        auto g = torch::randn({tq, d + 2});  // rows d + 2 apart
+        const auto start_q = torch::randn({tq, d + 1}), start_kv = torch::randn({2, tk, d + 1});
+        auto lanes_q = start_q.clone(), rows_q = start_q.clone();
+        auto lanes_kv = start_kv.clone(), rows_kv = start_kv.clone();
+        small_head_backward(h, SmallDropout{false, 0, 0, 0, 1.0f}, g.data_ptr<float>(), d + 2, lse.data_ptr<float>(),
+                            lanes_q.data_ptr<float>(), d + 1, lanes_kv[0].data_ptr<float>(),
+                            lanes_kv[1].data_ptr<float>(), d + 1);
+        small_head_backward(h, SmallDropout{true, 11, 0, 0, 1.0f}, g.data_ptr<float>(), d + 2, lse.data_ptr<float>(),
+                            rows_q.data_ptr<float>(), d + 1, rows_kv[0].data_ptr<float>(), rows_kv[1].data_ptr<float>(),
+                            d + 1);
+        const auto where = "d " + std::to_string(d) + " tk " + std::to_string(tk) + " tq " + std::to_string(tq);
+        if (tk > 1)
+          ASSERT_FALSE(torch::equal(lanes_q, start_q)) << where << ": nothing was added to dQ";  // one key: dS = 0
+        ASSERT_TRUE(torch::equal(lanes_q, rows_q)) << where << ": dQ (or the column past it) differs";
+        ASSERT_TRUE(torch::equal(lanes_kv, rows_kv)) << where << ": dK or dV (or the column past them) differs";
+        ++cases;
+      }
+  EXPECT_EQ(cases, 100);
+}
 #endif
 
 TEST(FusedAttention, DropoutGradientsMatchFiniteDifferences) {

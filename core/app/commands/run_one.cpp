@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
-#include <thread>
 
 #include <torch/torch.h>
 
@@ -41,8 +40,7 @@ std::string one_line(const std::exception& e, std::string* full) {
 
 bool apply_runtime(const RuntimeSettings& runtime, const Communicator* comm) {
   int64_t threads = runtime.threads;
-  if (threads == 0 && comm != nullptr)
-    threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / comm->info().local_world);
+  if (threads == 0 && comm != nullptr) threads = std::max<int64_t>(1, usable_cores() / comm->info().local_world);
   board_stall_timeout(runtime.stall_timeout);  // the supervisor's watchdog reads it
   set_stop_grace(static_cast<int>(runtime.stop_grace));
   return use_runtime(runtime, threads) != runtime.precision;

@@ -103,12 +103,12 @@ std::vector<std::string> shared_args(const RunRequest& request) {
   return args;
 }
 
-// Each of `workers` processes gets an equal part of the cores, unless runtime.threads is set.
+// Each of `workers` processes gets an equal part of the usable cores, unless runtime.threads is set.
 void add_threads(std::vector<std::string>& args, const RunRequest& request, unsigned workers) {
   for (const auto& o : request.overrides)
     if (o.rfind("runtime.threads", 0) == 0) return;
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  args.insert(args.end(), {"--set", "runtime.threads=" + std::to_string(std::max(1u, cores / workers))});
+  const int64_t cores = usable_cores();
+  args.insert(args.end(), {"--set", "runtime.threads=" + std::to_string(std::max<int64_t>(1, cores / workers))});
 }
 
 // A TCP port nobody listens on now (the kernel's choice), for rank 0's rendezvous.

@@ -273,7 +273,8 @@ std::vector<HostSection> build_schema() {
           .done());
   schema.push_back(
       Section<R>("runtime", &HostSettings::runtime)
-          .add("threads", &R::threads, int64_t{0}, "torch threads; 0: all cores", at_least(0))
+          .add("threads", &R::threads, int64_t{0}, "torch threads; 0: OMP_NUM_THREADS if set, else all cores",
+               at_least(0))
           .choice("precision", &R::precision, {{"fp32", RuntimePrecision::fp32}, {"bf16", RuntimePrecision::bf16}},
                   "of the linear layers' and attention's matrix products: fp32, or bf16 operands with fp32 "
                   "accumulation (weights, optimiser and everything else stay fp32; fp32 where the CPU has no "

@@ -113,7 +113,7 @@ inline constexpr const char* kDefaultResultsPath = "results/htm.sqlite";
 inline constexpr int64_t kDefaultStallTimeout = 300;
 
 struct RuntimeSettings {
-  int64_t threads = 0;                                  ///< 0: every core
+  int64_t threads = 0;                                  ///< 0: OMP_NUM_THREADS, else every core
   RuntimePrecision precision = RuntimePrecision::fp32;  ///< of the SDK's matrix products (kernels/precision.h)
   std::string device = "cpu";                           ///< "cpu", "cuda" or "cuda:N" (train/device.h)
   RuntimeKernels kernels = RuntimeKernels::native;      ///< native where built and on the CPU

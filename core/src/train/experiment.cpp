@@ -20,10 +20,16 @@
 
 namespace htm {
 
-void set_threads(int64_t threads) {
-  const int64_t n = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
-  at::set_num_threads(static_cast<int>(n));
+int64_t usable_cores() {
+  if (const char* omp = std::getenv("OMP_NUM_THREADS")) {
+    char* end = nullptr;
+    const long n = std::strtol(omp, &end, 10);
+    if (end != omp && *end == '\0' && n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
 }
+
+void set_threads(int64_t threads) { at::set_num_threads(static_cast<int>(threads > 0 ? threads : usable_cores())); }
 
 void use_kernels(RuntimeKernels kernels, RuntimeRecompute recompute) {
   set_recompute_mlps(recompute == RuntimeRecompute::mlp);

@@ -58,7 +58,11 @@ inline int64_t samples_limit(int64_t requested, int64_t available) {
   return requested > 0 ? std::min(requested, available) : available;
 }
 
-/// Threads for torch: `threads`, or every core when it is 0.
+/// The cores this process may use: OMP_NUM_THREADS where it is set to a positive count (as
+/// torch itself reads it), otherwise every core the machine has.
+int64_t usable_cores();
+
+/// Threads for torch: `threads`, or usable_cores() when it is 0.
 void set_threads(int64_t threads);
 
 /// Puts runtime.kernels in force for the SDK's kernels (kernels/kernels.h), and whether they

@@ -166,6 +166,99 @@ HTM_AVX512 void backward_avx512(const SmallHead& h, const SmallDropout& drop, co
     }
 }
 
+// A 16×16 block of floats transposed in registers: lane l of r[i] becomes lane i of r[l].
+HTM_AVX512 inline void transpose16(__m512* r) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // 4-lane blocks: a column of four rows each
+    u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) {
+      t[8 * i + k] = _mm512_shuffle_f32x4(u[8 * i + k], u[8 * i + 4 + k], 0x88);
+      t[8 * i + 4 + k] = _mm512_shuffle_f32x4(u[8 * i + k], u[8 * i + 4 + k], 0xdd);
+    }
+  for (int k = 0; k < 8; ++k) {
+    r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
+    r[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);
+  }
+}
+
+// x rounded to floats where it stands: GCC fuses a product with the one sum that alone uses it
+// (one rounding fewer), which the row kernels' masked moves between the two prevent.
+HTM_AVX512 inline __m512 rounded(__m512 x) {
+  asm("" : "+v"(x));
+  return x;
+}
+
+// Up to 16 rows of x (rows ld apart, d channels) by channel: lane l of out[c] = row l's channel c
+// (0 past `rows`).
+HTM_AVX512 inline void by_channel(const float* x, int64_t ld, int64_t rows, int64_t d, __m512* out) {
+  alignas(64) float t[16][16];
+  for (int64_t l = 0; l < 16; ++l)
+    for (int64_t c = 0; c < d; ++c) t[c][l] = l < rows ? x[l * ld + c] : 0.0f;
+  for (int64_t c = 0; c < d; ++c) out[c] = _mm512_load_ps(t[c]);
+}
+
+// backward_avx512 without dropout for up to 16 query rows at once, a lane per row (as
+// forward_by_queries): P, dP̃ and dS a register per key; the softmax gradient's Σ P∘dP̃ replays
+// _mm512_reduce_add_ps lane by lane; dK and dV collect from P and dS transposed (a register per
+// row, a lane per key), row after row as the row kernel adds them; dQ as weighted_rows sums, a lane
+// per row. The same operations in the same order, so the same bits, without a reduction across
+// lanes per row.
+HTM_AVX512 void backward_by_queries(const SmallHead& h, const float* g, int64_t ld_g, const float* lse, float* dq,
+                                    int64_t ld_dq, float* dk, float* dv, int64_t ld_dkv) {
+  const __m512 a = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(h.d))), one = _mm512_set1_ps(1.0f),
+               zero = _mm512_setzero_ps();
+  __m512 dk_t[16], dv_t[16];  // by channel: lane j = key j
+  for (int64_t c = 0; c < h.d; ++c) dk_t[c] = dv_t[c] = zero;
+  alignas(64) float t[16][16];
+  for (int64_t r0 = 0; r0 < h.tq; r0 += 16) {
+    const int64_t rows = std::min<int64_t>(16, h.tq - r0);
+    __m512 q[16], go[16], p[16], ds[16];
+    by_channel(h.q + r0 * h.ld_q, h.ld_q, rows, h.d, q);
+    by_channel(g + r0 * ld_g, ld_g, rows, h.d, go);
+    const __m512 shift = _mm512_maskz_loadu_ps(row16_lanes(rows), lse + r0);
+    for (int64_t j = 0; j < 16; ++j) {
+      if (j >= h.tk) {
+        p[j] = ds[j] = zero;
+        continue;
+      }
+      p[j] = exp_avx512(_mm512_sub_ps(rounded(_mm512_mul_ps(scaled_sum(h.k + j * h.ld_k, q, h.d), a)), shift));
+      ds[j] = rounded(_mm512_mul_ps(scaled_sum(h.v + j * h.ld_v, go, h.d), one));  // dP̃ = dO Vᵀ, as row_against
+    }
+    __m512 products[16];
+    for (int64_t j = 0; j < 16; ++j) products[j] = _mm512_fmadd_ps(p[j], ds[j], zero);
+    const __m512 dot = reduce_across(products, /*max=*/false);
+    for (int64_t j = 0; j < h.tk; ++j) ds[j] = _mm512_mul_ps(_mm512_mul_ps(p[j], _mm512_sub_ps(ds[j], dot)), a);
+    for (int64_t c = 0; c < h.d; ++c)  // weighted_rows, a lane per row: Σ_j dS_j · k[j][c]
+      _mm512_store_ps(t[c], scaled_sum(h.k + c, ds, h.tk, h.ld_k));
+    for (int64_t l = 0; l < rows; ++l)
+      for (int64_t c = 0; c < h.d; ++c) dq[(r0 + l) * ld_dq + c] += t[c][l];
+    transpose16(p);  // p[r]: row r0 + r's weights, a lane per key
+    transpose16(ds);
+    for (int64_t l = 0; l < rows; ++l) {
+      const float *qr = h.q + (r0 + l) * h.ld_q, *gr = g + (r0 + l) * ld_g;
+      for (int64_t c = 0; c < h.d; ++c) {
+        dv_t[c] = _mm512_fmadd_ps(_mm512_set1_ps(gr[c]), p[l], dv_t[c]);
+        dk_t[c] = _mm512_fmadd_ps(_mm512_set1_ps(qr[c]), ds[l], dk_t[c]);
+      }
+    }
+  }
+  for (int64_t c = 0; c < h.d; ++c) _mm512_store_ps(t[c], dk_t[c]);
+  for (int64_t j = 0; j < h.tk; ++j)
+    for (int64_t c = 0; c < h.d; ++c) dk[j * ld_dkv + c] += t[c][j];
+  for (int64_t c = 0; c < h.d; ++c) _mm512_store_ps(t[c], dv_t[c]);
+  for (int64_t j = 0; j < h.tk; ++j)
+    for (int64_t c = 0; c < h.d; ++c) dv[j * ld_dkv + c] += t[c][j];
+}
+
 }  // namespace
 
 bool small_heads_fit(int64_t d, int64_t tk) { return d >= 1 && d <= 16 && tk >= 1 && tk <= 16 && rows_avx512(); }
@@ -179,7 +272,10 @@ void small_head_forward(const SmallHead& h, const SmallDropout& drop, float* out
 
 void small_head_backward(const SmallHead& h, const SmallDropout& drop, const float* g, int64_t ld_g, const float* lse,
                          float* dq, int64_t ld_dq, float* dk, float* dv, int64_t ld_dkv) {
-  backward_avx512(h, drop, g, ld_g, lse, dq, ld_dq, dk, dv, ld_dkv);
+  if (drop.on)
+    backward_avx512(h, drop, g, ld_g, lse, dq, ld_dq, dk, dv, ld_dkv);
+  else
+    backward_by_queries(h, g, ld_g, lse, dq, ld_dq, dk, dv, ld_dkv);
 }
 
 }  // namespace htm
