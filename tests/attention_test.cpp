@@ -125,8 +125,8 @@ TEST(SmallHeads, ALanePerQueryGivesTheRowKernelsBits) {
   EXPECT_EQ(cases, 100);
 }
 
-// The same for backward (attention_small.cpp's backward_by_queries): dQ, dK and dV added onto
-// what the buffers held, bit for bit the row kernel's, over the same 100 shapes.
+// The same for backward (attention_small.cpp's backward_by_queries, for d ≤ 8): dQ, dK and dV
+// added onto what the buffers held, bit for bit the row kernel's, over the same 100 shapes.
 TEST(SmallHeads, ALanePerQueryBackwardGivesTheRowKernelsBits) {
   if (!small_heads_fit(4, 16)) GTEST_SKIP() << "skipped: no AVX-512 rows on this CPU";
   torch::manual_seed(8);
