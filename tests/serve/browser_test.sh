@@ -44,8 +44,8 @@ sql() { sqlite3 -cmd ".timeout 5000" "$WORK/htm.sqlite" "$1"; }
 cp "$FIXTURE" htm.sqlite
 [[ -n $SHOTS ]] && mkdir -p "$SHOTS"
 # The study that trains while the browser looks: one run of the tiny model, long enough to be
-# seen twice (a metric every step).
-"$HTM" run "$TINY" --set train.train_samples=6000 --set train.eval_samples=64 --set 'experiment.name="serve-live"' \
+# seen twice (a metric every step; 1,875 steps, killed once the looks are done).
+"$HTM" run "$TINY" --set train.train_samples=30000 --set train.eval_samples=64 --set 'experiment.name="serve-live"' \
   --set "runtime.results=\"$WORK/htm.sqlite\"" --set "runtime.artifacts=\"$WORK/runs\"" > study.log 2>&1 &
 STUDY=$!
 "$HTM" serve --db htm.sqlite --port 0 > serve.log 2>&1 &
