@@ -1,6 +1,9 @@
 // What makes the networks train (issue 11, docs/training.md): the references every run is
 // measured against, the residual form of the merge operators, the learning-rate and ρ
 // schedules, and gradients reaching every block of a fresh model.
+#include <cstdlib>
+#include <thread>
+
 #include <torch/torch.h>
 
 #include "commands/runner.h"
@@ -16,6 +19,31 @@
 
 namespace htm {
 namespace {
+
+// ---- threads
+
+// runtime.threads = 0 takes OMP_NUM_THREADS where it is a positive count, as torch itself reads
+// it (ctest runs every htm of the suite on one thread so); anything else there, every core.
+TEST(Threads, ZeroTakesOmpNumThreadsWhereItIsACountElseEveryCore) {
+  const char* was = std::getenv("OMP_NUM_THREADS");
+  const std::string saved = was != nullptr ? was : "";
+  const int before = at::get_num_threads();
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  setenv("OMP_NUM_THREADS", "3", 1);
+  EXPECT_EQ(usable_cores(), 3);
+  set_threads(0);
+  EXPECT_EQ(at::get_num_threads(), 3);
+  set_threads(2);  // a count of its own wins
+  EXPECT_EQ(at::get_num_threads(), 2);
+  for (const char* other : {"", "0", "-2", "two", "2x"}) {
+    setenv("OMP_NUM_THREADS", other, 1);
+    EXPECT_EQ(usable_cores(), cores) << "OMP_NUM_THREADS='" << other << "'";
+  }
+  unsetenv("OMP_NUM_THREADS");
+  EXPECT_EQ(usable_cores(), cores);
+  if (was != nullptr) setenv("OMP_NUM_THREADS", saved.c_str(), 1);
+  at::set_num_threads(before);
+}
 
 // ---- baselines
 
