@@ -1,5 +1,8 @@
 // The fused attention against the plain computation: values and gradients, per-batch and
 // shared (broadcast) queries; its dropout path through exact linearity in V.
+#include <functional>
+#include <string>
+
 #include <torch/torch.h>
 
 #include "htm/layers.h"
@@ -97,31 +100,42 @@ TEST(FusedAttention, SmallHeadsDropTheSameWeightsAsThePortableKernels) {
 }
 
 #if HTM_NATIVE_KERNELS
+// f(head, where) over 100 small heads: d 1–16 channels, 1–16 keys, 1–40 queries, their rows
+// 3d + 1 apart as in a packed q|k|v projection (odd on purpose), drawn from torch's generator.
+// Stops at the first fatal failure; returns the heads it took.
+int for_each_small_head(const std::function<void(const SmallHead&, const std::string&)>& f) {
+  int cases = 0;
+  for (int64_t d : {1, 3, 4, 8, 16})
+    for (int64_t tk : {1, 2, 7, 16})
+      for (int64_t tq : {1, 5, 16, 17, 40}) {
+        const int64_t ld = 3 * d + 1;
+        auto x = torch::randn({tq + 2 * tk, ld}) * 2;
+        const float* p = x.data_ptr<float>();
+        f(SmallHead{p, p + tq * ld + d, p + (tq + tk) * ld + 2 * d, ld, ld, ld, tq, tk, d},
+          "d " + std::to_string(d) + " tk " + std::to_string(tk) + " tq " + std::to_string(tq));
+        if (::testing::Test::HasFatalFailure()) return cases;
+        ++cases;
+      }
+  return cases;
+}
+
 // A small head without dropout runs a lane per query row (attention_small.cpp's
 // forward_by_queries); with dropout on, a row at a time. A mask that keeps every weight at scale 1
 // (threshold 0) leaves the row kernel's weights as they are: both give the same bits.
 TEST(SmallHeads, ALanePerQueryGivesTheRowKernelsBits) {
   if (!small_heads_fit(4, 16)) GTEST_SKIP() << "skipped: no AVX-512 rows on this CPU";
   torch::manual_seed(7);
-  int cases = 0;
-  for (int64_t d : {1, 3, 4, 8, 16})
-    for (int64_t tk : {1, 2, 7, 16})
-      for (int64_t tq : {1, 5, 16, 17, 40}) {
-        const int64_t ld = 3 * d + 1;  // rows apart as in a packed q|k|v projection, odd on purpose
-        auto x = torch::randn({tq + 2 * tk, ld}) * 2;
-        const float* p = x.data_ptr<float>();
-        const SmallHead h{p, p + tq * ld + d, p + (tq + tk) * ld + 2 * d, ld, ld, ld, tq, tk, d};
-        auto lanes = torch::full({tq, d + 1}, 9.0f), rows = torch::full({tq, d + 1}, 9.0f);
-        auto lse_lanes = torch::empty({tq}), lse_rows = torch::empty({tq});
-        small_head_forward(h, SmallDropout{false, 0, 0, 0, 1.0f}, lanes.data_ptr<float>(), d + 1,
-                           lse_lanes.data_ptr<float>());
-        small_head_forward(h, SmallDropout{true, 11, 0, 0, 1.0f}, rows.data_ptr<float>(), d + 1,
-                           lse_rows.data_ptr<float>());
-        const auto where = "d " + std::to_string(d) + " tk " + std::to_string(tk) + " tq " + std::to_string(tq);
-        ASSERT_TRUE(torch::equal(lanes, rows)) << where << ": outputs (or the column past them) differ";
-        ASSERT_TRUE(torch::equal(lse_lanes, lse_rows)) << where << ": log-sum-exps differ";
-        ++cases;
-      }
+  const int cases = for_each_small_head([](const SmallHead& h, const std::string& where) {
+    const int64_t tq = h.tq, d = h.d;
+    auto lanes = torch::full({tq, d + 1}, 9.0f), rows = torch::full({tq, d + 1}, 9.0f);
+    auto lse_lanes = torch::empty({tq}), lse_rows = torch::empty({tq});
+    small_head_forward(h, SmallDropout{false, 0, 0, 0, 1.0f}, lanes.data_ptr<float>(), d + 1,
+                       lse_lanes.data_ptr<float>());
+    small_head_forward(h, SmallDropout{true, 11, 0, 0, 1.0f}, rows.data_ptr<float>(), d + 1,
+                       lse_rows.data_ptr<float>());
+    ASSERT_TRUE(torch::equal(lanes, rows)) << where << ": outputs (or the column past them) differ";
+    ASSERT_TRUE(torch::equal(lse_lanes, lse_rows)) << where << ": log-sum-exps differ";
+  });
   EXPECT_EQ(cases, 100);
 }
 
@@ -130,33 +144,25 @@ TEST(SmallHeads, ALanePerQueryGivesTheRowKernelsBits) {
 TEST(SmallHeads, ALanePerQueryBackwardGivesTheRowKernelsBits) {
   if (!small_heads_fit(4, 16)) GTEST_SKIP() << "skipped: no AVX-512 rows on this CPU";
   torch::manual_seed(8);
-  int cases = 0;
-  for (int64_t d : {1, 3, 4, 8, 16})
-    for (int64_t tk : {1, 2, 7, 16})
-      for (int64_t tq : {1, 5, 16, 17, 40}) {
-        const int64_t ld = 3 * d + 1;
-        auto x = torch::randn({tq + 2 * tk, ld}) * 2;
-        const float* p = x.data_ptr<float>();
-        const SmallHead h{p, p + tq * ld + d, p + (tq + tk) * ld + 2 * d, ld, ld, ld, tq, tk, d};
-        auto out = torch::empty({tq, d}), lse = torch::empty({tq});
-        small_head_forward(h, SmallDropout{false, 0, 0, 0, 1.0f}, out.data_ptr<float>(), d, lse.data_ptr<float>());
-        auto g = torch::randn({tq, d + 2});  // rows d + 2 apart
-        const auto start_q = torch::randn({tq, d + 1}), start_kv = torch::randn({2, tk, d + 1});
-        auto lanes_q = start_q.clone(), rows_q = start_q.clone();
-        auto lanes_kv = start_kv.clone(), rows_kv = start_kv.clone();
-        small_head_backward(h, SmallDropout{false, 0, 0, 0, 1.0f}, g.data_ptr<float>(), d + 2, lse.data_ptr<float>(),
-                            lanes_q.data_ptr<float>(), d + 1, lanes_kv[0].data_ptr<float>(),
-                            lanes_kv[1].data_ptr<float>(), d + 1);
-        small_head_backward(h, SmallDropout{true, 11, 0, 0, 1.0f}, g.data_ptr<float>(), d + 2, lse.data_ptr<float>(),
-                            rows_q.data_ptr<float>(), d + 1, rows_kv[0].data_ptr<float>(), rows_kv[1].data_ptr<float>(),
-                            d + 1);
-        const auto where = "d " + std::to_string(d) + " tk " + std::to_string(tk) + " tq " + std::to_string(tq);
-        if (tk > 1)
-          ASSERT_FALSE(torch::equal(lanes_q, start_q)) << where << ": nothing was added to dQ";  // one key: dS = 0
-        ASSERT_TRUE(torch::equal(lanes_q, rows_q)) << where << ": dQ (or the column past it) differs";
-        ASSERT_TRUE(torch::equal(lanes_kv, rows_kv)) << where << ": dK or dV (or the column past them) differs";
-        ++cases;
-      }
+  const int cases = for_each_small_head([](const SmallHead& h, const std::string& where) {
+    const int64_t tq = h.tq, tk = h.tk, d = h.d;
+    auto out = torch::empty({tq, d}), lse = torch::empty({tq});
+    small_head_forward(h, SmallDropout{false, 0, 0, 0, 1.0f}, out.data_ptr<float>(), d, lse.data_ptr<float>());
+    auto g = torch::randn({tq, d + 2});  // rows d + 2 apart
+    const auto start_q = torch::randn({tq, d + 1}), start_kv = torch::randn({2, tk, d + 1});
+    auto lanes_q = start_q.clone(), rows_q = start_q.clone();
+    auto lanes_kv = start_kv.clone(), rows_kv = start_kv.clone();
+    small_head_backward(h, SmallDropout{false, 0, 0, 0, 1.0f}, g.data_ptr<float>(), d + 2, lse.data_ptr<float>(),
+                        lanes_q.data_ptr<float>(), d + 1, lanes_kv[0].data_ptr<float>(), lanes_kv[1].data_ptr<float>(),
+                        d + 1);
+    small_head_backward(h, SmallDropout{true, 11, 0, 0, 1.0f}, g.data_ptr<float>(), d + 2, lse.data_ptr<float>(),
+                        rows_q.data_ptr<float>(), d + 1, rows_kv[0].data_ptr<float>(), rows_kv[1].data_ptr<float>(),
+                        d + 1);
+    if (tk > 1)
+      ASSERT_FALSE(torch::equal(lanes_q, start_q)) << where << ": nothing was added to dQ";  // one key: dS = 0
+    ASSERT_TRUE(torch::equal(lanes_q, rows_q)) << where << ": dQ (or the column past it) differs";
+    ASSERT_TRUE(torch::equal(lanes_kv, rows_kv)) << where << ": dK or dV (or the column past them) differs";
+  });
   EXPECT_EQ(cases, 100);
 }
 #endif
