@@ -21,14 +21,19 @@ struct Held {
   __m512 by_row[16];
 };
 
+// Up to 16 rows of x (rows ld apart, d channels) by channel: lane l of out[c] = row l's channel c
+// (0 past `rows`).
+HTM_AVX512 inline void by_channel(const float* x, int64_t ld, int64_t rows, int64_t d, __m512* out) {
+  alignas(64) float t[16][16];
+  for (int64_t l = 0; l < 16; ++l)
+    for (int64_t c = 0; c < d; ++c) t[c][l] = l < rows ? x[l * ld + c] : 0.0f;
+  for (int64_t c = 0; c < d; ++c) out[c] = _mm512_load_ps(t[c]);
+}
+
 HTM_AVX512 void hold(const float* x, int64_t ld, int64_t rows, int64_t d, Held& out) {
-  alignas(64) float t[16][16] = {};
   const __mmask16 dm = row16_lanes(d);
-  for (int64_t j = 0; j < rows; ++j) {
-    out.by_row[j] = _mm512_maskz_loadu_ps(dm, x + j * ld);
-    for (int64_t c = 0; c < d; ++c) t[c][j] = x[j * ld + c];
-  }
-  for (int64_t c = 0; c < d; ++c) out.by_channel[c] = _mm512_load_ps(t[c]);
+  for (int64_t j = 0; j < rows; ++j) out.by_row[j] = _mm512_maskz_loadu_ps(dm, x + j * ld);
+  by_channel(x, ld, rows, d, out.by_channel);
 }
 
 // Σ_i s[i·stride] · v[i] over n registers, in two running sums (every caller the same order: a
@@ -84,6 +89,15 @@ HTM_AVX512 inline __m512 reduce_across(const __m512* x, bool max) {
   return combine(combine(t6[0], t6[2], max), combine(t6[1], t6[3], max), max);
 }
 
+// Adds x (by channel: lane j of x[c] = key j's channel c) onto the rows of out (ld apart), keys
+// 0..tk-1, d channels: dK and dV, once a head's rows are all in.
+HTM_AVX512 inline void add_by_key(const __m512* x, int64_t tk, int64_t d, float* out, int64_t ld) {
+  alignas(64) float t[16][16];
+  for (int64_t c = 0; c < d; ++c) _mm512_store_ps(t[c], x[c]);
+  for (int64_t j = 0; j < tk; ++j)
+    for (int64_t c = 0; c < d; ++c) out[j * ld + c] += t[c][j];
+}
+
 // forward_avx512 without dropout for up to 16 query rows at once, a lane per row: the scores,
 // softmax and weighted values as forward_avx512 computes each row (the same fused multiply-adds
 // in the same two running sums, the same reduction trees, lane by lane), so the same bits, where
@@ -94,10 +108,8 @@ HTM_AVX512 void forward_by_queries(const SmallHead& h, float* out, int64_t ld_ou
   alignas(64) float t[16][16];
   for (int64_t r0 = 0; r0 < h.tq; r0 += 16) {
     const int64_t rows = std::min<int64_t>(16, h.tq - r0);
-    for (int64_t l = 0; l < 16; ++l)  // Q by channel: lane l = row r0 + l
-      for (int64_t c = 0; c < h.d; ++c) t[c][l] = l < rows ? h.q[(r0 + l) * h.ld_q + c] : 0.0f;
-    __m512 q[16];
-    for (int64_t c = 0; c < h.d; ++c) q[c] = _mm512_load_ps(t[c]);
+    __m512 q[16];  // Q by channel: lane l = row r0 + l
+    by_channel(h.q + r0 * h.ld_q, h.ld_q, rows, h.d, q);
     __m512 s[16];  // s[j]: the rows' scaled scores against key j
     for (int64_t j = 0; j < 16; ++j) {
       if (j >= h.tk) {
@@ -157,13 +169,8 @@ HTM_AVX512 void backward_avx512(const SmallHead& h, const SmallDropout& drop, co
     float* dqr = dq + r * ld_dq;
     _mm512_mask_storeu_ps(dqr, dm, _mm512_add_ps(_mm512_maskz_loadu_ps(dm, dqr), weighted_rows(dp, keys, h.tk)));
   }
-  alignas(64) float t[2][16][16];
-  for (int64_t c = 0; c < h.d; ++c) _mm512_store_ps(t[0][c], dk_t[c]), _mm512_store_ps(t[1][c], dv_t[c]);
-  for (int64_t j = 0; j < h.tk; ++j)
-    for (int64_t c = 0; c < h.d; ++c) {
-      dk[j * ld_dkv + c] += t[0][c][j];
-      dv[j * ld_dkv + c] += t[1][c][j];
-    }
+  add_by_key(dk_t, h.tk, h.d, dk, ld_dkv);
+  add_by_key(dv_t, h.tk, h.d, dv, ld_dkv);
 }
 
 // A 16×16 block of floats transposed in registers: lane l of r[i] becomes lane i of r[l].
@@ -195,15 +202,6 @@ HTM_AVX512 inline void transpose16(__m512* r) {
 HTM_AVX512 inline __m512 rounded(__m512 x) {
   asm("" : "+v"(x));
   return x;
-}
-
-// Up to 16 rows of x (rows ld apart, d channels) by channel: lane l of out[c] = row l's channel c
-// (0 past `rows`).
-HTM_AVX512 inline void by_channel(const float* x, int64_t ld, int64_t rows, int64_t d, __m512* out) {
-  alignas(64) float t[16][16];
-  for (int64_t l = 0; l < 16; ++l)
-    for (int64_t c = 0; c < d; ++c) t[c][l] = l < rows ? x[l * ld + c] : 0.0f;
-  for (int64_t c = 0; c < d; ++c) out[c] = _mm512_load_ps(t[c]);
 }
 
 // backward_avx512 without dropout for up to 16 query rows at once, a lane per row (as
@@ -251,12 +249,8 @@ HTM_AVX512 void backward_by_queries(const SmallHead& h, const float* g, int64_t 
       }
     }
   }
-  for (int64_t c = 0; c < h.d; ++c) _mm512_store_ps(t[c], dk_t[c]);
-  for (int64_t j = 0; j < h.tk; ++j)
-    for (int64_t c = 0; c < h.d; ++c) dk[j * ld_dkv + c] += t[c][j];
-  for (int64_t c = 0; c < h.d; ++c) _mm512_store_ps(t[c], dv_t[c]);
-  for (int64_t j = 0; j < h.tk; ++j)
-    for (int64_t c = 0; c < h.d; ++c) dv[j * ld_dkv + c] += t[c][j];
+  add_by_key(dk_t, h.tk, h.d, dk, ld_dkv);
+  add_by_key(dv_t, h.tk, h.d, dv, ld_dkv);
 }
 
 }  // namespace
