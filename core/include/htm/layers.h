@@ -63,14 +63,6 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor norm_attend(const torch::Tensor& q_tokens, const torch::nn::LayerNormImpl& norm,
                             const torch::Tensor& keys, const torch::Tensor& values);
 
-  /// Its products (queries; keys and values as one; the output) and settings, for a caller that
-  /// runs a whole block as one node (the model's blocks).
-  const LinearImpl& query() const { return *q_; }
-  const LinearImpl& key_value() const { return *kv_; }
-  const LinearImpl& output() const { return *out_; }
-  int64_t heads() const { return heads_; }
-  double dropout() const { return dropout_; }
-
  private:
   int64_t heads_;
   double dropout_;
@@ -93,11 +85,6 @@ class ResidualMlpImpl : public torch::nn::Module {
  public:
   ResidualMlpImpl(int64_t dim, int64_t ratio, double dropout);
   torch::Tensor forward(const torch::Tensor& x);
-  /// Its modules and dropout, for a caller that runs a whole block as one node.
-  const torch::nn::LayerNormImpl& norm() const { return *norm_; }
-  const LinearImpl& fc1() const { return *fc1_; }
-  const LinearImpl& fc2() const { return *fc2_; }
-  double dropout() const { return dropout_; }
 
  private:
   torch::nn::LayerNorm norm_{nullptr};

@@ -69,11 +69,6 @@ torch::Tensor Backend::norm_mlp(const torch::Tensor& x, const torch::Tensor& nor
   return gelu_linear(norm_linear(x, norm_weight, norm_bias, eps, w1, b1), w2, b2);
 }
 
-torch::Tensor Backend::fused_block(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
-                                   const BlockWeights&) const {
-  return {};
-}
-
 void Backend::product_into(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b) const {
   if (a.scalar_type() == out.scalar_type() && b.scalar_type() == out.scalar_type()) {
     torch::mm_out(out, a, b);

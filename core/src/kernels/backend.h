@@ -23,7 +23,6 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
 
-#include "kernels/fused_linear.h"
 #include "kernels/kernels.h"
 
 namespace htm {
@@ -52,10 +51,6 @@ class Backend {
   virtual at::Tensor norm_mlp(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias,
                               double eps, const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2,
                               const at::Tensor& b2) const;
-  /// A whole block as one node (fused_linear.h), or undefined where this backend has none for it:
-  /// the caller then runs the layers. None here.
-  virtual at::Tensor fused_block(const at::Tensor& x, const at::Tensor& keys, const at::Tensor& values,
-                                 const BlockWeights& w) const;
   /// out ← a·b for 2-D contiguous a (m×k) and b (k×n), float out; a and b float or bfloat16
   /// (multiplied in fp32). `htm bench` times it beside torch's own product.
   virtual void product_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) const;

@@ -35,28 +35,6 @@ std::pair<at::Tensor, at::Tensor> norm_linear2(const at::Tensor& x, const at::Te
 at::Tensor norm_mlp(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
                     const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2);
 
-/// A pre-norm block's tensors (model/blocks.h): the attention's norm and its query, key-value
-/// (undefined where the keys and values are given) and output products, then the MLP's norm and
-/// its two layers; biases defined.
-struct BlockWeights {
-  at::Tensor norm1_weight, norm1_bias;
-  double eps1;
-  at::Tensor wq, bq, wkv, bkv, wo, bo;
-  at::Tensor norm2_weight, norm2_bias;
-  double eps2;
-  at::Tensor w1, b1, w2, b2;
-  int64_t heads;
-};
-
-/// A whole block without dropout: h = x + out(attention(q(norm1(x)), k, v)) with k, v the halves
-/// of kv(norm1(x)) where keys and values are undefined (self-attention) and those given otherwise
-/// (cross-attention), then y = h + fc2(gelu(fc1(norm2(h)))). As one autograd node where the
-/// kernels in force have one for it (the native ones: fp32, width at most 64, not under
-/// runtime.recompute = "mlp" in training), the same values and gradients as the layers one by one,
-/// bit for bit; elsewhere undefined, and the caller runs the layers. The caller checks that no
-/// dropout applies.
-at::Tensor fused_block(const at::Tensor& x, const at::Tensor& keys, const at::Tensor& values, const BlockWeights& w);
-
 /// Whether norm_mlp keeps its input alone (runtime.recompute = "mlp"); off by default.
 bool recompute_mlps();
 void set_recompute_mlps(bool on);

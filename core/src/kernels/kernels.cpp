@@ -126,28 +126,6 @@ torch::Tensor norm_mlp(const torch::Tensor& x, const torch::Tensor& norm_weight,
   return gelu_linear(norm_linear(x, norm_weight, norm_bias, eps, w1, b1), w2, b2);
 }
 
-torch::Tensor fused_block(const torch::Tensor& x, const torch::Tensor& keys, const torch::Tensor& values,
-                          const BlockWeights& w) {
-  const bool given = keys.defined() || values.defined();
-  const auto defined = [](std::initializer_list<const torch::Tensor*> ts) {
-    for (const auto* t : ts)
-      if (!t->defined()) return false;
-    return true;
-  };
-  if (x.dim() != 3 || !ours(x, w.wq) || matmul_precision() != Precision::fp32 ||
-      !defined({&w.norm1_weight, &w.norm1_bias, &w.bq, &w.wo, &w.bo, &w.norm2_weight, &w.norm2_bias, &w.w1, &w.b1,
-                &w.w2, &w.b2}))
-    return {};
-  if (given ? !(keys.defined() && values.defined() && keys.dim() == 3 && keys.size(0) == x.size(0) &&
-                keys.sizes() == values.sizes() && keys.size(2) == x.size(2) && keys.scalar_type() == torch::kFloat &&
-                values.scalar_type() == torch::kFloat)
-            : !(w.wkv.defined() && w.bkv.defined()))
-    return {};
-  // norm_mlp keeps x alone there: the block's node would keep more.
-  if (recompute_mlps() && torch::GradMode::is_enabled()) return {};
-  return backend_for(x).fused_block(x, keys, values, w);
-}
-
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t heads,
                               double dropout, bool training) {
   RECORD_FUNCTION("htm::attention", {});  // its own scope in a profile and a memory census

@@ -6,7 +6,6 @@
 
 #include <torch/torch.h>
 
-#include "kernels/fused_linear.h"
 #include "kernels/row_shard_scope.h"
 
 namespace htm {
@@ -91,34 +90,6 @@ class Recomputed : public torch::autograd::Function<Recomputed> {
   }
 };
 
-// The block's tensors for fused_block: the attention's norm and products, then the MLP's.
-BlockWeights block_weights(const torch::nn::LayerNormImpl& norm, const AttentionImpl& attn, const ResidualMlpImpl& mlp,
-                           bool self_attention) {
-  const auto& kv = attn.key_value();
-  return {norm.weight,
-          norm.bias,
-          norm.options.eps(),
-          attn.query().weight,
-          attn.query().bias,
-          self_attention ? kv.weight : torch::Tensor(),
-          self_attention ? kv.bias : torch::Tensor(),
-          attn.output().weight,
-          attn.output().bias,
-          mlp.norm().weight,
-          mlp.norm().bias,
-          mlp.norm().options.eps(),
-          mlp.fc1().weight,
-          mlp.fc1().bias,
-          mlp.fc2().weight,
-          mlp.fc2().bias,
-          attn.heads()};
-}
-
-// Whether any of the block's dropouts draws: then it runs as its layers (fused_block has none).
-bool drops(bool training, double block, const AttentionImpl& attn, const ResidualMlpImpl& mlp) {
-  return training && (block > 0 || attn.dropout() > 0 || mlp.dropout() > 0);
-}
-
 // Whether a block runs under Recomputed: in training, with gradients, and asked to.
 bool recomputing(bool asked, bool training) { return asked && training && torch::GradMode::is_enabled(); }
 
@@ -139,10 +110,6 @@ torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x, torch::Tenso
 }
 
 torch::Tensor TransformerBlockImpl::compute(const torch::Tensor& x, torch::Tensor* attention) {
-  if (attention == nullptr && !drops(is_training(), dropout_, *attn_, *mlp_)) {
-    auto y = fused_block(x, {}, {}, block_weights(*norm_, *attn_, *mlp_, /*self_attention=*/true));
-    if (y.defined()) return y;
-  }
   return mlp_->forward(x + fast_dropout(attn_->norm_forward(x, *norm_, attention), dropout_, is_training()));
 }
 
@@ -175,10 +142,6 @@ torch::Tensor RefineBlockImpl::forward(const torch::Tensor& new_tokens, const to
 
 torch::Tensor RefineBlockImpl::compute(const torch::Tensor& new_tokens, const torch::Tensor& keys,
                                        const torch::Tensor& values) {
-  if (attn_ && !drops(is_training(), dropout_, *attn_, *mlp_)) {
-    auto y = fused_block(new_tokens, keys, values, block_weights(*norm_q_, *attn_, *mlp_, /*self_attention=*/false));
-    if (y.defined()) return y;
-  }
   auto x = new_tokens;
   if (attn_) x = x + fast_dropout(attn_->norm_attend(x, *norm_q_, keys, values), dropout_, is_training());
   return mlp_->forward(x);

@@ -12,7 +12,6 @@
 #include "kernels/native/attention_small.h"
 #include "kernels/native/gemm.h"
 #include "kernels/native/native.h"
-#include "kernels/native/parts.h"
 #include "kernels/native/softmax_rows.h"
 #include "kernels/precision.h"
 
@@ -68,134 +67,117 @@ SmallHead small_head(const Shapes& s, const Tokens& q, const Tokens& k, const To
   return {at(q), at(k), at(v), q.row, k.row, v.row, s.Tq, s.Tk, s.d};
 }
 
-}  // namespace
-
-namespace native {
-
-// softmax(QKᵀ/√d)V, a head at a time: parts.h.
-AttentionForward attention_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                   int64_t heads, double dropout, uint64_t seed, int64_t first) {
-  const Shapes s = shapes_of(q, k, heads);
-  auto out = torch::empty({s.B, s.Tq, s.C}, q.options());
-  auto lse = torch::empty({s.B, s.h, s.Tq}, q.options());
-  const uint32_t threshold = static_cast<uint32_t>(std::lround(dropout * 65536.0));
-  const float scale = static_cast<float>(1.0 / (1.0 - dropout));
-  const bool bf16 = matmul_precision() == Precision::bf16;
-  const Tokens qt = tokens_of(q, bf16), kt = tokens_of(k, bf16), vt = tokens_of(v, bf16);
-  float *op = out.data_ptr<float>(), *lp = lse.data_ptr<float>();
-
-  const bool small = !bf16 && small_heads_fit(s.d, s.Tk);
-  at::parallel_for(0, s.B * s.h, 1, [&](int64_t begin, int64_t end) {
-    const int64_t block_size = block_rows(s.Tk);
-    std::vector<float> w(small ? 0 : block_size * s.Tk);
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / s.h, hh = bh % s.h;
-      if (small) {
-        const SmallDropout drop{dropout > 0, seed, first + bh * s.Tq, threshold, scale};
-        small_head_forward(small_head(s, qt, kt, vt, b, hh), drop, op + b * s.Tq * s.C + hh * s.d, s.C, lp + bh * s.Tq);
-        continue;
-      }
-      for (int64_t i0 = 0; i0 < s.Tq; i0 += block_size) {
-        const int64_t rows = std::min(block_size, s.Tq - i0);
-        scores(s, qt, kt, b, hh, i0, rows, w.data());
-        for (int64_t i = 0; i < rows; ++i) {
-          float* wi = w.data() + i * s.Tk;
-          lp[bh * s.Tq + i0 + i] = softmax_row(wi, s.Tk);
-          if (dropout > 0) mask_row(wi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);
-        }
-        gemm(false, false, rows, s.d, s.Tk, 1.0f, block(w.data(), s.Tk), vt.at(b, 0, hh * s.d), 0.0f,
-             op + b * s.Tq * s.C + i0 * s.C + hh * s.d, s.C);
-      }
-    }
-  });
-  return {out, lse, qt.held, kt.held, vt.held};
-}
-
-// Its gradients from the saved log-sum-exp: parts.h.
-std::array<torch::Tensor, 3> attention_backward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                                const torch::Tensor& lse, const torch::Tensor& g, int64_t heads,
-                                                double dropout, uint64_t seed, int64_t first) {
-  const Shapes s = shapes_of(q, k, heads);
-  const uint32_t threshold = static_cast<uint32_t>(std::lround(dropout * 65536.0));
-  const float scale = static_cast<float>(1.0 / (1.0 - dropout));
-  const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(s.d));
-  const bool bf16 = q.scalar_type() == torch::kBFloat16;  // as forward ran
-  const Tokens qt = tokens_of(q, bf16), kt = tokens_of(k, bf16), vt = tokens_of(v, bf16);
-  const Tokens gt = tokens_of(g.contiguous(), bf16);
-  // Broadcast queries collect one gradient per key batch, summed at the end.
-  const auto f32 = q.options().dtype(torch::kFloat);
-  auto dq = torch::zeros({s.B, s.Tq, s.C}, f32);
-  auto dk = torch::zeros({s.B, s.Tk, s.C}, f32);
-  auto dv = torch::zeros({s.B, s.Tk, s.C}, f32);
-  const float* lp = lse.data_ptr<float>();
-  float *dqp = dq.data_ptr<float>(), *dkp = dk.data_ptr<float>(), *dvp = dv.data_ptr<float>();
-
-  const bool small = !bf16 && small_heads_fit(s.d, s.Tk);
-  at::parallel_for(0, s.B * s.h, 1, [&](int64_t begin, int64_t end) {
-    const int64_t block_size = block_rows(s.Tk);
-    std::vector<float> p(small ? 0 : block_size * s.Tk), dp(small ? 0 : block_size * s.Tk);
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / s.h, hh = bh % s.h;
-      float* dqh = dqp + b * s.Tq * s.C + hh * s.d;
-      float* dkh = dkp + b * s.Tk * s.C + hh * s.d;
-      float* dvh = dvp + b * s.Tk * s.C + hh * s.d;
-      if (small) {
-        const SmallDropout drop{dropout > 0, seed, first + bh * s.Tq, threshold, scale};
-        small_head_backward(small_head(s, qt, kt, vt, b, hh), drop,
-                            static_cast<const float*>(gt.at(b, 0, hh * s.d).data), gt.row, lp + bh * s.Tq, dqh, s.C,
-                            dkh, dvh, s.C);
-        continue;
-      }
-      for (int64_t i0 = 0; i0 < s.Tq; i0 += block_size) {
-        const int64_t rows = std::min(block_size, s.Tq - i0);
-        scores(s, qt, kt, b, hh, i0, rows, p.data());  // recompute P from the saved log-sum-exp
-        for (int64_t i = 0; i < rows; ++i) exp_row(p.data() + i * s.Tk, s.Tk, lp[bh * s.Tq + i0 + i]);
-        // dP̃ = dO Vᵀ (gradient wrt the dropped-out weights), then through the mask.
-        gemm(false, true, rows, s.Tk, s.d, 1.0f, gt.at(b, i0, hh * s.d), vt.at(b, 0, hh * s.d), 0.0f, dp.data(), s.Tk);
-        for (int64_t i = 0; i < rows; ++i) {
-          float *pi = p.data() + i * s.Tk, *dpi = dp.data() + i * s.Tk;
-          if (dropout > 0) mask_row(dpi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);
-          softmax_grad_row(pi, dpi, s.Tk);  // dS
-          // dV needs the dropped-out weights P̃ = P∘M: p's row, masked now that dS is formed.
-          if (dropout > 0) mask_row(pi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);
-        }
-        gemm(true, false, s.Tk, s.d, rows, 1.0f, block(p.data(), s.Tk), gt.at(b, i0, hh * s.d), 1.0f, dvh, s.C);
-        gemm(false, false, rows, s.d, s.Tk, inv_sqrt_d, block(dp.data(), s.Tk), kt.at(b, 0, hh * s.d), 1.0f,
-             dqh + i0 * s.C, s.C);
-        gemm(true, false, s.Tk, s.d, rows, inv_sqrt_d, block(dp.data(), s.Tk), qt.at(b, i0, hh * s.d), 1.0f, dkh, s.C);
-      }
-    }
-  });
-  if (s.Bq == 1 && s.B > 1) dq = dq.sum(0, /*keepdim=*/true);
-  return {dq, dk, dv};
-}
-
-}  // namespace native
-
-namespace {
-
 class FusedAttention : public torch::autograd::Function<FusedAttention> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, int64_t heads, double dropout, int64_t seed_bits,
                                int64_t first) {
-    auto ran = native::attention_forward(q, k, v, heads, dropout, static_cast<uint64_t>(seed_bits), first);
+    const Shapes s = shapes_of(q, k, heads);
+    auto out = torch::empty({s.B, s.Tq, s.C}, q.options());
+    auto lse = torch::empty({s.B, s.h, s.Tq}, q.options());
+    const uint64_t seed = static_cast<uint64_t>(seed_bits);
+    const uint32_t threshold = static_cast<uint32_t>(std::lround(dropout * 65536.0));
+    const float scale = static_cast<float>(1.0 / (1.0 - dropout));
+    const bool bf16 = matmul_precision() == Precision::bf16;
+    const Tokens qt = tokens_of(q, bf16), kt = tokens_of(k, bf16), vt = tokens_of(v, bf16);
+    float *op = out.data_ptr<float>(), *lp = lse.data_ptr<float>();
+
+    const bool small = !bf16 && small_heads_fit(s.d, s.Tk);
+    at::parallel_for(0, s.B * s.h, 1, [&](int64_t begin, int64_t end) {
+      const int64_t block_size = block_rows(s.Tk);
+      std::vector<float> w(small ? 0 : block_size * s.Tk);
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / s.h, hh = bh % s.h;
+        if (small) {
+          const SmallDropout drop{dropout > 0, seed, first + bh * s.Tq, threshold, scale};
+          small_head_forward(small_head(s, qt, kt, vt, b, hh), drop, op + b * s.Tq * s.C + hh * s.d, s.C,
+                             lp + bh * s.Tq);
+          continue;
+        }
+        for (int64_t i0 = 0; i0 < s.Tq; i0 += block_size) {
+          const int64_t rows = std::min(block_size, s.Tq - i0);
+          scores(s, qt, kt, b, hh, i0, rows, w.data());
+          for (int64_t i = 0; i < rows; ++i) {
+            float* wi = w.data() + i * s.Tk;
+            lp[bh * s.Tq + i0 + i] = softmax_row(wi, s.Tk);
+            if (dropout > 0) mask_row(wi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);
+          }
+          gemm(false, false, rows, s.d, s.Tk, 1.0f, block(w.data(), s.Tk), vt.at(b, 0, hh * s.d), 0.0f,
+               op + b * s.Tq * s.C + i0 * s.C + hh * s.d, s.C);
+        }
+      }
+    });
     // In bf16, backward keeps the bf16 copies: half the memory, and its GEMMs take them as they are.
-    ctx->save_for_backward({ran.q, ran.k, ran.v, ran.lse});
+    ctx->save_for_backward({qt.held, kt.held, vt.held, lse});
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["dropout"] = dropout;
-    ctx->saved_data["seed"] = seed_bits;
+    ctx->saved_data["seed"] = static_cast<int64_t>(seed);
     ctx->saved_data["first"] = first;
-    return ran.out;
+    return out;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    auto [dq, dk, dv] = native::attention_backward(
-        saved[0], saved[1], saved[2], saved[3], grads[0], ctx->saved_data["heads"].toInt(),
-        ctx->saved_data["dropout"].toDouble(), static_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
-        ctx->saved_data["first"].toInt());
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &lse = saved[3];
+    const int64_t heads = ctx->saved_data["heads"].toInt();
+    const double dropout = ctx->saved_data["dropout"].toDouble();
+    const uint64_t seed = static_cast<uint64_t>(ctx->saved_data["seed"].toInt());
+    const int64_t first = ctx->saved_data["first"].toInt();
+    const Shapes s = shapes_of(q, k, heads);
+    const uint32_t threshold = static_cast<uint32_t>(std::lround(dropout * 65536.0));
+    const float scale = static_cast<float>(1.0 / (1.0 - dropout));
+    const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(s.d));
+    const bool bf16 = q.scalar_type() == torch::kBFloat16;  // as forward ran
+    const Tokens qt = tokens_of(q, bf16), kt = tokens_of(k, bf16), vt = tokens_of(v, bf16);
+    const Tokens gt = tokens_of(grads[0].contiguous(), bf16);
+    // Broadcast queries collect one gradient per key batch, summed at the end.
+    const auto f32 = q.options().dtype(torch::kFloat);
+    auto dq = torch::zeros({s.B, s.Tq, s.C}, f32);
+    auto dk = torch::zeros({s.B, s.Tk, s.C}, f32);
+    auto dv = torch::zeros({s.B, s.Tk, s.C}, f32);
+    const float* lp = lse.data_ptr<float>();
+    float *dqp = dq.data_ptr<float>(), *dkp = dk.data_ptr<float>(), *dvp = dv.data_ptr<float>();
+
+    const bool small = !bf16 && small_heads_fit(s.d, s.Tk);
+    at::parallel_for(0, s.B * s.h, 1, [&](int64_t begin, int64_t end) {
+      const int64_t block_size = block_rows(s.Tk);
+      std::vector<float> p(small ? 0 : block_size * s.Tk), dp(small ? 0 : block_size * s.Tk);
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / s.h, hh = bh % s.h;
+        float* dqh = dqp + b * s.Tq * s.C + hh * s.d;
+        float* dkh = dkp + b * s.Tk * s.C + hh * s.d;
+        float* dvh = dvp + b * s.Tk * s.C + hh * s.d;
+        if (small) {
+          const SmallDropout drop{dropout > 0, seed, first + bh * s.Tq, threshold, scale};
+          small_head_backward(small_head(s, qt, kt, vt, b, hh), drop,
+                              static_cast<const float*>(gt.at(b, 0, hh * s.d).data), gt.row, lp + bh * s.Tq, dqh, s.C,
+                              dkh, dvh, s.C);
+          continue;
+        }
+        for (int64_t i0 = 0; i0 < s.Tq; i0 += block_size) {
+          const int64_t rows = std::min(block_size, s.Tq - i0);
+          scores(s, qt, kt, b, hh, i0, rows, p.data());  // recompute P from the saved log-sum-exp
+          for (int64_t i = 0; i < rows; ++i) exp_row(p.data() + i * s.Tk, s.Tk, lp[bh * s.Tq + i0 + i]);
+          // dP̃ = dO Vᵀ (gradient wrt the dropped-out weights), then through the mask.
+          gemm(false, true, rows, s.Tk, s.d, 1.0f, gt.at(b, i0, hh * s.d), vt.at(b, 0, hh * s.d), 0.0f, dp.data(),
+               s.Tk);
+          for (int64_t i = 0; i < rows; ++i) {
+            float *pi = p.data() + i * s.Tk, *dpi = dp.data() + i * s.Tk;
+            if (dropout > 0) mask_row(dpi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);
+            softmax_grad_row(pi, dpi, s.Tk);  // dS
+            // dV needs the dropped-out weights P̃ = P∘M: p's row, masked now that dS is formed.
+            if (dropout > 0) mask_row(pi, s.Tk, seed, first + bh * s.Tq + i0 + i, threshold, scale);
+          }
+          gemm(true, false, s.Tk, s.d, rows, 1.0f, block(p.data(), s.Tk), gt.at(b, i0, hh * s.d), 1.0f, dvh, s.C);
+          gemm(false, false, rows, s.d, s.Tk, inv_sqrt_d, block(dp.data(), s.Tk), kt.at(b, 0, hh * s.d), 1.0f,
+               dqh + i0 * s.C, s.C);
+          gemm(true, false, s.Tk, s.d, rows, inv_sqrt_d, block(dp.data(), s.Tk), qt.at(b, i0, hh * s.d), 1.0f, dkh,
+               s.C);
+        }
+      }
+    });
+    if (s.Bq == 1 && s.B > 1) dq = dq.sum(0, /*keepdim=*/true);
     return {dq, dk, dv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };

@@ -11,12 +11,9 @@
 #include "kernels/native/gemm.h"
 #include "kernels/native/layer_norm.h"
 #include "kernels/native/native.h"
-#include "kernels/native/parts.h"
 #include "kernels/precision.h"
 
 namespace htm {
-
-namespace native {
 
 namespace {
 
@@ -33,24 +30,13 @@ void fill_rows(torch::Tensor& y, const torch::Tensor& bias) {
   for (int64_t r = 0; r < rows; ++r) std::copy(src, src + out, dst + r * out);
 }
 
-// g·W (rows×in), g already rounded to the input's precision.
-torch::Tensor input_grad(const torch::Tensor& gb, const torch::Tensor& w) {
-  const int64_t rows = gb.size(0), in = w.size(1), out = w.size(0);
-  auto dx = torch::empty({rows, in}, gb.options().dtype(torch::kFloat));
-  gemm(false, false, rows, in, out, 1.0f, operand(gb), operand(w), 0.0f, dx.data_ptr<float>(), in);
-  return dx;
-}
-
-const float* data_or_null(const torch::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
-
-}  // namespace
-
 // y = x Wᵀ + b over rows×in x: forward's GEMM. In bf16 (by default the precision in force), x is
 // rounded once here and its bf16 copy is what backward keeps (half the memory of the fp32 one);
 // the dtype of what was saved tells backward which GEMMs to run. Returns {y (rows×out), x kept,
 // W kept}.
 std::array<torch::Tensor, 3> linear_product(const torch::Tensor& x2, const torch::Tensor& weight,
-                                            const torch::Tensor& bias, bool bf16) {
+                                            const torch::Tensor& bias,
+                                            bool bf16 = matmul_precision() == Precision::bf16) {
   const int64_t rows = x2.size(0), in = weight.size(1), out = weight.size(0);
   auto x = bf16 ? bf16_copy(x2) : x2.contiguous();
   // The weight stays the fp32 parameter (no copy kept per use: the encoder's are used at every
@@ -60,6 +46,14 @@ std::array<torch::Tensor, 3> linear_product(const torch::Tensor& x2, const torch
   fill_rows(y, bias);  // the GEMM adds onto the bias rows
   gemm(false, true, rows, out, in, 1.0f, operand(x), operand(w), 1.0f, y.data_ptr<float>(), out);
   return {y, x, w};
+}
+
+// g·W (rows×in), g already rounded to the input's precision.
+torch::Tensor input_grad(const torch::Tensor& gb, const torch::Tensor& w) {
+  const int64_t rows = gb.size(0), in = w.size(1), out = w.size(0);
+  auto dx = torch::empty({rows, in}, gb.options().dtype(torch::kFloat));
+  gemm(false, false, rows, in, out, 1.0f, operand(gb), operand(w), 0.0f, dx.data_ptr<float>(), in);
+  return dx;
 }
 
 // Backward's GEMMs for gradient g (rows×out) given what forward kept: {dx, dW, db}, each
@@ -90,6 +84,8 @@ std::vector<int64_t> with_last(const torch::Tensor& t, int64_t last) {
   return shape;
 }
 
+const float* data_or_null(const torch::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
+
 // layer_norm(x2) over a contiguous rows×C x2: {normalised, mean, rstd}. Narrow rows take
 // layer_norm.h's kernels, wider ones torch's (and backward takes the same as forward did).
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> norm_forward(const torch::Tensor& x2, const torch::Tensor& nw,
@@ -106,12 +102,14 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> norm_forward(const torch
 
 // The norm's backward from dn (rows×C) for what was asked of x and of the norm's weight and bias
 // (inputs 0, 1, 2): {dx shaped like `like` with C last, dweight, dbias}.
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> norm_grads(std::array<bool, 3> asked, const torch::Tensor& dn,
-                                                                   const torch::Tensor& x, const torch::Tensor& mean,
-                                                                   const torch::Tensor& rstd, const torch::Tensor& nw,
-                                                                   const torch::Tensor& nb, const torch::Tensor& like) {
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> norm_grads(torch::autograd::AutogradContext* ctx,
+                                                                   const torch::Tensor& dn, const torch::Tensor& x,
+                                                                   const torch::Tensor& mean, const torch::Tensor& rstd,
+                                                                   const torch::Tensor& nw, const torch::Tensor& nb,
+                                                                   const torch::Tensor& like) {
   const int64_t rows = x.size(0), C = x.size(1);
-  const std::array<bool, 3> need{asked[0], asked[1] && nw.defined(), asked[2] && nb.defined()};
+  const std::array<bool, 3> need{ctx->needs_input_grad(0), ctx->needs_input_grad(1) && nw.defined(),
+                                 ctx->needs_input_grad(2) && nb.defined()};
   torch::Tensor dx, dnw, dnb;
   if (narrow_norm(C)) {
     const auto g = dn.contiguous(), w = nw.defined() ? nw.contiguous() : nw;
@@ -128,23 +126,14 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> norm_grads(std::array<bo
   return {dx, dnw, dnb};
 }
 
-}  // namespace native
-
-namespace {
-
-// Which of a node's first three inputs (x, the norm's weight and bias) want gradients.
-std::array<bool, 3> norm_inputs(torch::autograd::AutogradContext* ctx) {
-  return {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)};
-}
-
 class LinearFunction : public torch::autograd::Function<LinearFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight, const torch::Tensor& bias) {
     const int64_t in = weight.size(1);
-    auto [y, kept_x, kept_w] = native::linear_product(x.reshape({x.numel() / in, in}), weight, bias);
+    auto [y, kept_x, kept_w] = linear_product(x.reshape({x.numel() / in, in}), weight, bias);
     ctx->save_for_backward({kept_x, kept_w});
-    return y.view(native::with_last(x, weight.size(0)));
+    return y.view(with_last(x, weight.size(0)));
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -153,8 +142,8 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     const auto &x = saved[0], &w = saved[1];
     auto g = grads[0].reshape({x.size(0), w.size(0)}).contiguous();
     auto [dx, dw, db] =
-        native::linear_grads(g, x, w, {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
-    if (dx.defined()) dx = dx.view(native::with_last(grads[0], w.size(1)));
+        linear_grads(g, x, w, {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+    if (dx.defined()) dx = dx.view(with_last(grads[0], w.size(1)));
     return {dx, dw, db};
   }
 };
@@ -167,10 +156,10 @@ class GeluLinearFunction : public torch::autograd::Function<GeluLinearFunction> 
                                const torch::Tensor& weight, const torch::Tensor& bias) {
     const int64_t in = weight.size(1);
     auto h2 = h.reshape({h.numel() / in, in}).contiguous();
-    auto [y, kept_a, kept_w] = native::linear_product(torch::gelu(h2), weight, bias);
+    auto [y, kept_a, kept_w] = linear_product(torch::gelu(h2), weight, bias);
     ctx->save_for_backward({h2, kept_w});
     ctx->saved_data["bf16"] = kept_a.scalar_type() == torch::kBFloat16;
-    return y.view(native::with_last(h, weight.size(0)));
+    return y.view(with_last(h, weight.size(0)));
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -184,13 +173,13 @@ class GeluLinearFunction : public torch::autograd::Function<GeluLinearFunction> 
     if (ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
       auto a = torch::gelu(h);
       if (ctx->saved_data["bf16"].toBool()) a = bf16_copy(a);
-      const auto weights = native::linear_grads(g, a, w, {false, ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
+      const auto weights = linear_grads(g, a, w, {false, ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
       dw = weights[1], db = weights[2];
     }
     if (ctx->needs_input_grad(0)) {
-      dh = native::linear_input_grad(g, w, ctx->saved_data["bf16"].toBool());
+      dh = linear_input_grad(g, w, ctx->saved_data["bf16"].toBool());
       torch::gelu_backward_out(dh, dh, h);
-      dh = dh.view(native::with_last(grads[0], w.size(1)));
+      dh = dh.view(with_last(grads[0], w.size(1)));
     }
     return {dh, dw, db};
   }
@@ -204,13 +193,13 @@ class NormLinearFunction : public torch::autograd::Function<NormLinearFunction> 
                                const torch::Tensor& weight, const torch::Tensor& bias, double eps) {
     const int64_t C = x.size(-1);
     auto x2 = x.reshape({x.numel() / C, C}).contiguous();
-    auto normed = std::get<0>(native::norm_forward(x2, norm_weight, norm_bias, eps));
-    auto [y, kept_n, kept_w] = native::linear_product(normed, weight, bias);
+    auto normed = std::get<0>(norm_forward(x2, norm_weight, norm_bias, eps));
+    auto [y, kept_n, kept_w] = linear_product(normed, weight, bias);
     // The statistics come from a second, cheap pass in backward (native_layer_norm's own).
     ctx->save_for_backward({x2, norm_weight, norm_bias, kept_w});
     ctx->saved_data["eps"] = eps;
     ctx->saved_data["bf16"] = kept_n.scalar_type() == torch::kBFloat16;
-    return y.view(native::with_last(x, weight.size(0)));
+    return y.view(with_last(x, weight.size(0)));
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -218,15 +207,15 @@ class NormLinearFunction : public torch::autograd::Function<NormLinearFunction> 
     auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &nw = saved[1], &nb = saved[2], &w = saved[3];
     const int64_t C = x.size(1);
-    auto [normed, mean, rstd] = native::norm_forward(x, nw, nb, ctx->saved_data["eps"].toDouble());
+    auto [normed, mean, rstd] = norm_forward(x, nw, nb, ctx->saved_data["eps"].toDouble());
     if (ctx->saved_data["bf16"].toBool()) normed = bf16_copy(normed);
     auto g = grads[0].reshape({x.size(0), w.size(0)}).contiguous();
     const bool to_x = ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2);
-    auto [dn, dw, db] = native::linear_grads(g, normed, w, {to_x, ctx->needs_input_grad(3), ctx->needs_input_grad(4)});
+    auto [dn, dw, db] = linear_grads(g, normed, w, {to_x, ctx->needs_input_grad(3), ctx->needs_input_grad(4)});
     normed.reset();  // let go before the norm's gradient is made (this may run at the step's peak)
     torch::Tensor dx, dnw, dnb;
     if (to_x) {
-      std::tie(dx, dnw, dnb) = native::norm_grads(norm_inputs(ctx), dn, x, mean, rstd, nw, nb, grads[0]);
+      std::tie(dx, dnw, dnb) = norm_grads(ctx, dn, x, mean, rstd, nw, nb, grads[0]);
     }
     return {dx, dnw, dnb, dw, db, torch::Tensor()};
   }
@@ -245,13 +234,13 @@ class NormLinear2Function : public torch::autograd::Function<NormLinear2Function
     const int64_t C = x.size(-1);
     const bool bf16 = matmul_precision() == Precision::bf16;
     auto x2 = x.reshape({x.numel() / C, C}).contiguous();
-    auto normed = std::get<0>(native::norm_forward(x2, norm_weight, norm_bias, eps));
-    auto y1 = std::get<0>(native::linear_product(normed, w1, b1, bf16));
-    auto y2 = std::get<0>(native::linear_product(normed, w2, b2, bf16));
+    auto normed = std::get<0>(norm_forward(x2, norm_weight, norm_bias, eps));
+    auto y1 = std::get<0>(linear_product(normed, w1, b1, bf16));
+    auto y2 = std::get<0>(linear_product(normed, w2, b2, bf16));
     ctx->save_for_backward({x2, norm_weight, norm_bias, w1.contiguous(), w2.contiguous()});
     ctx->saved_data["eps"] = eps;
     ctx->saved_data["bf16"] = bf16;
-    return {y1.view(native::with_last(x, w1.size(0))), y2.view(native::with_last(x, w2.size(0)))};
+    return {y1.view(with_last(x, w1.size(0))), y2.view(with_last(x, w2.size(0)))};
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -259,21 +248,19 @@ class NormLinear2Function : public torch::autograd::Function<NormLinear2Function
     auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &nw = saved[1], &nb = saved[2], &w1 = saved[3], &w2 = saved[4];
     const int64_t C = x.size(1);
-    auto [normed, mean, rstd] = native::norm_forward(x, nw, nb, ctx->saved_data["eps"].toDouble());
+    auto [normed, mean, rstd] = norm_forward(x, nw, nb, ctx->saved_data["eps"].toDouble());
     if (ctx->saved_data["bf16"].toBool()) normed = bf16_copy(normed);
     const bool to_x = ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2);
     auto g1 = grads[0].reshape({x.size(0), w1.size(0)}).contiguous();
     auto g2 = grads[1].reshape({x.size(0), w2.size(0)}).contiguous();
-    auto [dn1, dw1, db1] =
-        native::linear_grads(g1, normed, w1, {to_x, ctx->needs_input_grad(3), ctx->needs_input_grad(4)});
-    auto [dn2, dw2, db2] =
-        native::linear_grads(g2, normed, w2, {to_x, ctx->needs_input_grad(5), ctx->needs_input_grad(6)});
+    auto [dn1, dw1, db1] = linear_grads(g1, normed, w1, {to_x, ctx->needs_input_grad(3), ctx->needs_input_grad(4)});
+    auto [dn2, dw2, db2] = linear_grads(g2, normed, w2, {to_x, ctx->needs_input_grad(5), ctx->needs_input_grad(6)});
     normed.reset();
     torch::Tensor dx, dnw, dnb;
     if (to_x) {
       dn1.add_(dn2);
       dn2.reset();
-      std::tie(dx, dnw, dnb) = native::norm_grads(norm_inputs(ctx), dn1, x, mean, rstd, nw, nb, grads[0]);
+      std::tie(dx, dnw, dnb) = norm_grads(ctx, dn1, x, mean, rstd, nw, nb, grads[0]);
     }
     return {dx, dnw, dnb, dw1, db1, dw2, db2, torch::Tensor()};
   }
@@ -294,15 +281,14 @@ class NormMlpFunction : public torch::autograd::Function<NormMlpFunction> {
     auto x2 = x.reshape({x.numel() / C, C}).contiguous();
     torch::Tensor a;  // gelu(h), with neither the normalised tokens nor h still held
     {
-      auto h = std::get<0>(
-          native::linear_product(std::get<0>(native::norm_forward(x2, norm_weight, norm_bias, eps)), w1, b1, bf16));
+      auto h = std::get<0>(linear_product(std::get<0>(norm_forward(x2, norm_weight, norm_bias, eps)), w1, b1, bf16));
       a = torch::gelu(h);
     }
-    auto y = std::get<0>(native::linear_product(a, w2, b2, bf16));
+    auto y = std::get<0>(linear_product(a, w2, b2, bf16));
     ctx->save_for_backward({x2, norm_weight, norm_bias, w1.contiguous(), b1, w2.contiguous()});
     ctx->saved_data["eps"] = eps;
     ctx->saved_data["bf16"] = bf16;
-    return y.view(native::with_last(x, w2.size(0)));
+    return y.view(with_last(x, w2.size(0)));
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -321,30 +307,30 @@ class NormMlpFunction : public torch::autograd::Function<NormMlpFunction> {
     // fc2's input gradient is made, which gelu's gradient then overwrites; the normalised tokens are
     // made once more for fc1's weight gradients (a norm is cheaper than holding them meanwhile).
     const double eps = ctx->saved_data["eps"].toDouble();
-    auto h = std::get<0>(native::linear_product(std::get<0>(native::norm_forward(x, nw, nb, eps)), w1, b1, bf16));
+    auto h = std::get<0>(linear_product(std::get<0>(norm_forward(x, nw, nb, eps)), w1, b1, bf16));
     auto g = grads[0].reshape({x.size(0), w2.size(0)}).contiguous();
     torch::Tensor dw2, db2;
     if (need[3] || need[4]) {
       auto a = torch::gelu(h);
       if (bf16) a = bf16_copy(a);
-      const auto weights = native::linear_grads(g, a, w2, {false, need[3], need[4]});
+      const auto weights = linear_grads(g, a, w2, {false, need[3], need[4]});
       dw2 = weights[1], db2 = weights[2];
     }
     torch::Tensor dx, dnw, dnb, dw1, db1;
     if (to_h) {
-      auto dh = native::linear_input_grad(g, w2, bf16);
+      auto dh = linear_input_grad(g, w2, bf16);
       torch::gelu_backward_out(dh, dh, h);
       h.reset();
-      auto [normed, mean, rstd] = native::norm_forward(x, nw, nb, eps);
+      auto [normed, mean, rstd] = norm_forward(x, nw, nb, eps);
       if (need[1] || need[2]) {
-        const auto weights = native::linear_grads(dh, bf16 ? bf16_copy(normed) : normed, w1, {false, need[1], need[2]});
+        const auto weights = linear_grads(dh, bf16 ? bf16_copy(normed) : normed, w1, {false, need[1], need[2]});
         dw1 = weights[1], db1 = weights[2];
       }
       normed.reset();
       if (need[0]) {
-        auto dn = native::linear_input_grad(dh, w1, bf16);
+        auto dn = linear_input_grad(dh, w1, bf16);
         dh.reset();
-        std::tie(dx, dnw, dnb) = native::norm_grads(norm_inputs(ctx), dn, x, mean, rstd, nw, nb, grads[0]);
+        std::tie(dx, dnw, dnb) = norm_grads(ctx, dn, x, mean, rstd, nw, nb, grads[0]);
       }
     }
     return {dx, dnw, dnb, dw1, db1, dw2, db2, torch::Tensor()};

@@ -34,11 +34,6 @@ class NativeBackend final : public Backend {
   at::Tensor norm_mlp(const at::Tensor& x, const at::Tensor& norm_weight, const at::Tensor& norm_bias, double eps,
                       const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2,
                       const at::Tensor& b2) const override;
-  /// One node for a whole block of width at most 64 (block.cpp): the pieces of the nodes above in
-  /// their order, so their bits; wider blocks undefined (the node would hold every layer's saved
-  /// tensors through its whole backward, where the nodes one by one let each go when done).
-  at::Tensor fused_block(const at::Tensor& x, const at::Tensor& keys, const at::Tensor& values,
-                         const BlockWeights& w) const override;
   /// oneDNN's GEMM (fp32, or bf16 operands where given; an Error where the CPU has no bf16 GEMM).
   void product_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) const override;
   bool own_products() const override { return true; }
