@@ -121,6 +121,16 @@ std::vector<double> DeviceTimer::ms() {
   return out;
 }
 
+double dispatch_floor_us() {
+  const auto a = torch::randn({256, 16}).requires_grad_(), b = torch::randn({256, 16});
+  constexpr int kCalls = 2000;
+  torch::Tensor sum;
+  const auto runs = time_ms(9, [&] {
+    for (int i = 0; i < kCalls; ++i) sum = a + b;
+  });
+  return median(runs) * 1000.0 / kCalls;
+}
+
 GemmRates gemm_rates(int64_t n, const c10::Device& device, int repeats) {
   const auto on = torch::TensorOptions().device(device);
   auto a = torch::randn({n, n}, on), b = torch::randn({n, n}, on), c = torch::empty({n, n}, on);

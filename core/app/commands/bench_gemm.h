@@ -65,6 +65,11 @@ class DeviceTimer {
   std::string why_;
 };
 
+/// What an op costs here beyond its work, in microseconds: the median over runs of many calls of a
+/// 256×16 float sum whose operand wants a gradient (dispatch, an output's allocation, an autograd
+/// node), on the CPU, one thread. A small model's "µs an op" over this floor is its ops' own work.
+double dispatch_floor_us();
+
 /// GFLOP/s of an n×n×n product: htm::gemm (oneDNN's sgemm, what the model calls), torch::mm in
 /// fp32 and in bf16 (oneDNN's bf16 GEMM, on AMX where the CPU has it). Each rate is the median of
 /// up to `repeats` calls after one warm-up, timed within about a second: a product that takes
