@@ -223,7 +223,7 @@ void memory_line(const std::string& what, const StepTiming& t, double gemm_peak)
         (long long)t.host_reads, what.c_str(), ms * 1000.0 / ops, ms, (long long)ops, t.flops / 1e9, arithmetic,
         100.0 * arithmetic / ms);
     if (!t.on_gpu) {  // and what dispatch alone would take: the rest of "µs an op" is the ops' own work
-      static const double floor = dispatch_floor_us();  // once a process, whatever it times
+      const double floor = dispatch_floor_us();
       std::printf(
           "overhead %-28s dispatch floor %.1f us an op (a 256x16 sum with its autograd node, this thread): "
           "%.1f ms of the step for %lld ops, %.0f%%\n",
