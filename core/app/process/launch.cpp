@@ -24,6 +24,7 @@
 #include "htm/error.h"
 #include "process/signals.h"
 #include "process/supervise.h"
+#include "process/worker_fork.h"
 #include "train/trainer.h"
 
 extern char** environ;
@@ -56,6 +57,7 @@ class Spawner {
               const std::string& log = "") {
     std::vector<std::string> env = base_;
     env.insert(env.end(), environment.begin(), environment.end());
+    if (may_fork_worker(args, env)) return fork_worker(args, env, log);  // a copy: libtorch loaded already
     std::vector<char*> argv, envp;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -28,6 +28,7 @@ std::atomic<int64_t> g_first_ns{0};  // when it came (steady clock)
 std::atomic<bool> g_second{false};   // a second one came
 std::mutex g_workers_mutex;
 std::vector<pid_t> g_workers;
+std::atomic<bool> g_thread_running{false};  // install_signal_thread ran in this process
 
 sigset_t stop_signals() {
   sigset_t set;
@@ -74,6 +75,12 @@ void end_after(int seconds, int signal) {
 }  // namespace
 
 void install_signal_thread() {
+  static const bool forks_handled = [] {  // a fork with the list locked would leave it locked in the copy
+    pthread_atfork([] { g_workers_mutex.lock(); }, [] { g_workers_mutex.unlock(); }, [] { g_workers_mutex.unlock(); });
+    return true;
+  }();
+  (void)forks_handled;
+  g_thread_running = true;
   const sigset_t set = stop_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   const char* parent = std::getenv("HTM_WORKER_OF");
@@ -107,6 +114,18 @@ void install_signal_thread() {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent_pid) kill(getpid(), SIGTERM);  // it died already
   }
+}
+
+bool signal_thread_running() { return g_thread_running; }
+
+void restart_signal_thread_in_copy() {
+  g_workers.clear();  // the parent's workers are not this process's
+  g_graceful = false;
+  g_grace = 30;
+  g_signal = 0;
+  g_first_ns = 0;
+  g_second = false;
+  install_signal_thread();
 }
 
 void set_graceful_stop(bool graceful) { g_graceful = graceful; }
