@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +31,20 @@ int threads_running() {
   for (std::string line; std::getline(status, line);)
     if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8);
   return -1;
+}
+
+// Whether CUDA's libraries are in this process (a CUDA libtorch): a process that initialised
+// CUDA cannot use it in a fork, and whether the supervisor did is not asked of torch, which
+// would initialise it.
+bool cuda_loaded() {
+  return dl_iterate_phdr(
+             [](dl_phdr_info* info, size_t, void*) {
+               const std::string path = info->dlpi_name != nullptr ? info->dlpi_name : "";
+               const std::string name = path.substr(path.rfind('/') + 1);  // npos + 1 = 0: the whole
+               return static_cast<int>(name.rfind("libcuda.", 0) == 0 || name.rfind("libcudart", 0) == 0 ||
+                                       name.rfind("libtorch_cuda", 0) == 0);
+             },
+             nullptr) != 0;
 }
 
 // What exec would close: every descriptor above stderr marked close-on-exec (SQLite's database
@@ -91,7 +106,7 @@ bool may_fork_worker(const std::vector<std::string>& args, const std::vector<std
   if (args.size() < 2 || args[0] != self_path() || (args[1] != "run" && args[1] != "resume")) return false;
   for (const auto& e : environment)
     if (e.rfind("RANK=", 0) == 0) return false;
-  return g_entry != nullptr && signal_thread_running() && threads_running() == 2;
+  return g_entry != nullptr && signal_thread_running() && threads_running() == 2 && !cuda_loaded();
 }
 
 pid_t fork_worker(const std::vector<std::string>& args, const std::vector<std::string>& environment,

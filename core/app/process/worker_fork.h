@@ -28,7 +28,9 @@ void set_worker_entry(WorkerEntry entry);
 /// environment a process was started with, for a copy its supervisor's), args[0] is this executable, its
 /// main set the entry and started the signal thread (signals.h), and no other thread runs (a thread holding a
 /// lock at the fork would leave it held in the copy: torch's OpenMP pool, once an op ran on two
-/// threads, is such a thread). HTM_WORKER_SPAWN=exec says no: every worker a new process.
+/// threads, is such a thread), and CUDA's libraries are not loaded (a CUDA libtorch: a process
+/// that initialised CUDA cannot use it in a fork). HTM_WORKER_SPAWN=exec says no: every worker a
+/// new process.
 bool may_fork_worker(const std::vector<std::string>& args, const std::vector<std::string>& environment);
 
 /// Starts the copy: `args` as its command line (args[0]: this executable), `environment` its
