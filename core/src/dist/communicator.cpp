@@ -2,6 +2,7 @@
 #include "dist/communicator.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 
@@ -108,6 +109,10 @@ Communicator::Communicator(const WorldInfo& world, const std::string& identity, 
   if (!env("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = std::max<int>(FLAGS_caffe2_log_level, c10::GLOG_FATAL);
 #endif
   impl_->where = "rank " + std::to_string(world.rank) + " of " + std::to_string(world.world);
+  // A peer that died closes its sockets; Gloo's next write to one would raise SIGPIPE and end this
+  // rank too, unrecorded ("crashed: SIGPIPE" where "the other ranks failed" belongs). Ignored, the
+  // write fails with EPIPE and Gloo throws, which the collective turns into that message.
+  std::signal(SIGPIPE, SIG_IGN);
   const std::string master = world.master_addr + ":" + std::to_string(world.master_port);
   try {
     c10d::TCPStoreOptions options;
