@@ -22,13 +22,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_graceful{false};
-std::atomic<int> g_grace{30};
+constexpr int kGrace = 30;  // runtime.stop_grace until a run sets it
+std::atomic<int> g_grace{kGrace};
 std::atomic<int> g_signal{0};        // the first signal
 std::atomic<int64_t> g_first_ns{0};  // when it came (steady clock)
 std::atomic<bool> g_second{false};   // a second one came
 std::mutex g_workers_mutex;
 std::vector<pid_t> g_workers;
-std::atomic<bool> g_thread_running{false};  // install_signal_thread ran in this process
 
 sigset_t stop_signals() {
   sigset_t set;
@@ -80,7 +80,6 @@ void install_signal_thread() {
     return true;
   }();
   (void)forks_handled;
-  g_thread_running = true;
   const sigset_t set = stop_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   const char* parent = std::getenv("HTM_WORKER_OF");
@@ -116,12 +115,10 @@ void install_signal_thread() {
   }
 }
 
-bool signal_thread_running() { return g_thread_running; }
-
 void restart_signal_thread_in_copy() {
   g_workers.clear();  // the parent's workers are not this process's
   g_graceful = false;
-  g_grace = 30;
+  g_grace = kGrace;
   g_signal = 0;
   g_first_ns = 0;
   g_second = false;

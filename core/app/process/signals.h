@@ -17,8 +17,6 @@ namespace htm {
 /// first thing in main, before any thread exists. A worker started by `htm run --jobs`
 /// (HTM_WORKER_OF set) also asks for SIGTERM when its parent dies.
 void install_signal_thread();
-/// Whether install_signal_thread ran in this process.
-bool signal_thread_running();
 /// In a copy of this process (process/worker_fork.h), whose signal thread the fork left behind:
 /// the signal state a new process starts with, and a new thread.
 void restart_signal_thread_in_copy();

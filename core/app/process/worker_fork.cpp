@@ -106,7 +106,7 @@ bool may_fork_worker(const std::vector<std::string>& args, const std::vector<std
   if (args.size() < 2 || args[0] != self_path() || (args[1] != "run" && args[1] != "resume")) return false;
   for (const auto& e : environment)
     if (e.rfind("RANK=", 0) == 0) return false;
-  return g_entry != nullptr && signal_thread_running() && threads_running() == 2 && !cuda_loaded();
+  return g_entry != nullptr && threads_running() == 2 && !cuda_loaded();  // main's thread and its signal thread
 }
 
 pid_t fork_worker(const std::vector<std::string>& args, const std::vector<std::string>& environment,

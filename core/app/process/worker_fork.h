@@ -19,14 +19,14 @@ namespace htm {
 
 /// What a copy runs: the executable's own command dispatcher (main.cpp), argv as main's.
 using WorkerEntry = int (*)(int argc, char** argv);
-/// Set by main: without it no worker is a copy.
+/// Set by main, after it started the signal thread (signals.h): without it no worker is a copy.
 void set_worker_entry(WorkerEntry entry);
 
 /// Whether the worker `args` with `environment` may be a copy of this process: it trains (`htm
 /// run`, `htm resume`; `htm bench` starts new processes for a clean peak memory) and is no
 /// data-parallel rank (RANK set: tools find a rank by /proc/PID/environ, which shows the
 /// environment a process was started with, for a copy its supervisor's), args[0] is this executable, its
-/// main set the entry and started the signal thread (signals.h), and no other thread runs (a thread holding a
+/// main set the entry, and no thread but main's and its signal thread runs (a thread holding a
 /// lock at the fork would leave it held in the copy: torch's OpenMP pool, once an op ran on two
 /// threads, is such a thread), and CUDA's libraries are not loaded (a CUDA libtorch: a process
 /// that initialised CUDA cannot use it in a fork). HTM_WORKER_SPAWN=exec says no: every worker a
