@@ -1,8 +1,11 @@
 // The training memory estimate (train/memory.h): it draws nothing a run uses, it grows with the
 // batch size, and a run trained after it ends where one trained without it ends. The run board
 // (board/run_board.h) a supervisor reads after a crash, and the store's crash record.
+#include <malloc.h>
+
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -152,6 +155,32 @@ TEST(MemoryEstimate, AnAllocationPastTheMemoryAvailableIsRefused) {
   }
   const torch::Tensor unlimited = torch::empty({32 << 20});  // 128 MiB: no limit once it is gone
   EXPECT_EQ(unlimited.numel(), 32 << 20);
+}
+
+TEST(KeepFreedMemory, AfterItAFreedBlockOf8MiBStaysWithTheHeapAndComesBack) {
+  keep_freed_memory();  // once per process: set here, or by a run before this test
+  if (malloc_left_alone(std::getenv("GLIBC_TUNABLES"), std::getenv("HTM_MALLOC"))) GTEST_SKIP();
+  const size_t mapped = mallinfo2().hblkhd;
+  auto* block = static_cast<char*>(std::malloc(8 << 20));
+  std::memset(block, 1, 8 << 20);
+  EXPECT_EQ(mallinfo2().hblkhd, mapped) << "8 MiB mapped on its own: the threshold is still glibc's";
+  const size_t heap = mallinfo2().arena;
+  std::free(block);
+  EXPECT_EQ(mallinfo2().arena, heap) << "the heap's top went back to the system";
+  auto* again = static_cast<char*>(std::malloc(8 << 20));
+  EXPECT_EQ(mallinfo2().arena, heap) << "the same block again grew the heap";
+  std::free(again);
+}
+
+TEST(KeepFreedMemory, GlibcTunablesOrHtmMallocDefaultLeaveGlibcAlone) {
+  EXPECT_FALSE(malloc_left_alone(nullptr, nullptr));
+  EXPECT_FALSE(malloc_left_alone("glibc.malloc.tcache_count=2000", nullptr));
+  EXPECT_TRUE(malloc_left_alone("glibc.malloc.mmap_threshold=1048576", nullptr));
+  EXPECT_TRUE(malloc_left_alone("glibc.malloc.tcache_count=0:glibc.malloc.trim_threshold=1", nullptr));
+  EXPECT_TRUE(malloc_left_alone(nullptr, "default"));
+  EXPECT_FALSE(malloc_left_alone(nullptr, "keep"));
+  keep_freed_memory();
+  EXPECT_FALSE(keep_freed_memory()) << "once per process";
 }
 
 TEST(MemoryEstimate, HtmMemoryAvailableMibStandsForASmallerMachine) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -151,6 +152,21 @@ double step_peak_mib(Experiment& ex, int64_t inputs) { return most(step_heap_tra
 double eval_peak_mib(Experiment& ex, int64_t n) { return most(eval_heap_trace(ex, n)); }
 
 double peak_resident_mib() { return status_mib("VmHWM"); }
+
+bool malloc_left_alone(const char* glibc_tunables, const char* htm_malloc) {
+  if (htm_malloc != nullptr && std::string(htm_malloc) == "default") return true;
+  return glibc_tunables != nullptr && (std::strstr(glibc_tunables, "mmap_threshold") != nullptr ||
+                                       std::strstr(glibc_tunables, "trim_threshold") != nullptr);
+}
+
+bool keep_freed_memory() {
+  static std::atomic<bool> done{false};
+  if (done.exchange(true)) return false;
+  if (malloc_left_alone(std::getenv("GLIBC_TUNABLES"), std::getenv("HTM_MALLOC"))) return false;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's own largest dynamic threshold on 64 bits
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);  // and the trim it pairs with it
+  return true;
+}
 
 MemoryEstimate estimate_training_memory(Experiment& ex) {
   MemoryEstimate e;

@@ -19,6 +19,7 @@
 #include "train/baselines.h"
 #include "train/estimator/estimator.h"
 #include "train/eval_graph.h"
+#include "train/memory.h"
 #include "train/optimizer.h"
 #include "train/schedules.h"
 #include "train/step.h"
@@ -330,6 +331,7 @@ void Trainer::after_batch(Loop& loop, bool epoch_end) {
   const RuntimeSettings& runtime = ex_.config.settings.runtime;
   const int64_t step = loop.state.step, epoch = loop.state.epoch;
   const bool eval_now = train.eval_every > 0 && step % train.eval_every == 0 && step != loop.total_steps;
+  keep_freed_memory();                      // once the first step has run (train/memory.h)
   if (eval_now || epoch_end) settle(loop);  // the epoch's loss, and a divergence, before evaluating
   if (eval_now) log_eval(loop, step, epoch);
   if (epoch_end) {  // ---- evaluation at the full schedule
