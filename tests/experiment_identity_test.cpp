@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "commands/selection.h"
 #include "config/experiment_config.h"
 #include "registry.h"
 #include "test_util.h"
@@ -109,6 +110,30 @@ TEST_F(ExperimentIdentity, SweepsAddGridAxesCrossedWithTheFilesVariants) {
   file.add_sweep("train.lrr=1,2");  // a key is checked where settings are: at resolution
   EXPECT_THAT(htm::testing::error_of([&] { file.resolve(file.variants().front(), registry_); }),
               ::testing::HasSubstr("--sweep train.lrr=1,2: unknown key 'train.lrr'"));
+}
+
+// --jobs N > 1 starts the longest runs first: the Trees study's width-64 variants, then its
+// width-16 RLOO recipe (3072 small steps), then nearest (1024 small steps, no policy to train).
+TEST_F(ExperimentIdentity, AStudyUnderSeveralJobsStartsItsLongestRunsFirst) {
+  ExperimentFile file = ExperimentFile::load(std::string(HTM_SOURCE_DIR) + "/experiments/htm/trees.toml");
+  std::vector<PlannedRun> plan;
+  for (const auto& variant : file.variants()) {
+    auto config = std::make_shared<const ResolvedConfig>(file.resolve(variant, registry_));
+    for (int64_t seed : {0, 1}) plan.push_back({variant, seed, config});
+  }
+  std::vector<std::string> order;
+  for (const auto& run : longest_first(plan)) order.push_back(run.variant + std::to_string(run.seed));
+  EXPECT_EQ(order, (std::vector<std::string>{"learned0", "learned1", "random0", "random1", "rloo_long0", "rloo_long1",
+                                             "nearest0", "nearest1"}));
+  // More epochs or a wider model cost more; the same config, in the plan's order.
+  EXPECT_GT(planned_cost(resolve("[train]\nepochs = 4\n")), planned_cost(resolve("[train]\nepochs = 2\n")));
+  EXPECT_GT(planned_cost(resolve("[model]\ndim = 64\n")), planned_cost(resolve("[model]\ndim = 32\n")));
+  std::vector<PlannedRun> same;
+  auto config = std::make_shared<const ResolvedConfig>(resolve("[train]\nepochs = 1\n"));
+  for (int64_t seed : {3, 1, 2}) same.push_back({"default", seed, config});
+  std::vector<int64_t> seeds;
+  for (const auto& run : longest_first(same)) seeds.push_back(run.seed);
+  EXPECT_EQ(seeds, (std::vector<int64_t>{3, 1, 2}));
 }
 
 }  // namespace

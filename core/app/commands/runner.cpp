@@ -147,7 +147,8 @@ class SupervisedJobs : public Executor {
   SupervisedJobs(const RunRequest& request, std::string logs, RecordUnclaimed record)
       : request_(request), logs_(std::move(logs)), record_(std::move(record)) {}
   int run(const std::vector<PlannedRun>& work) override {
-    return run_parallel(request_, unfinished(request_, work), logs_, record_);
+    // Several at once: the longest first, so that the short ones fill the jobs' ends.
+    return run_parallel(request_, unfinished(request_, request_.jobs > 1 ? longest_first(work) : work), logs_, record_);
   }
 
  private:

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -60,6 +61,34 @@ StudyPlan plan_study(const RunRequest& request, const ExperimentFile& file, cons
     for (int64_t seed : seeds) plan.runs.push_back({variant, seed, config});
   }
   return plan;
+}
+
+double planned_cost(const ResolvedConfig& config) {
+  const TrainSettings& train = config.settings.train;
+  const ModelSettings& model = config.settings.model;
+  const double samples = train.train_samples > 0 ? static_cast<double>(train.train_samples) : 4096;
+  const double batch = static_cast<double>(std::max<int64_t>(1, train.batch_size));
+  double steps = static_cast<double>(train.epochs) * std::ceil(samples / batch);
+  if (train.max_steps > 0) steps = std::min(steps, static_cast<double>(train.max_steps));
+  const double width = static_cast<double>(std::max<int64_t>(1, model.dim));
+  const double row = width * width * static_cast<double>(std::max<int64_t>(1, model.layers));
+  const double rows = batch * static_cast<double>(std::max<int64_t>(1, config.settings.estimator.rollouts));
+  double evaluations = static_cast<double>(train.epochs);
+  if (train.eval_every > 0) evaluations += std::floor(steps / static_cast<double>(train.eval_every));
+  const double passes = 1.0 + static_cast<double>(train.eval_policies.size()) + (train.eval_greedy ? 1 : 0);
+  const double eval_rows = train.eval_samples > 0 ? static_cast<double>(train.eval_samples) : 4096;
+  return steps * (rows * row + 300000) + evaluations * passes * eval_rows * row / 3;
+}
+
+std::vector<PlannedRun> longest_first(std::vector<PlannedRun> runs) {
+  std::vector<double> cost;
+  for (const auto& run : runs) cost.push_back(planned_cost(*run.config));
+  std::vector<size_t> order(runs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
+  std::vector<PlannedRun> sorted;
+  for (size_t i : order) sorted.push_back(runs[i]);
+  return sorted;
 }
 
 std::vector<std::pair<std::string, int64_t>> pairs_of(const std::vector<PlannedRun>& runs) {

@@ -37,6 +37,17 @@ struct StudyPlan {
 };
 StudyPlan plan_study(const RunRequest& request, const ExperimentFile& file, const Registry& registry);
 
+/// What a run will cost, guessed from its config alone, in units of one row of width 1 through one
+/// layer (only its order against other runs' means anything): the training steps, each of
+/// batch × rollouts rows through `layers` layers of width C, C², plus a fixed 300,000 a step (a
+/// small model's step is mostly its ops' fixed cost: Trees at width 16 took 10 ms a step against
+/// 33 ms at width 64, docs/performance.md), and every evaluation's passes at a third of a
+/// training row. Data it cannot see (train_samples = 0: the whole dataset) counts as 4,096 samples.
+double planned_cost(const ResolvedConfig& config);
+/// The runs longest first by planned_cost, ties in the plan's order: under --jobs N > 1 the short
+/// runs come last and fill the jobs' ends (longest-processing-time-first scheduling).
+std::vector<PlannedRun> longest_first(std::vector<PlannedRun> runs);
+
 /// Each run's (variant, seed), in order: what a child process is told.
 std::vector<std::pair<std::string, int64_t>> pairs_of(const std::vector<PlannedRun>& runs);
 
