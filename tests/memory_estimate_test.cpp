@@ -287,6 +287,32 @@ TEST(Watchdog, FiresOnlyWhenTheBeatsStopForTheStallTimeout) {
   unsetenv("HTM_RUN_BOARD");
 }
 
+// A child that takes longer to start than its run's stall limit (loading libtorch and reading its
+// config on a loaded machine, no beat until then) is not stalled when the limit appears: the limit
+// counts from when it is known. It used to count from the spawn, and a rank restarted under load
+// was killed "while starting" the moment it published 3 s.
+TEST(Watchdog, AStartSlowerThanTheLimitIsNotAStall) {
+  ChildBoard child;
+  const std::string environment = child.environment();
+  setenv("HTM_RUN_BOARD", environment.substr(environment.find('=') + 1).c_str(), 1);
+  Watchdog watchdog(child);  // the supervisor watches from the spawn
+  const auto wait = [](int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  wait(1300);
+  ASSERT_TRUE(open_run_board());
+  EXPECT_EQ(watchdog.stalled(), "") << "no limit yet";
+  board_stall_timeout(1);
+  wait(600);
+  EXPECT_EQ(watchdog.stalled(), "") << "the limit counts from when it is known";
+  std::string said;
+  for (int i = 0; i < 30 && said.empty(); ++i) {
+    wait(100);
+    said = watchdog.stalled();
+  }
+  EXPECT_EQ(said, "no progress for 1 s (runtime.stall_timeout 1 s)") << "a stall after it is still one";
+  close_run_board();
+  unsetenv("HTM_RUN_BOARD");
+}
+
 // A run's identity for the crash records' tests, its folder under `dir`'s runs, which htm run
 // marked (a resume reads and writes only there).
 RunInfo crash_run(const std::string& dir) {

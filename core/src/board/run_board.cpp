@@ -169,7 +169,9 @@ BoardPhase board_phase(BoardPhase phase) {
 }
 
 void board_stall_timeout(int64_t seconds) {
-  if (open_run_board()) publish(g_board->stall_timeout_s, seconds);
+  if (!open_run_board()) return;
+  publish(g_board->stall_timeout_s, seconds);
+  beat();  // the limit counts from when it is known: a slow start before it (libtorch, the config) is no stall
 }
 
 void board_step_seconds(double seconds) {

@@ -88,7 +88,8 @@ void board_leave(int previous, const char* previous_call);
 void board_beat();
 /// The phase this process enters; returns the one it was in.
 BoardPhase board_phase(BoardPhase phase);
-/// The run's runtime.stall_timeout (seconds; 0: no watchdog) for its supervisor.
+/// The run's runtime.stall_timeout (seconds; 0: no watchdog) for its supervisor; a beat, so the
+/// limit counts from when it is known, not from the process's start.
 void board_stall_timeout(int64_t seconds);
 /// A training step's duration: the watchdog never fires before 10× the slowest.
 void board_step_seconds(double seconds);
