@@ -250,6 +250,16 @@ TEST(RunBoard, AChildsRunStepAndPluginAreWhatItsSupervisorReads) {
   std::filesystem::remove(path);
 }
 
+// What the watchdog says within 3 s, read every 100 ms ("" when it said nothing).
+std::string first_stall(Watchdog& watchdog) {
+  std::string said;
+  for (int i = 0; i < 30 && said.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    said = watchdog.stalled();
+  }
+  return said;
+}
+
 // The supervisor's watchdog on a child's board (this process plays both): quiet while the beats
 // move or the child waits in a collective; once they stop for the stall timeout, it says so.
 TEST(Watchdog, FiresOnlyWhenTheBeatsStopForTheStallTimeout) {
@@ -273,11 +283,7 @@ TEST(Watchdog, FiresOnlyWhenTheBeatsStopForTheStallTimeout) {
   }
   wait(600);
   EXPECT_EQ(watchdog.stalled(), "") << "the collective's end is progress";
-  std::string said;
-  for (int i = 0; i < 30 && said.empty(); ++i) {
-    wait(100);
-    said = watchdog.stalled();
-  }
+  const std::string said = first_stall(watchdog);
   EXPECT_EQ(said, "no progress for 1 s (runtime.stall_timeout 1 s)");
   board_stall_timeout(0);
   Watchdog off(child);
@@ -303,11 +309,7 @@ TEST(Watchdog, AStartSlowerThanTheLimitIsNotAStall) {
   board_stall_timeout(1);
   wait(600);
   EXPECT_EQ(watchdog.stalled(), "") << "the limit counts from when it is known";
-  std::string said;
-  for (int i = 0; i < 30 && said.empty(); ++i) {
-    wait(100);
-    said = watchdog.stalled();
-  }
+  const std::string said = first_stall(watchdog);
   EXPECT_EQ(said, "no progress for 1 s (runtime.stall_timeout 1 s)") << "a stall after it is still one";
   close_run_board();
   unsetenv("HTM_RUN_BOARD");
