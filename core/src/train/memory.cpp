@@ -162,7 +162,12 @@ bool malloc_left_alone(const char* glibc_tunables, const char* htm_malloc) {
 bool keep_freed_memory() {
   static std::atomic<bool> done{false};
   if (done.exchange(true)) return false;
-  if (malloc_left_alone(std::getenv("GLIBC_TUNABLES"), std::getenv("HTM_MALLOC"))) return false;
+  const char* choice = std::getenv("HTM_MALLOC");
+  if (choice != nullptr && std::string(choice) != "default" && std::string(choice) != "keep")
+    std::fprintf(stderr,
+                 "htm: HTM_MALLOC=%s: expected 'default' (glibc's thresholds) or 'keep'; keeping freed memory\n",
+                 choice);
+  if (malloc_left_alone(std::getenv("GLIBC_TUNABLES"), choice)) return false;
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's own largest dynamic threshold on 64 bits
   mallopt(M_TRIM_THRESHOLD, 64 << 20);  // and the trim it pairs with it
   return true;

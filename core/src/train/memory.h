@@ -118,7 +118,8 @@ double peak_resident_mib();
 /// freed so far (a few MiB at small widths) and faults the same pages in again at the next pass.
 /// The first step is left to glibc's own thresholds, which grow with the blocks it frees: set
 /// before it, the paper-size step's heap came out 26 MiB larger (docs/performance.md). Left alone
-/// where GLIBC_TUNABLES sets either threshold, or HTM_MALLOC=default. Returns whether this call
+/// where GLIBC_TUNABLES sets either threshold, or HTM_MALLOC=default (`keep`: the default; any other
+/// value is named in one warning line and kept). Returns whether this call
 /// set them (false: set before, or left alone).
 bool keep_freed_memory();
 /// Whether keep_freed_memory leaves glibc alone under these GLIBC_TUNABLES and HTM_MALLOC values
