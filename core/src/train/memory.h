@@ -112,15 +112,14 @@ double status_mib(const char* field);
 /// This process's peak resident memory so far (VmHWM), in MiB.
 double peak_resident_mib();
 
-/// Called after a process's first training step (the trainer's and `htm bench`'s), once per
-/// process: glibc's heap from then on serves blocks up to 32 MiB itself and keeps up to 64 MiB
-/// of freed memory at its top, where by default it returns the top above twice the largest block
+/// Called after a process's first training step (the trainer's and `htm bench`'s); acts once per
+/// process: glibc's heap from then on serves blocks up to 32 MiB itself and keeps up to 64 MiB of
+/// freed memory at its top, where by default it returns the top above twice the largest block
 /// freed so far (a few MiB at small widths) and faults the same pages in again at the next pass.
 /// The first step is left to glibc's own thresholds, which grow with the blocks it frees: set
 /// before it, the paper-size step's heap came out 26 MiB larger (docs/performance.md). Left alone
-/// where GLIBC_TUNABLES sets either threshold, or HTM_MALLOC=default (`keep`: the default; any other
-/// value is named in one warning line and kept). Returns whether this call
-/// set them (false: set before, or left alone).
+/// where GLIBC_TUNABLES sets either threshold, or HTM_MALLOC=default (`keep`, the default, or any
+/// other value, named in one warning line, sets them). Whether this call set them.
 bool keep_freed_memory();
 /// Whether keep_freed_memory leaves glibc alone under these GLIBC_TUNABLES and HTM_MALLOC values
 /// (null: unset).

@@ -331,8 +331,8 @@ void Trainer::after_batch(Loop& loop, bool epoch_end) {
   const RuntimeSettings& runtime = ex_.config.settings.runtime;
   const int64_t step = loop.state.step, epoch = loop.state.epoch;
   const bool eval_now = train.eval_every > 0 && step % train.eval_every == 0 && step != loop.total_steps;
-  keep_freed_memory();                      // once the first step has run (train/memory.h)
-  if (eval_now || epoch_end) settle(loop);  // the epoch's loss, and a divergence, before evaluating
+  if (loop.time.steps == 1) keep_freed_memory();  // this process's first step has run (train/memory.h)
+  if (eval_now || epoch_end) settle(loop);        // the epoch's loss, and a divergence, before evaluating
   if (eval_now) log_eval(loop, step, epoch);
   if (epoch_end) {  // ---- evaluation at the full schedule
     store_.log_metrics(run_id_, step, epoch, "train",
