@@ -2,6 +2,7 @@
 // batch size, and a run trained after it ends where one trained without it ends. The run board
 // (board/run_board.h) a supervisor reads after a crash, and the store's crash record.
 #include <malloc.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -194,37 +195,39 @@ TEST(MemoryEstimate, HtmMemoryAvailableMibStandsForASmallerMachine) {
 }
 
 TEST(RunBoard, AChildsRunStepAndPluginAreWhatItsSupervisorReads) {
-  const std::string path = create_run_board();
+  int fd = -1;
+  const std::string path = create_run_board(&fd);
   RunBoard board{};
-  ASSERT_TRUE(read_run_board(path, &board));
+  ASSERT_TRUE(read_run_board(fd, &board));
   EXPECT_EQ(board.run_id, 0);
   EXPECT_EQ(board.current, -1);
   EXPECT_EQ(board_plugin_text(board), "");
   // This process plays the child: the board is found through HTM_RUN_BOARD.
   setenv("HTM_RUN_BOARD", path.c_str(), 1);
   ASSERT_TRUE(open_run_board());
+  EXPECT_FALSE(std::filesystem::exists(path)) << "mapped: the name is gone, nothing to leave behind";
   board_run(42, "/tmp/x.sqlite", "study/v seed 1");
   board_step(13, 64);
   int previous = 0;
   const int slot = board_building(PluginKind::policy, "crashy", "1.2.3", "/p/htm_policy_crashy.so", &previous);
-  ASSERT_TRUE(read_run_board(path, &board));
+  ASSERT_TRUE(read_run_board(fd, &board));
   EXPECT_EQ(board_plugin_text(board), "policy plugin 'crashy' 1.2.3 (/p/htm_policy_crashy.so)") << "while building";
   const int object = 0;
   board_built(slot, &object, previous);
-  ASSERT_TRUE(read_run_board(path, &board));
+  ASSERT_TRUE(read_run_board(fd, &board));
   EXPECT_EQ(board_plugin_text(board), "") << "built: no plugin executing";
   {
     const char* previous_call = nullptr;
     const uint64_t beats = board.beats;
     const int token = board_enter(&object, "choose_merges", &previous_call);
-    ASSERT_TRUE(read_run_board(path, &board));
+    ASSERT_TRUE(read_run_board(fd, &board));
     EXPECT_EQ(board_plugin_text(board), "policy plugin 'crashy' 1.2.3 (/p/htm_policy_crashy.so)");
     EXPECT_EQ(board_plugin_text(board, true),
               "policy plugin 'crashy' 1.2.3 (/p/htm_policy_crashy.so) in choose_merges");
     EXPECT_GT(board.beats, beats) << "a plugin call is progress";
     board_leave(token, previous_call);
   }
-  ASSERT_TRUE(read_run_board(path, &board));
+  ASSERT_TRUE(read_run_board(fd, &board));
   EXPECT_EQ(board.run_id, 42);
   EXPECT_EQ(board.step, 13);
   EXPECT_EQ(board.total_steps, 64);
@@ -238,16 +241,16 @@ TEST(RunBoard, AChildsRunStepAndPluginAreWhatItsSupervisorReads) {
     board_stall_timeout(7);
     board_step_seconds(0.25);
     board_step_seconds(0.125);
-    ASSERT_TRUE(read_run_board(path, &board));
+    ASSERT_TRUE(read_run_board(fd, &board));
     EXPECT_EQ(board.phase, static_cast<int32_t>(BoardPhase::checkpointing));
     EXPECT_EQ(board.stall_timeout_s, 7);
     EXPECT_EQ(board.slowest_step_ms, 250) << "the slowest step is kept";
   }
-  ASSERT_TRUE(read_run_board(path, &board));
+  ASSERT_TRUE(read_run_board(fd, &board));
   EXPECT_EQ(board.phase, static_cast<int32_t>(BoardPhase::training)) << "the phase before the scope: board_step's";
   close_run_board();
   unsetenv("HTM_RUN_BOARD");
-  std::filesystem::remove(path);
+  close(fd);
 }
 
 // What the watchdog says within 3 s, read every 100 ms ("" when it said nothing).

@@ -16,6 +16,8 @@ BESIDE="lock stop watchdog"
 declare -A BESIDE_WORK=()
 trap 'rm -rf "$WORK" "${BESIDE_WORK[@]}"' EXIT
 cd "$WORK"
+export TMPDIR=$WORK/tmp  # each section's own: the leftovers check counts the run boards left there
+mkdir -p "$TMPDIR"
 STUDY=$SRC/tests/faults/tiny.toml
 export OMP_NUM_THREADS=1
 failures=0 injected=0 resumed=0 crashes=0 lost=0
@@ -723,15 +725,19 @@ section_stop() {
 }
 
 # After each section: no process of the suite's left (every htm run names $WORK on its command
-# line), no run left 'running' in any of its databases (a malformed one excepted: it has no answer).
+# line), no run left 'running' in any of its databases (a malformed one excepted: it has no answer),
+# no run board left in the temporary folder (supervisors killed by SIGKILL included).
 leftovers() { # section
-  local pids db running=0 n
+  local pids db running=0 n boards
   sleep 0.5
   pids=$(pgrep -f -- "$WORK" | tr '\n' ' ')
   if [[ -n $pids ]]; then
     fail "$1: processes left behind: $(ps -o pid=,args= -p ${pids// /,} | cut -c1-160)"
     kill -9 $pids 2> /dev/null
   fi
+  boards=$(find "$TMPDIR" -maxdepth 1 -name 'htm-board-*' | wc -l)
+  [[ $boards == 0 ]] || fail "$1: $boards run board file(s) left in $TMPDIR"
+  rm -f "$TMPDIR"/htm-board-*
   for db in "$WORK"/*.sqlite "$WORK"/*/*.sqlite; do
     [[ -f $db ]] || continue
     n=$(sqlite3 "$db" "SELECT count(*) FROM runs WHERE status = 'running'" 2> /dev/null) || continue
@@ -747,8 +753,8 @@ for s in $BESIDE; do  # beside the rest: their counts come back in a file
   [[ " $SECTIONS " == *" $s "* ]] || continue
   BESIDE_WORK[$s]=$(mktemp -d "/tmp/htm-faults-$s.XXXXXX")
   (
-    WORK=${BESIDE_WORK[$s]}
-    cd "$WORK" && failures=0 injected=0 resumed=0 lost=0 section_start=0 began=$SECONDS
+    WORK=${BESIDE_WORK[$s]} TMPDIR=${BESIDE_WORK[$s]}/tmp
+    mkdir -p "$TMPDIR" && cd "$WORK" && failures=0 injected=0 resumed=0 lost=0 section_start=0 began=$SECONDS
     "section_$s"
     leftovers "$s"
     echo "$failures $injected $left_processes $left_running $((SECONDS - began)) $resumed $lost" > "$WORK/counts"

@@ -34,13 +34,16 @@ std::string signal_text(int signal) {
   return text != nullptr ? name + " (" + text + ")" : name;
 }
 
-ChildBoard::ChildBoard() : path_(create_run_board()) {}
+ChildBoard::ChildBoard() : path_(create_run_board(&fd_)) {}
 
-ChildBoard::~ChildBoard() { unlink(path_.c_str()); }
+ChildBoard::~ChildBoard() {
+  unlink(path_.c_str());  // a child that never opened it (it failed to start) leaves the name
+  close(fd_);
+}
 
 std::string ChildBoard::environment() const { return "HTM_RUN_BOARD=" + path_; }
 
-bool ChildBoard::read(RunBoard* out) const { return read_run_board(path_, out); }
+bool ChildBoard::read(RunBoard* out) const { return read_run_board(fd_, out); }
 
 bool is_crash(int status) {
   if (WIFSIGNALED(status)) return WTERMSIG(status) != SIGINT && WTERMSIG(status) != SIGTERM;
@@ -151,15 +154,15 @@ ChildEnd settle_board(RunBoard board, bool read, pid_t pid, int status, const Fo
 
 ChildEnd ChildBoard::settle(pid_t pid, int status, const Forced& forced) const {
   RunBoard board{};
-  const bool read = read_run_board(path_, &board);
+  const bool read = read_run_board(fd_, &board);
   return settle_board(board, read, pid, status, forced, {});
 }
 
 ChildEnd ChildBoard::settle_rank(int status, int rank, int world, const ChildBoard& rank0, pid_t rank0_pid,
                                  const Forced& forced) const {
   RunBoard board{}, first{};
-  bool read = read_run_board(path_, &board);
-  if (read_run_board(rank0.path_, &first) && first.run_id > 0) {  // the run is rank 0's claim
+  bool read = read_run_board(fd_, &board);
+  if (read_run_board(rank0.fd_, &first) && first.run_id > 0) {  // the run is rank 0's claim
     board.run_id = first.run_id;
     std::memcpy(board.db, first.db, sizeof board.db);
     std::memcpy(board.label, first.label, sizeof board.label);
@@ -182,7 +185,7 @@ ChildEnd ChildBoard::settle_outside_rank(pid_t pid, int status, const OutsideRan
   const int rank = outside.rank, world = outside.world, wait_s = outside.wait_s;
   const RunPlace& place = outside.place;
   RunBoard board{};
-  const bool read = read_run_board(path_, &board);
+  const bool read = read_run_board(fd_, &board);
   const std::string of = " (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")";
   if (rank == 0 || !read || board.variant[0] == '\0' || board.run_id > 0)
     return settle_board(board, read, pid, status, forced, {of});

@@ -42,7 +42,8 @@ struct Forced {
   std::string what;  ///< stalled: "no progress for 6 s (runtime.stall_timeout 5 s)"
 };
 
-/// A child's board: created with the child, removed with this object.
+/// A child's board: created with the child, which removes its name once it has mapped it (a
+/// supervisor killed by SIGKILL leaves no file behind); read through a descriptor this object keeps.
 class ChildBoard {
  public:
   ChildBoard();
@@ -78,6 +79,7 @@ class ChildBoard {
   ChildEnd settle_outside_rank(pid_t pid, int status, const OutsideRank& outside, const Forced& forced = {}) const;
 
  private:
+  int fd_ = -1;
   std::string path_;
 };
 

@@ -16,6 +16,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "board/run_board.h"
 #include "htm/error.h"
 #include "process/launch.h"
 #include "process/signals.h"
@@ -78,6 +79,7 @@ void close_on_exec_descriptors() {
     close(fd);
   }
   close_on_exec_descriptors();
+  open_run_board();  // as main does: mapped and its name removed before a signal can end the copy
   // stdout buffered as a new process's would be: by line on a terminal, in blocks elsewhere.
   std::setvbuf(stdout, nullptr, isatty(1) ? _IOLBF : _IOFBF, BUFSIZ);
   restart_signal_thread_in_copy();

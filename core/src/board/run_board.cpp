@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,6 +55,11 @@ bool open_run_board() {
   tried = path;
   const int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) return false;
+  struct stat file {};
+  if (fstat(fd, &file) != 0 || file.st_size < static_cast<off_t>(sizeof(RunBoard))) {  // no board: mapped, a SIGBUS
+    close(fd);
+    return false;
+  }
   void* map = mmap(nullptr, sizeof(RunBoard), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (map == MAP_FAILED) return false;
@@ -62,6 +68,9 @@ bool open_run_board() {
     munmap(map, sizeof(RunBoard));
     return false;
   }
+  // The name has served: the supervisor reads through the descriptor it kept, and a supervisor
+  // killed by SIGKILL (or a node's end) can then leave no file behind in the temporary folder.
+  unlink(path);
   g_board = board;
   return true;
 }
@@ -202,31 +211,28 @@ const char* board_phase_text(BoardPhase phase) {
   return "in an unknown phase";
 }
 
-std::string create_run_board() {
+std::string create_run_board(int* fd_out) {
   std::error_code ec;
   std::string folder = std::filesystem::temp_directory_path(ec).string();
   if (ec || folder.empty()) folder = "/tmp";
   std::string path = folder + "/htm-board-XXXXXX";
-  const int fd = mkstemp(path.data());
+  const int fd = mkostemp(path.data(), O_CLOEXEC);
   if (fd < 0) throw Error("cannot create a run board under " + folder + ": " + std::strerror(errno));
   RunBoard board{};
   std::memcpy(board.magic, kMagic, sizeof kMagic);
   board.current = -1;
   board.stall_timeout_s = -1;
-  const bool written = write(fd, &board, sizeof board) == static_cast<ssize_t>(sizeof board);
-  close(fd);
-  if (!written) {
+  if (write(fd, &board, sizeof board) != static_cast<ssize_t>(sizeof board)) {
+    close(fd);
     unlink(path.c_str());
     throw Error("cannot write a run board in " + folder + " (is the disk full?)");
   }
+  *fd_out = fd;
   return path;
 }
 
-bool read_run_board(const std::string& path, RunBoard* out) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool whole = read(fd, out, sizeof *out) == static_cast<ssize_t>(sizeof *out);
-  close(fd);
+bool read_run_board(int fd, RunBoard* out) {
+  const bool whole = pread(fd, out, sizeof *out, 0) == static_cast<ssize_t>(sizeof *out);
   if (!whole || std::memcmp(out->magic, kMagic, sizeof kMagic) != 0) return false;
   out->db[sizeof out->db - 1] = out->label[sizeof out->label - 1] = out->call[sizeof out->call - 1] = '\0';
   for (auto& p : out->plugins)

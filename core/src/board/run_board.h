@@ -1,7 +1,8 @@
 // What a supervised run's process is doing, published where its supervisor can read it after
 // the process died: the run and database it claimed, the step it is training, the phase and the
 // plugin call executing. `htm run` creates the board (one small file, mapped shared), names it in
-// the child's HTM_RUN_BOARD, and reads it when the child ends by a signal: a segfault in a plugin
+// the child's HTM_RUN_BOARD (the child removes the name once mapped, so nothing is left in the
+// temporary folder however either ends), and reads it when the child ends by a signal: a segfault in a plugin
 // can record nothing itself, but the page it wrote to stays (docs/reliability.md). While the
 // child lives, the supervisor's watchdog reads its beats: a count every step, plugin call,
 // evaluation batch and phase change moves (process/watchdog.h).
@@ -61,7 +62,8 @@ struct RunBoard {
 
 // ---- the child's side: each call does nothing when this process has no board
 
-/// Maps the board named by HTM_RUN_BOARD (each path once). Whether this process has one.
+/// Maps the board named by HTM_RUN_BOARD (each path once) and removes the name: the supervisor
+/// reads it through its own descriptor. Whether this process has one.
 bool open_run_board();
 /// Unmaps it: the next open_run_board() maps HTM_RUN_BOARD again (a test plays several children).
 void close_run_board();
@@ -108,10 +110,11 @@ class PhaseScope {
 
 // ---- the supervisor's side
 
-/// A fresh board file (zeroed, with its magic) under the temporary folder; its path.
-std::string create_run_board();
-/// Reads a board file; false when it is missing, short or never written.
-bool read_run_board(const std::string& path, RunBoard* out);
+/// A fresh board file (zeroed, with its magic) under the temporary folder; its path, and in `fd`
+/// a descriptor open on it (close-on-exec) that reads it after the child has removed the name.
+std::string create_run_board(int* fd);
+/// Reads a board through a descriptor create_run_board gave; false when short or never written.
+bool read_run_board(int fd, RunBoard* out);
 /// "policy plugin 'crashy' 1.0.0 (/path/htm_policy_crashy.so)", or "" when none was executing;
 /// with `call`, its call too: "policy plugin 'crashy' 1.0.0 (...) in choose_merges".
 std::string board_plugin_text(const RunBoard& board, bool call = false);
