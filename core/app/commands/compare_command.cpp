@@ -160,13 +160,6 @@ void print_metrics(const Comparison& c) {
 // --format csv: every number at full precision ("%.17g", empty for NaN or where it does not apply).
 std::string full(double value) { return std::isnan(value) ? "" : fixed(value, 17); }
 
-std::string csv_cell(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string out = "\"";
-  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
 void print_csv(const Comparison& c, const CompareRequest& request) {
   std::printf(
       "phase,metric,variant,reference,n,seeds,values,mean,sd,test,diff,se,t,df,p,p_adjusted,adjustment,family,"

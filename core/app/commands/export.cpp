@@ -14,6 +14,7 @@
 
 #include "commands/commands.h"
 #include "commands/export_weights.h"
+#include "commands/table.h"
 #include "commands/tensorboard.h"
 #include "config/settings.h"
 #include "htm/error.h"
@@ -25,13 +26,6 @@ namespace fs = std::filesystem;
 
 namespace htm {
 namespace {
-
-std::string csv_cell(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string out = "\"";
-  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
 
 void export_csv(ResultsStore& store, const std::string& where, const SqlValue& key, const std::string& out) {
   // Values at full precision: printf('%!.17g') (SQLite's plain %.17g stops at 15 digits), not the tables' six.
