@@ -184,6 +184,26 @@ TEST(KeepFreedMemory, GlibcTunablesOrHtmMallocDefaultLeaveGlibcAlone) {
   EXPECT_FALSE(keep_freed_memory()) << "once per process";
 }
 
+// A block the system will not give at all (past the address space) never reaches AllocationLimit:
+// libtorch's allocator throws first. Its refusal is named with the size, as bad input.
+TEST(MemoryEstimate, AnAllocationTheSystemRefusesIsNamedWithItsSize) {
+  const AvailableMemory available{100, "HTM_MEMORY_AVAILABLE_MIB"};
+  try {
+    const torch::Tensor huge = torch::empty({int64_t{1} << 58});  // 2^60 bytes
+    FAIL() << "allocated " << huge.numel() << " floats";
+  } catch (const c10::Error& e) {
+    const std::optional<MemoryRefused> refused = refused_allocation(e, "study/v seed 0", available);
+    ASSERT_TRUE(refused) << e.what();
+    EXPECT_STREQ(refused->what(),
+                 "[study/v seed 0] cannot be assembled: one of its tensors asked for 1073741824.0 GiB, which the "
+                 "system refused (100 MiB available, HTM_MEMORY_AVAILABLE_MIB); is a setting far larger than meant?");
+  }
+  EXPECT_FALSE(
+      refused_allocation(std::runtime_error("can't allocate memory: you tried to allocate 8 bytes"), "x", available))
+      << "only libtorch's own refusal";
+  EXPECT_FALSE(refused_allocation(c10::Error("shape mismatch", ""), "x", available));
+}
+
 TEST(MemoryEstimate, HtmMemoryAvailableMibStandsForASmallerMachine) {
   setenv("HTM_MEMORY_AVAILABLE_MIB", "123", 1);
   const AvailableMemory simulated = available_memory();

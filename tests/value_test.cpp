@@ -64,5 +64,14 @@ TEST(ValueTest, ParamsCheckTypes) {
   EXPECT_EQ(error_of([&] { params.at("depth"); }), "parameter 'depth' is missing");
 }
 
+// An integer whose 0 means a default (a policy's heads, a scoring width): 0 gives the default, a
+// negative value is refused (it used to fall silently to the default).
+TEST(ValueTest, IntegerOrGivesTheDefaultForZeroAndRefusesANegative) {
+  const Params params({{"heads", int64_t{8}}, {"width", int64_t{0}}, {"bad", int64_t{-1}}});
+  EXPECT_EQ(params.integer_or("heads", 2), 8);
+  EXPECT_EQ(params.integer_or("width", 16), 16);
+  EXPECT_EQ(error_of([&] { params.integer_or("bad", 16); }), "bad must be 0 (its default) or more, got -1");
+}
+
 }  // namespace
 }  // namespace htm

@@ -363,7 +363,8 @@ section_input() {  # bad values and files: one clear line, non-zero exit, no cra
   local db=$WORK/input.sqlite n=0
   local -a bad=(model.heads=0 train.batch_size=0 train.batch_size=-1 train.epochs=0
     train.epochs=-3 train.lr=nan train.lr=-1 train.lr=inf model.dim=0 model.dropout=2 train.rho0=nan
-    train.train_samples=-5 train.eval_batch_size=0 'experiment.name="../../x"' model.dim=15)
+    train.train_samples=-5 train.eval_batch_size=0 'experiment.name="../../x"' model.dim=15
+    policy.heads=-1 policy.score_hidden=-1 merge.init_scale=-1 loss.point_set.weight=-1 loss.point_set.weight=nan)
   for value in "${bad[@]}"; do
     "$HTM" run "$STUDY" --variant learned --seed 0 --set "$value" $(run_args "$db" "$WORK/input-runs") > in.log 2>&1
     local rc=$?
@@ -402,7 +403,16 @@ section_input() {  # bad values and files: one clear line, non-zero exit, no cra
   rc=$?
   n=$((n + 1))
   crashed $rc in.log && { crashes=$((crashes + 1)); fail "dim=65536: crash (rc $rc)"; }
-  [[ $rc == 1 && $(grep -c . in.log) == 1 ]] && grep -q 'allocate' in.log || fail "dim=65536: exit $rc, not one line: $(head -c 600 in.log)"
+  [[ $rc == 1 && $(grep -c . in.log) == 1 ]] && grep -qE 'allocate|cannot be assembled' in.log ||
+    fail "dim=65536: exit $rc, not one line: $(head -c 600 in.log)"
+  # A tensor the system refuses outright (never counted: the allocator throws first) is bad input too.
+  "$HTM" run "$STUDY" --variant learned --seed 0 --set model.mlp_ratio=99999999999 $(run_args "$db" "$WORK/input-runs") > in.log 2>&1
+  rc=$?
+  n=$((n + 1))
+  crashed $rc in.log && { crashes=$((crashes + 1)); fail "mlp_ratio=99999999999: crash (rc $rc)"; }
+  [[ $rc == 1 && $(grep -c . in.log) == 1 ]] &&
+    grep -q '^error: \[faults/learned seed 0\] cannot be assembled: one of its tensors asked for [0-9.]* GiB, which the system refused' in.log ||
+    fail "mlp_ratio=99999999999: exit $rc, not one line: $(head -c 600 in.log)"
   # A schedule of zeros merges nothing: a valid (if pointless) study, which once crashed.
   "$HTM" run "$STUDY" --variant learned --seed 0 --set "model.schedule=[0]" --set train.epochs=1 \
     $(run_args "$WORK/zero.sqlite" "$WORK/input-runs") > in.log 2>&1 || fail "schedule [0]: exit $?: $(tail -3 in.log)"

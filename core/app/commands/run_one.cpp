@@ -246,6 +246,10 @@ Outcome run_one(const PlannedRun& planned, const RunContext& context) {
     throw;
   } catch (const std::exception& e) {
     const PluginFault fault = take_plugin_fault();
+    if (auto refused = refused_allocation(e, label, available_memory())) {  // bad input too, whoever allocated
+      share_decision(comm, kSkip);
+      throw *refused;
+    }
     if (fault.object == nullptr && dynamic_cast<const Error*>(&e) != nullptr) {
       share_decision(comm, kSkip);  // the other ranks stop waiting for this run
       throw;

@@ -33,7 +33,7 @@ class BilinearPolicy : public Policy {
  protected:
   /// The width is the model's; `params` "heads" (0: the model's) must divide it.
   BilinearPolicy(const Params& params, const BuildContext& ctx)
-      : dim_(ctx.dim), heads_(params.integer("heads") > 0 ? params.integer("heads") : ctx.heads) {
+      : dim_(ctx.dim), heads_(params.integer_or("heads", ctx.heads)) {
     if (dim_ % heads_ != 0)
       throw Error("heads (" + std::to_string(heads_) + ") must divide model.dim (" + std::to_string(dim_) + ")");
   }
@@ -41,7 +41,7 @@ class BilinearPolicy : public Policy {
   /// Registers the scoring parts: norm, query, key, head_weight, unmerge (`params` "score_hidden",
   /// the scoring MLP's width; 0: the model's).
   void add_scorers(const Params& params) {
-    const int64_t hidden = params.integer("score_hidden") > 0 ? params.integer("score_hidden") : dim_;
+    const int64_t hidden = params.integer_or("score_hidden", dim_);
     norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_})));
     query_ = register_module("query", Linear(dim_, dim_));
     key_ = register_module("key", Linear(dim_, dim_));

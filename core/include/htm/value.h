@@ -40,6 +40,9 @@ class Params {
   const Value& at(const std::string& name) const;  ///< throws htm::Error naming the key
   bool flag(const std::string& name) const;
   int64_t integer(const std::string& name) const;
+  /// An integer whose 0 stands for a default: `zero_means` where it is 0; a negative value throws
+  /// htm::Error naming the key (SDK 6.2).
+  int64_t integer_or(const std::string& name, int64_t zero_means) const;
   double number(const std::string& name) const;  ///< float, or an integer widened
   const std::string& text(const std::string& name) const;
   std::vector<int64_t> integers(const std::string& name) const;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -206,6 +207,9 @@ std::map<std::string, LossChoice> resolve_losses(const Node* table, const Where&
       expect_table(entry.node, key);
       const Manifest& manifest = find_manifest(catalog, PluginKind::loss, entry.key, entry.node.key_at);
       losses[entry.key].params = plugin_params(manifest, {weight}, &entry.node, key);
+      const double w = losses[entry.key].params.number("weight");
+      if (const Node* set = entry.node.find("weight"); set && !(std::isfinite(w) && w >= 0))  // NaN, inf, < 0
+        fail(set->value_at, "'" + key + ".weight' expects a finite number of at least 0.0, got " + to_toml(w));
     }
   }
   if (losses.empty()) {

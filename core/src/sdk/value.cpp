@@ -121,6 +121,12 @@ bool Params::flag(const std::string& name) const { return typed<bool>(*this, nam
 
 int64_t Params::integer(const std::string& name) const { return typed<int64_t>(*this, name, ValueType::integer); }
 
+int64_t Params::integer_or(const std::string& name, int64_t zero_means) const {
+  const int64_t value = integer(name);
+  if (value < 0) throw Error(name + " must be 0 (its default) or more, got " + std::to_string(value));
+  return value == 0 ? zero_means : value;
+}
+
 double Params::number(const std::string& name) const {
   if (const auto* integer = std::get_if<int64_t>(&at(name))) return static_cast<double>(*integer);
   return typed<double>(*this, name, ValueType::floating);

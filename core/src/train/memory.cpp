@@ -248,6 +248,22 @@ AvailableMemory available_memory() {
   return a;
 }
 
+std::optional<MemoryRefused> refused_allocation(const std::exception& e, const std::string& label,
+                                                const AvailableMemory& available) {
+  if (dynamic_cast<const c10::Error*>(&e) == nullptr) return std::nullopt;
+  static const std::string said = "can't allocate memory: you tried to allocate ";
+  const std::string what = e.what();
+  const size_t at = what.find(said);
+  if (at == std::string::npos) return std::nullopt;
+  const double bytes = std::strtod(what.c_str() + at + said.size(), nullptr);
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "one of its tensors asked for %.1f GiB, which the system refused (%.0f MiB available, ",
+                bytes / (kMiB * 1024.0), available.mib);
+  return MemoryRefused("[" + label + "] cannot be assembled: " + text + available.source +
+                       "); is a setting far larger than meant?");
+}
+
 class AllocationLimit::Watch final : public CpuAllocations {
  public:
   Watch(std::string label, AvailableMemory available) : label_(std::move(label)), available_(std::move(available)) {}

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,12 @@ class MemoryRefused : public Error {
  public:
   using Error::Error;
 };
+
+/// When `e` is the CPU allocator's refusal of one block (libtorch's "can't allocate memory: you
+/// tried to allocate N bytes", a size the system will not give at all, which AllocationLimit never
+/// sees), the MemoryRefused that says so for run `label`, with `available`; else nothing.
+std::optional<MemoryRefused> refused_allocation(const std::exception& e, const std::string& label,
+                                                const AvailableMemory& available);
 
 /// While one lives, the CPU tensors this thread allocates are counted, net of those it frees, and
 /// the allocation that takes the count past `available` throws MemoryRefused: a run whose data

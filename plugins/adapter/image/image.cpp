@@ -65,7 +65,7 @@ class ImageAdapter : public htm::Adapter {
     if (queries != "pixel" && queries != "patch")
       throw htm::Error("queries must be \"pixel\" or \"patch\", not \"" + queries + "\"");
     patch_queries_ = queries == "patch";
-    const int64_t heads = params.integer("heads") > 0 ? params.integer("heads") : ctx.heads;
+    const int64_t heads = params.integer_or("heads", ctx.heads);
     if (C % heads != 0) throw htm::Error("heads (" + std::to_string(heads) + ") must divide the model's width");
     query_ = register_module("query", htm::Linear(patch_queries_ ? pos.size(1) : features, C));
     norm_q_ = register_module("norm_q", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));

@@ -31,6 +31,8 @@ class MlpMerge : public htm::MergeOperator {
     merge_ = register_module("merge", htm::TokenMlp(2 * c, hidden, c, residual_));
     unmerge_ = register_module("unmerge", htm::TokenMlp(c, hidden, 2 * c, residual_));
     const double scale = params.number("init_scale");
+    if (!(std::isfinite(scale) && scale >= 0))
+      throw htm::Error("init_scale must be a finite number of at least 0, got " + std::to_string(scale));
     if (scale != 0.0 && residual_) {
       torch::NoGradGuard no_grad;
       const double bound = scale / std::sqrt(static_cast<double>(hidden));  // torch::nn::Linear's, scaled

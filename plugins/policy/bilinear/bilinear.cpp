@@ -38,7 +38,7 @@ class SymmetricBilinearPolicy : public htm::Policy {
     for (int64_t l = 1; l <= levels; ++l)  // "weight" the first (as before levels), then weight_2, ...
       weights_.push_back(register_parameter(l == 1 ? std::string("weight") : "weight_" + std::to_string(l),
                                             torch::randn({ctx.dim, ctx.dim}) * init_std));
-    const int64_t hidden = params.integer("score_hidden") > 0 ? params.integer("score_hidden") : ctx.dim;
+    const int64_t hidden = params.integer_or("score_hidden", ctx.dim);
     unmerge_ = register_module("unmerge", htm::UnmergeScorer(ctx.dim, hidden));
   }
 

@@ -38,7 +38,7 @@ class ResidualPolicy : public htm::Policy {
  public:
   ResidualPolicy(const htm::Params& params, const htm::BuildContext& ctx)
       : distance_(params.text("distance")),
-        heads_(params.integer("heads") > 0 ? params.integer("heads") : ctx.heads),
+        heads_(params.integer_or("heads", ctx.heads)),
         residual_(params.flag("residual")) {
     const double temperature = params.number("temperature");
     const std::string unmerges = params.text("unmerges");
@@ -60,7 +60,7 @@ class ResidualPolicy : public htm::Policy {
       gate_ = register_parameter("gate", torch::zeros({1}));
     }
     if (unmerges == "learned") {
-      const int64_t hidden = params.integer("score_hidden") > 0 ? params.integer("score_hidden") : ctx.dim;
+      const int64_t hidden = params.integer_or("score_hidden", ctx.dim);
       unmerge_ = register_module("unmerge", htm::UnmergeScorer(ctx.dim, hidden));
     }
   }

@@ -23,7 +23,7 @@ htm::Manifest manifest() {
 class SharedKeyPolicy : public htm::Policy {
  public:
   SharedKeyPolicy(const htm::Params& params, const htm::BuildContext& ctx) : dim_(ctx.dim), heads_(ctx.heads) {
-    const int64_t hidden = params.integer("score_hidden") > 0 ? params.integer("score_hidden") : dim_;
+    const int64_t hidden = params.integer_or("score_hidden", dim_);
     norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_})));
     query_ = register_module("query", htm::Linear(dim_, dim_));
     head_weight_ = register_parameter("head_weight", torch::full({heads_}, 1.0 / heads_));

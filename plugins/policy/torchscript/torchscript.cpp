@@ -50,7 +50,7 @@ class TorchScriptPolicy : public htm::Policy {
                          "the module has an attribute `unmerge` but no unmerge_scores; htm's unmerge scorer needs "
                          "that name (rename it, or define " +
                          kUnmerge + ")");
-      const int64_t hidden = params.integer("score_hidden") > 0 ? params.integer("score_hidden") : ctx.dim;
+      const int64_t hidden = params.integer_or("score_hidden", ctx.dim);
       unmerge_ = register_module("unmerge", htm::UnmergeScorer(ctx.dim, hidden));
     }
     // A dry run on zeros, so a module built for another width fails here with one line, not
