@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 #include "config/layering.h"
 #include "htm/error.h"
@@ -207,9 +207,10 @@ std::map<std::string, LossChoice> resolve_losses(const Node* table, const Where&
       expect_table(entry.node, key);
       const Manifest& manifest = find_manifest(catalog, PluginKind::loss, entry.key, entry.node.key_at);
       losses[entry.key].params = plugin_params(manifest, {weight}, &entry.node, key);
-      const double w = losses[entry.key].params.number("weight");
-      if (const Node* set = entry.node.find("weight"); set && !(std::isfinite(w) && w >= 0))  // NaN, inf, < 0
-        fail(set->value_at, "'" + key + ".weight' expects a finite number of at least 0.0, got " + to_toml(w));
+      const Value w = losses[entry.key].params.number("weight");
+      const std::string expected = real_in(0, std::numeric_limits<double>::infinity())(w);
+      if (const Node* set = entry.node.find("weight"); set && !expected.empty())  // as a host setting's range
+        fail(set->value_at, "'" + key + ".weight' expects " + expected + ", got " + to_toml(w));
     }
   }
   if (losses.empty()) {

@@ -92,18 +92,6 @@ RangeCheck at_least(int64_t low) {
   };
 }
 
-// A finite real in [low, high] (high may be infinite); `open_low` excludes low itself.
-RangeCheck real_in(double low, double high, bool open_low = false) {
-  return [=](const Value& v) -> std::string {
-    const double x = std::get<double>(v);
-    const bool ok = std::isfinite(x) && (open_low ? x > low : x >= low) && x <= high;
-    if (ok) return {};
-    const std::string from = to_toml(Value(low));
-    if (std::isinf(high)) return std::string("a finite number ") + (open_low ? "above " : "of at least ") + from;
-    return std::string("a number in ") + (open_low ? "(" : "[") + from + ", " + to_toml(Value(high)) + "]";
-  };
-}
-
 RangeCheck finite() {
   return [](const Value& v) {
     return std::isfinite(std::get<double>(v)) ? std::string() : std::string("a finite number");
@@ -343,6 +331,17 @@ std::vector<HostSection> build_schema() {
 }
 
 }  // namespace
+
+RangeCheck real_in(double low, double high, bool open_low) {
+  return [=](const Value& v) -> std::string {
+    const double x = std::get<double>(v);
+    const bool ok = std::isfinite(x) && (open_low ? x > low : x >= low) && x <= high;
+    if (ok) return {};
+    const std::string from = to_toml(Value(low));
+    if (std::isinf(high)) return std::string("a finite number ") + (open_low ? "above " : "of at least ") + from;
+    return std::string("a number in ") + (open_low ? "(" : "[") + from + ", " + to_toml(Value(high)) + "]";
+  };
+}
 
 const std::vector<HostSection>& host_schema() {
   static const std::vector<HostSection> schema = build_schema();

@@ -141,6 +141,8 @@ struct HostSettings {
 /// What a value of the right type must also satisfy: empty when it does, else what was
 /// expected ("at least 1", "in [0, 1]").
 using RangeCheck = std::function<std::string(const Value&)>;
+/// A finite real in [low, high] (high may be infinite); `open_low` excludes low itself.
+RangeCheck real_in(double low, double high, bool open_low = false);
 
 /// One host setting: what a file may write, and where its checked value lands.
 struct HostSetting {

@@ -251,7 +251,8 @@ AvailableMemory available_memory() {
 std::optional<MemoryRefused> refused_allocation(const std::exception& e, const std::string& label,
                                                 const AvailableMemory& available) {
   if (dynamic_cast<const c10::Error*>(&e) == nullptr) return std::nullopt;
-  static const std::string said = "can't allocate memory: you tried to allocate ";
+  static const std::string said =
+      "you tried to allocate ";  // 1.13's "can't allocate memory: …", 2.x's "not enough memory: …"
   const std::string what = e.what();
   const size_t at = what.find(said);
   if (at == std::string::npos) return std::nullopt;

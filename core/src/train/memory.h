@@ -84,7 +84,7 @@ class MemoryRefused : public Error {
   using Error::Error;
 };
 
-/// When `e` is the CPU allocator's refusal of one block (libtorch's "can't allocate memory: you
+/// When `e` is the CPU allocator's refusal of one block (a c10::Error with libtorch's "… you
 /// tried to allocate N bytes", a size the system will not give at all, which AllocationLimit never
 /// sees), the MemoryRefused that says so for run `label`, with `available`; else nothing.
 std::optional<MemoryRefused> refused_allocation(const std::exception& e, const std::string& label,
