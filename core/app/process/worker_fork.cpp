@@ -95,7 +95,7 @@ void close_on_exec_descriptors() {
   argv.push_back(nullptr);
   const int code = g_entry(static_cast<int>(words.size()), argv.data());
   std::fflush(nullptr);
-  std::exit(code);
+  std::_Exit(code);  // as main does: no static destructors (main.cpp says why)
 }
 
 }  // namespace
