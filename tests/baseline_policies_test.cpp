@@ -3,6 +3,7 @@
 // over all pairs, ToMe's own rule (tome/merge.py), and the softmax their draws claim to follow;
 // and the learned `bilinear` form against its matrices, layer by layer.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -20,18 +21,20 @@ namespace {
 
 using Pairs = std::vector<std::pair<int64_t, int64_t>>;
 
-std::shared_ptr<Policy> make_policy(const std::string& name, const Params& overrides = {}) {
+// `layers`: the model's merging layers as the host says them (SDK 6.3); 0 where it does not.
+std::shared_ptr<Policy> make_policy(const std::string& name, const Params& overrides = {}, int64_t layers = 0) {
   Params params = htm::testing::plugins().default_params(PluginKind::policy, name);
   for (const auto& [key, value] : overrides.values()) params.set(key, value);
   BuildContext build;
   build.dim = 8;
   build.heads = 2;
+  build.layers = layers;
   return htm::testing::plugins().create<Policy>(PluginKind::policy, name, params, build);
 }
 
 // The message of the htm::Error that building `name` with `overrides` throws.
-std::string build_error(const std::string& name, const Params& overrides) {
-  return htm::testing::error_of([&] { make_policy(name, overrides); });
+std::string build_error(const std::string& name, const Params& overrides, int64_t layers = 0) {
+  return htm::testing::error_of([&] { make_policy(name, overrides, layers); });
 }
 
 MergeContext merge_context(const torch::Tensor& tokens, int64_t r, uint64_t seed = 1) {
@@ -255,6 +258,8 @@ TEST(ResidualPolicy, WithoutResidualAndFixedTemperatureNothingLearns) {
 
 TEST(ResidualPolicy, RefusesBadParameters) {
   EXPECT_THAT(build_error("residual", Params({{"temperature", 0.0}})), ::testing::HasSubstr("temperature"));
+  EXPECT_THAT(build_error("residual", Params({{"temperature", std::numeric_limits<double>::infinity()}})),
+              ::testing::HasSubstr("temperature must be a finite number above 0, got inf"));
   EXPECT_THAT(build_error("residual", Params({{"unmerges", std::string("mirror")}})), ::testing::HasSubstr("unmerges"));
   EXPECT_THAT(build_error("residual", Params({{"distance", std::string("l1")}})), ::testing::HasSubstr("distance"));
   EXPECT_THAT(build_error("residual", Params({{"heads", int64_t{3}}})), ::testing::HasSubstr("heads"));
@@ -470,6 +475,13 @@ TEST(BilinearPolicy, LogitsAreTheLayersSymmetricFormAndItsGradientStaysThere) {
   EXPECT_NE(
       build_error("bilinear", Params({{"levels", int64_t{0}}})).find("bilinear: levels must be at least 1, got 0"),
       std::string::npos);
+  // A weight a level past the model's layers would never be read: refused (99999999999 of them
+  // were built one by one before, for minutes), as is an infinite init_std (NaN logits).
+  EXPECT_NO_THROW(make_policy("bilinear", Params({{"levels", int64_t{3}}}), 3));
+  EXPECT_THAT(build_error("bilinear", Params({{"levels", int64_t{99999999999}}}), 3),
+              ::testing::HasSubstr("levels is 99999999999, more than the model's 3 merging layers (model.layers)"));
+  EXPECT_THAT(build_error("bilinear", Params({{"init_std", std::numeric_limits<double>::infinity()}})),
+              ::testing::HasSubstr("init_std must be a finite number, 0 or more, got inf"));
 }
 
 }  // namespace

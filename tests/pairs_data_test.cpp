@@ -5,6 +5,7 @@
 // for the nested clusters (upper levels): every level's tree rows, copies and distances.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -129,7 +130,8 @@ TEST(PairsData, BadParametersAreRefusedByName) {
       {{{"tokens", int64_t{15}}}, "pairs: tokens must be even and at least 2, got 15"},
       {{{"shared", int64_t{3}}}, "pairs: shared must be even and at least 2, got 3"},
       {{{"own", int64_t{-1}}}, "pairs: own must be 0 or more, got -1"},
-      {{{"sd", 0.0}}, "pairs: sd must be positive, got 0"},
+      {{{"sd", 0.0}}, "pairs: sd must be a finite positive number, got 0"},
+      {{{"sd", std::numeric_limits<double>::infinity()}}, "pairs: sd must be a finite positive number, got inf"},
       {{{"clip", -1.0}}, "pairs: clip must be positive, got -1"},
       {{{"test_size", int64_t{0}}}, "pairs: train_size and test_size must be at least 1"},
       {{{"upper", std::vector<int64_t>{6}}},

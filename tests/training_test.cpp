@@ -1,8 +1,11 @@
 // What makes the networks train (issue 11, docs/training.md): the references every run is
 // measured against, the residual form of the merge operators, the learning-rate and ρ
 // schedules, and gradients reaching every block of a fresh model.
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <thread>
+#include <tuple>
 
 #include <torch/torch.h>
 
@@ -137,6 +140,28 @@ TEST(MergeOperators, ResidualFormStartsAsTheMeanAndTheCopy) {
     paper.set("residual", false);
     auto plain = htm::testing::plugins().create<MergeOperator>(PluginKind::merge, name, paper, ctx);
     EXPECT_FALSE(torch::allclose(plain->merge(src, dst), 0.5 * (src + dst), 1e-3, 1e-3)) << name;
+  }
+}
+
+// Values a merge operator cannot use, refused in one line: a negative or infinite init_scale
+// (mlp), a negative, infinite or NaN router_noise (moe: NaN noise routed every pair by nothing).
+TEST(MergeOperators, SettingsTheyCannotUseAreRefused) {
+  BuildContext ctx;
+  ctx.dim = 8;
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  const std::vector<std::tuple<std::string, std::string, double, std::string>> cases = {
+      {"mlp", "init_scale", -1.0, "init_scale"},
+      {"mlp", "init_scale", inf, "init_scale"},
+      {"moe", "router_noise", -1.0, "moe: router_noise must be a finite number, 0 or more, got -1"},
+      {"moe", "router_noise", nan, "moe: router_noise must be a finite number, 0 or more, got nan"},
+      {"moe", "router_noise", inf, "moe: router_noise must be a finite number, 0 or more, got inf"}};
+  for (const auto& [name, key, value, message] : cases) {
+    Params params = htm::testing::plugins().default_params(PluginKind::merge, name);
+    params.set(key, value);
+    EXPECT_THAT(htm::testing::error_of(
+                    [&] { htm::testing::plugins().create<MergeOperator>(PluginKind::merge, name, params, ctx); }),
+                ::testing::HasSubstr(message))
+        << name << " " << key << " " << value;
   }
 }
 

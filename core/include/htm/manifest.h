@@ -15,7 +15,7 @@ namespace htm {
 /// newer headers may call what an older host lacks, so the registry refuses a plugin whose minor
 /// is above its own, and accepts one built on older headers of the same major.
 constexpr int kSdkAbiVersion = 6;
-constexpr int kSdkAbiMinor = 2;  // 6.1: greedy_disjoint_pairs; 6.2: Params::integer_or
+constexpr int kSdkAbiMinor = 3;  // 6.1: greedy_disjoint_pairs; 6.2: Params::integer_or; 6.3: BuildContext::layers
 
 /// A dataset whose data follow the run's seed declares an integer parameter of this name: the
 /// host sets it to the run's seed when it builds the dataset (an experiment file may not), and

@@ -18,6 +18,7 @@ struct BuildContext {
   double dropout = 0.1;
   std::vector<int64_t> sample_shape;  ///< one input sample, e.g. {1, 28, 28}; empty for datasets
   int64_t num_classes = 0;            ///< classes of the dataset, 0 when it has none
+  int64_t layers = 0;  ///< merging layers L (model.layers); 0 where the host does not say (before SDK 6.3)
 };
 
 /// Every plugin object derives from Plugin (and, when it learns, from torch::nn::Module).

@@ -196,6 +196,7 @@ Experiment assemble(const ResolvedConfig& config, const PluginFactory& plugins, 
   ctx.heads = model.heads;
   ctx.mlp_ratio = model.mlp_ratio;
   ctx.dropout = model.dropout;
+  ctx.layers = model.layers;
   Params dataset_params = config.dataset.params;
   if (dataset_params.has(kRunSeedParam)) dataset_params.set(kRunSeedParam, Value(seed));  // its data follow the seed
   ex.dataset = plugins.create<Dataset>(PluginKind::dataset, config.dataset.name, dataset_params, ctx);

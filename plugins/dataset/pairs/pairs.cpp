@@ -2,6 +2,8 @@
 // no more similar than strangers, optionally nested in quads, octets, ... hidden the same way; a
 // wrong pairing must lose information. Data follow the run's seed, so a confirmation seed is a
 // fresh sample of the data, not only of the weights.
+#include <cmath>
+
 #include "generated.h"  // plugins/dataset/trees
 #include "pairs_data.h"
 
@@ -66,7 +68,8 @@ class Pairs : public htm::data::GeneratedSets {
     if (p.shared < 2 || p.shared % 2 != 0)
       throw Error("pairs: shared must be even and at least 2, got " + std::to_string(p.shared));
     if (p.own < 0) throw Error("pairs: own must be 0 or more, got " + std::to_string(p.own));
-    if (!(p.sd > 0)) throw Error("pairs: sd must be positive, got " + htm::data::number_text(p.sd));
+    if (!(p.sd > 0) || std::isinf(p.sd))  // an infinite sd leaves every coordinate at ±clip (or NaN)
+      throw Error("pairs: sd must be a finite positive number, got " + htm::data::number_text(p.sd));
     if (!(p.clip > 0)) throw Error("pairs: clip must be positive, got " + htm::data::number_text(p.clip));
     check_sizes("pairs", params);
     return p;

@@ -2,6 +2,8 @@
 // merge/unmerge MLP pairs; a learned scoring function routes each pair (and each token to split)
 // to one expert, whose output is scaled by the routing probability — the sparsely-gated MoE's
 // biased gradient for the discrete choice (Shazeer et al. 2017, the paper's [44]).
+#include <cmath>
+
 #include <torch/torch.h>
 
 #include "htm/layers.h"
@@ -32,7 +34,8 @@ class MoeMerge : public htm::MergeOperator {
  public:
   MoeMerge(const htm::Params& params, const htm::BuildContext& ctx)
       : router_noise_(params.number("router_noise")), residual_(params.flag("residual")) {
-    if (router_noise_ < 0) throw htm::Error("router_noise must be non-negative");
+    if (!(router_noise_ >= 0) || std::isinf(router_noise_))  // NaN too: noise of no size routes by nothing
+      throw htm::Error("moe: router_noise must be a finite number, 0 or more, got " + std::to_string(router_noise_));
     const int64_t c = ctx.dim, hidden = params.integer("hidden_ratio") * ctx.dim;
     const int64_t experts = params.integer("experts");
     if (hidden <= 0) throw htm::Error("hidden_ratio must be positive");

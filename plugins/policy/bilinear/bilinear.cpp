@@ -2,6 +2,8 @@
 // raw detached tokens, no normalisation and no query/key split, so it can represent a score that
 // pairs tokens related by any fixed symmetric map (issue 63's hidden pairs: W = R) as well as
 // similarity (W = I); learned unmerge scoring MLP as the paper's policy (§3.1.3).
+#include <cmath>
+
 #include <torch/torch.h>
 
 #include "htm/error.h"
@@ -32,9 +34,14 @@ class SymmetricBilinearPolicy : public htm::Policy {
  public:
   SymmetricBilinearPolicy(const htm::Params& params, const htm::BuildContext& ctx) {
     const double init_std = params.number("init_std");
-    if (!(init_std >= 0)) throw htm::Error("bilinear: init_std must be 0 or more, got " + std::to_string(init_std));
+    if (!(init_std >= 0) || std::isinf(init_std))
+      throw htm::Error("bilinear: init_std must be a finite number, 0 or more, got " + std::to_string(init_std));
     const int64_t levels = params.integer("levels");
     if (levels < 1) throw htm::Error("bilinear: levels must be at least 1, got " + std::to_string(levels));
+    if (ctx.layers > 0 && levels > ctx.layers)  // a weight a level: more than the layers would never be read
+      throw htm::Error("bilinear: levels is " + std::to_string(levels) + ", more than the model's " +
+                       std::to_string(ctx.layers) +
+                       " merging layers (model.layers): layer d scores with W_min(d, levels)");
     for (int64_t l = 1; l <= levels; ++l)  // "weight" the first (as before levels), then weight_2, ...
       weights_.push_back(register_parameter(l == 1 ? std::string("weight") : "weight_" + std::to_string(l),
                                             torch::randn({ctx.dim, ctx.dim}) * init_std));

@@ -43,8 +43,8 @@ class ResidualPolicy : public htm::Policy {
     const double temperature = params.number("temperature");
     const std::string unmerges = params.text("unmerges");
     htm::check_pair_distance("residual", distance_);
-    if (!(temperature > 0))
-      throw htm::Error("residual: temperature must be above 0, got " + std::to_string(temperature));
+    if (!(temperature > 0) || std::isinf(temperature))
+      throw htm::Error("residual: temperature must be a finite number above 0, got " + std::to_string(temperature));
     if (unmerges != "learned" && unmerges != "uniform")
       throw htm::Error("residual: unmerges must be \"learned\" or \"uniform\", got \"" + unmerges + "\"");
     if (residual_ && ctx.dim % heads_ != 0)
