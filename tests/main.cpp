@@ -1,13 +1,10 @@
-// htm_tests' main: GoogleTest's, then out by _Exit as htm's own main (core/app/main.cpp says
-// why): each of the suite's GoogleTest processes skips libtorch's static destructors.
+// htm_tests' main: GoogleTest's, then out as htm's own processes leave (htm::leave,
+// process/worker_fork.h): each of the suite's GoogleTest processes skips libtorch's static destructors.
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <cstdlib>
+#include "process/worker_fork.h"
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
-  const int code = RUN_ALL_TESTS();
-  std::fflush(nullptr);
-  std::_Exit(code);
+  htm::leave(RUN_ALL_TESTS());
 }

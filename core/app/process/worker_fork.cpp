@@ -93,14 +93,17 @@ void close_on_exec_descriptors() {
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
-  const int code = g_entry(static_cast<int>(words.size()), argv.data());
-  std::fflush(nullptr);
-  std::_Exit(code);  // as main does: no static destructors (main.cpp says why)
+  leave(g_entry(static_cast<int>(words.size()), argv.data()));
 }
 
 }  // namespace
 
 void set_worker_entry(WorkerEntry entry) { g_entry = entry; }
+
+void leave(int code) {
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
 
 bool may_fork_worker(const std::vector<std::string>& args, const std::vector<std::string>& environment) {
   const char* how = std::getenv("HTM_WORKER_SPAWN");
